@@ -1,0 +1,118 @@
+"""NumPy views of host arena memory."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from arena.devices import Device
+from arena.dtypes import DType
+from arena.errors import DTypeError, FrameworkUnavailableError
+from arena.layout import Layout
+from arena.sources import Allocation
+
+__all__ = [
+    "FRAMEWORK",
+    "check_device",
+    "data_ptr",
+    "fresh_views",
+    "is_available",
+    "native_dtype",
+    "typed_views",
+    "wrap",
+    "write_into",
+]
+
+FRAMEWORK = "numpy"
+
+_NATIVE: dict[str, Any] = {}
+_view = np.ndarray.view
+# Names NumPy lacks that ml_dtypes provides under the same name.
+_ML_DTYPES = {
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "float8_e4m3b11fnuz",
+}
+
+
+def is_available() -> bool:
+    """NumPy is a hard dependency: always True."""
+    return importlib.util.find_spec("numpy") is not None
+
+
+def check_device(device: Device) -> None:
+    """NumPy views need host memory."""
+    if device.is_cuda:
+        raise FrameworkUnavailableError(
+            f"NumPy cannot view device memory on {device}; use arena.cupy or arena.torch "
+            "for this arena, or an arena on device='cpu' for NumPy views"
+        )
+
+
+def native_dtype(dtype: DType) -> Any:
+    """The NumPy dtype for ``dtype`` (ml_dtypes for bfloat16 and float8 types)."""
+    native = _NATIVE.get(dtype.name)
+    if native is not None:
+        return native
+    if dtype.name in _ML_DTYPES:
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise DTypeError(
+                f"NumPy has no {dtype.name}; install ml_dtypes (pip install ml_dtypes), "
+                "request the bytes as 'uint8'/'uint16', or use the torch front"
+            ) from None
+        native = np.dtype(getattr(ml_dtypes, dtype.name))
+    else:
+        try:
+            native = np.dtype(dtype.name)
+        except TypeError:
+            raise DTypeError(
+                f"NumPy has no {dtype.name} dtype; request the bytes as "
+                f"'uint{8 * dtype.itemsize}' or use the torch front"
+            ) from None
+    _NATIVE[dtype.name] = native
+    return native
+
+
+def wrap(allocation: Allocation) -> Any:
+    """The allocation's own ``uint8`` array (already a NumPy array on the host)."""
+    check_device(allocation.device)
+    return allocation.owner
+
+
+def typed_views(buffer: Any, layout: Layout) -> list[Any]:
+    """``np.ndarray`` views at the layout's offsets; each keeps ``buffer`` alive."""
+    return [
+        np.ndarray(
+            v.shape,
+            dtype=native_dtype(v.dtype),
+            buffer=buffer,
+            offset=v.offset,
+            strides=v.byte_strides,
+        )
+        for v in layout.views
+    ]
+
+
+def fresh_views(views: Sequence[Any]) -> list[Any]:
+    """``a.view()`` of each prepared view: new array objects, same memory."""
+    return list(map(_view, views))
+
+
+def data_ptr(view: Any) -> int:
+    """Address of the first element."""
+    return int(view.__array_interface__["data"][0])
+
+
+def write_into(view: Any, value: Any) -> Any:
+    """Copy ``value`` (anything ``np.asarray`` accepts) into ``view``; returns ``view``."""
+    np.copyto(view, np.asarray(value), casting="same_kind")
+    return view

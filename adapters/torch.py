@@ -1,0 +1,109 @@
+"""torch tensors over arena memory (host now; CUDA through CuPy's DLPack export).
+
+Each slot buffer is imported into torch once per growth with DLPack; each request then
+gets ``alias.as_strided(shape, stride, offset)`` of a per-dtype alias of that buffer,
+which costs about a third of slice + view + reshape.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from arena.devices import Device
+from arena.dtypes import DType
+from arena.errors import DTypeError
+from arena.layout import Layout
+from arena.sources import Allocation
+
+__all__ = [
+    "FRAMEWORK",
+    "check_device",
+    "data_ptr",
+    "fresh_views",
+    "is_available",
+    "native_dtype",
+    "typed_views",
+    "wrap",
+    "write_into",
+]
+
+FRAMEWORK = "torch"
+
+_NATIVE: dict[str, Any] = {}
+_detach = torch.Tensor.detach
+
+
+class _Buffer:
+    """A slot buffer as a ``torch.uint8`` tensor, plus one alias per dtype."""
+
+    __slots__ = ("aliases", "base")
+
+    def __init__(self, base: torch.Tensor) -> None:
+        self.base = base
+        self.aliases: dict[Any, torch.Tensor] = {}
+
+    def alias(self, dtype: torch.dtype) -> torch.Tensor:
+        alias = self.aliases.get(dtype)
+        if alias is None:
+            alias = self.aliases[dtype] = self.base.view(dtype)
+        return alias
+
+
+def is_available() -> bool:
+    """Whether torch is installed."""
+    return importlib.util.find_spec("torch") is not None
+
+
+def check_device(device: Device) -> None:
+    """torch views host memory and CUDA memory alike."""
+
+
+def native_dtype(dtype: DType) -> Any:
+    """The ``torch.dtype`` of the same name."""
+    native = _NATIVE.get(dtype.name)
+    if native is None:
+        native = getattr(torch, dtype.name, None)
+        if not isinstance(native, torch.dtype):
+            raise DTypeError(
+                f"torch {torch.__version__} has no {dtype.name} dtype; request the bytes as "
+                f"'uint{8 * dtype.itemsize}' or upgrade torch"
+            )
+        _NATIVE[dtype.name] = native
+    return native
+
+
+def wrap(allocation: Allocation) -> _Buffer:
+    """Import the whole buffer into torch once (zero-copy DLPack)."""
+    base = torch.from_dlpack(allocation.owner)
+    return _Buffer(base)
+
+
+def typed_views(buffer: _Buffer, layout: Layout) -> list[Any]:
+    """``as_strided`` views of per-dtype aliases at the layout's offsets."""
+    views = []
+    for v in layout.views:
+        alias = buffer.alias(native_dtype(v.dtype))
+        views.append(alias.as_strided(v.shape, v.strides, v.offset // v.dtype.itemsize))
+    return views
+
+
+def fresh_views(views: Sequence[Any]) -> list[Any]:
+    """``t.detach()`` of each prepared view: new tensor objects, same memory."""
+    return list(map(_detach, views))
+
+
+def data_ptr(view: Any) -> int:
+    """Address of the first element."""
+    return int(view.data_ptr())
+
+
+def write_into(view: Any, value: Any) -> Any:
+    """Copy ``value`` (a tensor or anything ``torch.as_tensor`` accepts) into ``view``."""
+    if not isinstance(value, torch.Tensor):
+        value = torch.as_tensor(value)
+    view.copy_(value)
+    return view

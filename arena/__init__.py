@@ -1,0 +1,87 @@
+"""arena: a framework-agnostic GPU workspace allocator.
+
+One preallocated byte buffer per slot, carved into aligned, zero-copy, typed views; it
+grows during warm-up and is then locked, so the hot path allocates nothing and pointers
+never move. Views are available as NumPy arrays, torch tensors, CuPy arrays and JAX
+arrays over the same bytes.
+
+``import arena`` imports no framework: adapters import theirs when first used.
+"""
+
+from __future__ import annotations
+
+from ._version import __version__
+from .core import FRAMEWORKS, Arena
+from .devices import CPU, Device, default_device, parse_device
+from .dtypes import DType, resolve_dtype
+from .errors import (
+    ArenaClosedError,
+    ArenaError,
+    ArenaLockedError,
+    ArenaOutOfMemoryError,
+    ArenaWarning,
+    ConfigError,
+    DeviceError,
+    DeviceUnavailableError,
+    DTypeError,
+    FrameworkUnavailableError,
+    GraphCaptureError,
+    NotInitializedError,
+    PersistentMismatchError,
+    SlotError,
+    SpecError,
+)
+from .front import Front
+from .layout import Layout, ViewLayout, compute_layout
+from .process import (
+    current_arena,
+    init_arena,
+    is_arena_initialized,
+    lock_arena,
+    reset_arena,
+    unlock_arena,
+)
+from .sources import Allocation, HostSource, MemorySource
+from .stats import ArenaStats, SlotStats
+
+__all__ = [
+    "CPU",
+    "FRAMEWORKS",
+    "Allocation",
+    "Arena",
+    "ArenaClosedError",
+    "ArenaError",
+    "ArenaLockedError",
+    "ArenaOutOfMemoryError",
+    "ArenaStats",
+    "ArenaWarning",
+    "ConfigError",
+    "DType",
+    "DTypeError",
+    "Device",
+    "DeviceError",
+    "DeviceUnavailableError",
+    "FrameworkUnavailableError",
+    "Front",
+    "GraphCaptureError",
+    "HostSource",
+    "Layout",
+    "MemorySource",
+    "NotInitializedError",
+    "PersistentMismatchError",
+    "SlotError",
+    "SlotStats",
+    "SpecError",
+    "ViewLayout",
+    "__version__",
+    "compute_layout",
+    "current_arena",
+    "default_device",
+    "init_arena",
+    "is_arena_initialized",
+    "lock_arena",
+    "parse_device",
+    "reset_arena",
+    "resolve_dtype",
+    "unlock_arena",
+]

@@ -1,0 +1,86 @@
+"""Exceptions and warnings raised by arena.
+
+Every exception derives from :class:`ArenaError` and also from the built-in exception a
+caller would expect for that kind of mistake, so ``except ValueError`` keeps working for
+code that does not know about arena.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArenaClosedError",
+    "ArenaError",
+    "ArenaLockedError",
+    "ArenaOutOfMemoryError",
+    "ArenaWarning",
+    "ConfigError",
+    "DTypeError",
+    "DeviceError",
+    "DeviceUnavailableError",
+    "FrameworkUnavailableError",
+    "GraphCaptureError",
+    "NotInitializedError",
+    "PersistentMismatchError",
+    "SlotError",
+    "SpecError",
+]
+
+
+class ArenaError(Exception):
+    """Base class of every exception raised by arena."""
+
+
+class SpecError(ArenaError, ValueError):
+    """A ``(shape, dtype)`` request is malformed: bad shape, bad nesting or too large."""
+
+
+class DTypeError(ArenaError, TypeError):
+    """A dtype is unknown to arena or cannot be represented by the requested framework."""
+
+
+class ConfigError(ArenaError, ValueError):
+    """An :class:`~arena.Arena` was constructed with invalid settings."""
+
+
+class SlotError(ArenaError, IndexError):
+    """A micro-batch or lane index is outside the range the arena was configured with."""
+
+
+class ArenaLockedError(ArenaError, RuntimeError):
+    """A request needs more memory (or a new persistent buffer) while the arena is locked."""
+
+
+class ArenaOutOfMemoryError(ArenaError, MemoryError):
+    """The memory source could not provide the bytes a slot needed."""
+
+
+class ArenaClosedError(ArenaError, RuntimeError):
+    """The arena was closed (or reset) and can no longer hand out memory."""
+
+
+class PersistentMismatchError(ArenaError, ValueError):
+    """A persistent key was requested again with another shape or dtype."""
+
+
+class NotInitializedError(ArenaError, RuntimeError):
+    """The process-wide arena for a device was used before :func:`arena.init_arena`."""
+
+
+class FrameworkUnavailableError(ArenaError, ImportError):
+    """A framework adapter was asked for, but the framework is not installed."""
+
+
+class DeviceError(ArenaError, ValueError):
+    """A device specification could not be understood."""
+
+
+class DeviceUnavailableError(ArenaError, RuntimeError):
+    """The requested device exists in the specification but not on this machine."""
+
+
+class GraphCaptureError(ArenaError, RuntimeError):
+    """Memory was requested while a CUDA stream is capturing a graph."""
+
+
+class ArenaWarning(UserWarning):
+    """Something works, but probably not the way the caller intended."""

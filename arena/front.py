@@ -1,0 +1,167 @@
+"""Fronts: one arena, seen through one framework.
+
+``arena.torch``, ``arena.numpy``, ``arena.cupy`` and ``arena.jax`` are :class:`Front`
+objects over the same slots. The request path lives here because it is the hot path: a
+request seen before in the same slot costs one dictionary lookup, a type check of its
+dimensions and one cheap fresh view per tensor.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from .layout import compute_layout
+
+if TYPE_CHECKING:
+    from .core import Arena
+    from .slot import Slot
+
+__all__ = ["Front"]
+
+
+class Front:
+    """Hands out views of an arena's slots as one framework's arrays.
+
+    Obtain one with ``arena.torch``, ``arena.numpy``, ``arena.cupy``, ``arena.jax`` or
+    :meth:`arena.Arena.front`; do not construct it directly.
+    """
+
+    __slots__ = ("_adapter", "_arena", "_fresh", "_name")
+
+    def __init__(self, arena: Arena, adapter: ModuleType) -> None:
+        self._arena = arena
+        self._adapter = adapter
+        self._name: str = adapter.FRAMEWORK
+        self._fresh = adapter.fresh_views
+
+    @property
+    def framework(self) -> str:
+        """The framework this front returns."""
+        return self._name
+
+    @property
+    def arena(self) -> Arena:
+        """The arena behind this front."""
+        return self._arena
+
+    def get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any]:
+        """Views for several ``(shape, dtype)`` requests, valid until the next call.
+
+        Parameters
+        ----------
+        *specs : tuple of (shape, dtype)
+            ``shape`` a tuple of non-negative ints; ``dtype`` any NumPy, torch, JAX or
+            ml_dtypes dtype, or a name such as ``"bfloat16"``.
+
+        Returns
+        -------
+        list
+            One view per request, in order, each covering exactly its own bytes at an
+            offset aligned to the arena's alignment.
+
+        Raises
+        ------
+        ArenaLockedError
+            The request needs more memory than the slot holds while the arena is locked.
+        SpecError, DTypeError
+            Malformed request.
+        """
+        arena = self._arena
+        slot = arena._slot()
+        cache = slot.prepared.get(self._name)
+        if cache is not None and not slot.pending:
+            try:
+                entry = cache.get(specs)
+            except TypeError:  # unhashable spec: the slow path explains what is wrong
+                entry = None
+            if entry is not None:
+                # 1.0 == 1 and True == 1 hash alike: only plain ints may use the hit.
+                for shape, _ in specs:
+                    for dim in shape:
+                        if dim.__class__ is not int:
+                            return self._request(slot, specs, True)  # type: ignore[return-value]
+                slot.calls += 1
+                if not arena._locked:
+                    arena._note_call_site(entry[0])
+                return self._fresh(entry[1])  # type: ignore[no-any-return]
+        return self._request(slot, specs, True)  # type: ignore[return-value]
+
+    def try_get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any] | None:
+        """Like :meth:`get_simultaneous`, but ``None`` instead of raising when locked and
+        too small. Other errors (bad specs, closed arena) still raise."""
+        return self._request(self._arena._slot(), specs, False)
+
+    def _request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
+        arena = self._arena
+        layout = compute_layout(specs, arena._alignment)
+        required = layout.total
+        if not arena._ensure(slot, required):
+            if strict:
+                raise arena._locked_error(slot, required)
+            return None
+        slot.calls += 1
+        if not arena._locked:
+            arena._note_call_site(required)
+        cache = slot.prepared.get(self._name)
+        if cache is None:
+            cache = slot.prepared[self._name] = {}
+        try:
+            entry = cache.get(specs)
+        except TypeError:
+            entry = None
+        if entry is None:
+            entry = (required, self._adapter.typed_views(self._buffer(slot), layout))
+            if len(cache) >= arena._max_cached:
+                del cache[next(iter(cache))]
+            try:
+                cache[specs] = entry
+            except TypeError:  # unhashable but valid (e.g. a list of specs)
+                pass
+        return self._fresh(entry[1])  # type: ignore[no-any-return]
+
+    def _buffer(self, slot: Slot) -> Any:
+        buffer = slot.buffers.get(self._name)
+        if buffer is None:
+            assert slot.allocation is not None
+            buffer = slot.buffers[self._name] = self._adapter.wrap(slot.allocation)
+        return buffer
+
+    def get_persistent(
+        self, key: Any, shape: tuple[int, ...], dtype: Any, zero_init: bool = False
+    ) -> Any:
+        """A buffer of its own that keeps its contents across requests.
+
+        The same key in the same slot returns the same view object every time. It never
+        overlaps the scratch buffer, and scratch growth does not move it.
+
+        Parameters
+        ----------
+        key : hashable
+            Identifies the buffer within the slot.
+        shape, dtype
+            As in :meth:`get_simultaneous`; must match the first request for ``key``.
+        zero_init : bool
+            Fill with zeros when the buffer is created (later calls do not re-zero).
+
+        Raises
+        ------
+        PersistentMismatchError
+            ``key`` exists with another shape or dtype.
+        ArenaLockedError
+            ``key`` is new and the arena is locked.
+        """
+        arena = self._arena
+        entry = arena._persistent(arena._slot(), key, shape, dtype, zero_init)
+        view = entry.views.get(self._name)
+        if view is None:
+            buffer = self._adapter.wrap(entry.allocation)
+            view = entry.views[self._name] = self._adapter.typed_views(buffer, entry.layout)[0]
+        return view
+
+    def data_ptr(self, view: Any) -> int:
+        """Address of a view's first element."""
+        return int(self._adapter.data_ptr(view))
+
+    def __repr__(self) -> str:
+        return f"<arena front {self._name!r} of {self._arena!r}>"

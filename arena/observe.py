@@ -1,0 +1,79 @@
+"""Logging, debug switches and caller attribution.
+
+Everything here runs on slow paths only (growth, lock, unlocked bookkeeping).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["MB", "caller_info", "debug_from_env", "format_mb", "log_event", "logger"]
+
+logger = logging.getLogger("arena")
+MB = 1024 * 1024
+
+_internal_dirs: tuple[str, ...] | None = None
+
+
+def format_mb(nbytes: int) -> str:
+    """Bytes as ``"12.50 MB"`` (MiB, as vLLM prints them)."""
+    return f"{nbytes / MB:.2f} MB"
+
+
+def debug_from_env(variable: str = "ARENA_DEBUG") -> bool:
+    """Whether the debug environment variable is set to a true value."""
+    return os.environ.get(variable, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def log_event(message: str, *, debug: bool, prefix: str = "[arena]") -> None:
+    """Log a resize/lock/unlock event: at INFO when ``debug`` is on, else at DEBUG.
+
+    With debug on and no logging configured, a stderr handler is attached so the lines
+    show up, as the environment variable promises.
+    """
+    if debug:
+        if not logger.handlers and not logging.getLogger().handlers:
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("%(message)s"))
+            logger.addHandler(handler)
+            logger.setLevel(logging.INFO)
+        logger.info("%s %s", prefix, message)
+    else:
+        logger.debug("%s %s", prefix, message)
+
+
+def _internal() -> tuple[str, ...]:
+    global _internal_dirs
+    if _internal_dirs is None:
+        dirs = [str(Path(__file__).resolve().parent) + os.sep]
+        spec = importlib.util.find_spec("arena.adapters")
+        if spec is not None and spec.origin:
+            dirs.append(str(Path(spec.origin).resolve().parent) + os.sep)
+        dirs.append(str(Path(logging.__file__).resolve().parent.parent / "contextlib.py"))
+        _internal_dirs = tuple(dirs)
+    return _internal_dirs
+
+
+def caller_info() -> str:
+    """``file:line:function`` of the first frame outside arena and its adapters."""
+    internal = _internal()
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not path.startswith(internal) and not _resolved_startswith(path, internal):
+            return f"{os.path.basename(path)}:{frame.f_lineno}:{frame.f_code.co_name}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return "<unknown>"
+
+
+def _resolved_startswith(path: str, internal: tuple[str, ...]) -> bool:
+    if path.startswith("<"):
+        return False
+    try:
+        return str(Path(path).resolve()).startswith(internal)
+    except OSError:
+        return False

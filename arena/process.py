@@ -1,0 +1,100 @@
+"""The process-wide arenas, one per device, for code that cannot pass an arena around."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import Any
+
+from .core import Arena
+from .devices import Device, default_device, parse_device
+from .errors import ArenaWarning, NotInitializedError
+
+__all__ = [
+    "current_arena",
+    "init_arena",
+    "is_arena_initialized",
+    "lock_arena",
+    "reset_arena",
+    "unlock_arena",
+]
+
+_arenas: dict[Device, Arena] = {}
+_registry_lock = threading.Lock()
+
+
+def _key(device: Any) -> Device:
+    return default_device() if device is None else parse_device(device)
+
+
+def init_arena(device: Any = None, **options: Any) -> Arena:
+    """Create the process-wide arena for ``device`` (default device when ``None``).
+
+    ``options`` are passed to :class:`Arena`. Initialising a device again warns
+    (:class:`ArenaWarning`), closes the previous arena and replaces it.
+    """
+    key = _key(device)
+    arena = Arena(key, **options)
+    with _registry_lock:
+        previous = _arenas.get(key)
+        _arenas[key] = arena
+    if previous is not None:
+        warnings.warn(
+            f"init_arena({str(key)!r}) called again: the previous arena ({previous!r}) is "
+            "closed and replaced; its views stay valid. Call reset_arena() first to make "
+            "this explicit",
+            ArenaWarning,
+            stacklevel=2,
+        )
+        previous.close()
+    return arena
+
+
+def current_arena(device: Any = None) -> Arena:
+    """The process-wide arena for ``device``.
+
+    Raises
+    ------
+    NotInitializedError
+        If :func:`init_arena` has not been called for that device.
+    """
+    key = _key(device)
+    arena = _arenas.get(key)
+    if arena is None:
+        known = ", ".join(str(d) for d in _arenas) or "none"
+        raise NotInitializedError(
+            f"no process-wide arena on {key} (initialised: {known}); call "
+            f"arena.init_arena({str(key)!r}) first"
+        )
+    return arena
+
+
+def lock_arena(device: Any = None) -> None:
+    """Lock the process-wide arena for ``device``."""
+    current_arena(device).lock()
+
+
+def unlock_arena(device: Any = None) -> None:
+    """Unlock the process-wide arena for ``device``."""
+    current_arena(device).unlock()
+
+
+def reset_arena(device: Any = None, *, all_devices: bool = False) -> None:
+    """Close and forget the process-wide arena for ``device`` (or every one).
+
+    Views made before stay valid. Meant for tests and for re-configuring an engine.
+    """
+    with _registry_lock:
+        if all_devices:
+            closing = list(_arenas.values())
+            _arenas.clear()
+        else:
+            found = _arenas.pop(_key(device), None)
+            closing = [] if found is None else [found]
+    for arena in closing:
+        arena.close()
+
+
+def is_arena_initialized(device: Any = None) -> bool:
+    """Whether :func:`init_arena` has been called for ``device``."""
+    return _key(device) in _arenas

@@ -1,0 +1,98 @@
+"""Memory sources: where slot buffers come from.
+
+A source is a small object in the style of Numba's External Memory Management plugins:
+``allocate(nbytes)`` returns an :class:`Allocation` and ``release(allocation)`` gives it
+back. The arena calls nothing else, so a test can substitute a recording or failing source
+and check exactly which allocations and frees happen.
+
+Release semantics: the arena drops its own references before calling ``release``; memory
+actually returns to the system once no view still references ``allocation.owner``. That is
+what makes views outlive growth and :meth:`~arena.Arena.close` safely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from .devices import CPU, Device
+
+__all__ = ["HOST_ALIGNMENT", "Allocation", "HostSource", "MemorySource"]
+
+#: Base-address alignment of host allocations: one page, enough for every SIMD width and
+#: for JAX's 64-byte zero-copy requirement.
+HOST_ALIGNMENT = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """One block of memory handed out by a source.
+
+    Attributes
+    ----------
+    ptr : int
+        Address of the first byte.
+    nbytes : int
+        Usable size in bytes.
+    owner : Any
+        A 1-D ``uint8`` array of exactly ``nbytes`` over the block: a NumPy array for host
+        memory, a CuPy array for device memory. Holding it keeps the memory alive;
+        adapters build every view from it.
+    device : Device
+        Where the memory lives.
+    """
+
+    ptr: int
+    nbytes: int
+    owner: Any
+    device: Device
+
+
+@runtime_checkable
+class MemorySource(Protocol):
+    """What the arena needs from a memory provider."""
+
+    @property
+    def device(self) -> Device:
+        """The device the memory lives on."""
+        ...
+
+    def allocate(self, nbytes: int) -> Allocation:
+        """Return a block of at least ``nbytes`` (``nbytes >= 1``) aligned to >= 256 bytes.
+
+        Raises ``MemoryError`` (or a subclass) when the memory is not available.
+        """
+        ...
+
+    def release(self, allocation: Allocation) -> None:
+        """Take back a block the arena no longer references."""
+        ...
+
+
+class HostSource:
+    """Host memory from NumPy, page-aligned.
+
+    ``np.empty`` only guarantees 16-byte alignment, so each block over-allocates one page
+    and starts at the first page boundary inside it.
+    """
+
+    @property
+    def device(self) -> Device:
+        """Always the host."""
+        return CPU
+
+    def allocate(self, nbytes: int) -> Allocation:
+        """Allocate ``nbytes`` of page-aligned host memory."""
+        import numpy as np
+
+        raw = np.empty(nbytes + HOST_ALIGNMENT, dtype=np.uint8)
+        address = int(raw.__array_interface__["data"][0])
+        start = -address % HOST_ALIGNMENT
+        block = raw[start : start + nbytes]
+        return Allocation(address + start, nbytes, block, CPU)
+
+    def release(self, allocation: Allocation) -> None:
+        """Nothing to do: NumPy frees the block once the last view of it is gone."""
+
+    def __repr__(self) -> str:
+        return "HostSource()"
