@@ -30,9 +30,10 @@ FRAMEWORK = "numpy"
 
 _NATIVE: dict[str, Any] = {}
 _view = np.ndarray.view
-# Names NumPy lacks that ml_dtypes provides under the same name.
+# Names NumPy lacks that ml_dtypes provides under the same name (complex32 since 0.5).
 _ML_DTYPES = {
     "bfloat16",
+    "complex32",
     "float8_e4m3fn",
     "float8_e4m3fnuz",
     "float8_e5m2",
@@ -69,6 +70,11 @@ def native_dtype(dtype: DType) -> Any:
                 f"NumPy has no {dtype.name}; install ml_dtypes (pip install ml_dtypes), "
                 "request the bytes as 'uint8'/'uint16', or use the torch front"
             ) from None
+        if not hasattr(ml_dtypes, dtype.name):
+            raise DTypeError(
+                f"ml_dtypes {ml_dtypes.__version__} has no {dtype.name}; upgrade ml_dtypes, "
+                f"request the bytes as 'uint{8 * dtype.itemsize}', or use the torch front"
+            )
         native = np.dtype(getattr(ml_dtypes, dtype.name))
     else:
         try:

@@ -76,13 +76,13 @@ def native_dtype(dtype: DType) -> Any:
     return native
 
 
-def wrap(allocation: Allocation) -> _Buffer:
+def wrap(allocation: Allocation) -> Any:
     """Import the whole buffer into torch once (zero-copy DLPack)."""
     base = torch.from_dlpack(allocation.owner)
     return _Buffer(base)
 
 
-def typed_views(buffer: _Buffer, layout: Layout) -> list[Any]:
+def typed_views(buffer: Any, layout: Layout) -> list[Any]:
     """``as_strided`` views of per-dtype aliases at the layout's offsets."""
     views = []
     for v in layout.views:

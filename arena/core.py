@@ -292,9 +292,11 @@ class Arena:
             raise ConfigError(f"nbytes must be an int >= 0, got {nbytes!r}")
         self._check_open()
         with self._growth_lock:
-            for slot in self._slots:
-                if slot.capacity < nbytes:
-                    self._grow(slot, nbytes)
+            short = [s for s in self._slots if s.capacity < nbytes]
+            if short and self._locked:
+                raise self._locked_error(short[0], nbytes)
+            for slot in short:
+                self._grow(slot, nbytes)
         return nbytes
 
     # ------------------------------------------------------------------ slots
@@ -350,9 +352,15 @@ class Arena:
         if isinstance(value, bool) or not isinstance(value, int):
             raise SlotError(f"{what} must be an int, got {type(value).__name__} {value!r}")
         if not 0 <= value < count:
+            fix = (
+                f"{what} indices start at 0"
+                if value < 0
+                else f"construct the arena with {what}{'es' if what == 'ubatch' else 's'}="
+                f"{value + 1} or more"
+            )
             raise SlotError(
                 f"{what} {value} is out of range: this arena has {count} {what} slot(s) "
-                f"(0..{count - 1}); construct it with {what}s={max(value + 1, 1)} or more"
+                f"(0..{count - 1}); {fix}"
             )
 
     # ------------------------------------------------------------------ growth

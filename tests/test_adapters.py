@@ -1,0 +1,132 @@
+"""Adapters: identical public surface, zero-copy views, writes visible across frameworks."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any
+
+import numpy as np
+import pytest
+
+from adapters import ADAPTER_NAMES  # type: ignore[import-not-found]  # noqa: F401  (checked below)
+from arena import Arena
+
+HOST_FRAMEWORKS = ["numpy", "torch", "jax"]
+
+
+def _load(name: str) -> Any:
+    module = {"numpy": "numpy", "torch": "torch", "cupy": "cupy", "jax": "jax"}[name]
+    pytest.importorskip(module)
+    try:
+        return importlib.import_module(f"arena.adapters.{name}")
+    except ImportError as exc:  # framework present but not usable here (e.g. CuPy w/o CUDA)
+        pytest.skip(f"arena.adapters.{name} cannot load: {exc}")
+
+
+def test_every_adapter_has_the_same_public_names_and_signatures() -> None:
+    from arena.adapters import ADAPTER_NAMES
+
+    reference = importlib.import_module("arena.adapters.numpy")
+    names = sorted(reference.__all__)
+    checked = 0
+    for name in ADAPTER_NAMES:
+        try:
+            module = importlib.import_module(f"arena.adapters.{name}")
+        except ImportError:
+            continue  # framework not installed: its adapter is compared where it is
+        assert sorted(module.__all__) == names, name
+        for attr in names:
+            ours, theirs = getattr(module, attr), getattr(reference, attr)
+            if callable(theirs):
+                assert inspect.signature(ours) == inspect.signature(theirs), f"{name}.{attr}"
+            else:
+                assert type(ours) is type(theirs), f"{name}.{attr}"
+        assert module.FRAMEWORK == name
+        checked += 1
+    assert checked >= 2
+
+
+def _ptr(front_name: str, a: Arena, view: Any) -> int:
+    return a.front(front_name).data_ptr(view)
+
+
+@pytest.mark.parametrize("framework", HOST_FRAMEWORKS)
+def test_views_alias_the_slot_buffer_zero_copy(framework: str) -> None:
+    _load(framework)
+    with Arena("cpu", framework="numpy") as a:
+        specs = (((4, 8), "float32"), ((16,), "int32"))
+        base = a.numpy.get_simultaneous(*specs)
+        other = a.front(framework).get_simultaneous(*specs)
+        for n, o in zip(base, other):
+            assert _ptr("numpy", a, n) == _ptr(framework, a, o)
+            assert tuple(o.shape) == n.shape
+
+
+@pytest.mark.parametrize("writer", ["numpy", "torch"])
+@pytest.mark.parametrize("reader", HOST_FRAMEWORKS)
+def test_writes_through_one_framework_are_seen_by_another(writer: str, reader: str) -> None:
+    _load(writer)
+    _load(reader)
+    with Arena("cpu", framework="numpy") as a:
+        specs = (((3, 5), "float32"), ((7,), "int64" if reader != "jax" else "int32"))
+        w = a.front(writer).get_simultaneous(*specs)
+        payload = [np.arange(15, dtype=np.float32).reshape(3, 5), np.arange(7) * 11]
+        for view, value in zip(w, payload):
+            a.front(writer)._adapter.write_into(view, value)
+        r = a.front(reader).get_simultaneous(*specs)
+        for view, value in zip(r, payload):
+            assert np.array_equal(np.asarray(view), value)
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float16"])
+def test_low_precision_dtypes(framework: str, dtype: str) -> None:
+    _load(framework)
+    if framework == "numpy":
+        pytest.importorskip("ml_dtypes")
+    with Arena("cpu", framework="numpy") as a:
+        (view,) = a.front(framework).get_simultaneous(((4, 4), dtype))
+        assert str(view.dtype).endswith(dtype)
+        a.front(framework)._adapter.write_into(view, np.ones((4, 4), dtype=np.float32))
+        (raw,) = a.numpy.get_simultaneous(((4 * 4 * view.itemsize if framework == "numpy" else 16 * view.element_size(),), "uint8"))
+        assert raw.any()
+
+
+def test_numpy_without_a_dtype_says_what_to_do() -> None:
+    with Arena("cpu", framework="numpy") as a, pytest.raises(TypeError, match="uint8.*torch"):
+        a.numpy.get_simultaneous(((4,), "float4_e2m1fn_x2"))
+
+
+def test_torch_views_share_one_dlpack_import_per_growth() -> None:
+    torch = pytest.importorskip("torch")
+    with Arena("cpu", framework="torch") as a:
+        x, y = a.get_simultaneous(((4,), torch.float32), ((4,), torch.int32))
+        assert x.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()
+        (z,) = a.get_simultaneous(((4,), torch.float32))
+        assert z.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+        assert a.torch.get_persistent("p", (2,), torch.float32).untyped_storage().data_ptr() != (
+            x.untyped_storage().data_ptr()
+        )
+
+
+def test_torch_views_keep_memory_alive_after_close() -> None:
+    torch = pytest.importorskip("torch")
+    a = Arena("cpu", framework="torch")
+    (x,) = a.get_simultaneous(((1024,), torch.float32))
+    x.fill_(2.5)
+    a.get_simultaneous(((1 << 18,), torch.float32))
+    a.close()
+    import gc
+
+    gc.collect()
+    assert float(x.sum()) == 2.5 * 1024
+
+
+def test_torch_persistent_is_the_same_tensor() -> None:
+    torch = pytest.importorskip("torch")
+    with Arena("cpu", framework="torch") as a:
+        p = a.get_persistent("acc", (8,), torch.float32, zero_init=True)
+        p += 1
+        assert a.get_persistent("acc", (8,), torch.float32) is p
+        assert float(a.torch.get_persistent("acc", (8,), "float32").sum()) == 8.0

@@ -1,0 +1,140 @@
+"""Every bad input gets a named error with the values and the fix; the arena stays usable."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import arena
+from arena import (
+    Arena,
+    ArenaClosedError,
+    ConfigError,
+    DeviceError,
+    DTypeError,
+    NotInitializedError,
+    SlotError,
+    SpecError,
+)
+
+F32 = "float32"
+
+REQUESTS: list[tuple[str, tuple[Any, ...], type[Exception], str]] = [
+    ("negative dim", (((-1, 4), F32),), SpecError, "dimension 0 is negative"),
+    ("float dim", (((2.0, 4), F32),), SpecError, "use 2"),
+    ("fractional dim", (((2.5,), F32),), SpecError, "float 2.5"),
+    ("bool dim", (((True, 4), F32),), SpecError, "bool"),
+    ("None dim", (((None,), F32),), SpecError, "NoneType None"),
+    ("string dim", ((("4",), F32),), SpecError, "str '4'"),
+    ("shape is an int", ((4, F32),), SpecError, r"pass \(4,\)"),
+    ("shape is a list", (([4, 4], F32),), SpecError, "tuple such as"),
+    ("shape is None", ((None, F32),), SpecError, "NoneType"),
+    ("spec not a tuple", ([(4,), F32],), SpecError, r"must be a \(shape, dtype\) tuple"),
+    ("spec too long", (((4,), F32, 0),), SpecError, r"\(shape, dtype\) tuple"),
+    ("spec is a bare shape", ((4, 8),), SpecError, "spec #0"),
+    ("second spec bad", (((4,), F32), ((-2,), F32)), SpecError, "spec #1"),
+    ("unknown dtype name", (((4,), "float12"),), DTypeError, "unknown dtype 'float12'"),
+    ("dtype None", (((4,), None),), DTypeError, "unknown dtype None"),
+    ("dtype int", (((4,), 3),), DTypeError, "unknown dtype 3"),
+    ("structured dtype", (((4,), [("a", "f4")]),), DTypeError, "unknown dtype|structured"),
+    ("byte-swapped dtype", (((4,), ">f4" if __import__("sys").byteorder == "little" else "<f4"),),
+     DTypeError, "byte order"),
+    ("overflowing shape", (((2**40, 2**40), F32),), SpecError, "more than"),
+    ("huge dim", (((2**70,), "uint8"),), SpecError, "exceeds|more than"),
+    ("overflow over several specs", (((2**61,), "uint8"),) * 5, SpecError, "brings the layout"),
+]
+
+
+@pytest.mark.parametrize(("case", "specs", "error", "pattern"), REQUESTS, ids=[r[0] for r in REQUESTS])
+def test_bad_requests_raise_named_errors_and_leave_the_arena_usable(
+    host: Arena, case: str, specs: tuple[Any, ...], error: type[Exception], pattern: str
+) -> None:
+    host.get_simultaneous(((4, 4), F32))  # a memoised layout must not mask the error
+    with pytest.raises(error, match=pattern):
+        host.get_simultaneous(*specs)
+    with pytest.raises(error):
+        host.try_get_simultaneous(*specs)
+    (ok,) = host.get_simultaneous(((4, 4), F32))
+    assert ok.shape == (4, 4)
+
+
+CONSTRUCTION: list[tuple[str, dict[str, Any], type[Exception], str]] = [
+    ("alignment not a power of two", {"alignment": 100}, ConfigError, "alignment=128"),
+    ("alignment too small", {"alignment": 8}, ConfigError, "alignment=16"),
+    ("alignment float", {"alignment": 256.0}, ConfigError, "float"),
+    ("alignment bool", {"alignment": True}, ConfigError, "bool"),
+    ("zero ubatches", {"ubatches": 0}, ConfigError, "ubatches must be an int >= 1, got 0"),
+    ("negative lanes", {"lanes": -1}, ConfigError, "lanes must be"),
+    ("bad growth", {"growth": "double"}, ConfigError, "growth must be"),
+    ("zero growth", {"growth": 0}, ConfigError, "growth must be"),
+    ("unknown framework", {"framework": "tensorflow"}, ConfigError, "tensorflow"),
+    ("resolver not callable", {"ubatch_resolver": 3}, ConfigError, "callable"),
+    ("bad device string", {"device": "tpu:0"}, DeviceError, "'tpu:0'"),
+    ("negative device", {"device": -1}, DeviceError, ">= 0"),
+    ("device bool", {"device": True}, DeviceError, "True"),
+    ("host source on cuda", {"device": "cpu", "source": "pinned"}, ConfigError, "CUDA device"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "kwargs", "error", "pattern"), CONSTRUCTION, ids=[c[0] for c in CONSTRUCTION]
+)
+def test_bad_construction(case: str, kwargs: dict[str, Any], error: type[Exception], pattern: str) -> None:
+    kwargs.setdefault("device", "cpu")
+    with pytest.raises(error, match=pattern):
+        Arena(**kwargs)
+
+
+SLOT_CALLS: list[tuple[str, Callable[[Arena], Any], type[Exception], str]] = [
+    ("ubatch out of range", lambda a: a.bind_ubatch(2), SlotError, r"ubatches=3"),
+    ("negative ubatch", lambda a: a.ubatch(-1).__enter__(), SlotError, "out of range"),
+    ("lane out of range", lambda a: a.lane(5).__enter__(), SlotError, "lanes=6"),
+    ("lane not int", lambda a: a.lane("1").__enter__(), SlotError, "str"),
+    ("reserve negative", lambda a: a.reserve_bytes(-5), ConfigError, "-5"),
+    ("persistent bad shape", lambda a: a.get_persistent("k", (-1,), F32), SpecError, "negative"),
+    ("unknown front", lambda a: a.front("mxnet"), ConfigError, "mxnet"),
+]
+
+
+@pytest.mark.parametrize(("case", "call", "error", "pattern"), SLOT_CALLS, ids=[c[0] for c in SLOT_CALLS])
+def test_bad_slot_and_arena_calls(
+    case: str, call: Callable[[Arena], Any], error: type[Exception], pattern: str
+) -> None:
+    with Arena("cpu", ubatches=2, lanes=2, framework="numpy") as a:
+        with pytest.raises(error, match=pattern):
+            call(a)
+        assert a.current_slot() == (0, 0)
+        assert a.get_simultaneous(((2,), F32))[0].shape == (2,)
+
+
+def test_calls_after_close_and_reset() -> None:
+    a = arena.init_arena("cpu", framework="numpy")
+    arena.reset_arena("cpu")
+    with pytest.raises(ArenaClosedError, match="init_arena"):
+        a.get_simultaneous(((1,), F32))
+    with pytest.raises(NotInitializedError, match=r"init_arena\('cpu'\)"):
+        arena.current_arena("cpu")
+    with pytest.raises(NotInitializedError):
+        arena.lock_arena("cpu")
+
+
+def test_numpy_front_on_device_memory_is_refused() -> None:
+    from arena.adapters import numpy as numpy_adapter
+
+    with pytest.raises(arena.FrameworkUnavailableError, match="arena.cupy"):
+        numpy_adapter.check_device(arena.Device("cuda", 0))
+
+
+def test_error_hierarchy() -> None:
+    for cls, builtin in [
+        (SpecError, ValueError),
+        (DTypeError, TypeError),
+        (SlotError, IndexError),
+        (arena.ArenaLockedError, RuntimeError),
+        (arena.ArenaOutOfMemoryError, MemoryError),
+        (ArenaClosedError, RuntimeError),
+        (arena.FrameworkUnavailableError, ImportError),
+    ]:
+        assert issubclass(cls, arena.ArenaError) and issubclass(cls, builtin)

@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import pytest
+
+import arena
+from arena import ArenaWarning, NotInitializedError
+
+
+def test_process_wide_lifecycle() -> None:
+    assert not arena.is_arena_initialized("cpu")
+    a = arena.init_arena("cpu", framework="numpy", ubatches=2)
+    assert arena.is_arena_initialized("cpu")
+    assert arena.current_arena("cpu") is a
+    assert arena.current_arena("host") is a  # spellings of one device share one arena
+    arena.lock_arena("cpu")
+    assert a.is_locked
+    arena.unlock_arena("cpu")
+    assert not a.is_locked
+    arena.reset_arena("cpu")
+    assert not arena.is_arena_initialized("cpu")
+    assert a.is_closed
+
+
+def test_default_device_is_host_without_a_gpu() -> None:
+    if arena.default_device().is_cuda:
+        pytest.skip("a GPU is visible: the default device is CUDA here")
+    a = arena.init_arena(framework="numpy")
+    assert arena.current_arena() is a and arena.current_arena("cpu") is a
+    assert str(a.device) == "cpu"
+
+
+def test_reinitialising_warns_closes_the_old_arena_and_keeps_views() -> None:
+    old = arena.init_arena("cpu", framework="numpy")
+    (view,) = old.get_simultaneous(((4,), "float32"))
+    view[:] = 1
+    with pytest.warns(ArenaWarning, match="called again"):
+        new = arena.init_arena("cpu", framework="numpy")
+    assert new is not old and old.is_closed
+    assert arena.current_arena("cpu") is new
+    assert view.tolist() == [1, 1, 1, 1]
+
+
+def test_uninitialised_errors_name_the_fix() -> None:
+    with pytest.raises(NotInitializedError, match=r"init_arena\('cpu'\)"):
+        arena.current_arena("cpu")
+    with pytest.raises(NotInitializedError):
+        arena.unlock_arena("cpu")
+    arena.reset_arena("cpu")  # resetting nothing is fine
+
+
+def test_reset_all_devices() -> None:
+    a = arena.init_arena("cpu", framework="numpy")
+    arena.reset_arena(all_devices=True)
+    assert a.is_closed and not arena.is_arena_initialized("cpu")
+
+
+def test_device_parsing() -> None:
+    from arena import Device, parse_device
+
+    assert parse_device("cuda:2") == Device("cuda", 2)
+    assert parse_device(1) == Device("cuda", 1)
+    assert parse_device(" CPU ") == arena.CPU
+    torch = pytest.importorskip("torch")
+    assert parse_device(torch.device("cuda", 3)) == Device("cuda", 3)
+    assert parse_device(torch.device("cpu")) == arena.CPU

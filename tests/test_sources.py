@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+import gc
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from arena import Arena, ArenaError, ArenaOutOfMemoryError, ConfigError, HostSource, MemorySource
+from tests.sources import FailingSource, RecordingSource
+
+F32 = "float32"
+
+
+def test_host_source_is_page_aligned_and_exact() -> None:
+    source = HostSource()
+    assert isinstance(source, MemorySource)
+    for nbytes in (1, 255, 4096, 10_000):
+        block = source.allocate(nbytes)
+        assert block.ptr % 4096 == 0
+        assert block.nbytes == block.owner.nbytes == nbytes
+        assert block.owner.dtype == np.uint8
+
+
+def test_growth_releases_before_allocating_and_close_releases_all() -> None:
+    source = RecordingSource()
+    a = Arena(source=source, ubatches=2, framework="numpy")
+    a.get_simultaneous(((256,), F32))
+    a.get_simultaneous(((512,), F32))
+    a.get_persistent("kv", (64,), F32)
+    with a.ubatch(1):
+        a.get_simultaneous(((8,), F32))
+    a.close()
+    assert source.events == [
+        ("allocate", 1024),
+        ("release", 1024),  # the old buffer goes back first ...
+        ("allocate", 2048),  # ... then the new one is asked for
+        ("allocate", 256),  # persistent buffer: a block of its own
+        ("allocate", 2048),  # ubatch 1 grows to its sibling's size at its own call
+        ("release", 2048),
+        ("release", 256),
+        ("release", 2048),
+    ]
+    assert source.live == {}
+
+
+def test_lock_allocates_only_for_unsized_siblings() -> None:
+    source = RecordingSource()
+    with Arena(source=source, ubatches=2, framework="numpy") as a:
+        a.get_simultaneous(((1000,), F32))
+        a.lock()
+        a.unlock()
+        a.lock()
+    assert source.allocations() == [4096, 4096]
+
+
+def test_failing_source_raises_memory_error_naming_bytes_and_stays_consistent() -> None:
+    source = FailingSource(limit=1 << 16)
+    a = Arena(source=source, framework="numpy")
+    a.get_simultaneous(((1000,), F32))
+    with pytest.raises(ArenaOutOfMemoryError) as info:
+        a.get_simultaneous(((1 << 20,), F32))
+    assert isinstance(info.value, MemoryError) and isinstance(info.value, ArenaError)
+    assert "4194304 bytes" in str(info.value) and "4.00 MB" in str(info.value)
+    assert "(ubatch 0, lane 0)" in str(info.value)
+    # a later smaller request works, and nothing leaks
+    (v,) = a.get_simultaneous(((2000,), F32))
+    v[:] = 1
+    assert a.stats().slots[0].capacity == 8192
+    a.close()
+    assert source.live == {}
+    assert ("refuse", 4194304) in source.events
+
+
+def test_failing_persistent_allocation_leaves_no_entry() -> None:
+    source = FailingSource(limit=1024)
+    with Arena(source=source, framework="numpy") as a:
+        with pytest.raises(ArenaOutOfMemoryError, match="persistent buffer 'big'"):
+            a.get_persistent("big", (1 << 20,), F32)
+        assert a.stats().slots[0].persistent_keys == 0
+        assert a.get_persistent("big", (16,), F32).shape == (16,)
+
+
+def test_lock_that_runs_out_of_memory_stays_unlocked() -> None:
+    source = FailingSource(limit=1 << 20)
+    with Arena(source=source, ubatches=2, framework="numpy") as a:
+        a.get_simultaneous(((1 << 18,), F32))  # exactly 1 MiB: fits
+        source.limit = 1 << 10  # now the sibling cannot be sized
+        with pytest.raises(ArenaOutOfMemoryError):
+            a.lock()
+        assert not a.is_locked
+
+
+def test_growth_peak_is_the_new_size_not_old_plus_new() -> None:
+    n = 64 << 20
+    a = Arena("cpu", framework="numpy")
+    a.get_simultaneous(((n,), "uint8"))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base, _ = tracemalloc.get_traced_memory()
+        a.get_simultaneous(((2 * n,), "uint8"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        a.close()
+    grown = peak - base
+    assert grown < 2 * n + (1 << 20), f"peak grew by {grown / n:.2f} N; old + new would be 3 N"
+    assert grown >= 2 * n  # the new buffer itself was traced
+
+
+def test_live_views_keep_old_buffer_alive_during_growth() -> None:
+    source = RecordingSource()
+    a = Arena(source=source, framework="numpy")
+    (view,) = a.get_simultaneous(((1024,), F32))
+    view[:] = 9
+    a.get_simultaneous(((1 << 16,), F32))
+    assert ("release", 4096) in source.events  # released by the arena ...
+    assert (view == 9).all()  # ... yet still readable: the view owns it
+    a.close()
+
+
+def test_source_and_device_must_agree() -> None:
+    with pytest.raises(ConfigError, match="disagrees"):
+        Arena("cuda:0", source=RecordingSource())
+    with pytest.raises(ConfigError, match="allocate"):
+        Arena(source=object())  # type: ignore[arg-type]
