@@ -7,7 +7,7 @@ import importlib
 import itertools
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, TypeVar
 
 from .devices import Device, default_device, parse_device
@@ -68,6 +68,9 @@ class Arena:
     ubatch_resolver : callable, optional
         Called on every request to get the current micro-batch id (like vLLM's
         ``dbo_current_ubatch_id``); replaces the per-thread binding.
+    alloc_context : callable, optional
+        Called with no arguments around every allocation; must return a context manager
+        (e.g. a sleep-mode memory pool's ``use_memory_pool``), like vLLM's hook.
     debug : bool, optional
         Log every resize, lock and unlock at INFO. Default: the ``ARENA_DEBUG`` variable.
     max_cached_layouts : int, optional
@@ -85,6 +88,7 @@ class Arena:
         framework: str | None = None,
         source: MemorySource | str | None = None,
         ubatch_resolver: Callable[[], int] | None = None,
+        alloc_context: Callable[[], AbstractContextManager[Any]] | None = None,
         debug: bool | None = None,
         max_cached_layouts: int = 256,
     ) -> None:
@@ -99,8 +103,19 @@ class Arena:
             )
         self._resolver = ubatch_resolver
         self._single = ubatch_resolver is None and self._ubatches == 1 and self._lanes == 1
+        if alloc_context is not None and not callable(alloc_context):
+            raise ConfigError(
+                f"alloc_context must be a callable returning a context manager, got "
+                f"{alloc_context!r}"
+            )
+        self._alloc_context = alloc_context
         self._source = _make_source(device, source)
         self._device: Device = self._source.device
+        self._capture_check: Callable[[Device, str], None] | None = None
+        if self._device.is_cuda:
+            from .cuda import check_not_capturing
+
+            self._capture_check = check_not_capturing
         self._debug = debug_from_env() if debug is None else bool(debug)
         self._slots = [
             Slot(ub * self._lanes + lane, ub, lane)
@@ -391,6 +406,8 @@ class Arena:
         )
 
     def _replace_buffer(self, slot: Slot, capacity: int) -> None:
+        if self._capture_check is not None:
+            self._capture_check(self._device, f"growing slot {slot.describe()} to {capacity} bytes")
         old = slot.allocation
         slot.allocation = None
         slot.capacity = 0
@@ -406,8 +423,12 @@ class Arena:
     def _allocate(self, nbytes: int, slot: Slot, what: str) -> Allocation:
         if self._locked:  # defensive: every caller checks first
             self._allocations_while_locked += 1
+        if self._capture_check is not None:
+            self._capture_check(self._device, f"allocating the {what}")
+        context = nullcontext() if self._alloc_context is None else self._alloc_context()
         try:
-            allocation = self._source.allocate(nbytes)
+            with context:
+                allocation = self._source.allocate(nbytes)
         except MemoryError as exc:
             raise ArenaOutOfMemoryError(
                 f"could not allocate {nbytes} bytes ({format_mb(nbytes)}) for the {what} of "
@@ -647,14 +668,18 @@ def _make_source(device: Any, source: MemorySource | str | None) -> MemorySource
         return source
     resolved = default_device() if device is None else parse_device(device)
     if not resolved.is_cuda:
-        if source not in (None, "host"):
-            raise ConfigError(
-                f"source={source!r} needs a CUDA device, but the device is {resolved}; "
-                "use source=None on the host"
-            )
-        from .sources import HostSource
+        if source in (None, "host"):
+            from .sources import HostSource
 
-        return HostSource()
+            return HostSource()
+        if source == "pinned":
+            from .cuda import PinnedSource
+
+            return PinnedSource()
+        raise ConfigError(
+            f"source={source!r} is not a host source; on device {resolved} use 'host' "
+            "(default) or 'pinned', or a CUDA device for 'device', 'pool' or 'torch'"
+        )
     from .cuda import cuda_source
 
     return cuda_source(resolved, source or "device")

@@ -74,7 +74,8 @@ CONSTRUCTION: list[tuple[str, dict[str, Any], type[Exception], str]] = [
     ("bad device string", {"device": "tpu:0"}, DeviceError, "'tpu:0'"),
     ("negative device", {"device": -1}, DeviceError, ">= 0"),
     ("device bool", {"device": True}, DeviceError, "True"),
-    ("host source on cuda", {"device": "cpu", "source": "pinned"}, ConfigError, "CUDA device"),
+    ("device source on host", {"device": "cpu", "source": "pool"}, ConfigError, "'pinned'"),
+    ("alloc_context not callable", {"alloc_context": 5}, ConfigError, "context manager"),
 ]
 
 

@@ -126,3 +126,23 @@ def test_source_and_device_must_agree() -> None:
         Arena("cuda:0", source=RecordingSource())
     with pytest.raises(ConfigError, match="allocate"):
         Arena(source=object())  # type: ignore[arg-type]
+
+
+def test_alloc_context_wraps_every_allocation() -> None:
+    from contextlib import contextmanager
+
+    entered: list[str] = []
+    source = RecordingSource()
+
+    @contextmanager
+    def pool():  # type: ignore[no-untyped-def]
+        entered.append("enter")
+        source.events.append(("context", 0))
+        yield
+        entered.append("exit")
+
+    with Arena(source=source, alloc_context=pool, framework="numpy") as a:
+        a.get_simultaneous(((100,), F32))
+        a.get_persistent("kv", (4,), F32)
+    assert entered == ["enter", "exit"] * 2
+    assert source.events[:2] == [("context", 0), ("allocate", 512)]

@@ -1,0 +1,127 @@
+"""CuPy arrays over device arena memory.
+
+Views are ``cupy.ndarray(shape, dtype, memptr=base.data + offset, strides=...)``: the
+memory pointer carries the device id and keeps the buffer alive, so no driver query
+happens per view. CuPy has no float8 types and only experimental bfloat16 (through
+ml_dtypes); those requests get a working view where the installed CuPy supports it, else a
+clear error.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from typing import Any
+
+import cupy
+import numpy as np
+
+from arena.devices import Device
+from arena.dtypes import DType
+from arena.errors import DTypeError, FrameworkUnavailableError
+from arena.layout import Layout
+from arena.sources import Allocation
+
+__all__ = [
+    "FRAMEWORK",
+    "check_device",
+    "data_ptr",
+    "fresh_views",
+    "is_available",
+    "native_dtype",
+    "typed_views",
+    "wrap",
+    "write_into",
+]
+
+FRAMEWORK = "cupy"
+
+_NATIVE: dict[str, Any] = {}
+_view = cupy.ndarray.view
+# DLPack device types whose memory CuPy can read directly: kDLCUDA, kDLCUDAManaged.
+_CUDA_DLPACK_DEVICES = (2, 13)
+
+
+def is_available() -> bool:
+    """Whether CuPy is installed."""
+    return importlib.util.find_spec("cupy") is not None
+
+
+def check_device(device: Device) -> None:
+    """CuPy views need device memory."""
+    if not device.is_cuda:
+        raise FrameworkUnavailableError(
+            f"CuPy cannot view host memory ({device}); use arena.numpy or arena.torch for "
+            "this arena, or make the arena on a CUDA device"
+        )
+
+
+def native_dtype(dtype: DType) -> Any:
+    """The dtype CuPy uses for ``dtype``; a clear error where CuPy has none."""
+    native = _NATIVE.get(dtype.name)
+    if native is not None:
+        return native
+    fix = f"request the bytes as 'uint{8 * dtype.itemsize}' or use the torch front"
+    if dtype.name.startswith(("float8", "float4")) or dtype.name == "complex32":
+        raise DTypeError(f"CuPy has no {dtype.name} dtype; {fix}")
+    if dtype.name == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise DTypeError(
+                f"CuPy's bfloat16 support needs ml_dtypes (pip install ml_dtypes); or {fix}"
+            ) from None
+        native = np.dtype(ml_dtypes.bfloat16)
+        try:
+            cupy.ndarray((0,), dtype=native)
+        except Exception as exc:  # CuPy versions without bfloat16 raise various errors
+            raise DTypeError(
+                f"CuPy {cupy.__version__} cannot make bfloat16 arrays ({exc}); {fix}"
+            ) from None
+    else:
+        native = np.dtype(dtype.name)
+    _NATIVE[dtype.name] = native
+    return native
+
+
+def wrap(allocation: Allocation) -> Any:
+    """The allocation's own CuPy ``uint8`` array."""
+    check_device(allocation.device)
+    return allocation.owner
+
+
+def typed_views(buffer: Any, layout: Layout) -> list[Any]:
+    """CuPy arrays at the layout's offsets, with explicit strides."""
+    base = buffer.data
+    return [
+        cupy.ndarray(
+            v.shape,
+            dtype=native_dtype(v.dtype),
+            memptr=base + v.offset,
+            strides=v.byte_strides,
+        )
+        for v in layout.views
+    ]
+
+
+def fresh_views(views: Sequence[Any]) -> list[Any]:
+    """``a.view()`` of each prepared view: new array objects, same memory."""
+    return list(map(_view, views))
+
+
+def data_ptr(view: Any) -> int:
+    """Device address of the first element."""
+    return int(view.data.ptr)
+
+
+def write_into(view: Any, value: Any) -> Any:
+    """Copy ``value`` into ``view``: CUDA DLPack producers (torch, JAX) zero-copy on the
+    device, host arrays through a host-to-device copy. Returns ``view``."""
+    if not isinstance(value, cupy.ndarray):
+        dlpack_device = getattr(value, "__dlpack_device__", None)
+        if dlpack_device is not None and dlpack_device()[0] in _CUDA_DLPACK_DEVICES:
+            value = cupy.from_dlpack(value)
+        else:
+            value = cupy.asarray(np.asarray(value))
+    view[...] = value
+    return view
