@@ -17,6 +17,8 @@ logger = logging.getLogger("arena")
 MB = 1024 * 1024
 
 _internal_dirs: tuple[str, ...] | None = None
+# Files inside the package that play user code (their frames are the callers to name).
+_CONSUMER_FILES = (str(Path(__file__).resolve().parent / "demo.py"),)
 
 
 def format_mb(nbytes: int) -> str:
@@ -64,7 +66,9 @@ def caller_info() -> str:
     frame = sys._getframe(1)
     while frame is not None:
         path = frame.f_code.co_filename
-        if not path.startswith(internal) and not _resolved_startswith(path, internal):
+        if path in _CONSUMER_FILES or (
+            not path.startswith(internal) and not _resolved_startswith(path, internal)
+        ):
             return f"{os.path.basename(path)}:{frame.f_lineno}:{frame.f_code.co_name}"
         frame = frame.f_back  # type: ignore[assignment]
     return "<unknown>"

@@ -1,0 +1,35 @@
+"""``python -m arena {demo,bench}``."""
+
+from __future__ import annotations
+
+import sys
+
+USAGE = """usage: python -m arena COMMAND [options]
+
+commands:
+  demo    play an inference engine's workspace lifecycle and print what it measured
+  bench   measure the locked hot path against framework allocation (see --help)
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch to a sub-command."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in {"-h", "--help"}:
+        print(USAGE)
+        return 0 if args else 2
+    command, rest = args[0], args[1:]
+    if command == "demo":
+        from .demo import main as demo_main
+
+        return demo_main(rest)
+    if command == "bench":
+        from .bench import main as bench_main
+
+        return bench_main(rest)
+    print(f"unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
