@@ -42,6 +42,7 @@ from .process import (
     unlock_arena,
 )
 from .sources import Allocation, HostSource, MemorySource
+from .observe import ArenaEvent
 from .stats import ArenaStats, SlotStats
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "Arena",
     "ArenaClosedError",
     "ArenaError",
+    "ArenaEvent",
     "ArenaLockedError",
     "ArenaOutOfMemoryError",
     "ArenaStats",

@@ -21,7 +21,7 @@ from .errors import (
 )
 from .front import Front
 from .layout import DEFAULT_ALIGNMENT, Layout, check_alignment, compute_layout, round_up
-from .observe import caller_info, debug_from_env, format_mb, log_event
+from .observe import ArenaEvent, caller_info, debug_from_env, format_mb, log_event
 from .slot import PersistentBuffer, Slot
 from .sources import Allocation, MemorySource
 from .stats import ArenaStats, SlotStats
@@ -68,6 +68,8 @@ class Arena:
     ubatch_resolver : callable, optional
         Called on every request to get the current micro-batch id (like vLLM's
         ``dbo_current_ubatch_id``); replaces the per-thread binding.
+    lane_resolver : callable, optional
+        Called on every request to get the current lane; replaces :meth:`lane`.
     alloc_context : callable, optional
         Called with no arguments around every allocation; must return a context manager
         (e.g. a sleep-mode memory pool's ``use_memory_pool``), like vLLM's hook.
@@ -88,6 +90,7 @@ class Arena:
         framework: str | None = None,
         source: MemorySource | str | None = None,
         ubatch_resolver: Callable[[], int] | None = None,
+        lane_resolver: Callable[[], int] | None = None,
         alloc_context: Callable[[], AbstractContextManager[Any]] | None = None,
         debug: bool | None = None,
         max_cached_layouts: int = 256,
@@ -101,8 +104,19 @@ class Arena:
             raise ConfigError(
                 f"ubatch_resolver must be a callable returning an int, got {ubatch_resolver!r}"
             )
+        if lane_resolver is not None and not callable(lane_resolver):
+            raise ConfigError(
+                f"lane_resolver must be a callable returning an int, got {lane_resolver!r}"
+            )
         self._resolver = ubatch_resolver
-        self._single = ubatch_resolver is None and self._ubatches == 1 and self._lanes == 1
+        self._lane_resolver = lane_resolver
+        self._single = (
+            ubatch_resolver is None
+            and lane_resolver is None
+            and self._ubatches == 1
+            and self._lanes == 1
+        )
+        self._listeners: list[Callable[[ArenaEvent], None]] = []
         if alloc_context is not None and not callable(alloc_context):
             raise ConfigError(
                 f"alloc_context must be a callable returning a context manager, got "
@@ -280,23 +294,29 @@ class Arena:
         except KeyError:
             pass
         if self._locked:
-            raise ArenaLockedError(
-                f"arena is locked but '{caller_info()}' asks for a new persistent resource "
-                f"{key!r} in slot {slot.describe()}; create persistent resources during "
-                "warm-up, before lock()"
-            )
+            raise self._new_key_refused(slot, key, "resource")
         resource = factory()
         slot.resources[key] = resource
         return resource
 
-    def reserve(self, *specs: tuple[Any, Any]) -> int:
-        """Size every slot so that this request fits in each of them; returns its bytes."""
+    def reserve(self, *specs: tuple[Any, Any], lane: int | None = None) -> int:
+        """Size slots so that this request fits in each of them; returns its bytes.
+
+        Parameters
+        ----------
+        *specs : tuple of (shape, dtype)
+            The worst-case request.
+        lane : int, optional
+            Size only this lane's slots (every micro-batch); default every slot.
+        """
         layout = compute_layout(specs, self._alignment)
-        self.reserve_bytes(layout.total)
+        self.reserve_bytes(layout.total, lane=lane)
         return layout.total
 
-    def reserve_bytes(self, nbytes: int) -> int:
-        """Size every slot to hold at least ``nbytes``; returns each slot's capacity floor.
+    def reserve_bytes(self, nbytes: int, *, lane: int | None = None) -> int:
+        """Size slots (every one, or one lane's) to hold at least ``nbytes``.
+
+        Returns ``nbytes``. Growth follows the arena's growth policy.
 
         Raises
         ------
@@ -305,9 +325,15 @@ class Arena:
         """
         if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
             raise ConfigError(f"nbytes must be an int >= 0, got {nbytes!r}")
+        if lane is not None:
+            self._check_index("lane", lane, self._lanes)
         self._check_open()
         with self._growth_lock:
-            short = [s for s in self._slots if s.capacity < nbytes]
+            short = [
+                s
+                for s in self._slots
+                if s.capacity < nbytes and (lane is None or s.lane == lane)
+            ]
             if short and self._locked:
                 raise self._locked_error(short[0], nbytes)
             for slot in short:
@@ -330,7 +356,16 @@ class Arena:
                     f"{self._ubatches} ubatch slot(s) (0..{self._ubatches - 1}); "
                     "construct the arena with a larger ubatches="
                 )
-        return self._slots[ubatch * self._lanes + self._lane.get()]
+        if self._lane_resolver is None:
+            lane = self._lane.get()
+        else:
+            lane = self._lane_resolver()
+            if lane.__class__ is not int or not 0 <= lane < self._lanes:
+                raise SlotError(
+                    f"lane_resolver returned {lane!r}, but this arena has {self._lanes} "
+                    f"lane(s) (0..{self._lanes - 1}); construct the arena with a larger lanes="
+                )
+        return self._slots[ubatch * self._lanes + lane]
 
     def current_slot(self) -> tuple[int, int]:
         """``(ubatch, lane)`` of the slot the calling thread and context use."""
@@ -398,6 +433,7 @@ class Arena:
             if sibling.capacity < capacity:
                 sibling.pending = max(sibling.pending, capacity)
         total = sum(s.capacity for s in self._slots)
+        self._emit("resize", slot, old_capacity, capacity)
         log_event(
             f"resized slot {slot.describe()} from '{caller_info()}': "
             f"{format_mb(old_capacity)} -> {format_mb(capacity)} "
@@ -457,13 +493,28 @@ class Arena:
         return [s for s in self._slots if s.lane == slot.lane and s is not slot]
 
     def _locked_error(self, slot: Slot, required: int) -> ArenaLockedError:
+        caller = caller_info()
         return ArenaLockedError(
-            f"arena is locked but allocation from '{caller_info()}' requires "
+            f"arena is locked but allocation from '{caller}' requires "
             f"{format_mb(required)} ({required} bytes), current size is "
             f"{format_mb(slot.capacity)} in slot {slot.describe()} on {self._device}"
             + (" (this slot was never sized during warm-up)" if slot.allocation is None else "")
             + "; growth after lock() is refused. Warm up this size before locking, presize "
-            "with reserve(), or use try_get_simultaneous() to fall back"
+            "with reserve(), or use try_get_simultaneous() to fall back",
+            caller=caller,
+            required=required,
+            current=slot.capacity,
+            slot=(slot.ubatch, slot.lane),
+        )
+
+    def _new_key_refused(self, slot: Slot, key: Any, what: str) -> ArenaLockedError:
+        caller = caller_info()
+        return ArenaLockedError(
+            f"arena is locked but '{caller}' asks for a new persistent {what} {key!r} in slot "
+            f"{slot.describe()}; create persistent {what}s during warm-up, before lock()",
+            caller=caller,
+            slot=(slot.ubatch, slot.lane),
+            key=key,
         )
 
     # ------------------------------------------------------------------ persistent
@@ -478,15 +529,14 @@ class Arena:
                 raise PersistentMismatchError(
                     f"persistent buffer {key!r} in slot {slot.describe()} was created as "
                     f"shape {old.shape} {old.dtype.name}, now requested as {new.shape} "
-                    f"{new.dtype.name}; use another key for a different buffer"
+                    f"{new.dtype.name}; use another key for a different buffer",
+                    key=key,
+                    existing=(old.shape, old.dtype.name),
+                    requested=(new.shape, new.dtype.name),
                 )
             return entry
         if self._locked:
-            raise ArenaLockedError(
-                f"arena is locked but '{caller_info()}' asks for a new persistent buffer "
-                f"{key!r} ({new_desc(layout)}) in slot {slot.describe()}; create persistent "
-                "buffers during warm-up, before lock()"
-            )
+            raise self._new_key_refused(slot, key, "buffer")
         with self._growth_lock:
             allocation = self._allocate(
                 max(layout.total, self._alignment), slot, f"persistent buffer {key!r}"
@@ -513,12 +563,14 @@ class Arena:
                     if slot.capacity < target:
                         self._replace_buffer(slot, target)
             self._locked = True
+        self._emit("lock")
         log_event(f"locked. Current sizes (MB): {self._sizes_mb()}", debug=self._debug)
 
     def unlock(self) -> None:
         """Allow growth again (for a new warm-up, e.g. after elastic re-sharding)."""
         self._check_open()
         self._locked = False
+        self._emit("unlock")
         log_event(f"unlocked. Current sizes (MB): {self._sizes_mb()}", debug=self._debug)
 
     @contextmanager
@@ -545,6 +597,37 @@ class Arena:
 
     def _sizes_mb(self) -> list[float]:
         return [round(s.capacity / 2**20, 2) for s in self._slots]
+
+    # ------------------------------------------------------------------ events
+    def add_listener(self, listener: Callable[[ArenaEvent], None]) -> None:
+        """Call ``listener(event)`` after every resize, lock, unlock and close.
+
+        Listeners run on the slow paths only; an exception in a listener propagates.
+        """
+        if not callable(listener):
+            raise ConfigError(f"listener must be callable, got {listener!r}")
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[ArenaEvent], None]) -> None:
+        """Stop calling ``listener``; a listener never added is ignored."""
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def _emit(
+        self, kind: str, slot: Slot | None = None, old_bytes: int = 0, new_bytes: int = 0
+    ) -> None:
+        if not self._listeners:
+            return
+        event = ArenaEvent(
+            kind,
+            caller_info(),
+            None if slot is None else (slot.ubatch, slot.lane),
+            old_bytes,
+            new_bytes,
+            tuple(s.capacity for s in self._slots),
+        )
+        for listener in list(self._listeners):
+            listener(event)
 
     # ------------------------------------------------------------------ stats
     def _note_call_site(self, required: int) -> None:
@@ -597,6 +680,7 @@ class Arena:
                 for entry in persistent.values():
                     self._release(entry.allocation)
                 slot.resources = {}
+        self._emit("close")
         log_event(f"closed arena on {self._device}", debug=self._debug)
 
     def __enter__(self) -> Arena:
@@ -629,12 +713,6 @@ class _UbatchBinding(threading.local):
     """Per-thread micro-batch binding; the class attribute is every thread's default."""
 
     ubatch = 0
-
-
-def new_desc(layout: Layout) -> str:
-    """``"shape (4, 8) float32"`` for a one-view layout."""
-    view = layout.views[0]
-    return f"shape {view.shape} {view.dtype.name}"
 
 
 def _positive(name: str, value: Any) -> int:

@@ -131,13 +131,18 @@ class PoolSource(_CudaSource):
 
 
 class TorchSource(_CudaSource):
-    """Memory from torch's caching allocator, so torch's memory statistics see it."""
+    """Memory from torch's caching allocator, so torch's memory statistics see it.
+
+    Before each allocation torch's cache is emptied (as vLLM does), so the block released
+    by growth goes back to the driver instead of staying as a dead cached segment.
+    """
 
     def allocate(self, nbytes: int) -> Allocation:
         """``torch.empty(nbytes, uint8)`` on the arena's device, seen as a CuPy array."""
         import torch
 
         cupy = self._cupy
+        torch.cuda.empty_cache()
         tensor = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{self._device.index}")
         memory = cupy.cuda.UnownedMemory(
             tensor.data_ptr(), nbytes, tensor, device_id=self._device.index

@@ -47,7 +47,36 @@ class SlotError(ArenaError, IndexError):
 
 
 class ArenaLockedError(ArenaError, RuntimeError):
-    """A request needs more memory (or a new persistent buffer) while the arena is locked."""
+    """A request needs more memory (or a new persistent buffer) while the arena is locked.
+
+    Attributes
+    ----------
+    caller : str
+        ``file:line:function`` of the first frame outside arena.
+    required, current : int
+        Bytes the request needs and bytes the slot holds (0 for persistent keys).
+    slot : tuple of int
+        ``(ubatch, lane)``.
+    key : object
+        The persistent key, for a refused new persistent buffer or resource, else None.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        caller: str = "<unknown>",
+        required: int = 0,
+        current: int = 0,
+        slot: tuple[int, int] = (0, 0),
+        key: object = None,
+    ) -> None:
+        super().__init__(message)
+        self.caller = caller
+        self.required = required
+        self.current = current
+        self.slot = slot
+        self.key = key
 
 
 class ArenaOutOfMemoryError(ArenaError, MemoryError):
@@ -59,7 +88,28 @@ class ArenaClosedError(ArenaError, RuntimeError):
 
 
 class PersistentMismatchError(ArenaError, ValueError):
-    """A persistent key was requested again with another shape or dtype."""
+    """A persistent key was requested again with another shape or dtype.
+
+    Attributes
+    ----------
+    key : object
+        The persistent key.
+    existing, requested : tuple of (shape, dtype name)
+        What the buffer was created as, and what was asked now.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        key: object = None,
+        existing: tuple[tuple[int, ...], str] = ((), ""),
+        requested: tuple[tuple[int, ...], str] = ((), ""),
+    ) -> None:
+        super().__init__(message)
+        self.key = key
+        self.existing = existing
+        self.requested = requested
 
 
 class NotInitializedError(ArenaError, RuntimeError):

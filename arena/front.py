@@ -67,30 +67,42 @@ class Front:
         SpecError, DTypeError
             Malformed request.
         """
-        arena = self._arena
-        slot = arena._slot()
-        cache = slot.prepared.get(self._name)
-        if cache is not None and not slot.pending:
-            try:
-                entry = cache.get(specs)
-            except TypeError:  # unhashable spec: the slow path explains what is wrong
-                entry = None
-            if entry is not None:
-                # 1.0 == 1 and True == 1 hash alike: only plain ints may use the hit.
-                for shape, _ in specs:
-                    for dim in shape:
-                        if dim.__class__ is not int:
-                            return self._request(slot, specs, True)  # type: ignore[return-value]
-                slot.calls += 1
-                if not arena._locked:
-                    arena._note_call_site(entry[0])
-                return self._fresh(entry[1])  # type: ignore[no-any-return]
-        return self._request(slot, specs, True)  # type: ignore[return-value]
+        slot = self._arena._slot()
+        views = self._prepared(slot, specs)
+        if views is None:
+            views = self._request(slot, specs, True)
+        return views  # type: ignore[return-value]
 
     def try_get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any] | None:
         """Like :meth:`get_simultaneous`, but ``None`` instead of raising when locked and
         too small. Other errors (bad specs, closed arena) still raise."""
-        return self._request(self._arena._slot(), specs, False)
+        slot = self._arena._slot()
+        views = self._prepared(slot, specs)
+        if views is None:
+            views = self._request(slot, specs, False)
+        return views
+
+    def _prepared(self, slot: Slot, specs: Any) -> list[Any] | None:
+        """Fresh views of a prepared entry for ``specs``, or None (take the slow path)."""
+        cache = slot.prepared.get(self._name)
+        if cache is None or slot.pending:
+            return None
+        try:
+            entry = cache.get(specs)
+        except TypeError:  # unhashable spec: the slow path explains what is wrong
+            return None
+        if entry is None:
+            return None
+        # 1.0 == 1 and True == 1 hash alike: only plain ints may use the hit.
+        for shape, _ in specs:
+            for dim in shape:
+                if dim.__class__ is not int:
+                    return None
+        slot.calls += 1
+        arena = self._arena
+        if not arena._locked:
+            arena._note_call_site(entry[0])
+        return self._fresh(entry[1])  # type: ignore[no-any-return]
 
     def _request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
         arena = self._arena

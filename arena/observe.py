@@ -9,12 +9,49 @@ import importlib.util
 import logging
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["MB", "caller_info", "debug_from_env", "format_mb", "log_event", "logger"]
+__all__ = [
+    "MB",
+    "ArenaEvent",
+    "caller_info",
+    "debug_from_env",
+    "format_mb",
+    "log_event",
+    "logger",
+]
 
 logger = logging.getLogger("arena")
 MB = 1024 * 1024
+
+
+
+@dataclass(frozen=True, slots=True)
+class ArenaEvent:
+    """What listeners registered with :meth:`arena.Arena.add_listener` receive.
+
+    Attributes
+    ----------
+    kind : str
+        ``"resize"``, ``"lock"``, ``"unlock"`` or ``"close"``.
+    caller : str
+        ``file:line:function`` of the first frame outside arena.
+    slot : tuple of int or None
+        ``(ubatch, lane)`` for a resize; None otherwise.
+    old_bytes, new_bytes : int
+        Slot capacity before and after a resize (0 for other events).
+    sizes : tuple of int
+        Every slot's capacity after the event, ubatch-major.
+    """
+
+    kind: str
+    caller: str
+    slot: tuple[int, int] | None
+    old_bytes: int
+    new_bytes: int
+    sizes: tuple[int, ...]
+
 
 _internal_dirs: tuple[str, ...] | None = None
 # Files inside the package that play user code (their frames are the callers to name).

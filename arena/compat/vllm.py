@@ -1,0 +1,301 @@
+"""A drop-in for vLLM's workspace module (``vllm.v1.worker.workspace``), backed by arena.
+
+Change one import and keep every call site::
+
+    # from vllm.v1.worker.workspace import current_workspace_manager, ...
+    from arena.compat.vllm import current_workspace_manager, ...
+
+Same names, signatures, return types (torch tensors), errors and debug lines. Two
+additions vLLM users asked for: :meth:`WorkspaceManager.try_get_simultaneous` (``None``
+instead of raising when locked and too small) and :meth:`WorkspaceManager.reserve`
+(sizes every micro-batch slot of the current lane up front).
+
+Deliberate differences from vLLM:
+
+* ``lock()`` first sizes every micro-batch slot of a lane to the largest of them, so a
+  micro-batch that never ran during warm-up is not left at zero (vLLM #42275). Growth still
+  happens only in the requesting slot (siblings follow at their own next call), so no
+  thread's live views are orphaned (vLLM #39226).
+* Memory comes from torch's caching allocator on CUDA (as in vLLM) and from arena's
+  page-aligned host memory on CPU; views are cached per layout, so a locked request is
+  several times cheaper than vLLM's slice + view + reshape.
+* Persistent tensors live in blocks of their own, never inside the scratch buffer.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+import torch
+
+from ..core import Arena
+from ..devices import parse_device
+from ..errors import ArenaLockedError, PersistentMismatchError
+from ..observe import ArenaEvent, debug_from_env
+
+__all__ = [
+    "WorkspaceManager",
+    "current_workspace_manager",
+    "dbo_current_ubatch_id",
+    "init_workspace_manager",
+    "is_workspace_manager_initialized",
+    "lock_workspace",
+    "reset_workspace_manager",
+    "unlock_workspace",
+    "use_workspace_lane",
+]
+
+logger = logging.getLogger("arena.compat.vllm")
+T = TypeVar("T")
+_MB = 1024**2
+
+_manager: WorkspaceManager | None = None
+_workspace_lane: ContextVar[int] = ContextVar("arena_vllm_workspace_lane", default=0)
+
+#: thread id -> micro-batch id, as vLLM's ubatching module keeps it; empty means "no DBO".
+_THREAD_ID_TO_CONTEXT: dict[int, int] = {}
+
+
+def dbo_current_ubatch_id() -> int:
+    """The calling thread's micro-batch id (0 when no dual-batch overlap is running).
+
+    Looked up through this module at every request, so an engine or a test can replace
+    it: ``arena.compat.vllm.dbo_current_ubatch_id = my_resolver``.
+    """
+    if not _THREAD_ID_TO_CONTEXT:
+        return 0
+    return _THREAD_ID_TO_CONTEXT[threading.get_ident()]
+
+
+def _resolve_ubatch() -> int:
+    return globals()["dbo_current_ubatch_id"]()  # type: ignore[no-any-return]
+
+
+@contextmanager
+def use_workspace_lane(lane: int) -> Iterator[None]:
+    """Select an independent workspace owner for this execution context."""
+    if lane < 0:
+        raise ValueError(f"Workspace lane must be non-negative, got {lane}.")
+    token = _workspace_lane.set(lane)
+    try:
+        yield
+    finally:
+        _workspace_lane.reset(token)
+
+
+def _debug() -> bool:
+    return debug_from_env("VLLM_DEBUG_WORKSPACE")
+
+
+class WorkspaceManager:
+    """vLLM's workspace manager, backed by an :class:`arena.Arena` with torch views.
+
+    Parameters
+    ----------
+    device : torch.device, int or str
+        ``torch.device("cpu")``, ``torch.device("cuda", i)``, ``i`` or ``"cuda:i"``.
+    num_ubatches : int, optional
+        Micro-batch slots (default 1).
+    num_lanes : int
+        Lanes per micro-batch (default 1).
+    alloc_context : callable
+        Factory of the context every allocation runs in (e.g. a sleep-mode pool).
+    """
+
+    def __init__(
+        self,
+        device: Any,
+        num_ubatches: int | None = None,
+        num_lanes: int = 1,
+        alloc_context: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    ) -> None:
+        if num_lanes < 1:
+            raise ValueError(f"num_lanes must be at least one, got {num_lanes}.")
+        self._device = device
+        self._num_ubatches = num_ubatches if num_ubatches is not None else 1
+        self._num_lanes = num_lanes
+        resolved = parse_device(device)
+        self._arena = Arena(
+            resolved,
+            ubatches=self._num_ubatches,
+            lanes=num_lanes,
+            framework="torch",
+            source="torch" if resolved.is_cuda else None,
+            ubatch_resolver=_resolve_ubatch,
+            lane_resolver=self._current_lane,
+            alloc_context=alloc_context,
+            debug=False,
+        )
+        self._arena.add_listener(self._log_event)
+        self._front = self._arena.torch
+
+    @property
+    def arena(self) -> Arena:
+        """The arena behind this manager (for stats, reserve_bytes, other fronts)."""
+        return self._arena
+
+    def _current_lane(self) -> int:
+        lane = _workspace_lane.get()
+        if lane >= self._num_lanes:
+            raise RuntimeError(
+                f"Workspace lane {lane} is not configured; manager has "
+                f"{self._num_lanes} lane(s)."
+            )
+        return lane
+
+    def _log_event(self, event: ArenaEvent) -> None:
+        if not _debug():
+            return
+        if event.kind == "resize":
+            assert event.slot is not None
+            logger.info(
+                "[WORKSPACE DEBUG] Resized workspace from '%s': %.2f MB -> %.2f MB "
+                "(ubatch %d, lane %d)",
+                event.caller,
+                event.old_bytes / _MB,
+                event.new_bytes / _MB,
+                event.slot[0],
+                event.slot[1],
+            )
+        elif event.kind in {"lock", "unlock"}:
+            logger.info(
+                "[WORKSPACE DEBUG] Workspace %s. Current sizes: %s",
+                "locked" if event.kind == "lock" else "unlocked",
+                [size / _MB for size in event.sizes if size],
+            )
+
+    def lock(self) -> None:
+        """Lock the workspace to prevent growth or new persistent resources."""
+        self._arena.lock()
+
+    def unlock(self) -> None:
+        """Unlock the workspace to allow growth (elastic EP re-warm-up)."""
+        self._arena.unlock()
+
+    def is_locked(self) -> bool:
+        """Check if workspace is locked."""
+        return self._arena.is_locked
+
+    def get_simultaneous(
+        self, *shapes_and_dtypes: tuple[tuple[int, ...], torch.dtype]
+    ) -> list[torch.Tensor]:
+        """Get multiple workspace tensors simultaneously from a single allocation."""
+        try:
+            return self._front.get_simultaneous(*shapes_and_dtypes)
+        except ArenaLockedError as exc:
+            raise _locked(exc) from None
+
+    def try_get_simultaneous(
+        self, *shapes_and_dtypes: tuple[tuple[int, ...], torch.dtype]
+    ) -> list[torch.Tensor] | None:
+        """Like :meth:`get_simultaneous`, but ``None`` when locked and too small."""
+        return self._front.try_get_simultaneous(*shapes_and_dtypes)
+
+    def reserve(self, *shapes_and_dtypes: tuple[tuple[int, ...], torch.dtype]) -> int:
+        """Size every micro-batch slot of the current lane for this request; returns bytes.
+
+        Raises ``AssertionError`` (vLLM's locked error) when that needs growth while locked.
+        """
+        try:
+            return self._arena.reserve(*shapes_and_dtypes, lane=self._current_lane())
+        except ArenaLockedError as exc:
+            raise _locked(exc) from None
+
+    def get_persistent_resource(self, key: Hashable, factory: Callable[[], T]) -> T:
+        """Return the resource cached for ``key`` in the current ubatch and lane."""
+        try:
+            return self._arena.get_persistent_resource(key, factory)
+        except ArenaLockedError:
+            raise _not_warmed_up(key) from None
+
+    def get_persistent(
+        self,
+        key: Hashable,
+        shape: tuple[int, ...],
+        dtype: torch.dtype,
+        *,
+        zero_init: bool = False,
+    ) -> torch.Tensor:
+        """Get a fixed-shape tensor, optionally zeroed on first allocation only."""
+        try:
+            return self._front.get_persistent(key, shape, dtype, zero_init)  # type: ignore[no-any-return]
+        except ArenaLockedError:
+            raise _not_warmed_up(key) from None
+        except PersistentMismatchError as exc:
+            old_shape, old_dtype = exc.existing
+            raise ValueError(
+                f"Persistent workspace {key!r} has shape={torch.Size(old_shape)}, "
+                f"dtype={getattr(torch, old_dtype)}; requested shape={shape}, dtype={dtype}."
+            ) from None
+
+    def __repr__(self) -> str:
+        return f"WorkspaceManager(device={self._device!r}, arena={self._arena!r})"
+
+
+def _locked(exc: ArenaLockedError) -> AssertionError:
+    return AssertionError(
+        f"Workspace is locked but allocation from '{exc.caller}' "
+        f"requires {exc.required / _MB:.2f} MB, current size is "
+        f"{exc.current / _MB:.2f} MB. "
+        "Workspace growth is not allowed after locking."
+    )
+
+
+def _not_warmed_up(key: Hashable) -> AssertionError:
+    return AssertionError(
+        f"Workspace is locked but {key!r} was not allocated during "
+        "warmup for the current ubatch and lane."
+    )
+
+
+def is_workspace_manager_initialized() -> bool:
+    """Check if workspace manager has been initialized."""
+    return _manager is not None
+
+
+def current_workspace_manager() -> WorkspaceManager:
+    """Get the current workspace manager instance (``AssertionError`` if none)."""
+    assert _manager is not None, (
+        "WorkspaceManager not initialized. Call init_workspace_manager() "
+        "with a device before using workspace functions."
+    )
+    return _manager
+
+
+def init_workspace_manager(
+    device: Any,
+    num_ubatches: int | None = None,
+    num_lanes: int = 1,
+    alloc_context: Callable[[], AbstractContextManager[Any]] = nullcontext,
+) -> None:
+    """Initialize the workspace manager with a device (warns when re-initialising)."""
+    global _manager
+    if _manager is not None:
+        logger.warning(
+            "WorkspaceManager already initialized on device %s, reinitializing on device %s",
+            _manager._device,
+            device,
+        )
+    _manager = WorkspaceManager(device, num_ubatches, num_lanes, alloc_context)
+
+
+def lock_workspace() -> None:
+    """Lock the workspace to prevent growth or new persistent resources."""
+    current_workspace_manager().lock()
+
+
+def unlock_workspace() -> None:
+    """Unlock the workspace to allow growth."""
+    current_workspace_manager().unlock()
+
+
+def reset_workspace_manager() -> None:
+    """Reset the workspace manager to uninitialized state (for tests)."""
+    global _manager
+    _manager = None
+
