@@ -70,13 +70,13 @@ def native_dtype(dtype: DType) -> Any:
         For 64-bit dtypes while ``jax_enable_x64`` is off (JAX would silently convert
         them, which is a copy) and for dtypes JAX lacks.
     """
-    if dtype.name in _SIXTY_FOUR_BIT and not jax.config.read("jax_enable_x64"):
+    if dtype.name in _SIXTY_FOUR_BIT and not jax.config.read("jax_enable_x64"):  # type: ignore[no-untyped-call]
         raise DTypeError(
             f"{dtype.name} needs 64-bit mode in JAX: without it JAX silently converts to a "
             "32-bit copy. Enable it with jax.config.update('jax_enable_x64', True) (or "
             "JAX_ENABLE_X64=1) before making arrays, or request a 32-bit dtype"
         )
-    from arena.adapters import numpy as numpy_adapter
+    from . import numpy as numpy_adapter
 
     return numpy_adapter.native_dtype(dtype)
 
@@ -90,7 +90,7 @@ def typed_views(buffer: Any, layout: Layout) -> list[Any]:
     """Zero-copy ``jax.Array`` views at the layout's offsets (checked by pointer)."""
     allocation: Allocation = buffer
     owner = allocation.owner
-    views = []
+    views: list[Any] = []
     for v in layout.views:
         dtype = native_dtype(v.dtype)
         address = allocation.ptr + v.offset
@@ -136,9 +136,10 @@ def _import(source: Any, dtype: DType) -> Any:
                 f"'uint{8 * dtype.itemsize}' and use jax.lax.bitcast_convert_type"
             ) from None
         import torch
+        from torch.utils.dlpack import from_dlpack
 
         raw = source.view(np.uint8).reshape(-1) if source.size else source.view(np.uint8)
-        tensor = torch.from_dlpack(raw).view(getattr(torch, dtype.name)).reshape(source.shape)
+        tensor = from_dlpack(raw).view(getattr(torch, dtype.name)).reshape(source.shape)
         return jax.dlpack.from_dlpack(tensor)
 
 
@@ -159,11 +160,11 @@ def write_into(view: Any, value: Any) -> Any:
     blocked on first; ``view`` (immutable in JAX's eyes) then reads the new contents.
     Returns ``view``.
     """
-    value = jax.block_until_ready(value)
+    value = jax.block_until_ready(value)  # type: ignore[no-untyped-call]
     address = int(view.unsafe_buffer_pointer())
     nbytes = int(view.nbytes)
     platform = next(iter(view.devices())).platform
-    if platform == "gpu" or platform == "cuda":
+    if platform in {"gpu", "cuda"}:
         import cupy
 
         device_id = next(iter(view.devices())).id
@@ -177,7 +178,9 @@ def write_into(view: Any, value: Any) -> Any:
             target[...] = cupy.asarray(value)
         cupy.cuda.get_current_stream().synchronize()
         return view
-    raw = (ctypes.c_uint8 * nbytes).from_address(address) if nbytes else bytearray()
-    target = np.frombuffer(raw, dtype=view.dtype, count=view.size).reshape(view.shape)
+    if nbytes == 0:
+        return view
+    raw = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(address))
+    target = raw.view(view.dtype).reshape(view.shape)
     np.copyto(target, np.asarray(value), casting="same_kind")
     return view

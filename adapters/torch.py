@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch.utils.dlpack import from_dlpack
 
 from arena.devices import Device
 from arena.dtypes import DType
@@ -78,7 +79,7 @@ def native_dtype(dtype: DType) -> Any:
 
 def wrap(allocation: Allocation) -> Any:
     """Import the whole buffer into torch once (zero-copy DLPack)."""
-    base = torch.from_dlpack(allocation.owner)
+    base = from_dlpack(allocation.owner)
     return _Buffer(base)
 
 

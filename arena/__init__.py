@@ -33,6 +33,7 @@ from .errors import (
 )
 from .front import Front
 from .layout import Layout, ViewLayout, compute_layout
+from .observe import ArenaEvent
 from .process import (
     current_arena,
     init_arena,
@@ -42,7 +43,6 @@ from .process import (
     unlock_arena,
 )
 from .sources import Allocation, HostSource, MemorySource
-from .observe import ArenaEvent
 from .stats import ArenaStats, SlotStats
 
 __all__ = [

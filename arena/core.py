@@ -20,7 +20,7 @@ from .errors import (
     SlotError,
 )
 from .front import Front
-from .layout import DEFAULT_ALIGNMENT, Layout, check_alignment, compute_layout, round_up
+from .layout import DEFAULT_ALIGNMENT, check_alignment, compute_layout, round_up
 from .observe import ArenaEvent, caller_info, debug_from_env, format_mb, log_event
 from .slot import PersistentBuffer, Slot
 from .sources import Allocation, MemorySource
@@ -77,6 +77,9 @@ class Arena:
         Log every resize, lock and unlock at INFO. Default: the ``ARENA_DEBUG`` variable.
     max_cached_layouts : int, optional
         Prepared view sets kept per slot and framework (oldest dropped first).
+    cached_views : bool, optional
+        Make every front cached by default (see :meth:`front`): a repeated identical
+        request returns the very same view objects. Off by default.
     """
 
     def __init__(
@@ -94,6 +97,7 @@ class Arena:
         alloc_context: Callable[[], AbstractContextManager[Any]] | None = None,
         debug: bool | None = None,
         max_cached_layouts: int = 256,
+        cached_views: bool = False,
     ) -> None:
         self._ubatches = _positive("ubatches", ubatches)
         self._lanes = _positive("lanes", lanes)
@@ -148,7 +152,8 @@ class Arena:
         self._frees = 0
         self._allocations_while_locked = 0
         self._call_sites: dict[str, int] = {}
-        self._fronts: dict[str, Front] = {}
+        self._fronts: dict[tuple[str, bool], Front] = {}
+        self._cached_views = bool(cached_views)
         self._framework = self._pick_framework(framework)
         self._default_front: Front | None = None
 
@@ -194,15 +199,26 @@ class Arena:
         return self._closed
 
     # ------------------------------------------------------------------ fronts
-    def front(self, framework: str) -> Front:
+    def front(self, framework: str, *, cached: bool | None = None) -> Front:
         """The front that hands out views of this arena in ``framework``.
+
+        Parameters
+        ----------
+        framework : str
+            ``"numpy"``, ``"torch"``, ``"cupy"`` or ``"jax"``.
+        cached : bool, optional
+            Return the very same view objects for a repeated identical request in the
+            same slot (until the buffer changes) instead of fresh views. Cheaper, but the
+            objects are shared: never change their metadata in place. Default: the
+            arena's ``cached_views`` setting.
 
         Raises
         ------
         FrameworkUnavailableError
             If the framework is not installed or cannot view this device's memory.
         """
-        front = self._fronts.get(framework)
+        use_cache = self._cached_views if cached is None else bool(cached)
+        front = self._fronts.get((framework, use_cache))
         if front is None:
             if framework not in FRAMEWORKS:
                 raise ConfigError(
@@ -210,8 +226,8 @@ class Arena:
                 )
             adapter = importlib.import_module(f"arena.adapters.{framework}")
             adapter.check_device(self._device)
-            front = Front(self, adapter)
-            self._fronts[framework] = front
+            front = Front(self, adapter, use_cache)
+            self._fronts[(framework, use_cache)] = front
         return front
 
     @property
@@ -330,9 +346,7 @@ class Arena:
         self._check_open()
         with self._growth_lock:
             short = [
-                s
-                for s in self._slots
-                if s.capacity < nbytes and (lane is None or s.lane == lane)
+                s for s in self._slots if s.capacity < nbytes and (lane is None or s.lane == lane)
             ]
             if short and self._locked:
                 raise self._locked_error(short[0], nbytes)
@@ -421,8 +435,7 @@ class Arena:
                 return False
             with self._growth_lock:
                 self._grow(slot, max(required, slot.pending))
-        if required > slot.high_water:
-            slot.high_water = required
+        slot.high_water = max(slot.high_water, required)
         return True
 
     def _grow(self, slot: Slot, target: int) -> None:
@@ -775,4 +788,3 @@ def _oom_hint(device: Device) -> str:
             "importing JAX"
         )
     return ""
-

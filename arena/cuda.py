@@ -72,8 +72,11 @@ def cuda_source(device: Device, kind: str) -> MemorySource:
             f"unknown CUDA source {kind!r}; choose one of {', '.join(CUDA_SOURCES)} or pass a "
             "MemorySource object"
         )
-    cls = {"device": DeviceSource, "pool": PoolSource, "torch": TorchSource}[kind]
-    return cls(device)  # type: ignore[no-any-return]
+    if kind == "device":
+        return DeviceSource(device)
+    if kind == "pool":
+        return PoolSource(device)
+    return TorchSource(device)
 
 
 class _CudaSource:

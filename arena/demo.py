@@ -228,8 +228,7 @@ def format_report(report: DemoReport) -> str:
         "",
         f"{'check':<44}{'result':>12}",
         f"{'backend allocations up to lock':<44}{report.allocations_at_lock:>12}",
-        f"{'backend allocations after lock (must be 0)':<44}"
-        f"{report.allocations_after_lock:>12}",
+        f"{'backend allocations after lock (must be 0)':<44}{report.allocations_after_lock:>12}",
         f"{'pointer changes across locked steps':<44}{report.pointer_changes_after_lock:>12}",
         f"{'long-lived indexer view still the buffer':<44}"
         f"{'yes' if report.long_lived_view_intact else 'NO':>12}",
@@ -244,14 +243,19 @@ def format_report(report: DemoReport) -> str:
     lines += ["", "growth after lock is refused with:", f"  {report.refused_growth_message}"]
     lines += [f"ERROR: {e}" for e in report.errors]
     lines.append("")
-    lines.append("OK: zero allocations and no pointer movement after lock" if report.ok else
-                 "FAILED: see above")
+    lines.append(
+        "OK: zero allocations and no pointer movement after lock"
+        if report.ok
+        else "FAILED: see above"
+    )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point of ``python -m arena demo``."""
-    parser = argparse.ArgumentParser(prog="python -m arena demo", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m arena demo", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: GPU if any)")
     parser.add_argument("--framework", choices=["torch", "numpy", "cupy"], default=None)
     parser.add_argument("--steps", type=int, default=2000, help="locked steps (default 2000)")

@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import DTypeError
 
-__all__ = ["DType", "KNOWN_DTYPES", "resolve_dtype"]
+__all__ = ["KNOWN_DTYPES", "DType", "resolve_dtype"]
 
 
 @dataclass(frozen=True, slots=True)

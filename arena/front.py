@@ -8,9 +8,11 @@ dimensions and one cheap fresh view per tensor.
 
 from __future__ import annotations
 
+import warnings
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from .errors import ArenaWarning
 from .layout import compute_layout
 
 if TYPE_CHECKING:
@@ -27,13 +29,22 @@ class Front:
     :meth:`arena.Arena.front`; do not construct it directly.
     """
 
-    __slots__ = ("_adapter", "_arena", "_fresh", "_name")
+    __slots__ = ("_adapter", "_arena", "_cached", "_fresh", "_key", "_name")
 
-    def __init__(self, arena: Arena, adapter: ModuleType) -> None:
+    def __init__(self, arena: Arena, adapter: ModuleType, cached: bool = False) -> None:
         self._arena = arena
         self._adapter = adapter
         self._name: str = adapter.FRAMEWORK
-        self._fresh = adapter.fresh_views
+        self._cached = cached
+        # Cached fronts hand out the prepared objects themselves, so they keep their own
+        # entries: a caller's in-place change must never leak into an uncached front.
+        self._key = f"{self._name}/cached" if cached else self._name
+        self._fresh = list if cached else adapter.fresh_views
+
+    @property
+    def cached(self) -> bool:
+        """Whether repeated requests return the very same view objects."""
+        return self._cached
 
     @property
     def framework(self) -> str:
@@ -84,7 +95,7 @@ class Front:
 
     def _prepared(self, slot: Slot, specs: Any) -> list[Any] | None:
         """Fresh views of a prepared entry for ``specs``, or None (take the slow path)."""
-        cache = slot.prepared.get(self._name)
+        cache = slot.prepared.get(self._key)
         if cache is None or slot.pending:
             return None
         try:
@@ -98,6 +109,9 @@ class Front:
             for dim in shape:
                 if dim.__class__ is not int:
                     return None
+        if self._cached and not _shapes_intact(entry):
+            del cache[specs]
+            return None
         slot.calls += 1
         arena = self._arena
         if not arena._locked:
@@ -115,15 +129,16 @@ class Front:
         slot.calls += 1
         if not arena._locked:
             arena._note_call_site(required)
-        cache = slot.prepared.get(self._name)
+        cache = slot.prepared.get(self._key)
         if cache is None:
-            cache = slot.prepared[self._name] = {}
+            cache = slot.prepared[self._key] = {}
         try:
             entry = cache.get(specs)
         except TypeError:
             entry = None
         if entry is None:
-            entry = (required, self._adapter.typed_views(self._buffer(slot), layout))
+            views = self._adapter.typed_views(self._buffer(slot), layout)
+            entry = (required, views, tuple(v.shape for v in layout.views))
             if len(cache) >= arena._max_cached:
                 del cache[next(iter(cache))]
             try:
@@ -176,4 +191,21 @@ class Front:
         return int(self._adapter.data_ptr(view))
 
     def __repr__(self) -> str:
-        return f"<arena front {self._name!r} of {self._arena!r}>"
+        kind = "cached " if self._cached else ""
+        return f"<arena {kind}front {self._name!r} of {self._arena!r}>"
+
+
+def _shapes_intact(entry: tuple[int, list[Any], tuple[tuple[int, ...], ...]]) -> bool:
+    """Whether no caller changed a cached view's shape in place (warns if one did)."""
+    for view, shape in zip(entry[1], entry[2], strict=True):
+        if view.shape != shape:
+            warnings.warn(
+                f"a cached arena view's shape was changed in place ({shape} -> "
+                f"{tuple(view.shape)}); cached views are shared by every caller of the same "
+                "request, so never change their metadata in place (take .view()/.reshape() "
+                "instead). The views were rebuilt",
+                ArenaWarning,
+                stacklevel=4,
+            )
+            return False
+    return True

@@ -206,8 +206,7 @@ def _check_dim(index: int, axis: int, dim: Any) -> int:
     except TypeError:
         fix = f"; use {int(dim)}" if isinstance(dim, float) and dim.is_integer() else ""
         raise SpecError(
-            f"spec #{index}: dimension {axis} must be an int, got "
-            f"{type(dim).__name__} {dim!r}{fix}"
+            f"spec #{index}: dimension {axis} must be an int, got {type(dim).__name__} {dim!r}{fix}"
         ) from None
     if value < 0:
         raise SpecError(

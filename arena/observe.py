@@ -26,7 +26,6 @@ logger = logging.getLogger("arena")
 MB = 1024 * 1024
 
 
-
 @dataclass(frozen=True, slots=True)
 class ArenaEvent:
     """What listeners registered with :meth:`arena.Arena.add_listener` receive.

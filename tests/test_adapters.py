@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from adapters import ADAPTER_NAMES  # type: ignore[import-not-found]  # noqa: F401  (checked below)
 from arena import Arena
 
 HOST_FRAMEWORKS = ["numpy", "torch", "jax"]
@@ -42,7 +41,7 @@ def test_every_adapter_has_the_same_public_names_and_signatures() -> None:
                 assert inspect.signature(ours) == inspect.signature(theirs), f"{name}.{attr}"
             else:
                 assert type(ours) is type(theirs), f"{name}.{attr}"
-        assert module.FRAMEWORK == name
+        assert name == module.FRAMEWORK
         checked += 1
     assert checked >= 2
 
@@ -58,7 +57,7 @@ def test_views_alias_the_slot_buffer_zero_copy(framework: str) -> None:
         specs = (((4, 8), "float32"), ((16,), "int32"))
         base = a.numpy.get_simultaneous(*specs)
         other = a.front(framework).get_simultaneous(*specs)
-        for n, o in zip(base, other):
+        for n, o in zip(base, other, strict=True):
             assert _ptr("numpy", a, n) == _ptr(framework, a, o)
             assert tuple(o.shape) == n.shape
 
@@ -72,10 +71,10 @@ def test_writes_through_one_framework_are_seen_by_another(writer: str, reader: s
         specs = (((3, 5), "float32"), ((7,), "int64" if reader != "jax" else "int32"))
         w = a.front(writer).get_simultaneous(*specs)
         payload = [np.arange(15, dtype=np.float32).reshape(3, 5), np.arange(7) * 11]
-        for view, value in zip(w, payload):
+        for view, value in zip(w, payload, strict=True):
             a.front(writer)._adapter.write_into(view, value)
         r = a.front(reader).get_simultaneous(*specs)
-        for view, value in zip(r, payload):
+        for view, value in zip(r, payload, strict=True):
             assert np.array_equal(np.asarray(view), value)
 
 
@@ -89,12 +88,17 @@ def test_low_precision_dtypes(framework: str, dtype: str) -> None:
         (view,) = a.front(framework).get_simultaneous(((4, 4), dtype))
         assert str(view.dtype).endswith(dtype)
         a.front(framework)._adapter.write_into(view, np.ones((4, 4), dtype=np.float32))
-        (raw,) = a.numpy.get_simultaneous(((4 * 4 * view.itemsize if framework == "numpy" else 16 * view.element_size(),), "uint8"))
+        (raw,) = a.numpy.get_simultaneous(
+            (
+                (4 * 4 * view.itemsize if framework == "numpy" else 16 * view.element_size(),),
+                "uint8",
+            )
+        )
         assert raw.any()
 
 
 def test_numpy_without_a_dtype_says_what_to_do() -> None:
-    with Arena("cpu", framework="numpy") as a, pytest.raises(TypeError, match="uint8.*torch"):
+    with Arena("cpu", framework="numpy") as a, pytest.raises(TypeError, match=r"uint8.*torch"):
         a.numpy.get_simultaneous(((4,), "float4_e2m1fn_x2"))
 
 

@@ -245,7 +245,7 @@ def test_closed_arena_refuses_requests_with_a_clear_error() -> None:
         lambda: a.get_simultaneous(((1,), F32)),
         lambda: a.try_get_simultaneous(((1,), F32)),
         lambda: a.get_persistent("k", (1,), F32),
-        lambda: a.lock(),
+        a.lock,
         lambda: a.reserve_bytes(10),
     ):
         with pytest.raises(ArenaClosedError, match="closed"):
@@ -329,7 +329,9 @@ def test_debug_logs_resize_lock_and_unlock(caplog: pytest.LogCaptureFixture) -> 
     assert "unlocked." in text
 
 
-def test_debug_from_environment(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+def test_debug_from_environment(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger="arena")
     monkeypatch.setenv("ARENA_DEBUG", "1")
     with Arena("cpu", framework="numpy") as a:

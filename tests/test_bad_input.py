@@ -39,15 +39,21 @@ REQUESTS: list[tuple[str, tuple[Any, ...], type[Exception], str]] = [
     ("dtype None", (((4,), None),), DTypeError, "unknown dtype None"),
     ("dtype int", (((4,), 3),), DTypeError, "unknown dtype 3"),
     ("structured dtype", (((4,), [("a", "f4")]),), DTypeError, "unknown dtype|structured"),
-    ("byte-swapped dtype", (((4,), ">f4" if __import__("sys").byteorder == "little" else "<f4"),),
-     DTypeError, "byte order"),
+    (
+        "byte-swapped dtype",
+        (((4,), ">f4" if __import__("sys").byteorder == "little" else "<f4"),),
+        DTypeError,
+        "byte order",
+    ),
     ("overflowing shape", (((2**40, 2**40), F32),), SpecError, "more than"),
     ("huge dim", (((2**70,), "uint8"),), SpecError, "exceeds|more than"),
     ("overflow over several specs", (((2**61,), "uint8"),) * 5, SpecError, "brings the layout"),
 ]
 
 
-@pytest.mark.parametrize(("case", "specs", "error", "pattern"), REQUESTS, ids=[r[0] for r in REQUESTS])
+@pytest.mark.parametrize(
+    ("case", "specs", "error", "pattern"), REQUESTS, ids=[r[0] for r in REQUESTS]
+)
 def test_bad_requests_raise_named_errors_and_leave_the_arena_usable(
     host: Arena, case: str, specs: tuple[Any, ...], error: type[Exception], pattern: str
 ) -> None:
@@ -82,7 +88,9 @@ CONSTRUCTION: list[tuple[str, dict[str, Any], type[Exception], str]] = [
 @pytest.mark.parametrize(
     ("case", "kwargs", "error", "pattern"), CONSTRUCTION, ids=[c[0] for c in CONSTRUCTION]
 )
-def test_bad_construction(case: str, kwargs: dict[str, Any], error: type[Exception], pattern: str) -> None:
+def test_bad_construction(
+    case: str, kwargs: dict[str, Any], error: type[Exception], pattern: str
+) -> None:
     kwargs.setdefault("device", "cpu")
     with pytest.raises(error, match=pattern):
         Arena(**kwargs)
@@ -99,7 +107,9 @@ SLOT_CALLS: list[tuple[str, Callable[[Arena], Any], type[Exception], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("case", "call", "error", "pattern"), SLOT_CALLS, ids=[c[0] for c in SLOT_CALLS])
+@pytest.mark.parametrize(
+    ("case", "call", "error", "pattern"), SLOT_CALLS, ids=[c[0] for c in SLOT_CALLS]
+)
 def test_bad_slot_and_arena_calls(
     case: str, call: Callable[[Arena], Any], error: type[Exception], pattern: str
 ) -> None:
@@ -124,7 +134,7 @@ def test_calls_after_close_and_reset() -> None:
 def test_numpy_front_on_device_memory_is_refused() -> None:
     from arena.adapters import numpy as numpy_adapter
 
-    with pytest.raises(arena.FrameworkUnavailableError, match="arena.cupy"):
+    with pytest.raises(arena.FrameworkUnavailableError, match=r"arena\.cupy"):
         numpy_adapter.check_device(arena.Device("cuda", 0))
 
 

@@ -114,11 +114,16 @@ def test_lane_restores_on_context_exit_and_errors_match_vllm() -> None:
         (inner,) = m.get_simultaneous(((8,), torch.float32))
     (outer,) = m.get_simultaneous(((8,), torch.float32))
     assert inner.data_ptr() != outer.data_ptr()
-    with pytest.raises(ValueError, match=r"^Workspace lane must be non-negative, got -1\.$"):
-        with use_workspace_lane(-1):
-            pass
-    with use_workspace_lane(2), pytest.raises(
-        RuntimeError, match=r"^Workspace lane 2 is not configured; manager has 2 lane\(s\)\.$"
+    with (
+        pytest.raises(ValueError, match=r"^Workspace lane must be non-negative, got -1\.$"),
+        use_workspace_lane(-1),
+    ):
+        pass
+    with (
+        use_workspace_lane(2),
+        pytest.raises(
+            RuntimeError, match=r"^Workspace lane 2 is not configured; manager has 2 lane\(s\)\.$"
+        ),
     ):
         m.get_simultaneous(((8,), torch.float32))
     with pytest.raises(ValueError, match=r"^num_lanes must be at least one, got 0\.$"):
@@ -132,9 +137,7 @@ def test_lock_blocks_growth_with_vllms_assertion_and_unlock_restores_it() -> Non
     with pytest.raises(AssertionError) as info:
         m.get_simultaneous(((1 << 20,), torch.float32))
     message = str(info.value)
-    assert message.startswith(
-        "Workspace is locked but allocation from 'test_compat_vllm.py:"
-    )
+    assert message.startswith("Workspace is locked but allocation from 'test_compat_vllm.py:")
     assert "test_lock_blocks_growth_with_vllms_assertion_and_unlock_restores_it' requires " in (
         message
     )

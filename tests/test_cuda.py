@@ -141,7 +141,7 @@ def test_cupy_and_torch_views_share_bytes_on_the_gpu() -> None:
         specs = (((64, 32), "float32"), ((100,), "int32"))
         c = a.cupy.get_simultaneous(*specs)
         t = a.torch.get_simultaneous(*specs)
-        for cv, tv in zip(c, t):
+        for cv, tv in zip(c, t, strict=True):
             assert a.cupy.data_ptr(cv) == tv.data_ptr()
             assert tv.device == torch.device("cuda", 0)
         c[0][...] = 3.0
@@ -157,7 +157,7 @@ def test_cupy_and_torch_views_share_bytes_on_the_gpu() -> None:
 def test_cupy_low_precision_dtypes_work_or_explain() -> None:
     _cupy()
     with Arena("cuda:0", framework="cupy") as a:
-        with pytest.raises(arena.DTypeError, match="uint8|torch"):
+        with pytest.raises(arena.DTypeError, match=r"uint8|torch"):
             a.cupy.get_simultaneous(((4,), "float8_e4m3fn"))
         try:
             (b,) = a.cupy.get_simultaneous(((4,), "bfloat16"))

@@ -25,7 +25,7 @@ def test_jax_views_are_the_arena_bytes(shared: Arena) -> None:
     specs = (((8, 16), "float32"), ((5,), "int32"), ((3, 3), "bfloat16"))
     host = shared.numpy.get_simultaneous(*specs)
     views = shared.jax.get_simultaneous(*specs)
-    for h, j in zip(host, views):
+    for h, j in zip(host, views, strict=True):
         assert isinstance(j, jax.Array)
         assert j.unsafe_buffer_pointer() == shared.numpy.data_ptr(h)
         assert j.shape == h.shape and j.dtype == h.dtype
@@ -33,7 +33,9 @@ def test_jax_views_are_the_arena_bytes(shared: Arena) -> None:
     assert float(jnp.sum(views[0])) == float(np.arange(128).sum())
 
 
-def test_a_copy_would_fail_the_pointer_check(monkeypatch: pytest.MonkeyPatch, shared: Arena) -> None:
+def test_a_copy_would_fail_the_pointer_check(
+    monkeypatch: pytest.MonkeyPatch, shared: Arena
+) -> None:
     real = jax.dlpack.from_dlpack
     monkeypatch.setattr(jax.dlpack, "from_dlpack", lambda x: jnp.array(real(x)))  # forces a copy
     with pytest.raises(arena.ArenaError, match="copied"):
@@ -72,7 +74,7 @@ def test_repeated_requests_reuse_imports_until_the_buffer_changes(
     first = shared.jax.get_simultaneous(*specs)
     for _ in range(50):
         again = shared.jax.get_simultaneous(*specs)
-        assert all(a is b for a, b in zip(first, again))
+        assert all(a is b for a, b in zip(first, again, strict=True))
     assert len(calls) == 2
     shared.numpy.get_simultaneous(((1 << 16,), "float32"))  # growth: new buffer
     moved = shared.jax.get_simultaneous(*specs)

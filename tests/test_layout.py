@@ -65,7 +65,7 @@ def test_strides_are_c_contiguous_in_elements() -> None:
 def test_layout_invariants(specs: list[tuple[tuple[int, ...], str]], alignment: int) -> None:
     layout = compute_layout(tuple(specs), alignment)
     previous_end = 0
-    for (shape, dtype), view in zip(specs, layout.views):
+    for (shape, dtype), view in zip(specs, layout.views, strict=True):
         count = 1
         for dim in shape:
             count *= dim

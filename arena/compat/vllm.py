@@ -143,8 +143,7 @@ class WorkspaceManager:
         lane = _workspace_lane.get()
         if lane >= self._num_lanes:
             raise RuntimeError(
-                f"Workspace lane {lane} is not configured; manager has "
-                f"{self._num_lanes} lane(s)."
+                f"Workspace lane {lane} is not configured; manager has {self._num_lanes} lane(s)."
             )
         return lane
 
@@ -298,4 +297,3 @@ def reset_workspace_manager() -> None:
     """Reset the workspace manager to uninitialized state (for tests)."""
     global _manager
     _manager = None
-

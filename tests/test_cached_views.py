@@ -1,0 +1,62 @@
+"""Cached fronts: the very same view objects for a repeated request, until the buffer changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from arena import Arena, ArenaWarning
+
+SPECS = (((4, 8), "float32"), ((16,), "int32"))
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_repeated_requests_return_the_same_objects(framework: str) -> None:
+    pytest.importorskip(framework)
+    with Arena("cpu", framework="numpy") as a:
+        front = a.front(framework, cached=True)
+        assert front.cached and not a.front(framework).cached
+        first = front.get_simultaneous(*SPECS)
+        again = front.get_simultaneous(*SPECS)
+        assert again is not first  # a new list ...
+        assert all(x is y for x, y in zip(first, again, strict=True))  # ... of the same views
+        a.lock()
+        assert all(x is y for x, y in zip(first, front.try_get_simultaneous(*SPECS), strict=True))
+
+
+def test_growth_invalidates_cached_views() -> None:
+    with Arena("cpu", framework="numpy", cached_views=True) as a:
+        (x,) = a.get_simultaneous(((8,), "float32"))
+        a.get_simultaneous(((1 << 16,), "float32"))
+        (y,) = a.get_simultaneous(((8,), "float32"))
+        assert y is not x
+        assert a.numpy.data_ptr(y) != a.numpy.data_ptr(x)
+
+
+def test_in_place_metadata_change_is_detected_and_rebuilt() -> None:
+    with Arena("cpu", framework="numpy", cached_views=True) as a:
+        (x, _) = a.get_simultaneous(*SPECS)
+        x.shape = (32,)  # what a caller must not do with a cached view
+        with pytest.warns(ArenaWarning, match=r"changed in place \(\(4, 8\) -> \(32,\)\)"):
+            (y, _) = a.get_simultaneous(*SPECS)
+        assert y.shape == (4, 8) and y is not x
+        (z, _) = a.get_simultaneous(*SPECS)
+        assert z is y
+
+
+def test_torch_in_place_resize_is_detected() -> None:
+    torch = pytest.importorskip("torch")
+    with Arena("cpu", framework="torch", cached_views=True) as a:
+        (x,) = a.get_simultaneous(((4, 8), torch.float32))
+        x.unsqueeze_(0)
+        with pytest.warns(ArenaWarning):
+            (y,) = a.get_simultaneous(((4, 8), torch.float32))
+        assert y.shape == (4, 8)
+
+
+def test_uncached_front_is_unaffected_by_cached_callers() -> None:
+    with Arena("cpu", framework="numpy") as a:
+        (cached,) = a.front("numpy", cached=True).get_simultaneous(((4, 8), "float32"))
+        cached.shape = (2, 16)
+        (fresh,) = a.numpy.get_simultaneous(((4, 8), "float32"))
+        assert fresh.shape == (4, 8)
+        assert a.numpy.data_ptr(fresh) == a.numpy.data_ptr(cached)
