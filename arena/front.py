@@ -109,9 +109,15 @@ class Front:
             for dim in shape:
                 if dim.__class__ is not int:
                     return None
-        if self._cached and not _shapes_intact(entry):
-            del cache[specs]
-            return None
+        if self._cached:
+            shapes = entry[2]
+            index = 0
+            for view in entry[1]:
+                if view.shape != shapes[index]:
+                    _warn_reshaped(shapes[index], view.shape)
+                    del cache[specs]
+                    return None
+                index += 1
         slot.calls += 1
         arena = self._arena
         if not arena._locked:
@@ -195,17 +201,11 @@ class Front:
         return f"<arena {kind}front {self._name!r} of {self._arena!r}>"
 
 
-def _shapes_intact(entry: tuple[int, list[Any], tuple[tuple[int, ...], ...]]) -> bool:
-    """Whether no caller changed a cached view's shape in place (warns if one did)."""
-    for view, shape in zip(entry[1], entry[2], strict=True):
-        if view.shape != shape:
-            warnings.warn(
-                f"a cached arena view's shape was changed in place ({shape} -> "
-                f"{tuple(view.shape)}); cached views are shared by every caller of the same "
-                "request, so never change their metadata in place (take .view()/.reshape() "
-                "instead). The views were rebuilt",
-                ArenaWarning,
-                stacklevel=4,
-            )
-            return False
-    return True
+def _warn_reshaped(expected: tuple[int, ...], found: Any) -> None:
+    warnings.warn(
+        f"a cached arena view's shape was changed in place ({expected} -> {tuple(found)}); "
+        "cached views are shared by every caller of the same request, so never change "
+        "their metadata in place (take .view()/.reshape() instead). The views were rebuilt",
+        ArenaWarning,
+        stacklevel=5,
+    )
