@@ -96,8 +96,9 @@ def _native_specs(framework: str, specs: list[tuple[tuple[int, ...], str]]) -> t
         import torch
 
         return tuple((s, getattr(torch, d)) for s, d in specs)
-    from .adapters import numpy as numpy_adapter
     from .dtypes import resolve_dtype
+
+    numpy_adapter = importlib.import_module("arena.adapters.numpy")
 
     if framework == "jax":
         # NumPy cannot export bfloat16 through DLPack, which the per-view import baseline
@@ -189,7 +190,7 @@ def _synchroniser(framework: str, device: str) -> Callable[[Any], Any]:
     if framework == "jax":
         import jax
 
-        return jax.block_until_ready  # type: ignore[no-any-return]
+        return jax.block_until_ready  # type: ignore[no-any-return,unused-ignore]
     return lambda x: x
 
 
@@ -240,7 +241,7 @@ def _layout_memo(number: int) -> dict[str, float]:
 
 
 def _memory_figures() -> list[dict[str, Any]]:
-    figures = []
+    figures: list[dict[str, Any]] = []
     for views, specs in WORKLOADS.items():
         layout = compute_layout(tuple(specs))
         requested = sum(v.nbytes for v in layout.views)

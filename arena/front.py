@@ -111,18 +111,16 @@ class Front:
                     return None
         if self._cached:
             shapes = entry[2]
-            index = 0
-            for view in entry[1]:
+            for index, view in enumerate(entry[1]):
                 if view.shape != shapes[index]:
                     _warn_reshaped(shapes[index], view.shape)
                     del cache[specs]
                     return None
-                index += 1
         slot.calls += 1
         arena = self._arena
         if not arena._locked:
             arena._note_call_site(entry[0])
-        return self._fresh(entry[1])  # type: ignore[no-any-return]
+        return self._fresh(entry[1])
 
     def _request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
         arena = self._arena
@@ -151,7 +149,7 @@ class Front:
                 cache[specs] = entry
             except TypeError:  # unhashable but valid (e.g. a list of specs)
                 pass
-        return self._fresh(entry[1])  # type: ignore[no-any-return]
+        return self._fresh(entry[1])
 
     def _buffer(self, slot: Slot) -> Any:
         buffer = slot.buffers.get(self._name)

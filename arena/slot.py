@@ -8,7 +8,10 @@ from typing import Any
 from .layout import Layout
 from .sources import Allocation
 
-__all__ = ["PersistentBuffer", "Slot"]
+__all__ = ["PersistentBuffer", "Prepared", "Slot"]
+
+#: A prepared request: (bytes it needs, its typed views, their shapes).
+Prepared = tuple[int, list[Any], tuple[tuple[int, ...], ...]]
 
 
 @dataclass(slots=True)
@@ -54,7 +57,7 @@ class Slot:
         # Bytes a sibling grew to: this slot grows to match at its own next call.
         self.pending = 0
         self.buffers: dict[str, Any] = {}
-        self.prepared: dict[str, dict[Any, tuple[int, list[Any]]]] = {}
+        self.prepared: dict[str, dict[Any, Prepared]] = {}
         self.persistent: dict[Any, PersistentBuffer] = {}
         self.resources: dict[Any, Any] = {}
         self.calls = 0
