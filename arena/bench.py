@@ -264,6 +264,36 @@ def _memory_figures() -> list[dict[str, Any]]:
     return figures
 
 
+def _breakdown(framework: str, number: int) -> dict[str, float]:
+    """Where a locked 3-view request spends its time, component by component (us)."""
+    specs = _native_specs(framework, WORKLOADS[3])
+    with Arena("cpu", framework="numpy") as arena:
+        front = arena.front(framework)
+        front.get_simultaneous(*specs)
+        arena.lock()
+        slot = arena._slots[0]
+        prepared = slot.prepared[framework][specs][1]
+        adapter = importlib.import_module(f"arena.adapters.{framework}")
+        allocate = _allocator(framework, "cpu")
+
+        def dims() -> bool:
+            for shape, _ in specs:
+                for dim in shape:
+                    if dim.__class__ is not int:
+                        return False
+            return True
+
+        parts: dict[str, Callable[[], Any]] = {
+            "whole locked request": lambda: front.get_simultaneous(*specs),
+            "slot resolution (_slot)": arena._slot,
+            "hash of the request (dict key)": lambda: hash(specs),
+            "dimension type check": dims,
+            "fresh views (adapter)": lambda: adapter.fresh_views(prepared),
+            "framework allocation": lambda: allocate(specs),
+        }
+        return {name: _time(fn, number, 7)[0] for name, fn in parts.items()}
+
+
 def _gpu_growth_figure() -> dict[str, Any]:
     import cupy
 
@@ -359,7 +389,7 @@ def run_bench(
         Called with a line of text before each measurement.
     """
     say = progress or (lambda _line: None)
-    number, repeat = (200, 5) if quick else (3000, 21)
+    number, repeat = (200, 5) if quick else (1000, 15)
     devices = ["cpu"]
     if gpu if gpu is not None else cuda_device_count() > 0:
         devices.append("cuda:0")
@@ -372,6 +402,11 @@ def run_bench(
     say("counting allocations after lock")
     result.checks["zero_allocations"] = _zero_allocations_after_lock(10_000 if quick else 100_000)
     result.checks["layout"] = _layout_memo(number)
+    result.checks["breakdown"] = {
+        name: _breakdown(name, number * 5)
+        for name in ("numpy", "torch")
+        if name in _frameworks("cpu")
+    }
     say("measuring memory")
     result.memory = _memory_figures()
     if "cuda:0" in devices:
@@ -418,6 +453,11 @@ def format_result(result: BenchResult) -> str:
         "",
         "memory",
     ]
+    for framework, parts in result.checks.get("breakdown", {}).items():
+        lines.insert(-2, f"where a locked 3-view {framework} request goes (us, medians):")
+        for name, us in parts.items():
+            lines.insert(-2, f"  {name:<34}{us:>8.3f}")
+        lines.insert(-2, "")
     for m in result.memory:
         if "views" in m:
             lines.append(

@@ -29,13 +29,15 @@ class Front:
     :meth:`arena.Arena.front`; do not construct it directly.
     """
 
-    __slots__ = ("_adapter", "_arena", "_cached", "_fresh", "_key", "_name")
+    __slots__ = ("_adapter", "_arena", "_cached", "_fresh", "_guarded", "_key", "_name")
 
     def __init__(self, arena: Arena, adapter: ModuleType, cached: bool = False) -> None:
         self._arena = arena
         self._adapter = adapter
         self._name: str = adapter.FRAMEWORK
         self._cached = cached
+        # JAX arrays are immutable and already shared: there is no metadata to guard.
+        self._guarded = cached and self._name != "jax"
         # Cached fronts hand out the prepared objects themselves, so they keep their own
         # entries: a caller's in-place change must never leak into an uncached front.
         self._key = f"{self._name}/cached" if cached else self._name
@@ -109,7 +111,7 @@ class Front:
             for dim in shape:
                 if dim.__class__ is not int:
                     return None
-        if self._cached:
+        if self._guarded:
             shapes = entry[2]
             for index, view in enumerate(entry[1]):
                 if view.shape != shapes[index]:
