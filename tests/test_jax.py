@@ -100,3 +100,14 @@ def test_jax_persistent_buffer(shared: Arena) -> None:
     p = shared.jax.get_persistent("table", (8,), "float32", zero_init=True)
     assert float(jnp.sum(p)) == 0.0
     assert shared.jax.get_persistent("table", (8,), "float32") is p
+
+
+def test_out_of_memory_hint_names_jax_preallocation(monkeypatch: pytest.MonkeyPatch) -> None:
+    from arena.growth import _oom_hint
+
+    cuda = arena.Device("cuda", 0)
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in _oom_hint(cuda)
+    assert _oom_hint(arena.CPU) == ""
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    assert _oom_hint(cuda) == ""
