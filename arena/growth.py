@@ -79,7 +79,11 @@ class GrowthMixin(ArenaState):
         return True
 
     def _grow(self, slot: Slot, target: int) -> None:
-        capacity = self._grown_size(target)
+        """Grow ``slot`` to hold ``target`` bytes, following the growth policy."""
+        self._resize(slot, self._grown_size(target))
+
+    def _resize(self, slot: Slot, capacity: int) -> None:
+        """Give ``slot`` a buffer of exactly ``capacity`` bytes; mark, emit and log it."""
         old_capacity = slot.capacity
         self._replace_buffer(slot, capacity)
         for sibling in self._siblings(slot):
@@ -214,7 +218,7 @@ class GrowthMixin(ArenaState):
                 target = max(s.capacity for s in group)
                 for slot in group:
                     if slot.capacity < target:
-                        self._replace_buffer(slot, target)
+                        self._resize(slot, target)
             self._locked = True
         self._emit("lock")
         log_event(f"locked. Current sizes (MB): {self._sizes_mb()}", debug=self._debug)

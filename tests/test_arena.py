@@ -344,3 +344,24 @@ def test_default_framework_follows_imports(host: Arena) -> None:
     pytest.importorskip("torch")
     with Arena("cpu") as a:  # torch is imported by now
         assert a.framework == "torch"
+
+
+def test_listeners_receive_resize_lock_unlock_and_close() -> None:
+    events: list[arena.ArenaEvent] = []
+    a = Arena("cpu", ubatches=2, framework="numpy")
+    a.add_listener(events.append)
+    a.get_simultaneous(((1000,), F32))
+    a.lock()
+    a.unlock()
+    a.remove_listener(events.append)
+    a.remove_listener(events.append)  # removing twice is harmless
+    a.get_simultaneous(((5000,), F32))
+    a.close()
+    assert [e.kind for e in events] == ["resize", "resize", "lock", "unlock"]
+    first = events[0]
+    assert first.slot == (0, 0) and (first.old_bytes, first.new_bytes) == (0, 4096)
+    assert first.caller.startswith("test_arena.py:")
+    assert events[1].slot == (1, 0)  # the sibling sized at lock
+    assert events[2].sizes == (4096, 4096)
+    with pytest.raises(arena.ConfigError, match="callable"):
+        a.add_listener(42)  # type: ignore[arg-type]

@@ -51,7 +51,11 @@ def test_bench_quick_run_measures_every_method_and_target() -> None:
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "arena", *args], capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "arena", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
 
 

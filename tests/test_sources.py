@@ -146,3 +146,17 @@ def test_alloc_context_wraps_every_allocation() -> None:
         a.get_persistent("kv", (4,), F32)
     assert entered == ["enter", "exit"] * 2
     assert source.events[:2] == [("context", 0), ("allocate", 512)]
+
+
+@pytest.mark.parametrize("growth", ["exact", "pow2", 10_000])
+def test_lock_sizes_siblings_to_exactly_the_largest_capacity(growth: str | int) -> None:
+    source = RecordingSource()
+    with Arena(source=source, ubatches=2, growth=growth, framework="numpy") as a:
+        a.get_simultaneous(((1000,), F32))
+        events: list[object] = []
+        a.add_listener(events.append)
+        a.lock()
+        first, second = (s.capacity for s in a.stats().slots)
+        assert first == second
+        assert source.allocations() == [first, first]  # the policy is not applied twice
+        assert [e.kind for e in events] == ["resize", "lock"]  # type: ignore[attr-defined]
