@@ -111,3 +111,26 @@ def test_out_of_memory_hint_names_jax_preallocation(monkeypatch: pytest.MonkeyPa
     assert _oom_hint(arena.CPU) == ""
     monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     assert _oom_hint(cuda) == ""
+
+
+@pytest.mark.gpu
+def test_jax_views_of_device_memory_are_zero_copy() -> None:
+    cupy = pytest.importorskip("cupy")
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.fail("CuPy sees a GPU but JAX has no GPU backend (install jax[cuda])")
+    from arena.adapters import jax as jax_adapter
+
+    with Arena("cuda:0", framework="cupy") as a:
+        specs = (((64, 32), "float32"), ((100,), "int32"))
+        c = a.cupy.get_simultaneous(*specs)
+        j = a.jax.get_simultaneous(*specs)
+        for cv, jv in zip(c, j, strict=True):
+            assert jv.unsafe_buffer_pointer() == a.cupy.data_ptr(cv)
+            assert next(iter(jv.devices())).platform == "gpu"
+        c[0][...] = 2.0
+        cupy.cuda.get_current_stream().synchronize()
+        assert float(jnp.sum(j[0])) == 2.0 * 64 * 32
+        (out,) = a.jax.get_simultaneous(((8,), "float32"))
+        jax_adapter.write_into(out, jnp.arange(8, dtype=jnp.float32))
+        (seen,) = a.cupy.get_simultaneous(((8,), "float32"))
+        assert seen.get().tolist() == list(range(8))
