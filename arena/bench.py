@@ -100,9 +100,9 @@ def _native_specs(framework: str, specs: list[tuple[tuple[int, ...], str]]) -> t
 
     numpy_adapter = importlib.import_module("arena.adapters.numpy")
 
-    if framework == "jax":
-        # NumPy cannot export bfloat16 through DLPack, which the per-view import baseline
-        # needs: JAX workloads use float16 (same size) instead.
+    if framework in {"jax", "cupy"}:
+        # NumPy cannot export bfloat16 through DLPack (the JAX baseline imports each view)
+        # and CuPy's bfloat16 is experimental: these workloads use float16 (same size).
         specs = [(s, "float16" if d == "bfloat16" else d) for s, d in specs]
     return tuple((s, numpy_adapter.native_dtype(resolve_dtype(d))) for s, d in specs)
 
@@ -411,8 +411,12 @@ def run_bench(
     result.memory = _memory_figures()
     if "cuda:0" in devices:
         result.memory.append(_gpu_growth_figure())
+        import cupy
+
+        name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+        result.meta["gpu"] = name.decode() if isinstance(name, bytes) else str(name)
     result.targets = _targets(result.rows, result.checks)
-    result.meta = _meta(quick)
+    result.meta = {**_meta(quick), **result.meta}
     return result
 
 
@@ -421,7 +425,9 @@ def format_result(result: BenchResult) -> str:
     meta = result.meta
     lines = [
         f"arena {meta['arena']} bench ({meta['mode']}), {meta['date']}, commit {meta['commit']}",
-        f"python {meta['python']} on {meta['machine']}; "
+        f"python {meta['python']} on {meta['machine']}"
+        + (f", GPU {meta['gpu']}" if "gpu" in meta else "")
+        + "; "
         + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
         "",
         "us per call, median [p10-p90]; ratios of medians",

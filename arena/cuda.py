@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from .devices import CPU, Device, cuda_device_count
@@ -63,6 +65,30 @@ def require_cuda(device: Device) -> Any:
     import cupy
 
     return cupy
+
+
+#: cudaErrorMemoryAllocation: what a direct cudaMalloc or cudaHostAlloc reports when full.
+_CUDA_ERROR_MEMORY_ALLOCATION = 2
+
+
+@contextmanager
+def _out_of_memory_as_memory_error() -> Iterator[None]:
+    """Report every framework's out-of-memory as ``MemoryError``.
+
+    CuPy's pool raises ``OutOfMemoryError`` (a ``MemoryError``), but a direct
+    ``cupy.cuda.Memory`` raises ``CUDARuntimeError`` and torch raises
+    ``torch.OutOfMemoryError`` (a ``RuntimeError``); the arena turns ``MemoryError`` into
+    its own ``ArenaOutOfMemoryError``.
+    """
+    try:
+        yield
+    except MemoryError:
+        raise
+    except Exception as exc:
+        status = getattr(exc, "status", None)
+        if status == _CUDA_ERROR_MEMORY_ALLOCATION or type(exc).__name__ == "OutOfMemoryError":
+            raise MemoryError(str(exc)) from exc
+        raise
 
 
 def cuda_source(device: Device, kind: str) -> MemorySource:
@@ -113,7 +139,7 @@ class DeviceSource(_CudaSource):
     def allocate(self, nbytes: int) -> Allocation:
         """cudaMalloc ``nbytes`` on the arena's device."""
         cupy = self._cupy
-        with cupy.cuda.Device(self._device.index):
+        with cupy.cuda.Device(self._device.index), _out_of_memory_as_memory_error():
             memory = cupy.cuda.Memory(nbytes)
         return self._array(cupy.cuda.MemoryPointer(memory, 0), nbytes)
 
@@ -128,7 +154,7 @@ class PoolSource(_CudaSource):
     def allocate(self, nbytes: int) -> Allocation:
         """Allocate ``nbytes`` from CuPy's current allocator on the arena's device."""
         cupy = self._cupy
-        with cupy.cuda.Device(self._device.index):
+        with cupy.cuda.Device(self._device.index), _out_of_memory_as_memory_error():
             pointer = cupy.cuda.alloc(nbytes)
         return self._array(pointer, nbytes)
 
@@ -146,7 +172,8 @@ class TorchSource(_CudaSource):
 
         cupy = self._cupy
         torch.cuda.empty_cache()
-        tensor = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{self._device.index}")
+        with _out_of_memory_as_memory_error():
+            tensor = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{self._device.index}")
         memory = cupy.cuda.UnownedMemory(
             tensor.data_ptr(), nbytes, tensor, device_id=self._device.index
         )
@@ -174,7 +201,7 @@ class PinnedSource:
         import numpy as np
 
         cupy = self._cupy
-        with cupy.cuda.Device(self._index):
+        with cupy.cuda.Device(self._index), _out_of_memory_as_memory_error():
             memory = cupy.cuda.PinnedMemory(nbytes)
         pointer = cupy.cuda.PinnedMemoryPointer(memory, 0)
         array = np.frombuffer(pointer, dtype=np.uint8, count=nbytes)
@@ -199,14 +226,19 @@ def check_not_capturing(device: Device, what: str) -> None:
         Naming the device and what was asked for.
     """
     capturing = False
-    cupy = sys.modules.get("cupy")
-    if cupy is not None:
-        with cupy.cuda.Device(device.index):
-            capturing = bool(cupy.cuda.get_current_stream().is_capturing())
+    # torch first: torch.cuda.graph captures in "global" mode, where querying the legacy
+    # default stream (CuPy's usual current stream) is itself an illegal call.
     torch = sys.modules.get("torch")
-    if not capturing and torch is not None and torch.cuda.is_available():
+    if torch is not None and torch.cuda.is_available():
         with torch.cuda.device(device.index):
             capturing = bool(torch.cuda.is_current_stream_capturing())
+    cupy = sys.modules.get("cupy")
+    if not capturing and cupy is not None:
+        with cupy.cuda.Device(device.index):
+            stream = cupy.cuda.get_current_stream()
+            # The legacy default stream (handle 0 or 1) can never capture; skip the query.
+            if stream.ptr not in (0, 1):
+                capturing = bool(stream.is_capturing())
     if capturing:
         raise GraphCaptureError(
             f"{what} on {device} was requested while the current stream is capturing a CUDA "

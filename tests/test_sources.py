@@ -160,3 +160,20 @@ def test_lock_sizes_siblings_to_exactly_the_largest_capacity(growth: str | int) 
         assert first == second
         assert source.allocations() == [first, first]  # the policy is not applied twice
         assert [e.kind for e in events] == ["resize", "lock"]  # type: ignore[attr-defined]
+
+
+def test_cuda_out_of_memory_errors_become_memory_errors() -> None:
+    from arena.cuda import _out_of_memory_as_memory_error
+
+    class CUDARuntimeError(RuntimeError):  # the shape of CuPy's runtime error
+        status = 2
+
+    class OutOfMemoryError(RuntimeError):  # the shape of torch.OutOfMemoryError
+        pass
+
+    for error in (CUDARuntimeError("cudaErrorMemoryAllocation"), OutOfMemoryError("CUDA OOM")):
+        with pytest.raises(MemoryError) as info, _out_of_memory_as_memory_error():
+            raise error
+        assert info.value.__cause__ is error
+    with pytest.raises(ValueError), _out_of_memory_as_memory_error():
+        raise ValueError("not memory")
