@@ -80,6 +80,8 @@ def native_dtype(dtype: DType) -> Any:
 def wrap(allocation: Allocation) -> Any:
     """Import the whole buffer into torch once (zero-copy DLPack)."""
     base = from_dlpack(allocation.owner)
+    if base.numel() == 0:  # DLPack gives empty tensors stride 0, which view(dtype) refuses
+        base = base.as_strided((0,), (1,))
     return _Buffer(base)
 
 

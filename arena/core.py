@@ -19,7 +19,7 @@ from .growth import GrowthMixin
 from .layout import DEFAULT_ALIGNMENT, check_alignment
 from .observe import ArenaEvent, debug_from_env, format_mb, log_event
 from .slot import Slot
-from .sources import MemorySource
+from .sources import Allocation, MemorySource
 from .state import _UbatchBinding
 from .stats import ArenaStats, SlotStats
 
@@ -149,6 +149,7 @@ class Arena(GrowthMixin):
         self._frees = 0
         self._allocations_while_locked = 0
         self._call_sites: dict[str, int] = {}
+        self._empty: Allocation | None = None
         self._fronts: dict[tuple[str, bool], Front] = {}
         self._cached_views = bool(cached_views)
         self._framework = self._pick_framework(framework)

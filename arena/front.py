@@ -156,8 +156,9 @@ class Front:
     def _buffer(self, slot: Slot) -> Any:
         buffer = slot.buffers.get(self._name)
         if buffer is None:
-            assert slot.allocation is not None
-            buffer = slot.buffers[self._name] = self._adapter.wrap(slot.allocation)
+            # A slot that never grew serves only zero-byte requests: from an empty block.
+            allocation = slot.allocation or self._arena._empty_allocation()
+            buffer = slot.buffers[self._name] = self._adapter.wrap(allocation)
         return buffer
 
     def get_persistent(

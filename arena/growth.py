@@ -13,7 +13,7 @@ from .errors import ArenaLockedError, ArenaOutOfMemoryError, ConfigError, Persis
 from .layout import compute_layout, round_up
 from .observe import caller_info, format_mb, log_event
 from .slot import PersistentBuffer, Slot
-from .sources import Allocation
+from .sources import Allocation, empty_allocation
 from .state import ArenaState
 
 __all__ = ["GrowthMixin"]
@@ -70,7 +70,7 @@ class GrowthMixin(ArenaState):
     # ------------------------------------------------------------------ growth
     def _ensure(self, slot: Slot, required: int) -> bool:
         """Make ``slot`` hold ``required`` bytes; False when that needs growth while locked."""
-        if slot.allocation is None or required > slot.capacity or slot.pending > slot.capacity:
+        if required > slot.capacity or slot.pending > slot.capacity:
             if self._locked:
                 return False
             with self._growth_lock:
@@ -131,6 +131,12 @@ class GrowthMixin(ArenaState):
             ) from exc
         self._allocations += 1
         return allocation
+
+    def _empty_allocation(self) -> Allocation:
+        """A zero-byte block on the arena's device, made without the memory source."""
+        if self._empty is None:
+            self._empty = empty_allocation(self._device)
+        return self._empty
 
     def _release(self, allocation: Allocation) -> None:
         self._source.release(allocation)

@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .devices import CPU, Device
 
-__all__ = ["HOST_ALIGNMENT", "Allocation", "HostSource", "MemorySource"]
+__all__ = ["HOST_ALIGNMENT", "Allocation", "HostSource", "MemorySource", "empty_allocation"]
 
 #: Base-address alignment of host allocations: one page, enough for every SIMD width and
 #: for JAX's 64-byte zero-copy requirement.
@@ -96,3 +96,21 @@ class HostSource:
 
     def __repr__(self) -> str:
         return "HostSource()"
+
+
+def empty_allocation(device: Device) -> Allocation:
+    """A zero-byte block on ``device`` that no memory source is asked for.
+
+    Zero-byte requests on a slot that never grew get their (empty) views from it, so they
+    work even while locked and never allocate a slot buffer.
+    """
+    if device.is_cuda:
+        import cupy
+
+        with cupy.cuda.Device(device.index):
+            array = cupy.ndarray((0,), dtype=cupy.uint8)
+        return Allocation(int(array.data.ptr), 0, array, device)
+    import numpy as np
+
+    array = np.empty(0, dtype=np.uint8)
+    return Allocation(int(array.__array_interface__["data"][0]), 0, array, device)

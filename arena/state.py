@@ -12,7 +12,7 @@ from .devices import Device
 from .errors import ArenaClosedError, ConfigError, SlotError
 from .observe import ArenaEvent, caller_info
 from .slot import Slot
-from .sources import MemorySource
+from .sources import Allocation, MemorySource
 
 __all__ = ["ArenaState"]
 
@@ -51,6 +51,7 @@ class ArenaState:
     _frees: int
     _allocations_while_locked: int
     _call_sites: dict[str, int]
+    _empty: Allocation | None
 
     # ------------------------------------------------------------------ slots
     def _slot(self) -> Slot:

@@ -215,11 +215,27 @@ def test_lock_sizes_siblings_that_never_ran() -> None:
 
 
 def test_unused_slot_after_lock_says_it_was_never_sized() -> None:
-    with Arena("cpu", ubatches=1, lanes=2, framework="numpy") as a:
+    source = RecordingSource()
+    with Arena(source=source, ubatches=1, lanes=2, framework="numpy") as a:
         a.get_simultaneous(((10,), F32))
         a.lock()
-        with a.lane(1), pytest.raises(ArenaLockedError, match="never sized"):
-            a.get_simultaneous(((0,), F32))
+        with a.lane(1):
+            (empty,) = a.get_simultaneous(((0, 7), F32))  # zero bytes: served, no allocation
+            assert empty.shape == (0, 7)
+            with pytest.raises(ArenaLockedError, match="never sized"):
+                a.get_simultaneous(((1,), F32))
+        assert source.allocations() == [256]
+
+
+def test_zero_byte_requests_never_allocate_a_slot_buffer() -> None:
+    torch = pytest.importorskip("torch")
+    source = RecordingSource()
+    with Arena(source=source, framework="torch") as a:
+        x, y = a.get_simultaneous(((0,), torch.float32), ((4, 0), torch.bfloat16))
+        assert x.numel() == 0 and y.shape == (4, 0)
+        assert source.events == []
+        a.get_simultaneous(((8,), torch.float32))  # the first real request grows the slot
+        assert source.allocations() == [256]
 
 
 def test_views_keep_old_memory_alive_after_growth_and_close() -> None:
