@@ -120,7 +120,7 @@ class Front:
                     return None
         slot.calls += 1
         arena = self._arena
-        if not arena._locked:
+        if not arena._locked and arena._track_sites:
             arena._note_call_site(entry[0])
         return self._fresh(entry[1])
 
@@ -133,7 +133,7 @@ class Front:
                 raise arena._locked_error(slot, required)
             return None
         slot.calls += 1
-        if not arena._locked:
+        if not arena._locked and arena._track_sites:
             arena._note_call_site(required)
         cache = slot.prepared.get(self._key)
         if cache is None:

@@ -52,6 +52,7 @@ class ArenaState:
     _allocations_while_locked: int
     _call_sites: dict[str, int]
     _empty: Allocation | None
+    _track_sites: bool
 
     # ------------------------------------------------------------------ slots
     def _slot(self) -> Slot:

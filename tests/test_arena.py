@@ -381,3 +381,11 @@ def test_listeners_receive_resize_lock_unlock_and_close() -> None:
     assert events[2].sizes == (4096, 4096)
     with pytest.raises(arena.ConfigError, match="callable"):
         a.add_listener(42)  # type: ignore[arg-type]
+
+
+def test_call_site_tracking_can_be_turned_off() -> None:
+    with Arena("cpu", framework="numpy", track_call_sites=False) as a:
+        a.get_simultaneous(((100,), F32))
+        a.get_simultaneous(((100,), F32))
+        assert a.stats().call_sites == {}
+        assert a.stats().calls == 2
