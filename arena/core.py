@@ -213,8 +213,9 @@ class Arena(GrowthMixin):
         cached : bool, optional
             Return the very same view objects for a repeated identical request in the
             same slot (until the buffer changes) instead of fresh views. Cheaper, but the
-            objects are shared: never change their metadata in place. Default: the
-            arena's ``cached_views`` setting.
+            objects are shared: never change their metadata in place (checked, with a
+            warning and a rebuild, in debug mode). Default: the arena's ``cached_views``
+            setting.
 
         Raises
         ------

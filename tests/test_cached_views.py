@@ -32,8 +32,8 @@ def test_growth_invalidates_cached_views() -> None:
         assert a.numpy.data_ptr(y) != a.numpy.data_ptr(x)
 
 
-def test_in_place_metadata_change_is_detected_and_rebuilt() -> None:
-    with Arena("cpu", framework="numpy", cached_views=True) as a:
+def test_in_place_metadata_change_is_detected_and_rebuilt_in_debug_mode() -> None:
+    with Arena("cpu", framework="numpy", cached_views=True, debug=True) as a:
         (x, _) = a.get_simultaneous(*SPECS)
         x.shape = (32,)  # what a caller must not do with a cached view
         with pytest.warns(ArenaWarning, match=r"changed in place \(\(4, 8\) -> \(32,\)\)"):
@@ -43,9 +43,9 @@ def test_in_place_metadata_change_is_detected_and_rebuilt() -> None:
         assert z is y
 
 
-def test_torch_in_place_resize_is_detected() -> None:
+def test_torch_in_place_resize_is_detected_in_debug_mode() -> None:
     torch = pytest.importorskip("torch")
-    with Arena("cpu", framework="torch", cached_views=True) as a:
+    with Arena("cpu", framework="torch", cached_views=True, debug=True) as a:
         (x,) = a.get_simultaneous(((4, 8), torch.float32))
         x.unsqueeze_(0)
         with pytest.warns(ArenaWarning):
@@ -60,3 +60,11 @@ def test_uncached_front_is_unaffected_by_cached_callers() -> None:
         (fresh,) = a.numpy.get_simultaneous(((4, 8), "float32"))
         assert fresh.shape == (4, 8)
         assert a.numpy.data_ptr(fresh) == a.numpy.data_ptr(cached)
+
+
+def test_without_debug_cached_views_are_not_checked() -> None:
+    with Arena("cpu", framework="numpy", cached_views=True, debug=False) as a:
+        (x,) = a.get_simultaneous(((4, 8), "float32"))
+        x.shape = (32,)
+        (y,) = a.get_simultaneous(((4, 8), "float32"))
+        assert y is x and y.shape == (32,)  # the documented hazard: the caller broke the contract
