@@ -225,10 +225,7 @@ class Arena(GrowthMixin):
         use_cache = self._cached_views if cached is None else bool(cached)
         front = self._fronts.get((framework, use_cache))
         if front is None:
-            if framework not in FRAMEWORKS:
-                raise ConfigError(
-                    f"unknown framework {framework!r}; choose one of {', '.join(FRAMEWORKS)}"
-                )
+            _check_framework(framework)
             adapter = importlib.import_module(f"arena.adapters.{framework}")
             adapter.check_device(self._device)
             front = Front(self, adapter, use_cache)
@@ -263,11 +260,7 @@ class Arena(GrowthMixin):
 
     def _pick_framework(self, framework: str | None) -> str:
         if framework is not None:
-            if framework not in FRAMEWORKS:
-                raise ConfigError(
-                    f"unknown framework {framework!r}; choose one of {', '.join(FRAMEWORKS)}"
-                )
-            return framework
+            return _check_framework(framework)
         if "torch" in sys.modules:
             return "torch"
         return "cupy" if self._device.is_cuda else "numpy"
@@ -380,3 +373,9 @@ class Arena(GrowthMixin):
             f"alignment={self._alignment}, framework='{self._framework}', {state}, "
             f"slots=[{sizes}])"
         )
+
+
+def _check_framework(framework: str) -> str:
+    if framework not in FRAMEWORKS:
+        raise ConfigError(f"unknown framework {framework!r}; choose one of {', '.join(FRAMEWORKS)}")
+    return framework

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from .devices import Device
 from .errors import ArenaLockedError, ArenaOutOfMemoryError, ConfigError, PersistentMismatchError
 from .layout import compute_layout, round_up
-from .observe import caller_info, format_mb, log_event
+from .observe import MB, caller_info, format_mb, log_event
 from .slot import PersistentBuffer, Slot
 from .sources import Allocation, empty_allocation
 from .state import ArenaState
@@ -259,7 +259,7 @@ class GrowthMixin(ArenaState):
                 self.lock()
 
     def _sizes_mb(self) -> list[float]:
-        return [round(s.capacity / 2**20, 2) for s in self._slots]
+        return [round(s.capacity / MB, 2) for s in self._slots]
 
     def _note_call_site(self, required: int) -> None:
         site = caller_info()

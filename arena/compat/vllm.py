@@ -36,7 +36,7 @@ import torch
 from ..core import Arena
 from ..devices import parse_device
 from ..errors import ArenaLockedError, PersistentMismatchError
-from ..observe import ArenaEvent, debug_from_env
+from ..observe import MB, ArenaEvent, debug_from_env
 
 __all__ = [
     "WorkspaceManager",
@@ -52,7 +52,6 @@ __all__ = [
 
 logger = logging.getLogger("arena.compat.vllm")
 T = TypeVar("T")
-_MB = 1024**2
 
 _manager: WorkspaceManager | None = None
 _workspace_lane: ContextVar[int] = ContextVar("arena_vllm_workspace_lane", default=0)
@@ -156,8 +155,8 @@ class WorkspaceManager:
                 "[WORKSPACE DEBUG] Resized workspace from '%s': %.2f MB -> %.2f MB "
                 "(ubatch %d, lane %d)",
                 event.caller,
-                event.old_bytes / _MB,
-                event.new_bytes / _MB,
+                event.old_bytes / MB,
+                event.new_bytes / MB,
                 event.slot[0],
                 event.slot[1],
             )
@@ -165,7 +164,7 @@ class WorkspaceManager:
             logger.info(
                 "[WORKSPACE DEBUG] Workspace %s. Current sizes: %s",
                 "locked" if event.kind == "lock" else "unlocked",
-                [size / _MB for size in event.sizes if size],
+                [size / MB for size in event.sizes if size],
             )
 
     def lock(self) -> None:
@@ -239,8 +238,8 @@ class WorkspaceManager:
 def _locked(exc: ArenaLockedError) -> AssertionError:
     return AssertionError(
         f"Workspace is locked but allocation from '{exc.caller}' "
-        f"requires {exc.required / _MB:.2f} MB, current size is "
-        f"{exc.current / _MB:.2f} MB. "
+        f"requires {exc.required / MB:.2f} MB, current size is "
+        f"{exc.current / MB:.2f} MB. "
         "Workspace growth is not allowed after locking."
     )
 
