@@ -163,7 +163,8 @@ def _bench_one(framework: str, device: str, views: int, number: int, repeat: int
         front.get_simultaneous(*specs)
         cached.get_simultaneous(*specs)
         arena.lock()
-        buffer = arena._slots[0].allocation.owner  # type: ignore[union-attr]
+        # The reference manager owns a buffer of its own, as vLLM's does.
+        buffer = arena.source.allocate(arena.stats().slots[0].capacity).owner
         allocate = _allocator(framework, device)
         if framework == "torch":
             from torch.utils.dlpack import from_dlpack
@@ -270,9 +271,9 @@ def _breakdown(framework: str, number: int) -> dict[str, float]:
     with Arena("cpu", framework="numpy") as arena:
         front = arena.front(framework)
         front.get_simultaneous(*specs)
+        # A cached front hands out the prepared view objects themselves.
+        prepared = arena.front(framework, cached=True).get_simultaneous(*specs)
         arena.lock()
-        slot = arena._slots[0]
-        prepared = slot.prepared[framework][specs][1]
         adapter = importlib.import_module(f"arena.adapters.{framework}")
         allocate = _allocator(framework, "cpu")
 
@@ -285,7 +286,7 @@ def _breakdown(framework: str, number: int) -> dict[str, float]:
 
         parts: dict[str, Callable[[], Any]] = {
             "whole locked request": lambda: front.get_simultaneous(*specs),
-            "slot resolution (_slot)": arena._slot,
+            "slot resolution (current_slot)": arena.current_slot,
             "hash of the request (dict key)": lambda: hash(specs),
             "dimension type check": dims,
             "fresh views (adapter)": lambda: adapter.fresh_views(prepared),

@@ -8,16 +8,28 @@ from .devices import default_device, parse_device
 from .errors import ConfigError
 from .sources import MemorySource
 
-__all__ = ["check_growth", "make_source", "positive"]
+__all__ = ["check_flag", "check_growth", "make_source", "positive"]
 
 
 def positive(name: str, value: Any) -> int:
+    """``value`` if it is an int >= 1; otherwise :class:`ConfigError` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
     return value
 
 
+def check_flag(name: str, value: Any) -> bool:
+    """``value`` if it is a bool; otherwise :class:`ConfigError` (``"false"`` is truthy)."""
+    if value is True or value is False:
+        return value
+    raise ConfigError(
+        f"{name} must be True or False, got {type(value).__name__} {value!r}; "
+        f"pass {name}={'True' if value else 'False'} (a string such as 'false' is not a bool)"
+    )
+
+
 def check_growth(growth: Any) -> str | int:
+    """Validate the growth policy: ``"exact"``, ``"pow2"`` or a positive int."""
     if growth in ("exact", "pow2"):
         return str(growth)
     if isinstance(growth, int) and not isinstance(growth, bool) and growth >= 1:
@@ -28,6 +40,7 @@ def check_growth(growth: Any) -> str | int:
 
 
 def make_source(device: Any, source: MemorySource | str | None) -> MemorySource:
+    """The memory source for ``device`` and ``source`` (see :class:`arena.Arena`)."""
     if source is not None and not isinstance(source, str):
         if not isinstance(source, MemorySource):
             raise ConfigError(

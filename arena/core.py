@@ -1,31 +1,31 @@
-"""The :class:`Arena`: slots, growth, locking, persistent buffers and statistics."""
+"""The :class:`Arena`: policy, memory source, lock state, and the slots it composes."""
 
 from __future__ import annotations
 
-import contextvars
 import importlib
 import itertools
 import sys
-import threading
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
-from .config import check_growth, make_source, positive
+from .config import check_flag, check_growth, make_source, positive
 from .devices import Device
-from .errors import ConfigError
+from .errors import ConfigError, FrameworkUnavailableError, SpecError
 from .front import Front
-from .growth import GrowthMixin
-from .layout import DEFAULT_ALIGNMENT, check_alignment
-from .observe import ArenaEvent, debug_from_env, format_mb, log_event
+from .governor import Governor, Resize
+from .layout import DEFAULT_ALIGNMENT, MAX_BYTES, check_alignment, compute_layout
+from .ledger import Ledger
+from .observe import ArenaEvent, debug_from_env, format_mb
+from .selector import SlotSelector, check_index
 from .slot import Slot
-from .sources import Allocation, MemorySource
-from .state import _UbatchBinding
+from .sources import MemorySource
 from .stats import ArenaStats, SlotStats
 
 __all__ = ["FRAMEWORKS", "Arena"]
 
 T = TypeVar("T")
+_A = TypeVar("_A", bound="Arena")
 
 #: Framework names an arena can hand out views in.
 FRAMEWORKS = ("numpy", "torch", "cupy", "jax")
@@ -33,7 +33,7 @@ FRAMEWORKS = ("numpy", "torch", "cupy", "jax")
 _arena_ids = itertools.count()
 
 
-class Arena(GrowthMixin):
+class Arena:
     """A workspace of preallocated byte buffers carved into typed, zero-copy views.
 
     One buffer per (micro-batch, lane) slot, allocated lazily and grown on demand during
@@ -43,14 +43,15 @@ class Arena(GrowthMixin):
     Parameters
     ----------
     device : str, int, Device, torch.device, cupy.cuda.Device or None
-        Where the memory lives. ``None`` picks CUDA device 0 when CuPy sees one, else
+        Where the memory lives. ``None`` picks CUDA device 0 when one is usable, else
         the host (``"cpu"``).
     ubatches : int, optional
         Number of micro-batch slots (threads running overlapped micro-batches).
     lanes : int, optional
         Number of independent lanes per micro-batch (e.g. draft and target models).
     alignment : int, optional
-        Byte alignment of every view's offset: a power of two >= 16 (default 256).
+        Byte alignment of every view's offset: a power of two from 16 to 2**30
+        (default 256).
     growth : "exact", "pow2" or int, optional
         How a growing buffer is sized: exactly the request, the next power of two, or
         the request rounded up to a multiple of the given number of bytes.
@@ -71,16 +72,22 @@ class Arena(GrowthMixin):
         Called with no arguments around every allocation; must return a context manager
         (e.g. a sleep-mode memory pool's ``use_memory_pool``), like vLLM's hook.
     debug : bool, optional
-        Log every resize, lock and unlock at INFO. Default: the ``ARENA_DEBUG`` variable.
+        Log every resize, lock and unlock at INFO, refuse two threads inside requests on
+        one slot at once, and check cached views for in-place changes. Default: the
+        ``ARENA_DEBUG`` variable.
     max_cached_layouts : int, optional
-        Prepared view sets kept per slot and framework (oldest dropped first).
+        Prepared view sets kept per slot buffer and framework (oldest dropped first).
     cached_views : bool, optional
         Make every front cached by default (see :meth:`front`): a repeated identical
         request returns the very same view objects. Off by default.
     track_call_sites : bool, optional
         Record the peak bytes requested per ``file:line:function`` while unlocked (see
-        :meth:`stats`). The stack walk costs about 2 us per unlocked request; locked
-        requests never pay it. Turn it off for arenas that are never locked.
+        :meth:`stats`). Locked requests never pay for it.
+    capture_probe : callable, optional
+        Called with no arguments; returns True while a CUDA graph is being captured.
+        Growth is refused then, and buffers served then are retired instead of freed.
+        Default: a probe of the current CuPy and torch streams for CUDA arenas, none for
+        host arenas.
     """
 
     def __init__(
@@ -100,64 +107,54 @@ class Arena(GrowthMixin):
         max_cached_layouts: int = 256,
         cached_views: bool = False,
         track_call_sites: bool = True,
+        capture_probe: Callable[[], bool] | None = None,
     ) -> None:
         self._ubatches = positive("ubatches", ubatches)
         self._lanes = positive("lanes", lanes)
-        self._alignment = check_alignment(alignment)
-        self._growth = check_growth(growth)
+        alignment = check_alignment(alignment)
+        growth = check_growth(growth)
         self._max_cached = positive("max_cached_layouts", max_cached_layouts)
-        if ubatch_resolver is not None and not callable(ubatch_resolver):
-            raise ConfigError(
-                f"ubatch_resolver must be a callable returning an int, got {ubatch_resolver!r}"
-            )
-        if lane_resolver is not None and not callable(lane_resolver):
-            raise ConfigError(
-                f"lane_resolver must be a callable returning an int, got {lane_resolver!r}"
-            )
-        self._resolver = ubatch_resolver
-        self._lane_resolver = lane_resolver
-        self._single = (
-            ubatch_resolver is None
-            and lane_resolver is None
-            and self._ubatches == 1
-            and self._lanes == 1
-        )
-        self._listeners: list[Callable[[ArenaEvent], None]] = []
-        if alloc_context is not None and not callable(alloc_context):
-            raise ConfigError(
-                f"alloc_context must be a callable returning a context manager, got "
-                f"{alloc_context!r}"
-            )
-        self._alloc_context = alloc_context
-        self._source = make_source(device, source)
-        self._device: Device = self._source.device
-        self._capture_check: Callable[[Device, str], None] | None = None
-        if self._device.is_cuda:
-            from .cuda import check_not_capturing
+        for name, hook, returns in (
+            ("ubatch_resolver", ubatch_resolver, "an int"),
+            ("lane_resolver", lane_resolver, "an int"),
+            ("alloc_context", alloc_context, "a context manager"),
+            ("capture_probe", capture_probe, "a bool"),
+        ):
+            if hook is not None and not callable(hook):
+                raise ConfigError(f"{name} must be a callable returning {returns}, got {hook!r}")
+        debug = debug_from_env() if debug is None else check_flag("debug", debug)
+        self._cached_views = check_flag("cached_views", cached_views)
+        track_sites = check_flag("track_call_sites", track_call_sites)
+        source_object = make_source(device, source)
+        if capture_probe is None and source_object.device.is_cuda:
+            from .cuda import capture_probe as cuda_capture_probe
 
-            self._capture_check = check_not_capturing
-        self._debug = debug_from_env() if debug is None else bool(debug)
+            capture_probe = cuda_capture_probe(source_object.device)
+        self._governor = governor = Governor(
+            Ledger(source_object, alloc_context),
+            alignment=alignment,
+            growth=growth,
+            capture_probe=capture_probe,
+            debug=debug,
+            track_sites=track_sites,
+        )
+        governor.shape = (self._ubatches, self._lanes)
         self._slots = [
-            Slot(ub * self._lanes + lane, ub, lane)
+            Slot(governor, ub * self._lanes + lane, ub, lane)
             for ub in range(self._ubatches)
             for lane in range(self._lanes)
         ]
-        self._id = next(_arena_ids)
-        self._tls = _UbatchBinding()
-        self._lane: contextvars.ContextVar[int] = contextvars.ContextVar(
-            f"arena_lane_{self._id}", default=0
+        for slot in self._slots:
+            slot.siblings = tuple(s for s in self._slots if s.lane == slot.lane and s is not slot)
+        governor.slots = self._slots
+        self._selector = SlotSelector(
+            self._slots,
+            lanes=self._lanes,
+            ubatch_resolver=ubatch_resolver,
+            lane_resolver=lane_resolver,
+            name=f"arena_lane_{next(_arena_ids)}",
         )
-        self._growth_lock = threading.RLock()
-        self._locked = False
-        self._closed = False
-        self._allocations = 0
-        self._frees = 0
-        self._allocations_while_locked = 0
-        self._call_sites: dict[str, int] = {}
-        self._empty: Allocation | None = None
         self._fronts: dict[tuple[str, bool], Front] = {}
-        self._cached_views = bool(cached_views)
-        self._track_sites = bool(track_call_sites)
         self._framework = self._pick_framework(framework)
         self._default_front: Front | None = None
 
@@ -165,12 +162,12 @@ class Arena(GrowthMixin):
     @property
     def device(self) -> Device:
         """The device the arena's memory lives on."""
-        return self._device
+        return self._governor.device
 
     @property
     def source(self) -> MemorySource:
         """The memory source."""
-        return self._source
+        return self._governor.ledger.source
 
     @property
     def ubatches(self) -> int:
@@ -185,7 +182,7 @@ class Arena(GrowthMixin):
     @property
     def alignment(self) -> int:
         """Byte alignment of every view offset."""
-        return self._alignment
+        return self._governor.alignment
 
     @property
     def framework(self) -> str:
@@ -193,14 +190,19 @@ class Arena(GrowthMixin):
         return self._framework
 
     @property
+    def debug(self) -> bool:
+        """Whether debug mode is on."""
+        return self._governor.debug
+
+    @property
     def is_locked(self) -> bool:
         """Whether growth is refused."""
-        return self._locked
+        return self._governor.locked
 
     @property
     def is_closed(self) -> bool:
         """Whether :meth:`close` was called."""
-        return self._closed
+        return self._governor.closed
 
     # ------------------------------------------------------------------ fronts
     def front(self, framework: str, *, cached: bool | None = None) -> Front:
@@ -214,21 +216,33 @@ class Arena(GrowthMixin):
             Return the very same view objects for a repeated identical request in the
             same slot (until the buffer changes) instead of fresh views. Cheaper, but the
             objects are shared: never change their metadata in place (checked, with a
-            warning and a rebuild, in debug mode). Default: the arena's ``cached_views``
-            setting.
+            warning and a rebuild, in debug mode). Default: the arena's ``cached_views``.
 
         Raises
         ------
         FrameworkUnavailableError
             If the framework is not installed or cannot view this device's memory.
         """
-        use_cache = self._cached_views if cached is None else bool(cached)
+        use_cache = self._cached_views if cached is None else check_flag("cached", cached)
         front = self._fronts.get((framework, use_cache))
         if front is None:
             _check_framework(framework)
-            adapter = importlib.import_module(f"arena.adapters.{framework}")
-            adapter.check_device(self._device)
-            front = Front(self, adapter, use_cache)
+            try:
+                adapter = importlib.import_module(f"arena.adapters.{framework}")
+            except ImportError as exc:
+                raise FrameworkUnavailableError(
+                    f"the {framework} front needs {framework}, which cannot be imported "
+                    f"({exc}); install it (pip install {framework}) or use another front"
+                ) from exc
+            adapter.check_device(self.device)
+            front = Front(
+                self,
+                self._selector.select,
+                self._governor,
+                adapter,
+                cached=use_cache,
+                max_cached=self._max_cached,
+            )
             self._fronts[(framework, use_cache)] = front
         return front
 
@@ -263,7 +277,7 @@ class Arena(GrowthMixin):
             return _check_framework(framework)
         if "torch" in sys.modules:
             return "torch"
-        return "cupy" if self._device.is_cuda else "numpy"
+        return "cupy" if self.device.is_cuda else "numpy"
 
     # ------------------------------------------------------------------ requests
     def get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any]:
@@ -277,6 +291,8 @@ class Arena(GrowthMixin):
         ------
         ArenaLockedError
             The request needs more memory than the slot holds and the arena is locked.
+        ArenaClosedError
+            The arena is closed.
         SpecError, DTypeError
             Malformed request.
         """
@@ -300,79 +316,245 @@ class Arena(GrowthMixin):
         ArenaLockedError
             For a new key while locked.
         """
-        slot = self._slot()
+        return self._selector.select().resource(key, factory)  # type: ignore[no-any-return]
+
+    def reserve(self, *specs: tuple[Any, Any], lane: int | None = None) -> int:
+        """Size slots so that this request fits in each of them; returns its bytes.
+
+        Parameters
+        ----------
+        *specs : tuple of (shape, dtype)
+            The worst-case request.
+        lane : int, optional
+            Size only this lane's slots (every micro-batch); default every slot.
+        """
+        layout = compute_layout(specs, self.alignment)
+        self.reserve_bytes(layout.total, lane=lane)
+        return layout.total
+
+    def reserve_bytes(self, nbytes: int, *, lane: int | None = None) -> int:
+        """Size slots (every one, or one lane's) to hold at least ``nbytes``.
+
+        Returns ``nbytes``. Growth follows the arena's growth policy.
+
+        Raises
+        ------
+        ArenaLockedError
+            If a slot would have to grow while locked.
+        ConfigError
+            If ``nbytes`` is not an int >= 0.
+        SpecError
+            If ``nbytes`` is more than a buffer can address (2**63 - 1).
+        """
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+            raise ConfigError(f"nbytes must be an int >= 0, got {nbytes!r}")
+        if nbytes > MAX_BYTES:
+            raise SpecError(
+                f"nbytes={nbytes} is more than the {MAX_BYTES} bytes a buffer can address"
+            )
+        if lane is not None:
+            check_index("lane", lane, self._lanes)
+        governor = self._governor
+        resizes: list[Resize] = []
         try:
-            return slot.resources[key]  # type: ignore[no-any-return]
-        except KeyError:
-            pass
-        if self._locked:
-            raise self._new_key_refused(slot, key, "resource")
-        resource = factory()
-        slot.resources[key] = resource
-        return resource
+            with governor.mutex:
+                governor.check_open()
+                short = [
+                    s
+                    for s in self._slots
+                    if s.buffer.capacity < nbytes and (lane is None or s.lane == lane)
+                ]
+                if short and governor.locked:
+                    raise governor.locked_error(short[0], nbytes)
+                for slot in short:
+                    resize = slot.reserve(nbytes)
+                    if resize is not None:
+                        resizes.append(resize)
+        finally:
+            governor.announce("resize", resizes)
+        return nbytes
 
     # ------------------------------------------------------------------ slots
+    def current_slot(self) -> tuple[int, int]:
+        """``(ubatch, lane)`` of the slot the calling thread and context use."""
+        slot = self._selector.select()
+        return slot.ubatch, slot.lane
+
+    def bind_ubatch(self, ubatch: int) -> None:
+        """Bind the calling thread to a micro-batch slot (default 0)."""
+        self._selector.bind_ubatch(ubatch)
+
+    def ubatch(self, ubatch: int) -> AbstractContextManager[None]:
+        """Bind the calling thread to ``ubatch`` inside a ``with`` block, then restore."""
+        return self._selector.ubatch(ubatch)
+
+    def lane(self, lane: int) -> AbstractContextManager[None]:
+        """Use ``lane`` inside a ``with`` block (context-local: threads and tasks apart)."""
+        return self._selector.lane(lane)
+
+    # ------------------------------------------------------------------ lock
+    def lock(self) -> None:
+        """Freeze sizes: size every slot like its siblings, then refuse growth.
+
+        Slots of one lane are brought to the largest of them first, so no micro-batch is
+        left unsized; a sibling's smaller buffer is retired, not released (a CUDA graph
+        captured before the lock may read it). ``lock()`` releases nothing, and after it
+        returns nothing allocates until :meth:`unlock`.
+        """
+        governor = self._governor
+        resizes: list[Resize] = []
+        try:
+            with governor.mutex:
+                governor.check_open()
+                for lane in range(self._lanes):
+                    group = [s for s in self._slots if s.lane == lane]
+                    target = max(s.buffer.capacity for s in group)
+                    for slot in group:
+                        resize = slot.size_for_lock(target)
+                        if resize is not None:
+                            resizes.append(resize)
+                governor.locked = True
+        finally:
+            governor.announce("resize", resizes)
+        governor.announce("lock")
+
+    def unlock(self) -> None:
+        """Allow growth again (for a new warm-up, e.g. after elastic re-sharding)."""
+        governor = self._governor
+        with governor.mutex:
+            governor.check_open()
+            governor.locked = False
+        governor.announce("unlock")
+
+    @contextmanager
+    def locked(self: _A) -> Iterator[_A]:
+        """Lock inside the block; restore the previous state after."""
+        was_locked = self.is_locked
+        self.lock()
+        try:
+            yield self
+        finally:
+            if not was_locked and not self.is_closed:
+                self.unlock()
+
+    @contextmanager
+    def unlocked(self: _A) -> Iterator[_A]:
+        """Unlock inside the block (re-warm-up); lock again after if it was locked."""
+        was_locked = self.is_locked
+        self.unlock()
+        try:
+            yield self
+        finally:
+            if was_locked and not self.is_closed:
+                self.lock()
+
+    # ------------------------------------------------------------------ events
+    def add_listener(self, listener: Callable[[ArenaEvent], None]) -> None:
+        """Call ``listener(event)`` after every resize, lock, unlock and close.
+
+        Listeners run on the slow paths only, with no lock held (they may use the arena);
+        an exception in a listener propagates to the call that caused the event, after
+        the event's change is complete.
+        """
+        self._governor.add_listener(listener)
+
+    def remove_listener(self, listener: Callable[[ArenaEvent], None]) -> None:
+        """Stop calling ``listener``; a listener never added is ignored."""
+        self._governor.remove_listener(listener)
+
     # ------------------------------------------------------------------ stats
     def stats(self) -> ArenaStats:
         """A snapshot of capacities, growths, allocations and per-call-site peaks."""
-        slots = tuple(
-            SlotStats(
-                s.ubatch,
-                s.lane,
-                s.capacity,
-                s.high_water,
-                s.growths,
-                s.calls,
-                s.persistent_bytes,
-                len(s.persistent) + len(s.resources),
+        governor = self._governor
+        with governor.mutex:
+            slots = tuple(
+                SlotStats(
+                    s.ubatch,
+                    s.lane,
+                    s.buffer.capacity,
+                    s.high_water,
+                    s.growths,
+                    s.calls,
+                    s.persistent_bytes,
+                    len(s.persistent) + len(s.resources),
+                    s.retired_bytes,
+                    len(s.retired),
+                )
+                for s in self._slots
             )
-            for s in self._slots
-        )
-        return ArenaStats(
-            device=str(self._device),
-            locked=self._locked,
-            closed=self._closed,
-            slots=slots,
-            allocations=self._allocations,
-            frees=self._frees,
-            allocations_while_locked=self._allocations_while_locked,
-            calls=sum(s.calls for s in self._slots),
-            call_sites=dict(self._call_sites),
-        )
+            ledger = governor.ledger
+            return ArenaStats(
+                device=str(self.device),
+                locked=governor.locked,
+                closed=governor.closed,
+                slots=slots,
+                allocations=ledger.allocations,
+                frees=ledger.frees,
+                allocations_while_locked=governor.allocations_while_locked,
+                calls=sum(s.calls for s in self._slots),
+                call_sites=dict(governor.call_sites),
+                live_blocks=ledger.live_blocks,
+                live_bytes=ledger.live_bytes,
+            )
 
     # ------------------------------------------------------------------ lifetime
-    def close(self) -> None:
-        """Release every buffer. Views made before stay valid (they own their memory)."""
-        if self._closed:
-            return
-        with self._growth_lock:
-            self._closed = True
-            for slot in self._slots:
-                allocation, slot.allocation, slot.capacity = slot.allocation, None, 0
-                slot.drop_views()
-                if allocation is not None:
-                    self._release(allocation)
-                persistent, slot.persistent = slot.persistent, {}
-                for entry in persistent.values():
-                    self._release(entry.allocation)
-                slot.resources = {}
-        self._emit("close")
-        log_event(f"closed arena on {self._device}", debug=self._debug)
+    def release_retired(self, *, include_captured: bool = False) -> int:
+        """Release retired scratch buffers; returns the bytes given back.
 
-    def __enter__(self) -> Arena:
+        Buffers retired by :meth:`lock` are released. Buffers that served a request while
+        a CUDA graph was being captured are kept until :meth:`close` unless
+        ``include_captured=True``: pass it only once every graph captured on them is
+        destroyed. Views made from them stay valid either way (they own their memory).
+        """
+        flag = check_flag("include_captured", include_captured)
+        governor = self._governor
+        with governor.mutex:
+            blocks = [a for s in self._slots for a in s.take_retired(flag)]
+            _release_all(governor.ledger, blocks)
+        return sum(a.nbytes for a in blocks)
+
+    def close(self) -> None:
+        """Release every buffer. Views made before stay valid (they own their memory).
+
+        Every block is handed back even if releasing one of them raises (an interrupt
+        included); the first such error propagates after all were attempted.
+        """
+        governor = self._governor
+        with governor.mutex:
+            if governor.closed:
+                return
+            governor.closed = True
+            blocks = [a for s in self._slots for a in s.take_blocks()]
+            _release_all(governor.ledger, blocks)
+        governor.announce("close")
+
+    def __enter__(self: _A) -> _A:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else ("locked" if self._locked else "unlocked")
-        sizes = ", ".join(format_mb(s.capacity) for s in self._slots)
+        governor = self._governor
+        state = "closed" if governor.closed else ("locked" if governor.locked else "unlocked")
+        sizes = ", ".join(format_mb(c) for c in governor.sizes())
         return (
-            f"Arena(device='{self._device}', ubatches={self._ubatches}, lanes={self._lanes}, "
-            f"alignment={self._alignment}, framework='{self._framework}', {state}, "
+            f"Arena(device='{self.device}', ubatches={self._ubatches}, lanes={self._lanes}, "
+            f"alignment={self.alignment}, framework='{self._framework}', {state}, "
             f"slots=[{sizes}])"
         )
+
+
+def _release_all(ledger: Ledger, blocks: list[Any]) -> None:
+    first: BaseException | None = None
+    for allocation in blocks:
+        try:
+            ledger.release(allocation)
+        except BaseException as exc:  # keep releasing: an interrupt must not leak the rest
+            if first is None:
+                first = exc
+    if first is not None:
+        raise first
 
 
 def _check_framework(framework: str) -> str:

@@ -1,23 +1,25 @@
 """Fronts: one arena, seen through one framework.
 
 ``arena.torch``, ``arena.numpy``, ``arena.cupy`` and ``arena.jax`` are :class:`Front`
-objects over the same slots. The request path lives here because it is the hot path: a
-request seen before in the same slot costs one dictionary lookup, a type check of its
-dimensions and one cheap fresh view per tensor.
+objects over the same slots. The request path reads top to bottom:
+front (this module) -> :class:`~arena.slot.Slot` -> :mod:`~arena.layout` -> adapter.
+
+A request seen before in the same slot costs one dictionary lookup, a type check of its
+dimensions and one cheap fresh view per tensor, and takes no lock: it reads the slot's
+current :class:`~arena.slot.Buffer` once and hands out views prepared over that buffer.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .errors import ArenaWarning
+from .errors import ArenaWarning, GraphCaptureError
+from .governor import Governor
 from .layout import compute_layout
-
-if TYPE_CHECKING:
-    from .core import Arena
-    from .slot import Slot
+from .slot import Buffer, Slot, check_in_bounds
 
 __all__ = ["Front"]
 
@@ -29,17 +31,43 @@ class Front:
     :meth:`arena.Arena.front`; do not construct it directly.
     """
 
-    __slots__ = ("_adapter", "_arena", "_cached", "_fresh", "_guarded", "_key", "_name")
+    __slots__ = (
+        "_adapter",
+        "_cached",
+        "_debug",
+        "_fresh",
+        "_governor",
+        "_guarded",
+        "_key",
+        "_max_cached",
+        "_name",
+        "_owner",
+        "_probe",
+        "_select",
+    )
 
-    def __init__(self, arena: Arena, adapter: ModuleType, cached: bool = False) -> None:
-        self._arena = arena
+    def __init__(
+        self,
+        owner: Any,
+        select: Callable[[], Slot],
+        governor: Governor,
+        adapter: ModuleType,
+        *,
+        cached: bool = False,
+        max_cached: int = 256,
+    ) -> None:
+        self._owner = owner
+        self._select = select
+        self._governor = governor
         self._adapter = adapter
         self._name: str = adapter.FRAMEWORK
         self._cached = cached
+        self._max_cached = max_cached
+        self._probe = governor.capture_probe
+        self._debug = governor.debug
         # The in-place-change guard costs about 0.1 us per view per call, a third of a
-        # cached request: it runs in debug mode (debug=True or ARENA_DEBUG=1). JAX arrays
-        # are immutable, so there is nothing to guard there.
-        self._guarded = cached and self._name != "jax" and arena._debug
+        # cached request: it runs in debug mode. JAX arrays are immutable.
+        self._guarded = cached and self._name != "jax" and governor.debug
         # Cached fronts hand out the prepared objects themselves, so they keep their own
         # entries: a caller's in-place change must never leak into an uncached front.
         self._key = f"{self._name}/cached" if cached else self._name
@@ -56,9 +84,9 @@ class Front:
         return self._name
 
     @property
-    def arena(self) -> Arena:
+    def arena(self) -> Any:
         """The arena behind this front."""
-        return self._arena
+        return self._owner
 
     def get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any]:
         """Views for several ``(shape, dtype)`` requests, valid until the next call.
@@ -66,7 +94,7 @@ class Front:
         Parameters
         ----------
         *specs : tuple of (shape, dtype)
-            ``shape`` a tuple of non-negative ints; ``dtype`` any NumPy, torch, JAX or
+            ``shape`` a sequence of non-negative ints; ``dtype`` any NumPy, torch, JAX or
             ml_dtypes dtype, or a name such as ``"bfloat16"``.
 
         Returns
@@ -79,11 +107,15 @@ class Front:
         ------
         ArenaLockedError
             The request needs more memory than the slot holds while the arena is locked.
+        ArenaClosedError
+            The arena is closed.
         SpecError, DTypeError
             Malformed request.
         """
-        slot = self._arena._slot()
-        views = self._prepared(slot, specs)
+        slot = self._select()
+        if self._debug:
+            return self._debug_request(slot, specs, True)  # type: ignore[return-value]
+        views = self._hit(slot, specs)
         if views is None:
             views = self._request(slot, specs, True)
         return views  # type: ignore[return-value]
@@ -91,15 +123,28 @@ class Front:
     def try_get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any] | None:
         """Like :meth:`get_simultaneous`, but ``None`` instead of raising when locked and
         too small. Other errors (bad specs, closed arena) still raise."""
-        slot = self._arena._slot()
-        views = self._prepared(slot, specs)
+        slot = self._select()
+        if self._debug:
+            return self._debug_request(slot, specs, False)
+        views = self._hit(slot, specs)
         if views is None:
             views = self._request(slot, specs, False)
         return views
 
-    def _prepared(self, slot: Slot, specs: Any) -> list[Any] | None:
-        """Fresh views of a prepared entry for ``specs``, or None (take the slow path)."""
-        cache = slot.prepared.get(self._key)
+    def _debug_request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
+        slot.enter()
+        try:
+            views = self._hit(slot, specs)
+            if views is None:
+                views = self._request(slot, specs, strict)
+            return views
+        finally:
+            slot.leave()
+
+    def _hit(self, slot: Slot, specs: Any) -> list[Any] | None:
+        """Fresh views of an entry prepared over the slot's buffer, or None (slow path)."""
+        buffer = slot.buffer
+        cache = buffer.prepared.get(self._key)
         if cache is None or slot.pending:
             return None
         try:
@@ -113,55 +158,85 @@ class Front:
             for dim in shape:
                 if dim.__class__ is not int:
                     return None
-        if self._guarded:
-            shapes = entry[2]
-            for index, view in enumerate(entry[1]):
-                if view.shape != shapes[index]:
-                    _warn_reshaped(shapes[index], view.shape)
-                    del cache[specs]
-                    return None
+        if self._guarded and not self._unchanged(cache, specs, entry):
+            return None
         slot.calls += 1
-        arena = self._arena
-        if not arena._locked and arena._track_sites:
-            arena._note_call_site(entry[0])
+        probe = self._probe
+        if probe is not None and probe():
+            buffer.captured = True
+        governor = self._governor
+        if not governor.locked and governor.track_sites:
+            governor.note_call_site(entry[0])
         return self._fresh(entry[1])
 
     def _request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
-        arena = self._arena
-        layout = compute_layout(specs, arena._alignment)
+        governor = self._governor
+        layout = compute_layout(specs, governor.alignment)
         required = layout.total
-        if not arena._ensure(slot, required):
+        buffer, resizes = slot.ensure(required)
+        if resizes:
+            governor.announce("resize", resizes)
+            governor.check_open()  # a listener may have closed the arena
+        if buffer is None:
             if strict:
-                raise arena._locked_error(slot, required)
+                raise governor.locked_error(slot, required)
             return None
+        check_in_bounds(slot, buffer, layout)
         slot.calls += 1
-        if not arena._locked and arena._track_sites:
-            arena._note_call_site(required)
-        cache = slot.prepared.get(self._key)
+        probe = self._probe
+        if probe is not None and probe():
+            buffer.captured = True
+        if not governor.locked and governor.track_sites:
+            governor.note_call_site(required)
+        cache = buffer.prepared.get(self._key)
         if cache is None:
-            cache = slot.prepared[self._key] = {}
+            cache = buffer.prepared[self._key] = {}
         try:
             entry = cache.get(specs)
         except TypeError:
             entry = None
         if entry is None:
-            views = self._adapter.typed_views(self._buffer(slot), layout)
-            entry = (required, views, tuple(v.shape for v in layout.views))
-            if len(cache) >= arena._max_cached:
-                del cache[next(iter(cache))]
+            views = self._adapter.typed_views(self._wrapper(buffer), layout)
+            entry = (required, views, tuple(_metadata(v) for v in views) if self._guarded else ())
+            if len(cache) >= self._max_cached:
+                try:
+                    del cache[next(iter(cache))]
+                except (KeyError, StopIteration, RuntimeError):  # another thread evicted
+                    pass
             try:
                 cache[specs] = entry
-            except TypeError:  # unhashable but valid (e.g. a list of specs)
+            except TypeError:  # unhashable but valid (e.g. list shapes)
                 pass
         return self._fresh(entry[1])
 
-    def _buffer(self, slot: Slot) -> Any:
-        buffer = slot.buffers.get(self._name)
-        if buffer is None:
-            # A slot that never grew serves only zero-byte requests: from an empty block.
-            allocation = slot.allocation or self._arena._empty_allocation()
-            buffer = slot.buffers[self._name] = self._adapter.wrap(allocation)
-        return buffer
+    def _wrapper(self, buffer: Buffer) -> Any:
+        """The framework's handle on the whole buffer: one import per buffer."""
+        wrapper = buffer.wrappers.get(self._name)
+        if wrapper is None:
+            allocation = buffer.allocation
+            if allocation is None:
+                # A slot that holds no memory serves only zero-byte requests.
+                allocation = self._governor.empty_allocation()
+            elif self._probe is not None and self._probe():
+                raise GraphCaptureError(
+                    f"the first {self._name} view of a {buffer.capacity}-byte slot buffer "
+                    f"was requested while a CUDA graph is being captured; importing it into "
+                    f"{self._name} may record work on another stream. Make the same request "
+                    "once eagerly (warm-up) before capturing"
+                )
+            wrapper = buffer.wrappers[self._name] = self._adapter.wrap(allocation)
+        return wrapper
+
+    def _unchanged(self, cache: dict[Any, Any], specs: Any, entry: Any) -> bool:
+        """Debug mode: whether cached views still have the metadata they were made with."""
+        for index, view in enumerate(entry[1]):
+            expected = entry[2][index]
+            found = _metadata(view)
+            if found != expected:
+                _warn_changed(expected, found)
+                cache.pop(specs, None)
+                return False
+        return True
 
     def get_persistent(
         self, key: Any, shape: tuple[int, ...], dtype: Any, zero_init: bool = False
@@ -187,8 +262,8 @@ class Front:
         ArenaLockedError
             ``key`` is new and the arena is locked.
         """
-        arena = self._arena
-        entry = arena._persistent(arena._slot(), key, shape, dtype, zero_init)
+        layout = compute_layout(((shape, dtype),), self._governor.alignment)
+        entry = self._select().persistent_buffer(key, layout, zero_init)
         view = entry.views.get(self._name)
         if view is None:
             buffer = self._adapter.wrap(entry.allocation)
@@ -201,14 +276,32 @@ class Front:
 
     def __repr__(self) -> str:
         kind = "cached " if self._cached else ""
-        return f"<arena {kind}front {self._name!r} of {self._arena!r}>"
+        return f"<arena {kind}front {self._name!r} of {self._owner!r}>"
 
 
-def _warn_reshaped(expected: tuple[int, ...], found: Any) -> None:
+def _metadata(view: Any) -> tuple[Any, ...]:
+    """What a caller could change in place on a shared view: shape, dtype, strides and
+    where it starts."""
+    strides = getattr(view, "strides", None)
+    if strides is None or callable(strides):
+        strides = view.stride()  # torch
+    start = view.data_ptr() if hasattr(view, "data_ptr") else _array_start(view)
+    return (tuple(view.shape), str(view.dtype), tuple(strides), start)
+
+
+def _array_start(view: Any) -> int:
+    interface = getattr(view, "__array_interface__", None)
+    if interface is not None:
+        return int(interface["data"][0])
+    return int(view.data.ptr)  # CuPy
+
+
+def _warn_changed(expected: Any, found: Any) -> None:
     warnings.warn(
-        f"a cached arena view's shape was changed in place ({expected} -> {tuple(found)}); "
-        "cached views are shared by every caller of the same request, so never change "
-        "their metadata in place (take .view()/.reshape() instead). The views were rebuilt",
+        f"a cached arena view was changed in place (shape, dtype, strides, start: {expected} "
+        f"-> {found}); cached views are shared by every caller of the same request, so "
+        "never change their metadata in place (take .view()/.reshape() instead). The views "
+        "were rebuilt",
         ArenaWarning,
         stacklevel=5,
     )

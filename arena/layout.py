@@ -18,6 +18,7 @@ from .errors import ConfigError, SpecError
 
 __all__ = [
     "DEFAULT_ALIGNMENT",
+    "MAX_ALIGNMENT",
     "MAX_BYTES",
     "MIN_ALIGNMENT",
     "Layout",
@@ -29,6 +30,8 @@ __all__ = [
 
 DEFAULT_ALIGNMENT = 256
 MIN_ALIGNMENT = 16
+#: Largest alignment accepted: 1 GiB, far beyond any page or huge page.
+MAX_ALIGNMENT = 1 << 30
 #: Largest byte count a layout may reach: frameworks index memory with signed 64-bit ints.
 MAX_BYTES = 2**63 - 1
 _MEMO_LIMIT = 4096
@@ -92,7 +95,8 @@ def round_up(nbytes: int, alignment: int) -> int:
 
 
 def check_alignment(alignment: Any) -> int:
-    """Validate an alignment: a power of two of at least :data:`MIN_ALIGNMENT` bytes.
+    """Validate an alignment: a power of two from :data:`MIN_ALIGNMENT` to
+    :data:`MAX_ALIGNMENT` bytes.
 
     Raises
     ------
@@ -103,6 +107,11 @@ def check_alignment(alignment: Any) -> int:
         raise ConfigError(
             f"alignment must be an int power of two >= {MIN_ALIGNMENT}, got "
             f"{alignment!r} ({type(alignment).__name__}); use e.g. alignment={DEFAULT_ALIGNMENT}"
+        )
+    if alignment > MAX_ALIGNMENT:
+        raise ConfigError(
+            f"alignment must be at most {MAX_ALIGNMENT} (1 GiB), got {alignment}; offsets "
+            f"are rounded up to it, so use e.g. alignment={DEFAULT_ALIGNMENT} or 4096"
         )
     if alignment < MIN_ALIGNMENT or alignment & (alignment - 1):
         suggestion = max(MIN_ALIGNMENT, 1 << max(0, alignment - 1).bit_length())
@@ -122,8 +131,7 @@ def compute_layout(specs: Sequence[Any], alignment: int = DEFAULT_ALIGNMENT) -> 
         ``shape`` is a tuple of non-negative ints, ``dtype`` anything
         :func:`~arena.dtypes.resolve_dtype` accepts.
     alignment : int, optional
-        Power of two >= 16 that every offset is a multiple of (default 256). It is not
-        validated here: :class:`~arena.Arena` validates it once at construction.
+        Power of two from 16 to 2**30 that every offset is a multiple of (default 256).
 
     Returns
     -------
@@ -134,6 +142,8 @@ def compute_layout(specs: Sequence[Any], alignment: int = DEFAULT_ALIGNMENT) -> 
     ------
     SpecError
         For malformed specs, negative or non-integer dimensions, or layouts too large.
+    ConfigError
+        For an invalid alignment.
     DTypeError
         For unknown dtypes.
     """
@@ -151,6 +161,7 @@ def compute_layout(specs: Sequence[Any], alignment: int = DEFAULT_ALIGNMENT) -> 
 
 
 def _compute_and_memoise(specs: Any, alignment: int) -> Layout:
+    check_alignment(alignment)
     if not isinstance(specs, (tuple, list)):
         raise SpecError(
             f"specs must be a sequence of (shape, dtype) tuples, got {type(specs).__name__}"
@@ -186,10 +197,10 @@ def _split_spec(index: int, spec: Any) -> tuple[tuple[int, ...], DType]:
             "write e.g. ((4, 128), 'float32')"
         )
     raw_shape, raw_dtype = spec
-    if not isinstance(raw_shape, tuple):
+    if not isinstance(raw_shape, (tuple, list)):
         hint = f"({raw_shape!r},)" if isinstance(raw_shape, int) else "a tuple such as (4, 128)"
         raise SpecError(
-            f"spec #{index}: shape must be a tuple of ints, got "
+            f"spec #{index}: shape must be a tuple or list of ints, got "
             f"{type(raw_shape).__name__} {raw_shape!r}; pass {hint}"
         )
     shape = tuple(_check_dim(index, axis, dim) for axis, dim in enumerate(raw_shape))

@@ -59,9 +59,10 @@ def current_arena(device: Any = None) -> Arena:
         If :func:`init_arena` has not been called for that device.
     """
     key = _key(device)
-    arena = _arenas.get(key)
-    if arena is None:
+    with _registry_lock:
+        arena = _arenas.get(key)
         known = ", ".join(str(d) for d in _arenas) or "none"
+    if arena is None:
         raise NotInitializedError(
             f"no process-wide arena on {key} (initialised: {known}); call "
             f"arena.init_arena({str(key)!r}) first"
@@ -97,4 +98,6 @@ def reset_arena(device: Any = None, *, all_devices: bool = False) -> None:
 
 def is_arena_initialized(device: Any = None) -> bool:
     """Whether :func:`init_arena` has been called for ``device``."""
-    return _key(device) in _arenas
+    key = _key(device)
+    with _registry_lock:
+        return key in _arenas

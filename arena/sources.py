@@ -65,7 +65,12 @@ class MemorySource(Protocol):
         ...
 
     def release(self, allocation: Allocation) -> None:
-        """Take back a block the arena no longer references."""
+        """Take back a block the arena no longer references.
+
+        Views built from ``allocation.owner`` may still exist: the memory must stay valid
+        until the last reference to ``allocation.owner`` is gone (refcounted memory such
+        as NumPy, CuPy and torch blocks does this by itself).
+        """
         ...
 
 
@@ -85,7 +90,10 @@ class HostSource:
         """Allocate ``nbytes`` of page-aligned host memory."""
         import numpy as np
 
-        raw = np.empty(nbytes + HOST_ALIGNMENT, dtype=np.uint8)
+        try:
+            raw = np.empty(nbytes + HOST_ALIGNMENT, dtype=np.uint8)
+        except (ValueError, OverflowError) as exc:  # past what NumPy can index
+            raise MemoryError(f"cannot allocate {nbytes} bytes of host memory: {exc}") from exc
         address = int(raw.__array_interface__["data"][0])
         start = -address % HOST_ALIGNMENT
         block = raw[start : start + nbytes]

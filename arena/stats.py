@@ -29,6 +29,11 @@ class SlotStats:
         Bytes held by this slot's persistent buffers.
     persistent_keys : int
         Number of persistent buffers and resources in this slot.
+    retired_bytes : int
+        Bytes of replaced scratch buffers kept alive because a CUDA graph may read them
+        (see :meth:`arena.Arena.release_retired`).
+    retired_buffers : int
+        How many such buffers.
     """
 
     ubatch: int
@@ -39,6 +44,8 @@ class SlotStats:
     calls: int
     persistent_bytes: int
     persistent_keys: int
+    retired_bytes: int = 0
+    retired_buffers: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +63,15 @@ class ArenaStats:
     allocations, frees : int
         Calls made to the memory source's ``allocate`` and ``release``.
     allocations_while_locked : int
-        Source allocations made while locked. Always 0: growth while locked is refused.
+        Source allocations made while locked. Always 0: growth while locked is refused,
+        under the same mutex that ``lock()`` takes.
     calls : int
         ``get_simultaneous`` calls over all slots.
     call_sites : dict of str to int
         Peak bytes requested per ``file:line:function``, recorded only while unlocked.
+    live_blocks, live_bytes : int
+        Blocks (and their bytes) taken from the source and not released:
+        ``allocations == frees + live_blocks`` always holds.
     """
 
     device: str
@@ -72,11 +83,13 @@ class ArenaStats:
     allocations_while_locked: int
     calls: int
     call_sites: dict[str, int] = field(default_factory=dict)
+    live_blocks: int = 0
+    live_bytes: int = 0
 
     @property
     def reserved_bytes(self) -> int:
-        """Scratch plus persistent bytes held by all slots."""
-        return sum(s.capacity + s.persistent_bytes for s in self.slots)
+        """Scratch, retired and persistent bytes held by all slots."""
+        return sum(s.capacity + s.retired_bytes + s.persistent_bytes for s in self.slots)
 
     @property
     def growths(self) -> int:
@@ -86,12 +99,12 @@ class ArenaStats:
     def table(self) -> str:
         """A plain-text table of the slots, for people."""
         header = f"{'slot':<14}{'capacity MB':>13}{'high-water MB':>15}{'growths':>9}{'calls':>10}"
-        header += f"{'persistent MB':>15}"
+        header += f"{'persistent MB':>15}{'retired MB':>12}"
         lines = [header, "-" * len(header)]
         for s in self.slots:
             lines.append(
                 f"{f'ubatch {s.ubatch} lane {s.lane}':<14}{s.capacity / MB:>13.2f}"
                 f"{s.high_water / MB:>15.2f}{s.growths:>9}{s.calls:>10}"
-                f"{s.persistent_bytes / MB:>15.2f}"
+                f"{s.persistent_bytes / MB:>15.2f}{s.retired_bytes / MB:>12.2f}"
             )
         return "\n".join(lines)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from arena import Arena, ArenaWarning
@@ -36,7 +38,7 @@ def test_in_place_metadata_change_is_detected_and_rebuilt_in_debug_mode() -> Non
     with Arena("cpu", framework="numpy", cached_views=True, debug=True) as a:
         (x, _) = a.get_simultaneous(*SPECS)
         x.shape = (32,)  # what a caller must not do with a cached view
-        with pytest.warns(ArenaWarning, match=r"changed in place \(\(4, 8\) -> \(32,\)\)"):
+        with pytest.warns(ArenaWarning, match=r"changed in place .*\(\(4, 8\), .* -> \(\(32,\)"):
             (y, _) = a.get_simultaneous(*SPECS)
         assert y.shape == (4, 8) and y is not x
         (z, _) = a.get_simultaneous(*SPECS)
@@ -51,6 +53,34 @@ def test_torch_in_place_resize_is_detected_in_debug_mode() -> None:
         with pytest.warns(ArenaWarning):
             (y,) = a.get_simultaneous(((4, 8), torch.float32))
         assert y.shape == (4, 8)
+
+
+def test_numpy_in_place_dtype_change_is_detected_in_debug_mode() -> None:
+    with Arena("cpu", framework="numpy", cached_views=True, debug=True) as a:
+        (x,) = a.get_simultaneous(((4, 8), "float32"))
+        x.dtype = "int32"  # same itemsize: the shape stays (4, 8)
+        with pytest.warns(ArenaWarning, match="int32"):
+            (y,) = a.get_simultaneous(((4, 8), "float32"))
+        assert y.dtype == "float32"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda t: t.t_(), id="t_"),
+        pytest.param(lambda t: t.as_strided_((4, 8), (1, 4)), id="as_strided_ strides"),
+        pytest.param(lambda t: t.as_strided_((4, 8), (8, 1), 1), id="as_strided_ offset"),
+        pytest.param(lambda t: t.set_(t.untyped_storage(), 8, (4, 8), (8, 1)), id="set_"),
+    ],
+)
+def test_torch_in_place_strides_and_offset_changes_are_detected(change: Any) -> None:
+    torch = pytest.importorskip("torch")
+    with Arena("cpu", framework="torch", cached_views=True, debug=True) as a:
+        (x,) = a.get_simultaneous(((4, 8), torch.float32))
+        change(x)
+        with pytest.warns(ArenaWarning, match="changed in place"):
+            (y,) = a.get_simultaneous(((4, 8), torch.float32))
+        assert y.shape == (4, 8) and y.stride() == (8, 1) and y is not x
 
 
 def test_uncached_front_is_unaffected_by_cached_callers() -> None:

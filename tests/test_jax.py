@@ -103,14 +103,14 @@ def test_jax_persistent_buffer(shared: Arena) -> None:
 
 
 def test_out_of_memory_hint_names_jax_preallocation(monkeypatch: pytest.MonkeyPatch) -> None:
-    from arena.growth import _oom_hint
+    from arena.ledger import oom_hint
 
     cuda = arena.Device("cuda", 0)
     monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
-    assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in _oom_hint(cuda)
-    assert _oom_hint(arena.CPU) == ""
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in oom_hint(cuda)
+    assert oom_hint(arena.CPU) == ""
     monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    assert _oom_hint(cuda) == ""
+    assert oom_hint(cuda) == ""
 
 
 @pytest.mark.gpu
