@@ -147,18 +147,19 @@ class Slot:
         resizes: list[Resize] = []
         with governor.mutex:
             governor.check_open()
-            buffer = self.buffer
+            # No local reference to the current buffer across _grow(): it would keep the
+            # old block alive while the new one is allocated (peak old + new).
+            capacity = self.buffer.capacity
             target = max(required, self.pending) if required else 0
-            if target <= buffer.capacity:
-                if self.pending <= buffer.capacity:
+            if target <= capacity:
+                if self.pending <= capacity:
                     self.pending = 0
             elif not governor.locked:
                 resizes.append(self._grow(target))
-                buffer = self.buffer
-            elif required > buffer.capacity:
+            elif required > capacity:
                 return None, resizes
             self.high_water = max(self.high_water, required)
-            return buffer, resizes
+            return self.buffer, resizes
 
     def reserve(self, nbytes: int) -> Resize | None:
         """Grow to hold ``nbytes`` (mutex held by the caller, lock already checked)."""

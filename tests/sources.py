@@ -44,3 +44,28 @@ class FailingSource(RecordingSource):
             self.events.append(("refuse", nbytes))
             raise MemoryError(f"out of memory: {nbytes} bytes asked, {self.limit} available")
         return super().allocate(nbytes)
+
+
+@dataclass
+class FaultySource(RecordingSource):
+    """Raises ``fault`` at the allocations whose 1-based numbers are in ``fail_at``, and at
+    the releases whose numbers are in ``fail_release_at`` (after taking the block back)."""
+
+    fail_at: set[int] = field(default_factory=set)
+    fail_release_at: set[int] = field(default_factory=set)
+    fault: type[BaseException] = MemoryError
+    allocate_calls: int = 0
+    release_calls: int = 0
+
+    def allocate(self, nbytes: int) -> Allocation:
+        self.allocate_calls += 1
+        if self.allocate_calls in self.fail_at:
+            self.events.append(("refuse", nbytes))
+            raise self.fault(f"injected fault at allocation #{self.allocate_calls}")
+        return super().allocate(nbytes)
+
+    def release(self, allocation: Allocation) -> None:
+        self.release_calls += 1
+        super().release(allocation)
+        if self.release_calls in self.fail_release_at:
+            raise self.fault(f"injected fault at release #{self.release_calls}")

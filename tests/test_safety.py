@@ -1,0 +1,518 @@
+"""Memory safety under races, faults and graph capture: each test forces one bad
+interleaving or failure that the design must survive (gated on events, not on luck)."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+import tracemalloc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pytest
+
+import arena
+from arena import (
+    Arena,
+    ArenaClosedError,
+    ArenaEvent,
+    ArenaLockedError,
+    ArenaOutOfMemoryError,
+    ConfigError,
+    FrameworkUnavailableError,
+    GraphCaptureError,
+    SlotError,
+    SpecError,
+    compute_layout,
+)
+from tests.sources import FaultySource, RecordingSource
+
+F32 = "float32"
+TIMEOUT = 10
+
+
+def check_books(a: Arena, source: RecordingSource | None = None) -> None:
+    """Every block the arena took is either released or still held by it."""
+    stats = a.stats()
+    assert stats.allocations == stats.frees + stats.live_blocks
+    held = sum(s.capacity + s.retired_bytes + s.persistent_bytes for s in stats.slots)
+    assert stats.live_bytes == held
+    if source is not None:
+        assert len(source.live) == stats.live_blocks
+        assert sum(source.live.values()) == stats.live_bytes
+
+
+class Gate:
+    """An alloc_context that holds the allocating thread inside the allocation until
+    released, so another thread can act at exactly that moment."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.inside = threading.Event()
+        self.go = threading.Event()
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        if self.armed:
+            self.armed = False
+            self.inside.set()
+            assert self.go.wait(TIMEOUT)
+        yield
+
+
+def run(target: Any, *args: Any) -> tuple[threading.Thread, list[Any]]:
+    """Start ``target(*args)`` in a thread; its result or exception lands in the list."""
+    out: list[Any] = []
+
+    def body() -> None:
+        try:
+            out.append(target(*args))
+        except BaseException as exc:
+            out.append(exc)
+
+    thread = threading.Thread(target=body, name=f"worker-{target.__name__}")
+    thread.start()
+    return thread, out
+
+
+# ---------------------------------------------------------------------- 1. close races
+def test_a_request_whose_growth_is_closed_under_it_raises_closed_not_a_bad_view() -> None:
+    a = Arena("cpu", framework="numpy")
+    a.add_listener(lambda ev: a.close() if ev.kind == "resize" else None)
+    with pytest.raises(ArenaClosedError):
+        a.get_simultaneous(((1 << 20,), F32))
+    assert a.stats().live_blocks == 0  # nothing it allocated outlives close()
+
+
+def test_reset_arena_inside_a_growth_gives_closed_error() -> None:
+    a = arena.init_arena("cpu", framework="numpy")
+    a.add_listener(lambda ev: arena.reset_arena("cpu") if ev.kind == "resize" else None)
+    with pytest.raises(ArenaClosedError):
+        a.get_simultaneous(((1 << 16,), F32))
+    check_books(a)
+    assert a.stats().live_blocks == 0
+
+
+def test_close_while_another_thread_is_inside_its_growth() -> None:
+    gate = Gate()
+    source = RecordingSource()
+    a = Arena(source=source, framework="numpy", alloc_context=gate)
+    a.get_simultaneous(((16,), F32))
+    gate.armed = True
+    worker, out = run(a.get_simultaneous, ((1 << 16,), F32))
+    assert gate.inside.wait(TIMEOUT)
+    closer, closed = run(a.close)
+    gate.go.set()
+    worker.join(TIMEOUT)
+    closer.join(TIMEOUT)
+    assert closed == [None]
+    result = out[0]
+    if isinstance(result, BaseException):
+        assert isinstance(result, ArenaClosedError)
+    else:  # served before close(): a valid view over memory it keeps alive
+        (view,) = result
+        view[:] = 7
+        assert view.base.nbytes >= view.nbytes and (view == 7).all()
+    assert source.live == {} and a.stats().live_blocks == 0
+
+
+# ---------------------------------------------------------------------- 2. one slot, two threads
+def test_a_smaller_request_racing_a_growth_never_shrinks_the_buffer() -> None:
+    gate = Gate()
+    source = RecordingSource()
+    a = Arena(source=source, framework="numpy", alloc_context=gate)
+    gate.armed = True
+    big, big_out = run(a.get_simultaneous, ((1 << 16,), F32))  # 256 KiB: grows first
+    assert gate.inside.wait(TIMEOUT)
+    small, small_out = run(a.get_simultaneous, ((1 << 10,), F32))  # saw capacity 0 too
+    gate.go.set()
+    big.join(TIMEOUT)
+    small.join(TIMEOUT)
+    (big_view,) = big_out[0]
+    (small_view,) = small_out[0]
+    assert a.stats().slots[0].capacity == 1 << 18
+    assert source.allocations() == [1 << 18]  # one growth, no shrink
+    big_view[:] = 1.0  # in bounds of live memory
+    assert big_view.base.nbytes >= big_view.nbytes
+    assert small_view.base is big_view.base
+
+
+def test_views_are_never_built_past_their_buffer() -> None:
+    source = RecordingSource()
+    with Arena(source=source, ubatches=1, framework="numpy") as a:
+        for n in (10, 1000, 10, 50_000, 3):
+            (v,) = a.get_simultaneous(((n,), F32))
+            base = v.base
+            assert v.nbytes <= base.nbytes
+
+
+# ---------------------------------------------------------------------- 3. nothing after lock()
+def test_lock_waits_for_a_growth_in_flight_and_nothing_allocates_after_it() -> None:
+    gate = Gate()
+    order: list[str] = []
+    source = RecordingSource()
+    a = Arena(source=source, framework="numpy", alloc_context=gate)
+    gate.armed = True
+    grower, _ = run(a.get_simultaneous, ((4096,), F32))
+    assert gate.inside.wait(TIMEOUT)
+
+    def lock_and_note() -> None:
+        a.lock()
+        order.append(f"locked after {len(source.allocations())} allocation(s)")
+
+    locker, _ = run(lock_and_note)
+    locker.join(0.2)
+    assert locker.is_alive()  # lock() waits for the growth it would otherwise race
+    gate.go.set()
+    grower.join(TIMEOUT)
+    locker.join(TIMEOUT)
+    assert order == ["locked after 1 allocation(s)"]
+    before = list(source.events)
+    assert a.try_get_simultaneous(((1 << 20,), F32)) is None
+    assert source.events == before and a.stats().allocations_while_locked == 0
+    a.close()
+
+
+# ---------------------------------------------------------------------- 4. lock releases nothing
+def test_lock_retires_a_smaller_sibling_instead_of_releasing_it() -> None:
+    source = RecordingSource()
+    a = Arena(source=source, ubatches=2, framework="numpy")
+    with a.ubatch(1):
+        a.get_simultaneous(((64,), F32))  # a graph may have captured this buffer
+    a.get_simultaneous(((100_000,), F32))
+    releases = [e for e in source.events if e[0] == "release"]
+    a.lock()
+    assert [e for e in source.events if e[0] == "release"] == releases  # lock() freed nothing
+    slots = a.stats().slots
+    assert slots[1].capacity == slots[0].capacity
+    assert slots[1].retired_bytes == 256 and slots[1].retired_buffers == 1
+    check_books(a, source)
+    assert a.release_retired() == 256
+    assert a.stats().slots[1].retired_buffers == 0
+    check_books(a, source)
+    a.close()
+    assert source.live == {}
+
+
+class Probe:
+    """An injectable capture-status probe: ``capturing`` says what it answers."""
+
+    def __init__(self) -> None:
+        self.capturing = False
+
+    def __call__(self) -> bool:
+        return self.capturing
+
+
+def test_buffers_served_during_capture_are_retired_until_close() -> None:
+    probe = Probe()
+    source = RecordingSource()
+    a = Arena(source=source, framework="numpy", capture_probe=probe)
+    a.get_simultaneous(((256,), F32))  # warm-up, eager
+    probe.capturing = True
+    a.get_simultaneous(((256,), F32))  # served inside the capture
+    with pytest.raises(GraphCaptureError):
+        a.get_simultaneous(((1 << 16,), F32))  # growth during capture stays refused
+    probe.capturing = False
+    a.get_simultaneous(((1 << 16,), F32))  # later growth, unlocked
+    assert ("release", 1024) not in source.events  # the captured buffer was not freed
+    assert a.stats().slots[0].retired_bytes == 1024
+    assert a.release_retired() == 0  # captured buffers wait for close() ...
+    check_books(a, source)
+    a.close()
+    assert ("release", 1024) in source.events and source.live == {}  # ... which frees them
+
+
+def test_release_retired_can_include_captured_buffers_on_request() -> None:
+    probe = Probe()
+    a = Arena("cpu", framework="numpy", capture_probe=probe)
+    a.get_simultaneous(((256,), F32))
+    probe.capturing = True
+    a.get_simultaneous(((256,), F32))
+    probe.capturing = False
+    a.get_simultaneous(((1 << 16,), F32))
+    assert a.release_retired(include_captured=True) == 1024
+    check_books(a)
+    with pytest.raises(ConfigError, match="include_captured"):
+        a.release_retired(include_captured="yes")  # type: ignore[arg-type]
+
+
+def test_uncaptured_growth_still_releases_before_allocating() -> None:
+    source = RecordingSource()
+    with Arena(source=source, framework="numpy", capture_probe=Probe()) as a:
+        a.get_simultaneous(((256,), F32))
+        a.get_simultaneous(((1 << 16,), F32))
+        assert source.events[:3] == [("allocate", 1024), ("release", 1024), ("allocate", 1 << 18)]
+
+
+def test_first_framework_import_during_capture_is_refused() -> None:
+    torch = pytest.importorskip("torch")
+    probe = Probe()
+    with Arena("cpu", framework="numpy", capture_probe=probe) as a:
+        a.get_simultaneous(((256,), F32))
+        probe.capturing = True
+        a.get_simultaneous(((256,), F32))  # NumPy: already imported, fine
+        with pytest.raises(GraphCaptureError, match="first torch view"):
+            a.torch.get_simultaneous(((256,), torch.float32))
+
+
+# ---------------------------------------------------------------------- 5. failure-atomic growth
+@pytest.mark.parametrize("fault", [MemoryError, KeyboardInterrupt, RuntimeError])
+def test_a_failed_growth_keeps_a_buffer_of_the_old_capacity(fault: type[BaseException]) -> None:
+    source = FaultySource(fail_at={2}, fault=fault)
+    a = Arena(source=source, ubatches=2, framework="numpy")
+    a.get_simultaneous(((1000,), F32))
+    expected: type[BaseException] = ArenaOutOfMemoryError if fault is MemoryError else fault
+    with pytest.raises(expected) as info:
+        a.get_simultaneous(((1 << 20,), F32))
+    assert a.stats().slots[0].capacity == 4096
+    if sys.version_info >= (3, 11):
+        assert any("keeps a buffer of its old 4096 bytes" in n for n in info.value.__notes__)
+    check_books(a, source)
+    a.lock()  # the old size is still served after lock, and nothing says "never sized"
+    (w,) = a.get_simultaneous(((1000,), F32))
+    w[:] = 3
+    with pytest.raises(ArenaLockedError) as locked:
+        a.get_simultaneous(((2000,), F32))
+    assert "never sized" not in str(locked.value) and "4096 bytes" not in str(locked.value)
+    a.close()
+    assert source.live == {}
+
+
+def test_sizes_past_what_can_be_addressed_are_named_errors() -> None:
+    with Arena("cpu", framework="numpy") as a:
+        with pytest.raises(SpecError, match=str(2**63)):
+            a.reserve_bytes(2**63)
+        with pytest.raises(ArenaOutOfMemoryError, match=str(2**63 - 256)):
+            a.get_simultaneous(((2**63 - 256,), "uint8"))
+        with pytest.raises(ArenaOutOfMemoryError, match="more than"):
+            Arena("cpu", growth="pow2", framework="numpy").reserve_bytes(2**62 + 1)
+        a.get_simultaneous(((8,), F32))  # still usable
+        check_books(a)
+
+
+# ---------------------------------------------------------------------- 6. interrupts
+def test_interrupt_in_a_release_during_close_still_releases_everything() -> None:
+    source = FaultySource(fail_release_at={1}, fault=KeyboardInterrupt)
+    a = Arena(source=source, ubatches=2, framework="numpy")
+    a.get_simultaneous(((1000,), F32))
+    a.get_persistent("kv", (16,), F32)
+    with a.ubatch(1):
+        a.get_simultaneous(((10,), F32))
+    with pytest.raises(KeyboardInterrupt):
+        a.close()
+    assert source.live == {}
+    check_books(a, source)
+    assert a.stats().live_blocks == 0 and a.is_closed
+
+
+def test_interrupt_in_alloc_context_exit_after_a_successful_allocation() -> None:
+    source = RecordingSource()
+    state = {"fail": False}
+
+    @contextmanager
+    def context() -> Iterator[None]:
+        yield
+        if state["fail"]:
+            state["fail"] = False
+            raise KeyboardInterrupt
+
+    a = Arena(source=source, framework="numpy", alloc_context=context)
+    a.get_simultaneous(((1000,), F32))
+    state["fail"] = True
+    with pytest.raises(KeyboardInterrupt):
+        a.get_simultaneous(((1 << 16,), F32))
+    check_books(a, source)
+    assert a.stats().slots[0].capacity == 4096  # the old size came back
+    a.close()
+    assert source.live == {}
+
+
+def test_interrupt_in_a_listener_leaves_a_complete_growth() -> None:
+    source = RecordingSource()
+    a = Arena(source=source, framework="numpy")
+
+    def listener(event: ArenaEvent) -> None:
+        if event.kind == "resize":
+            raise KeyboardInterrupt
+
+    a.add_listener(listener)
+    with pytest.raises(KeyboardInterrupt):
+        a.get_simultaneous(((1000,), F32))
+    a.remove_listener(listener)
+    assert a.stats().slots[0].capacity == 4096
+    check_books(a, source)
+    a.close()
+
+
+def test_interrupt_while_zeroing_a_persistent_buffer_leaves_no_entry() -> None:
+    class Refusing(np.ndarray):
+        def fill(self, value: Any) -> None:
+            raise KeyboardInterrupt
+
+    class ZeroFails(RecordingSource):
+        def allocate(self, nbytes: int) -> arena.Allocation:
+            block = super().allocate(nbytes)
+            return arena.Allocation(block.ptr, nbytes, block.owner.view(Refusing), block.device)
+
+    source = ZeroFails()
+    with Arena(source=source, framework="numpy") as a:
+        with pytest.raises(KeyboardInterrupt):
+            a.get_persistent("kv", (16,), F32, zero_init=True)
+        assert a.stats().slots[0].persistent_keys == 0
+        check_books(a, source)
+
+
+# ---------------------------------------------------------------------- 7. registry
+def test_registry_under_concurrent_init_reset_and_current() -> None:
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def churn() -> None:
+        while not stop.is_set():
+            arena.reset_arena("cpu")  # so init_arena has nothing to warn about
+            arena.init_arena("cpu", framework="numpy")
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                arena.current_arena("cpu")
+            except arena.NotInitializedError as exc:
+                if "initialised: none" not in str(exc):
+                    errors.append(exc)
+            except BaseException as exc:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=churn)] + [threading.Thread(target=read) for _ in range(3)]
+    for t in threads:
+        t.start()
+    threading.Event().wait(1.0)
+    stop.set()
+    for t in threads:
+        t.join(TIMEOUT)
+    assert errors == []
+
+
+# ---------------------------------------------------------------------- 8. growth peak
+def _traced_peak(n: int, keep_old_view: bool) -> int:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        a = Arena("cpu", framework="numpy")  # traced from before the first allocation
+        (old,) = a.get_simultaneous(((n,), "uint8"))
+        if not keep_old_view:
+            del old
+        a.get_simultaneous(((2 * n,), "uint8"))
+        _, peak = tracemalloc.get_traced_memory()
+        a.close()
+    finally:
+        tracemalloc.stop()
+    return peak
+
+
+def test_growth_peak_is_the_new_size_traced_from_the_start() -> None:
+    n = 32 << 20
+    peak = _traced_peak(n, keep_old_view=False)
+    assert 2 * n <= peak < 2 * n + (1 << 20), f"peak {peak / n:.3f} N; allocate-first gives 3 N"
+
+
+def test_growth_peak_with_a_live_old_view_is_old_plus_new() -> None:
+    n = 32 << 20
+    peak = _traced_peak(n, keep_old_view=True)
+    assert peak >= 3 * n  # the honest figure: a live view keeps the old buffer
+
+
+# ---------------------------------------------------------------------- 9. smaller ones
+def test_zero_byte_request_on_a_pending_sibling_does_not_allocate() -> None:
+    source = RecordingSource()
+    with Arena(source=source, ubatches=2, framework="numpy") as a:
+        a.get_simultaneous(((1000,), F32))
+        before = list(source.events)
+        with a.ubatch(1):
+            (empty,) = a.get_simultaneous(((0, 4), F32))
+            assert empty.shape == (0, 4)
+        assert source.events == before
+        with a.ubatch(1):
+            a.get_simultaneous(((1,), F32))  # its first real request follows its sibling
+        assert a.stats().slots[1].capacity == 4096
+
+
+@pytest.mark.parametrize(
+    ("options", "pattern"),
+    [
+        ({"alignment": 2**70}, "at most"),
+        ({"debug": "false"}, "debug must be True or False"),
+        ({"cached_views": "no"}, "cached_views must be True or False"),
+        ({"track_call_sites": 1}, "track_call_sites must be True or False"),
+        ({"capture_probe": 3}, "capture_probe must be a callable"),
+    ],
+)
+def test_settings_of_the_wrong_type_are_refused(options: dict[str, Any], pattern: str) -> None:
+    with pytest.raises(ConfigError, match=pattern):
+        Arena("cpu", **options)
+
+
+def test_compute_layout_validates_its_alignment() -> None:
+    with pytest.raises(ConfigError, match="alignment"):
+        compute_layout((((4,), F32), ((4,), F32)), 0)
+    with pytest.raises(ConfigError, match="alignment"):
+        compute_layout((((4,), F32),), 100)
+
+
+def test_a_missing_framework_is_framework_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
+    monkeypatch.delitem(sys.modules, "arena.adapters.torch", raising=False)
+    with (
+        Arena("cpu", framework="numpy") as a,
+        pytest.raises(FrameworkUnavailableError, match="pip install torch"),
+    ):
+        a.torch  # noqa: B018
+
+
+def test_list_shapes_are_accepted_like_tuples() -> None:
+    with Arena("cpu", framework="numpy") as a:
+        x, y = a.get_simultaneous(([5, 3], F32), ([2], "int32"))
+        assert x.shape == (5, 3) and y.shape == (2,)
+        with pytest.raises(SpecError, match="bool"):
+            a.get_simultaneous(([True, 3], F32))
+        with pytest.raises(SpecError, match="float"):
+            a.get_simultaneous(([2.5], F32))
+
+
+# ---------------------------------------------------------------------- debug: slot sharing
+def test_debug_mode_names_two_threads_inside_one_slot() -> None:
+    gate = Gate()
+    a = Arena("cpu", framework="numpy", debug=True, alloc_context=gate)
+    gate.armed = True
+    first, first_out = run(a.get_simultaneous, ((4096,), F32))
+    assert gate.inside.wait(TIMEOUT)
+    with pytest.raises(SlotError) as info:
+        a.get_simultaneous(((16,), F32))
+    gate.go.set()
+    first.join(TIMEOUT)
+    message = str(info.value)
+    assert "worker-get_simultaneous" in message and "MainThread" in message
+    assert "(ubatch 0, lane 0)" in message and "bind_ubatch" in message
+    assert not isinstance(first_out[0], BaseException)
+    a.get_simultaneous(((16,), F32))  # once the other thread is out, the slot is free
+    a.close()
+
+
+def test_debug_mode_allows_threads_on_their_own_slots() -> None:
+    a = Arena("cpu", ubatches=2, framework="numpy", debug=True)
+
+    def work(ubatch: int) -> None:
+        a.bind_ubatch(ubatch)
+        for n in range(1, 200):
+            a.get_simultaneous(((n,), F32))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TIMEOUT)
+    assert a.stats().calls == 2 * 199
+    a.close()
