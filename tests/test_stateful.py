@@ -54,7 +54,8 @@ class ArenaMachine(RuleBasedStateMachine):
         self.step = 0
 
     def _slot_ptr(self, view: Any) -> int:
-        return int(view.base.__array_interface__["data"][0])
+        # The first view sits at offset 0: its address is the block's.
+        return int(view.__array_interface__["data"][0])
 
     def _fault_next(self, fault: bool) -> None:
         self.source.fail_at = {self.source.allocate_calls + 1} if fault else set()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+
 import numpy as np
 
 import arena
