@@ -8,9 +8,13 @@ JAX treats imported buffers as immutable. The contract (see docs/jax.md):
 * JAX dispatch is asynchronous: block on results (``jax.block_until_ready``) before the
   next ``get_simultaneous`` on the same slot reuses the bytes.
 
-Importing costs about 30 us per array, so the views a layout needs are imported once per
-(slot, layout, buffer) and the very same ``jax.Array`` objects are returned afterwards
-(they are immutable, so sharing them is safe). Growth drops them with the old buffer.
+Importing costs about 25 us per array, so the views a layout needs are imported once per
+(slot, layout, buffer). Every request then gets **new** ``jax.Array`` objects over those
+imported buffers (about 2 us each): JAX caches an array's host copy on the array object
+the first time a read needs one (``ArrayImpl._npy_value``; always on a GPU), so handing
+out the same object again after the bytes changed would show stale values. The new
+arrays are uncommitted, like ``jnp.zeros``, so mixing them with ordinary arrays does not
+double jit caches. Growth drops the imports with the old buffer.
 
 Zero-copy is checked on every import: JAX silently copies buffers that are not 64-byte
 aligned on CPU and converts 64-bit dtypes when ``jax_enable_x64`` is off. Both raise here
@@ -26,6 +30,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax._src.array import ArrayImpl
 
 from arena.devices import Device
 from arena.dtypes import DType
@@ -87,31 +92,24 @@ def wrap(allocation: Allocation) -> Any:
 
 
 def typed_views(buffer: Any, layout: Layout) -> list[Any]:
-    """Zero-copy ``jax.Array`` views at the layout's offsets (checked by pointer)."""
+    """Zero-copy ``jax.Array`` views at the layout's offsets (checked by pointer).
+
+    The prepared arrays are uncommitted; :func:`fresh_views` hands out new objects over
+    them per request.
+    """
     allocation: Allocation = buffer
-    owner = allocation.owner
     views: list[Any] = []
     for v in layout.views:
         dtype = native_dtype(v.dtype)
         address = allocation.ptr + v.offset
-        if allocation.device.is_cuda:
-            import cupy
-
-            source = cupy.ndarray(
-                v.shape, dtype=dtype, memptr=owner.data + v.offset, strides=v.byte_strides
+        if not allocation.device.is_cuda and address % CPU_ZERO_COPY_ALIGNMENT and v.nbytes:
+            raise ArenaError(
+                f"JAX copies host buffers that are not {CPU_ZERO_COPY_ALIGNMENT}-byte "
+                f"aligned; this view sits at offset {v.offset} (arena alignment "
+                f"{layout.alignment}). Construct the arena with alignment>="
+                f"{CPU_ZERO_COPY_ALIGNMENT} for JAX views"
             )
-        else:
-            if address % CPU_ZERO_COPY_ALIGNMENT and v.nbytes:
-                raise ArenaError(
-                    f"JAX copies host buffers that are not {CPU_ZERO_COPY_ALIGNMENT}-byte "
-                    f"aligned; this view sits at offset {v.offset} (arena alignment "
-                    f"{layout.alignment}). Construct the arena with alignment>="
-                    f"{CPU_ZERO_COPY_ALIGNMENT} for JAX views"
-                )
-            source = np.ndarray(
-                v.shape, dtype=dtype, buffer=owner, offset=v.offset, strides=v.byte_strides
-            )
-        array = _import(source, v.dtype)
+        array = _fresh(_import(_source(allocation, v, dtype), v.dtype))
         if v.nbytes and array.unsafe_buffer_pointer() != address:
             raise ArenaError(
                 f"JAX copied view #{len(views)} ({v.shape} {v.dtype.name}) instead of "
@@ -120,6 +118,32 @@ def typed_views(buffer: Any, layout: Layout) -> list[Any]:
             )
         views.append(array)
     return views
+
+
+def _is_torch_tensor(owner: Any) -> bool:
+    """Whether ``owner`` is a torch tensor (without importing torch)."""
+    return type(owner).__module__.partition(".")[0] == "torch"
+
+
+def _source(allocation: Allocation, v: Any, dtype: Any) -> Any:
+    """A typed array of the view's bytes that exports DLPack: NumPy on the host; on CUDA,
+    CuPy or torch, whichever owns the buffer."""
+    owner = allocation.owner
+    if _is_torch_tensor(owner):  # a 1-D uint8 torch tensor (the torch source)
+        import torch
+
+        raw = owner[v.offset : v.offset + v.nbytes]
+        if not v.nbytes:
+            return torch.empty(v.shape, dtype=getattr(torch, v.dtype.name), device=owner.device)
+        typed = raw.view(getattr(torch, v.dtype.name))
+        return typed.as_strided(v.shape, v.strides)
+    if allocation.device.is_cuda:
+        import cupy
+
+        return cupy.ndarray(
+            v.shape, dtype=dtype, memptr=owner.data + v.offset, strides=v.byte_strides
+        )
+    return np.ndarray(v.shape, dtype=dtype, buffer=owner, offset=v.offset, strides=v.byte_strides)
 
 
 def _import(source: Any, dtype: DType) -> Any:
@@ -143,9 +167,20 @@ def _import(source: Any, dtype: DType) -> Any:
         return jax.dlpack.from_dlpack(tensor)
 
 
+def _fresh(array: Any) -> Any:
+    """A new uncommitted ``jax.Array`` object over ``array``'s device buffer (no copy)."""
+    # Positional arguments: (aval, sharding, arrays, committed, _skip_checks); keywords cost
+    # 40 % more in this C++ constructor.
+    return ArrayImpl(array.aval, array.sharding, [array], False, True)
+
+
 def fresh_views(views: Sequence[Any]) -> list[Any]:
-    """The same immutable ``jax.Array`` objects (a new list)."""
-    return list(views)
+    """New uncommitted ``jax.Array`` objects over the prepared ones' buffers (no copy).
+
+    New objects carry no host copy cached from an earlier read, so they never show
+    bytes from before this request.
+    """
+    return list(map(_fresh, views))
 
 
 def data_ptr(view: Any) -> int:
@@ -157,30 +192,58 @@ def write_into(view: Any, value: Any) -> Any:
     """Write ``value`` (e.g. a JAX result) into the arena bytes behind ``view``.
 
     One copy, straight into the arena memory: no intermediate array. ``value`` is
-    blocked on first; ``view`` (immutable in JAX's eyes) then reads the new contents.
-    Returns ``view``.
+    blocked on first.
+
+    Returns
+    -------
+    jax.Array
+        A new array over ``view``'s bytes (uncommitted, zero-copy), to read the new
+        contents with. ``view`` itself may already hold a host copy cached by an earlier
+        read (``print``, ``np.asarray`` on a GPU), which JAX would keep showing.
     """
     value = jax.block_until_ready(value)  # type: ignore[no-untyped-call]
     address = int(view.unsafe_buffer_pointer())
     nbytes = int(view.nbytes)
-    platform = next(iter(view.devices())).platform
-    if platform in {"gpu", "cuda"}:
+    device = next(iter(view.devices()))
+    if device.platform in {"gpu", "cuda"}:
+        _write_cuda(view, value, address, nbytes, int(device.local_hardware_id))
+        return _fresh(view)
+    if nbytes:
+        raw = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(address))
+        target = raw.view(view.dtype).reshape(view.shape)
+        np.copyto(target, np.asarray(value), casting="same_kind")
+    return _fresh(view)
+
+
+def _write_cuda(view: Any, value: Any, address: int, nbytes: int, device_id: int) -> None:
+    """The CUDA copy for :func:`write_into`: through CuPy when installed, else torch.
+
+    ``device_id`` is the CUDA ordinal (``Device.local_hardware_id``), not JAX's global id.
+    """
+    if importlib.util.find_spec("cupy") is not None:
         import cupy
 
-        device_id = next(iter(view.devices())).id
         memory = cupy.cuda.UnownedMemory(address, nbytes, view, device_id=device_id)
         target = cupy.ndarray(
             view.shape, dtype=view.dtype, memptr=cupy.cuda.MemoryPointer(memory, 0)
         )
-        if isinstance(value, jax.Array):
-            target[...] = cupy.from_dlpack(value)
-        else:
-            target[...] = cupy.asarray(value)
-        cupy.cuda.get_current_stream().synchronize()
-        return view
-    if nbytes == 0:
-        return view
-    raw = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(address))
-    target = raw.view(view.dtype).reshape(view.shape)
-    np.copyto(target, np.asarray(value), casting="same_kind")
-    return view
+        with cupy.cuda.Device(device_id):
+            if isinstance(value, jax.Array):
+                target[...] = cupy.from_dlpack(value)
+            else:
+                target[...] = cupy.asarray(value)
+            cupy.cuda.get_current_stream().synchronize()
+        return
+    import torch
+    from torch.utils.dlpack import from_dlpack
+
+    target = from_dlpack(view)  # zero-copy: the arena bytes behind view
+    if target.data_ptr() != address:
+        raise ArenaError(
+            f"torch's DLPack import of a JAX view at {address:#x} landed at "
+            f"{target.data_ptr():#x}; install CuPy for write_into on this setup"
+        )
+    with torch.cuda.device(device_id):
+        source = from_dlpack(value) if isinstance(value, jax.Array) else value
+        target.copy_(torch.as_tensor(source, device=target.device))
+        torch.cuda.current_stream().synchronize()

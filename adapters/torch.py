@@ -78,19 +78,32 @@ def native_dtype(dtype: DType) -> Any:
 
 
 def wrap(allocation: Allocation) -> Any:
-    """Import the whole buffer into torch once (zero-copy DLPack)."""
-    base = from_dlpack(allocation.owner)
-    if base.numel() == 0:  # DLPack gives empty tensors stride 0, which view(dtype) refuses
-        base = base.as_strided((0,), (1,))
+    """Import the whole buffer into torch once (zero-copy DLPack).
+
+    Built outside inference mode whatever mode the caller is in: a tensor made under
+    ``torch.inference_mode()`` is an inference tensor for good, and every view of it too,
+    so a later request used under autograd would fail ("Inference tensors cannot be saved
+    for backward").
+    """
+    with torch.inference_mode(False):
+        base = from_dlpack(allocation.owner)
+        if base.numel() == 0:  # DLPack gives empty tensors stride 0, which view(dtype) refuses
+            base = base.as_strided((0,), (1,))
     return _Buffer(base)
 
 
 def typed_views(buffer: Any, layout: Layout) -> list[Any]:
-    """``as_strided`` views of per-dtype aliases at the layout's offsets."""
+    """``as_strided`` views of per-dtype aliases at the layout's offsets.
+
+    Built outside inference mode (see :func:`wrap`): the prepared views are normal
+    tensors, and the fresh views handed out per request (``detach()``, a view op) are
+    normal tensors in either mode.
+    """
     views = []
-    for v in layout.views:
-        alias = buffer.alias(native_dtype(v.dtype))
-        views.append(alias.as_strided(v.shape, v.strides, v.offset // v.dtype.itemsize))
+    with torch.inference_mode(False):
+        for v in layout.views:
+            alias = buffer.alias(native_dtype(v.dtype))
+            views.append(alias.as_strided(v.shape, v.strides, v.offset // v.dtype.itemsize))
     return views
 
 

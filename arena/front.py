@@ -274,6 +274,28 @@ class Front:
         """Address of a view's first element."""
         return int(self._adapter.data_ptr(view))
 
+    def write_into(self, view: Any, value: Any) -> Any:
+        """Copy ``value`` into the arena memory behind ``view``.
+
+        The way to fill a JAX view (JAX arrays have no in-place writes); every front has it.
+
+        Parameters
+        ----------
+        view
+            A view this front handed out (or any array of this framework over arena memory).
+        value
+            What to write: an array of any framework, or anything this framework converts
+            (same shape, or broadcastable; same-kind dtype casts).
+
+        Returns
+        -------
+        Any
+            The view to read the new contents through: ``view`` itself for NumPy, torch and
+            CuPy; for JAX a new array over the same bytes (``view`` may hold a host copy
+            cached by an earlier read).
+        """
+        return self._adapter.write_into(view, value)
+
     def __repr__(self) -> str:
         kind = "cached " if self._cached else ""
         return f"<arena {kind}front {self._name!r} of {self._owner!r}>"

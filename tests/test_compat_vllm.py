@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -181,8 +184,12 @@ def test_persistent_buffers_survive_scratch_calls() -> None:
         "requested shape=(8,), dtype=torch.float32."
     )
     m.lock()
-    with pytest.raises(AssertionError, match=r"'new' was not allocated during warmup"):
+    with pytest.raises(AssertionError) as locked:
         m.get_persistent("new", (4,), torch.float32)
+    assert str(locked.value) == (  # vLLM's text: the key it stores is (torch.Tensor, key)
+        "Workspace is locked but (<class 'torch.Tensor'>, 'new') was not allocated during "
+        "warmup for the current ubatch and lane."
+    )
     resource = m.get_persistent_resource
     with pytest.raises(AssertionError, match="warmup for the current ubatch and lane"):
         resource("plan", dict)
@@ -216,6 +223,109 @@ def test_debug_lines(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureF
     ), lines
     assert "[WORKSPACE DEBUG] Workspace locked. Current sizes: [1.0, 1.0]" in lines
     assert "[WORKSPACE DEBUG] Workspace unlocked. Current sizes: [1.0, 1.0]" in lines
+
+
+def test_persistent_tensors_are_resources_under_vllms_key() -> None:
+    m = WorkspaceManager(CPU, num_ubatches=2)
+    acc = m.get_persistent("acc", (4,), torch.float32, zero_init=True)
+
+    def never() -> torch.Tensor:
+        raise AssertionError("the factory must not run: the tensor exists")
+
+    assert m.get_persistent_resource((torch.Tensor, "acc"), never) is acc
+    # The other direction: a tensor registered under vLLM's key is what get_persistent returns.
+    mine = torch.full((3,), 7.0)
+    assert m.get_persistent_resource((torch.Tensor, "mine"), lambda: mine) is mine
+    assert m.get_persistent("mine", (3,), torch.float32) is mine
+    with pytest.raises(ValueError) as info:
+        m.get_persistent("mine", (3,), torch.float16)
+    assert str(info.value) == (
+        "Persistent workspace 'mine' has shape=torch.Size([3]), dtype=torch.float32; "
+        "requested shape=(3,), dtype=torch.float16."
+    )
+    m.lock()
+    assert m.get_persistent_resource((torch.Tensor, "acc"), never) is acc
+    assert m.get_persistent("acc", (4,), torch.float32) is acc
+
+
+STAND_IN_UBATCHING = """
+import threading
+
+_THREAD_ID_TO_CONTEXT: dict = {}
+
+
+def dbo_enabled() -> bool:
+    return len(_THREAD_ID_TO_CONTEXT) > 0
+
+
+def dbo_current_ubatch_id() -> int:
+    if len(_THREAD_ID_TO_CONTEXT) == 0:
+        return 0
+    return _THREAD_ID_TO_CONTEXT[threading.get_ident()]
+"""
+
+
+@pytest.fixture
+def stand_in_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A minimal ``vllm`` package with vLLM's ubatching thread map, on ``sys.path``."""
+    package = tmp_path / "vllm" / "v1" / "worker"
+    package.mkdir(parents=True)
+    for folder in (tmp_path / "vllm", tmp_path / "vllm" / "v1", package):
+        (folder / "__init__.py").write_text("")
+    (package / "ubatching.py").write_text(STAND_IN_UBATCHING)
+    assert "vllm" not in sys.modules, "a real vLLM is loaded in this test process"
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+        del sys.modules[name]
+
+
+def test_dbo_threads_use_vllms_thread_map(stand_in_vllm: Path) -> None:
+    # The manager exists before vLLM's module is imported: the map is found at call time.
+    m = WorkspaceManager(CPU, num_ubatches=2)
+    ubatching = importlib.import_module("vllm.v1.worker.ubatching")
+    assert ubatching.__file__ is not None and ubatching.__file__.startswith(str(stand_in_vllm))
+    assert ws.dbo_current_ubatch_id() == 0  # no DBO running
+    registered = threading.Barrier(2)
+    written = threading.Barrier(2)
+    seen: dict[int, tuple[int, bool]] = {}
+    errors: list[BaseException] = []
+
+    def micro_batch(ubatch: int) -> None:
+        try:
+            ubatching._THREAD_ID_TO_CONTEXT[threading.get_ident()] = ubatch
+            registered.wait(timeout=30)
+            for step in range(20):
+                (t,) = m.get_simultaneous(((4096,), torch.int32))
+                t.fill_(1000 * ubatch + step)
+                written.wait(timeout=30)  # both threads wrote before either reads
+                clean = bool(torch.all(t == 1000 * ubatch + step))
+                seen[ubatch] = (t.data_ptr(), clean and seen.get(ubatch, (0, True))[1])
+                written.wait(timeout=30)
+        except BaseException as exc:
+            errors.append(exc)
+            registered.abort()
+            written.abort()
+
+    threads = [threading.Thread(target=micro_batch, args=(u,)) for u in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    # While the map is in use, vLLM raises for a thread outside it; so does the drop-in.
+    with pytest.raises(KeyError):
+        ws.dbo_current_ubatch_id()
+    assert seen[0][0] != seen[1][0], "both micro-batches got the same buffer"
+    assert seen[0][1] and seen[1][1], "a micro-batch saw the other one's bytes"
+    ubatching._THREAD_ID_TO_CONTEXT.clear()
+    assert ws.dbo_current_ubatch_id() == 0
+
+
+def test_own_thread_map_is_used_without_vllm() -> None:
+    assert "vllm.v1.worker.ubatching" not in sys.modules
+    ws._THREAD_ID_TO_CONTEXT[threading.get_ident()] = 1
+    assert ws.dbo_current_ubatch_id() == 1
 
 
 @pytest.mark.gpu

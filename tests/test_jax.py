@@ -74,15 +74,18 @@ def test_repeated_requests_reuse_imports_until_the_buffer_changes(
     first = shared.jax.get_simultaneous(*specs)
     for _ in range(50):
         again = shared.jax.get_simultaneous(*specs)
-        assert all(a is b for a, b in zip(first, again, strict=True))
-    assert len(calls) == 2
+        for a, b in zip(first, again, strict=True):
+            assert a is not b  # new objects: no host copy cached by an earlier read
+            assert a.unsafe_buffer_pointer() == b.unsafe_buffer_pointer()
+    assert len(calls) == 2  # ... over buffers imported once
+    shared.numpy.get_simultaneous(*specs)[0][...] = 7.0
     shared.numpy.get_simultaneous(((1 << 16,), "float32"))  # growth: new buffer
     moved = shared.jax.get_simultaneous(*specs)
     assert len(calls) == 4
     assert moved[0].unsafe_buffer_pointer() != first[0].unsafe_buffer_pointer()
     shared.close()
     gc.collect()
-    assert float(jnp.sum(first[0])) == float(jnp.sum(first[0]))  # old memory still alive
+    assert float(jnp.sum(first[0])) == 7.0 * 32  # the old memory is still alive
 
 
 def test_write_into_puts_a_jax_result_into_the_arena(shared: Arena) -> None:
@@ -90,10 +93,12 @@ def test_write_into_puts_a_jax_result_into_the_arena(shared: Arena) -> None:
 
     (out,) = shared.jax.get_simultaneous(((4, 4), "float32"))
     result = jnp.arange(16, dtype=jnp.float32).reshape(4, 4) * 2
-    assert jax_adapter.write_into(out, result) is out
+    written = jax_adapter.write_into(out, result)
+    assert written.unsafe_buffer_pointer() == out.unsafe_buffer_pointer()
     (host,) = shared.numpy.get_simultaneous(((4, 4), "float32"))
     assert np.array_equal(host, np.arange(16).reshape(4, 4) * 2)
     assert float(jnp.sum(out)) == float(np.sum(host))
+    assert np.array_equal(jax.device_get(written), host)
 
 
 def test_jax_persistent_buffer(shared: Arena) -> None:
@@ -134,3 +139,106 @@ def test_jax_views_of_device_memory_are_zero_copy() -> None:
         jax_adapter.write_into(out, jnp.arange(8, dtype=jnp.float32))
         (seen,) = a.cupy.get_simultaneous(((8,), "float32"))
         assert seen.get().tolist() == list(range(8))
+
+
+def _copying_read(view: object) -> None:
+    """Cache a host copy on ``view`` as JAX does when a read needs a copy (on a GPU).
+
+    ``ArrayImpl._value`` stores the copy in ``_npy_value`` and serves every later
+    ``print``/``tolist``/``device_get``/``__array__`` from it. On CPU the read is
+    zero-copy and nothing is cached, so this puts it there as JAX would on a GPU.
+    """
+    host = np.array(view)  # a real copy of the current bytes
+    host.flags.writeable = False
+    view._npy_value = host  # type: ignore[attr-defined]
+
+
+def test_a_repeated_request_never_shows_a_stale_host_copy(shared: Arena) -> None:
+    specs = (((16,), "float32"), ((4,), "int32"))
+    host, ints = shared.numpy.get_simultaneous(*specs)
+    host[...] = 1.0
+    ints[...] = 10
+    first, _ = shared.jax.get_simultaneous(*specs)
+    _copying_read(first)
+    host, ints = shared.numpy.get_simultaneous(*specs)
+    host[...] = 2.0
+    ints[...] = 20
+    # The simulation is real: the object that was read keeps showing its old bytes.
+    assert first.tolist() == [1.0] * 16
+    again, again_ints = shared.jax.get_simultaneous(*specs)
+    assert again.tolist() == [2.0] * 16
+    assert np.array_equal(jax.device_get(again), np.full(16, 2.0, np.float32))
+    assert str(again_ints) == "[20 20 20 20]"
+    # write_into: the returned array shows what was written, even over a stale read.
+    _copying_read(again)
+    written = shared.jax.write_into(again, jnp.full(16, 3.0, jnp.float32))
+    assert written.tolist() == [3.0] * 16
+    assert np.array_equal(host, np.full(16, 3.0, np.float32))
+
+
+def test_views_are_uncommitted_so_jit_caches_do_not_double(shared: Arena) -> None:
+    f = jax.jit(lambda x: x * 2 + 1)
+    buckets = (8, 16, 32, 64, 128, 256, 512)
+    for n in buckets:
+        (h,) = shared.numpy.get_simultaneous(((n,), "float32"))
+        h[...] = np.arange(n)
+        (view,) = shared.jax.get_simultaneous(((n,), "float32"))
+        assert not view.committed
+        ordinary = jnp.arange(n, dtype=jnp.float32)
+        assert np.array_equal(f(view), f(ordinary))
+    assert f._cache_size() == len(buckets)  # one entry per shape, not two
+    # A committed alias, when wanted, is one device_put away and still zero-copy.
+    (view,) = shared.jax.get_simultaneous(((8,), "float32"))
+    committed = jax.device_put(view, jax.devices()[0])
+    assert committed.committed
+    assert committed.unsafe_buffer_pointer() == view.unsafe_buffer_pointer()
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch", "jax"])
+def test_write_into_on_every_front(shared: Arena, framework: str) -> None:
+    if framework != "numpy":
+        pytest.importorskip(framework)
+    front = shared.front(framework)
+    (view,) = front.get_simultaneous(((2, 3), "float32"))
+    seen = front.write_into(view, np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert front.data_ptr(seen) == front.data_ptr(view)
+    (host,) = shared.numpy.get_simultaneous(((2, 3), "float32"))
+    assert host.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+
+
+class TorchOwnedHost:
+    """A host memory source whose owner is a 1-D uint8 torch tensor, as the torch source
+    hands out on CUDA: JAX views must then be built through torch."""
+
+    def __init__(self) -> None:
+        self.torch = pytest.importorskip("torch")
+
+    @property
+    def device(self) -> arena.Device:
+        return arena.CPU
+
+    def allocate(self, nbytes: int) -> arena.Allocation:
+        raw = self.torch.empty(nbytes + 4096, dtype=self.torch.uint8)
+        start = -raw.data_ptr() % 4096
+        block = raw[start : start + nbytes]
+        return arena.Allocation(block.data_ptr(), nbytes, block, arena.CPU)
+
+    def release(self, allocation: arena.Allocation) -> None:
+        """torch frees the block with its last view."""
+
+
+def test_jax_views_of_a_torch_owned_buffer() -> None:
+    source = TorchOwnedHost()
+    with Arena(source=source, framework="torch") as a:
+        specs = (((8, 4), "float32"), ((3,), "int32"), ((5,), "bfloat16"))
+        t = a.torch.get_simultaneous(*specs)
+        t[0].copy_(source.torch.arange(32, dtype=source.torch.float32).reshape(8, 4))
+        t[2].fill_(1.5)
+        j = a.jax.get_simultaneous(*specs)
+        for tv, jv in zip(t, j, strict=True):
+            assert jv.unsafe_buffer_pointer() == tv.data_ptr()
+            assert jv.shape == tuple(tv.shape)
+        assert float(jnp.sum(j[0])) == float(sum(range(32)))
+        assert j[2].dtype == jnp.bfloat16 and float(jnp.sum(j[2].astype(jnp.float32))) == 7.5
+        (empty,) = a.jax.get_simultaneous(((0, 4), "float32"))
+        assert empty.shape == (0, 4)

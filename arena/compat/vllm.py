@@ -25,6 +25,7 @@ Deliberate differences from vLLM:
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -56,16 +57,41 @@ T = TypeVar("T")
 _manager: WorkspaceManager | None = None
 _workspace_lane: ContextVar[int] = ContextVar("arena_vllm_workspace_lane", default=0)
 
-#: thread id -> micro-batch id, as vLLM's ubatching module keeps it; empty means "no DBO".
+#: thread id -> micro-batch id, kept like vLLM's; used only while vLLM's ubatching module is
+#: not loaded (empty means "no dual-batch overlap").
 _THREAD_ID_TO_CONTEXT: dict[int, int] = {}
+
+#: vLLM's module that owns the dual-batch-overlap thread map.
+VLLM_UBATCHING = "vllm.v1.worker.ubatching"
 
 
 def dbo_current_ubatch_id() -> int:
     """The calling thread's micro-batch id (0 when no dual-batch overlap is running).
 
+    Inside a vLLM process this is vLLM's own answer: when ``vllm.v1.worker.ubatching`` is
+    loaded, its ``dbo_current_ubatch_id`` (and so its ``_THREAD_ID_TO_CONTEXT`` thread map)
+    decides, looked up at every call. vLLM registers its micro-batch threads only through
+    that module, so while it is not loaded no thread can be in its map and vLLM's answer
+    would be 0; arena never imports vLLM itself. Without vLLM, this module's own
+    ``_THREAD_ID_TO_CONTEXT`` map is read the same way.
+
     Looked up through this module at every request, so an engine or a test can replace
     it: ``arena.compat.vllm.dbo_current_ubatch_id = my_resolver``.
+
+    Returns
+    -------
+    int
+        The micro-batch id of the calling thread.
+
+    Raises
+    ------
+    KeyError
+        Dual-batch overlap is running and the calling thread is not one of its threads
+        (as in vLLM).
     """
+    resolve = getattr(sys.modules.get(VLLM_UBATCHING), "dbo_current_ubatch_id", None)
+    if resolve is not None:
+        return int(resolve())
     if not _THREAD_ID_TO_CONTEXT:
         return 0
     return _THREAD_ID_TO_CONTEXT[threading.get_ident()]
@@ -205,7 +231,11 @@ class WorkspaceManager:
             raise _locked(exc) from None
 
     def get_persistent_resource(self, key: Hashable, factory: Callable[[], T]) -> T:
-        """Return the resource cached for ``key`` in the current ubatch and lane."""
+        """Return the resource cached for ``key`` in the current ubatch and lane.
+
+        As in vLLM, the tensor made by :meth:`get_persistent` for ``key`` is the resource
+        under ``(torch.Tensor, key)``.
+        """
         try:
             return self._arena.get_persistent_resource(key, factory)
         except ArenaLockedError:
@@ -219,17 +249,27 @@ class WorkspaceManager:
         *,
         zero_init: bool = False,
     ) -> torch.Tensor:
-        """Get a fixed-shape tensor, optionally zeroed on first allocation only."""
-        try:
+        """Get a fixed-shape tensor, optionally zeroed on first allocation only.
+
+        Stored as vLLM stores it: the persistent resource ``(torch.Tensor, key)``, so
+        ``get_persistent_resource((torch.Tensor, key), factory)`` returns this tensor (and a
+        tensor a factory registered there first is what this returns). The memory is an
+        arena persistent block of its own, outside the scratch buffer.
+        """
+
+        def make() -> torch.Tensor:
             return self._front.get_persistent(key, shape, dtype, zero_init)  # type: ignore[no-any-return]
-        except ArenaLockedError:
-            raise _not_warmed_up(key) from None
-        except PersistentMismatchError as exc:
+
+        try:
+            workspace = self.get_persistent_resource((torch.Tensor, key), make)
+        except PersistentMismatchError as exc:  # the arena block exists under another shape
             old_shape, old_dtype = exc.existing
-            raise ValueError(
-                f"Persistent workspace {key!r} has shape={torch.Size(old_shape)}, "
-                f"dtype={getattr(torch, old_dtype)}; requested shape={shape}, dtype={dtype}."
+            raise _persistent_mismatch(
+                key, torch.Size(old_shape), getattr(torch, old_dtype), shape, dtype
             ) from None
+        if workspace.shape != shape or workspace.dtype != dtype:
+            raise _persistent_mismatch(key, workspace.shape, workspace.dtype, shape, dtype)
+        return workspace
 
     def __repr__(self) -> str:
         return f"WorkspaceManager(device={self._device!r}, arena={self._arena!r})"
@@ -241,6 +281,15 @@ def _locked(exc: ArenaLockedError) -> AssertionError:
         f"requires {exc.required / MB:.2f} MB, current size is "
         f"{exc.current / MB:.2f} MB. "
         "Workspace growth is not allowed after locking."
+    )
+
+
+def _persistent_mismatch(
+    key: Hashable, old_shape: Any, old_dtype: Any, shape: Any, dtype: Any
+) -> ValueError:
+    return ValueError(
+        f"Persistent workspace {key!r} has shape={old_shape}, "
+        f"dtype={old_dtype}; requested shape={shape}, dtype={dtype}."
     )
 
 

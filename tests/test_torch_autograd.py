@@ -1,0 +1,79 @@
+"""torch views work with and without autograd, whatever mode their first request ran in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from arena import Arena  # noqa: E402
+from arena.compat.vllm import WorkspaceManager  # noqa: E402
+
+SPECS = (((4, 3), "float32"), ((5,), "int32"))
+
+Request = Callable[[], list["torch.Tensor"]]
+
+
+@pytest.fixture(params=["uncached", "cached", "vllm"])
+def request_views(request: pytest.FixtureRequest) -> Iterator[Request]:
+    """The same two-view request through a plain front, a cached front and the vLLM drop-in."""
+    if request.param == "vllm":
+        manager = WorkspaceManager(torch.device("cpu"))
+        torch_specs = (((4, 3), torch.float32), ((5,), torch.int32))
+        yield lambda: manager.get_simultaneous(*torch_specs)
+        manager.arena.close()
+        return
+    with Arena("cpu", framework="torch") as a:
+        front = a.front("torch", cached=request.param == "cached")
+        yield lambda: front.get_simultaneous(*SPECS)
+
+
+def _backward_through(x: torch.Tensor) -> torch.Tensor:
+    """Fill ``x``, use it in a graph that saves it for backward, return the weight's gradient."""
+    x.copy_(torch.arange(12, dtype=torch.float32).reshape(4, 3))
+    weight = torch.ones(4, 3, requires_grad=True)
+    (x * weight).sum().backward()  # mul saves x for backward
+    assert weight.grad is not None
+    return weight.grad
+
+
+def test_first_request_under_inference_mode_then_autograd(request_views: Request) -> None:
+    with torch.inference_mode():
+        x, n = request_views()
+        x.fill_(1)
+        n.fill_(2)
+        assert not x.is_inference()
+    x, n = request_views()
+    assert not x.is_inference() and not n.is_inference()
+    grad = _backward_through(x)
+    assert torch.equal(grad, torch.arange(12, dtype=torch.float32).reshape(4, 3))
+    n.add_(1)  # in-place outside inference mode is allowed on the later request's view
+    with torch.inference_mode():  # and inference mode still works afterwards
+        x, _ = request_views()
+        assert float(x.sum()) == float(sum(range(12)))
+
+
+def test_first_request_under_autograd_then_inference_mode(request_views: Request) -> None:
+    (x, _) = request_views()
+    _backward_through(x)
+    with torch.inference_mode():
+        (x, n) = request_views()
+        n.fill_(3)
+        assert float(x.sum()) == float(sum(range(12)))
+
+
+def test_persistent_first_made_under_inference_mode_then_autograd() -> None:
+    with Arena("cpu", framework="torch") as a:
+        with torch.inference_mode():
+            p = a.torch.get_persistent("table", (4, 3), "float32", zero_init=True)
+        assert not p.is_inference()
+        grad = _backward_through(a.torch.get_persistent("table", (4, 3), "float32"))
+        assert torch.equal(grad, torch.arange(12, dtype=torch.float32).reshape(4, 3))
+    manager = WorkspaceManager(torch.device("cpu"))
+    with torch.inference_mode():
+        q = manager.get_persistent("acc", (4, 3), torch.float32)
+    assert not q.is_inference()
+    _backward_through(manager.get_persistent("acc", (4, 3), torch.float32))
+    manager.arena.close()
