@@ -20,7 +20,8 @@ Each module exposes the same public names with the same signatures (checked by a
 ``data_ptr(view)``
     Address of a view's first element.
 ``write_into(view, value)``
-    Copy ``value`` into the memory behind ``view`` and return the view.
+    Copy ``value`` into the memory behind ``view``; return what to read the new contents
+    through (``view`` itself, except for JAX: a new array over the same bytes).
 
 The framework itself is imported inside the adapter module only, so importing
 :mod:`arena` imports no framework.

@@ -71,7 +71,9 @@ class Front:
         # Cached fronts hand out the prepared objects themselves, so they keep their own
         # entries: a caller's in-place change must never leak into an uncached front.
         self._key = f"{self._name}/cached" if cached else self._name
-        self._fresh = list if cached else adapter.fresh_views
+        # JAX fronts hand out new arrays even when cached: a shared jax.Array may hold a
+        # host copy cached by an earlier read, which would show stale bytes.
+        self._fresh = list if cached and self._name != "jax" else adapter.fresh_views
 
     @property
     def cached(self) -> bool:

@@ -242,3 +242,12 @@ def test_jax_views_of_a_torch_owned_buffer() -> None:
         assert j[2].dtype == jnp.bfloat16 and float(jnp.sum(j[2].astype(jnp.float32))) == 7.5
         (empty,) = a.jax.get_simultaneous(((0, 4), "float32"))
         assert empty.shape == (0, 4)
+
+
+def test_a_cached_jax_front_still_hands_out_new_arrays() -> None:
+    with arena.Arena("cpu", framework="numpy") as a:
+        front = a.front("jax", cached=True)
+        (first,) = front.get_simultaneous(((8,), "float32"))
+        (second,) = front.get_simultaneous(((8,), "float32"))
+        assert first is not second  # a shared object could carry a stale host copy
+        assert front.data_ptr(first) == front.data_ptr(second)
