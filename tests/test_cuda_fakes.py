@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import numpy as np
 import pytest
 
 from arena import Device, GraphCaptureError, devices

@@ -26,7 +26,7 @@ torch = pytest.importorskip("torch")
 
 @pytest.fixture
 def torch_only_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    """CuPy missing; torch sees one CUDA device. Yields the devices ``torch.empty`` was asked for."""
+    """CuPy missing, torch sees one CUDA device; yields the devices torch.empty was given."""
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util,
