@@ -80,9 +80,6 @@ def _run(tmp_path: Path, require: str) -> dict[str, str]:
     return outcomes
 
 
-@pytest.mark.skipif(
-    os.environ.get("ARENA_REQUIRE_GPU") == "1", reason="a GPU is visible: ran by the policy itself"
-)
 def test_a_gpu_run_turns_unlisted_skips_into_failures(tmp_path: Path) -> None:
     from arena.devices import cuda_device_count
 
