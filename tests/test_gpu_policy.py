@@ -14,8 +14,6 @@ import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
-import pytest
-
 HERE = Path(__file__).resolve().parent
 
 SUITE = {
