@@ -136,7 +136,9 @@ def _capture_error(device: Device, what: str, detail: str) -> GraphCaptureError:
 
 
 @contextmanager
-def _cuda_errors(device: Device, what: str) -> Iterator[None]:
+def _out_of_memory_as_memory_error(
+    device: Device | None = None, what: str = "memory work"
+) -> Iterator[None]:
     """Report out-of-memory as ``MemoryError`` and capture collisions as GraphCaptureError.
 
     CuPy's pool raises ``OutOfMemoryError`` (a ``MemoryError``), but a direct
@@ -155,7 +157,8 @@ def _cuda_errors(device: Device, what: str) -> Iterator[None]:
         if status == _CUDA_ERROR_MEMORY_ALLOCATION or type(exc).__name__ == "OutOfMemoryError":
             raise MemoryError(str(exc)) from exc
         if _is_capture_error(exc):
-            raise _capture_error(device, what, f"a CUDA graph capture refused it ({exc})") from exc
+            where = device if device is not None else Device("cuda", 0)
+            raise _capture_error(where, what, f"a CUDA graph capture refused it ({exc})") from exc
         raise
 
 
@@ -208,7 +211,10 @@ class DeviceSource(_CupySource):
     def allocate(self, nbytes: int) -> Allocation:
         """cudaMalloc ``nbytes`` on the arena's device."""
         cupy = self._cupy
-        with cupy.cuda.Device(self._device.index), _cuda_errors(self._device, "cudaMalloc"):
+        with (
+            cupy.cuda.Device(self._device.index),
+            _out_of_memory_as_memory_error(self._device, "cudaMalloc"),
+        ):
             memory = cupy.cuda.Memory(nbytes)
         pointer = cupy.cuda.MemoryPointer(memory, 0)
         return _cupy_allocation(cupy, pointer, nbytes, self._device)
@@ -224,7 +230,10 @@ class PoolSource(_CupySource):
     def allocate(self, nbytes: int) -> Allocation:
         """Allocate ``nbytes`` from CuPy's current allocator on the arena's device."""
         cupy = self._cupy
-        with cupy.cuda.Device(self._device.index), _cuda_errors(self._device, "allocation"):
+        with (
+            cupy.cuda.Device(self._device.index),
+            _out_of_memory_as_memory_error(self._device, "allocation"),
+        ):
             pointer = cupy.cuda.alloc(nbytes)
         return _cupy_allocation(cupy, pointer, nbytes, self._device)
 
@@ -235,7 +244,10 @@ class PoolSource(_CupySource):
         waiting for work that other streams queued on it.
         """
         cupy = self._cupy
-        with cupy.cuda.Device(self._device.index), _cuda_errors(self._device, "a release"):
+        with (
+            cupy.cuda.Device(self._device.index),
+            _out_of_memory_as_memory_error(self._device, "a release"),
+        ):
             cupy.cuda.runtime.deviceSynchronize()
 
 
@@ -264,7 +276,7 @@ class TorchSource:
         """``torch.empty(nbytes, uint8)`` on the arena's device."""
         torch = self._torch
         torch.cuda.empty_cache()
-        with _cuda_errors(self._device, "torch.empty"):
+        with _out_of_memory_as_memory_error(self._device, "torch.empty"):
             tensor = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{self._device.index}")
         cupy = self._cupy
         if cupy is None:
@@ -280,7 +292,7 @@ class TorchSource:
         torch's caching allocator reuses a freed block at once on its allocating stream; it
         knows nothing of the other streams (CuPy's or torch's) that used the slot buffer.
         """
-        with _cuda_errors(self._device, "a release"):
+        with _out_of_memory_as_memory_error(self._device, "a release"):
             self._torch.cuda.synchronize(self._device.index)
 
     def __repr__(self) -> str:
@@ -312,7 +324,7 @@ class PinnedSource:
         cupy = self._cupy
         flags = cupy.cuda.runtime.hostAllocPortable
         device = Device("cuda", self._index)
-        with cupy.cuda.Device(self._index), _cuda_errors(device, "cudaHostAlloc"):
+        with cupy.cuda.Device(self._index), _out_of_memory_as_memory_error(device, "cudaHostAlloc"):
             memory = cupy.cuda.PinnedMemory(nbytes, flags)
         pointer = cupy.cuda.PinnedMemoryPointer(memory, 0)
         array = np.frombuffer(pointer, dtype=np.uint8, count=nbytes)

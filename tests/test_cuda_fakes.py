@@ -205,10 +205,10 @@ def test_probe_lets_other_cuda_errors_through(monkeypatch: pytest.MonkeyPatch) -
 
 def test_an_allocation_refused_by_a_capture_is_a_graph_capture_error() -> None:
     with pytest.raises(GraphCaptureError, match="capture"):  # noqa: SIM117
-        with arena_cuda._cuda_errors(CUDA0, "cudaMalloc"):
+        with arena_cuda._out_of_memory_as_memory_error(CUDA0, "cudaMalloc"):
             raise CudaRuntimeError(900, "operation not permitted when stream is capturing")
     with pytest.raises(MemoryError):  # noqa: SIM117
-        with arena_cuda._cuda_errors(CUDA0, "cudaMalloc"):
+        with arena_cuda._out_of_memory_as_memory_error(CUDA0, "cudaMalloc"):
             raise CudaRuntimeError(2, "out of memory")
 
 
