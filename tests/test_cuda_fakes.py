@@ -89,6 +89,8 @@ def fake_torch(capturing: Any = False, stream: int = 7, count: int = 1) -> types
         synchronize=lambda index=None: calls.append(("synchronize", index)),
         empty_cache=lambda: calls.append(("empty_cache",)),
     )
+    torch.version = types.SimpleNamespace(cuda="12.8")  # type: ignore[attr-defined]
+    torch.__version__ = "2.11.0"  # type: ignore[attr-defined]
     torch.calls = calls  # type: ignore[attr-defined]
     return torch
 
@@ -124,6 +126,14 @@ def test_counting_asks_torch_where_cupy_is_missing(monkeypatch: pytest.MonkeyPat
 def test_counting_asks_torch_where_cupy_sees_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     install(monkeypatch, cupy=fake_cupy(count=0), torch=fake_torch(count=1))
     assert devices.cuda_device_count() == 1
+
+
+def test_no_device_anywhere_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch, cupy=fake_cupy(count=0), torch=fake_torch(count=0))
+    assert devices.default_device() == devices.CPU
+    assert devices.cuda_unavailable_reason() == (
+        "CuPy sees no CUDA device; torch 2.11.0 sees no CUDA device"
+    )
 
 
 def test_a_cuda_error_counts_no_device_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
