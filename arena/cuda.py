@@ -17,11 +17,8 @@ current. ``allocation.owner`` is a CuPy ``uint8`` array for device memory when C
 installed and sees the device, a torch ``uint8`` CUDA tensor for the torch source without
 CuPy, and a NumPy ``uint8`` array for pinned host memory.
 
-Stream order: the pool and torch sources hand released blocks back to a caching allocator,
-which may give them out again at once on the allocating stream. Before a release they
-synchronise the device, so a kernel that still reads or writes the block on another stream
-has finished before the block can be reused (``"device"``'s cudaFree synchronises by
-itself).
+Stream order: the pool and torch sources synchronise the device before a release, so a
+caching allocator cannot hand out a block that another stream's kernel still uses.
 """
 
 from __future__ import annotations
@@ -141,12 +138,10 @@ def _out_of_memory_as_memory_error(
 ) -> Iterator[None]:
     """Report out-of-memory as ``MemoryError`` and capture collisions as GraphCaptureError.
 
-    CuPy's pool raises ``OutOfMemoryError`` (a ``MemoryError``), but a direct
-    ``cupy.cuda.Memory`` raises ``CUDARuntimeError`` and torch raises
+    A direct ``cupy.cuda.Memory`` raises ``CUDARuntimeError`` and torch
     ``torch.OutOfMemoryError`` (a ``RuntimeError``); the arena turns ``MemoryError`` into
-    its own ``ArenaOutOfMemoryError``. A cudaMalloc refused because a capture is under way
-    (for example a global-mode capture on another thread, which no query can see without
-    disturbing it) becomes :class:`~arena.errors.GraphCaptureError`.
+    ``ArenaOutOfMemoryError``. A call refused because a capture is under way (such as a
+    global-mode capture on another thread) becomes :class:`~arena.errors.GraphCaptureError`.
     """
     try:
         yield
@@ -238,11 +233,8 @@ class PoolSource(_CupySource):
         return _cupy_allocation(cupy, pointer, nbytes, self._device)
 
     def release(self, allocation: Allocation) -> None:
-        """Synchronise the device, so the pool cannot reuse a block a kernel still uses.
-
-        The pool hands a freed block out again on the stream that allocated it, without
-        waiting for work that other streams queued on it.
-        """
+        """Synchronise the device first: the pool reuses a freed block at once on its
+        allocating stream, without waiting for work other streams queued on it."""
         cupy = self._cupy
         with (
             cupy.cuda.Device(self._device.index),
@@ -254,10 +246,9 @@ class PoolSource(_CupySource):
 class TorchSource:
     """Memory from torch's caching allocator, so torch's memory statistics see it.
 
-    Needs torch only. Before each allocation torch's cache is emptied (as vLLM does), so the
-    block released by growth goes back to the driver instead of staying as a dead cached
-    segment. ``allocation.owner`` is a CuPy array over the tensor when CuPy is installed and
-    sees the device, else the 1-D ``torch.uint8`` tensor itself.
+    Needs torch only. torch's cache is emptied before each allocation (as vLLM does), so
+    the block released by growth goes back to the driver. ``allocation.owner`` is a CuPy
+    array over the tensor where CuPy sees the device, else the ``torch.uint8`` tensor.
     """
 
     def __init__(self, device: Device) -> None:
@@ -287,11 +278,8 @@ class TorchSource:
         return _cupy_allocation(cupy, cupy.cuda.MemoryPointer(memory, 0), nbytes, self._device)
 
     def release(self, allocation: Allocation) -> None:
-        """Synchronise the device, so torch's cache cannot reuse a block a kernel still uses.
-
-        torch's caching allocator reuses a freed block at once on its allocating stream; it
-        knows nothing of the other streams (CuPy's or torch's) that used the slot buffer.
-        """
+        """Synchronise the device first: torch's cache reuses a freed block at once on its
+        allocating stream, unaware of other streams that still use the slot buffer."""
         with _out_of_memory_as_memory_error(self._device, "a release"):
             self._torch.cuda.synchronize(self._device.index)
 
@@ -340,8 +328,8 @@ class PinnedSource:
 def capture_probe(device: Device) -> Callable[[], bool]:
     """A cheap callable saying whether memory work on ``device`` would now hit a capture.
 
-    Made once per CUDA arena; call the result on slow paths and per request. It answers
-    ``True`` when, on the calling thread,
+    Make it once per CUDA arena; call it on slow paths and per request. ``True`` when, on
+    the calling thread,
 
     - CuPy's current stream for ``device`` is capturing, including the legacy default
       stream while any *blocking* stream on the device captures (CUDA answers
@@ -351,15 +339,16 @@ def capture_probe(device: Device) -> Callable[[], bool]:
     - either query fails with a capture error (cudaErrorStreamCapture*, numbers 900-908),
       as a query can while another thread's global-mode capture forbids it.
 
-    It never raises for a capture: those errors mean ``True``. Other CUDA errors propagate.
+    It never raises for a capture: those errors mean ``True``; other CUDA errors propagate.
     A global-mode capture on another thread on a non-blocking stream cannot be seen by any
-    query that does not itself disturb that capture; the allocation then fails and the
-    sources turn that failure into :class:`~arena.errors.GraphCaptureError`.
+    query that does not disturb it; the allocation then fails, and the sources report that
+    as :class:`~arena.errors.GraphCaptureError`.
 
-    Cost: a dictionary look-up per framework, plus for each imported framework one
-    current-stream look-up and one ``cudaStreamIsCapturing`` (about 1 µs each, CPU-side;
-    not yet measured on a GPU). Frameworks are looked up at each call, so one imported after
-    the probe was made is still asked.
+    Cost: without a GPU framework in use, a dictionary look-up and
+    ``torch.cuda.is_initialized()`` (well under 1 µs); with one, a current-stream look-up
+    and one ``cudaStreamIsCapturing`` per framework (a few µs; not yet measured on a GPU).
+    CuPy, where it sees the device, is imported when the probe is made; torch is looked up
+    at each call, so a torch imported later is still asked.
     """
     index = device.index
     cupy: Any = None
@@ -406,9 +395,8 @@ def capture_probe(device: Device) -> Callable[[], bool]:
 def check_not_capturing(device: Device, what: str) -> None:
     """Refuse memory work while a stream on ``device`` captures a CUDA graph.
 
-    A cudaMalloc (or free) during capture either fails or bakes an address into the graph
-    that growth would then invalidate; both corrupt the capture. Makes a fresh
-    :func:`capture_probe` each call: an arena should make its probe once and keep it.
+    A cudaMalloc (or free) during capture corrupts it. Makes a fresh :func:`capture_probe`
+    each call: an arena should make its probe once and keep it.
 
     Raises
     ------
