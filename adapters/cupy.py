@@ -13,7 +13,6 @@ import importlib.util
 from collections.abc import Sequence
 from typing import Any
 
-import cupy
 import numpy as np
 
 from arena.devices import Device
@@ -21,6 +20,15 @@ from arena.dtypes import DType
 from arena.errors import DTypeError, FrameworkUnavailableError
 from arena.layout import Layout
 from arena.sources import Allocation
+
+try:
+    import cupy
+except ImportError as _exc:
+    raise FrameworkUnavailableError(
+        f"the CuPy front needs CuPy, which cannot be imported here ({_exc}): pip install "
+        "'cupy-arena[cuda12]' (CUDA 12) or 'cupy-arena[cuda13]' (CUDA 13), or use the torch "
+        "front (arena.torch) for views of a torch-backed CUDA arena"
+    ) from _exc
 
 __all__ = [
     "FRAMEWORK",
@@ -85,9 +93,22 @@ def native_dtype(dtype: DType) -> Any:
 
 
 def wrap(allocation: Allocation) -> Any:
-    """The allocation's own CuPy ``uint8`` array."""
+    """The allocation's CuPy ``uint8`` array.
+
+    A CuPy owner is used as it is. Any other owner (the torch source's ``uint8`` tensor
+    when CuPy was not usable as the arena was made) is wrapped without a copy and without
+    any CUDA call: ``UnownedMemory`` over its pointer with the device id given, keeping
+    the owner alive.
+    """
     check_device(allocation.device)
-    return allocation.owner
+    owner = allocation.owner
+    if isinstance(owner, cupy.ndarray):
+        return owner
+    memory = cupy.cuda.UnownedMemory(
+        allocation.ptr, allocation.nbytes, owner, device_id=allocation.device.index
+    )
+    pointer = cupy.cuda.MemoryPointer(memory, 0)
+    return cupy.ndarray((allocation.nbytes,), dtype=cupy.uint8, memptr=pointer)
 
 
 def typed_views(buffer: Any, layout: Layout) -> list[Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .devices import default_device, parse_device
+from .devices import Device, cupy_device_count, default_device, parse_device, torch_device_count
 from .errors import ConfigError
 from .sources import MemorySource
 
@@ -69,4 +69,14 @@ def make_source(device: Any, source: MemorySource | str | None) -> MemorySource:
         )
     from .cuda import cuda_source
 
-    return cuda_source(resolved, source or "device")
+    return cuda_source(resolved, source or _default_cuda_source(resolved))
+
+
+def _default_cuda_source(device: Device) -> str:
+    """``"device"`` (cudaMalloc through CuPy), or ``"torch"`` where only torch sees ``device``.
+
+    So ``Arena("cuda:0")`` works with torch alone (``pip install cupy-arena torch``).
+    """
+    if cupy_device_count() > device.index or torch_device_count() <= device.index:
+        return "device"  # CuPy serves it, or nothing does and "device" explains what to install
+    return "torch"

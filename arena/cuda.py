@@ -1,4 +1,5 @@
-"""CUDA memory sources through CuPy (imported only when a CUDA or pinned arena is made).
+"""CUDA memory sources (imported only when a CUDA or pinned arena is made), and the check
+that refuses memory work while a CUDA graph is being captured.
 
 =============  ==========================================  ==================================
 name           memory                                      released memory goes
@@ -6,23 +7,36 @@ name           memory                                      released memory goes
 ``"device"``   ``cupy.cuda.Memory`` (direct cudaMalloc)    back to the driver (cudaFree)
 ``"pool"``     CuPy's current allocator (MemoryPool, ...)  back to that pool (pool keeps it)
 ``"torch"``    torch's caching allocator                   back to torch's cache
-``"pinned"``   ``cupy.cuda.PinnedMemory`` (cudaHostAlloc)  back to the driver (cudaFreeHost)
+``"pinned"``   ``cupy.cuda.PinnedMemory`` (cudaHostAlloc,  back to the driver (cudaFreeHost)
+               portable)
 =============  ==========================================  ==================================
 
-Every allocation happens with the arena's device current, whatever device the caller has
-made current. ``allocation.owner`` is a CuPy ``uint8`` array for device memory and a NumPy
-``uint8`` array for pinned host memory.
+``"device"``, ``"pool"`` and ``"pinned"`` need CuPy; ``"torch"`` needs torch only. Every
+allocation happens with the arena's device current, whatever device the caller has made
+current. ``allocation.owner`` is a CuPy ``uint8`` array for device memory when CuPy is
+installed and sees the device, a torch ``uint8`` CUDA tensor for the torch source without
+CuPy, and a NumPy ``uint8`` array for pinned host memory.
+
+Stream order: the pool and torch sources synchronise the device before a release, so a
+caching allocator cannot hand out a block that another stream's kernel still uses.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .devices import CPU, Device, cuda_device_count
+from .devices import (
+    CPU,
+    Device,
+    cuda_device_count,
+    cuda_unavailable_reason,
+    cupy_device_count,
+    torch_device_count,
+)
 from .errors import ConfigError, DeviceUnavailableError, GraphCaptureError
 from .sources import Allocation, MemorySource
 
@@ -32,13 +46,21 @@ __all__ = [
     "PinnedSource",
     "PoolSource",
     "TorchSource",
+    "capture_probe",
     "check_not_capturing",
     "cuda_source",
     "require_cuda",
+    "require_torch_cuda",
 ]
 
 #: Names accepted by ``Arena(source=...)`` for CUDA arenas.
 CUDA_SOURCES = ("device", "pool", "torch")
+
+#: cudaErrorMemoryAllocation: what a direct cudaMalloc or cudaHostAlloc reports when full.
+_CUDA_ERROR_MEMORY_ALLOCATION = 2
+#: cudaErrorStreamCaptureUnsupported (900) to cudaErrorStreamCaptureWrongThread (908): every
+#: error that means "this call collided with a stream capture".
+_CAPTURE_ERRORS = range(900, 909)
 
 
 def require_cuda(device: Device) -> Any:
@@ -51,14 +73,15 @@ def require_cuda(device: Device) -> Any:
     """
     if importlib.util.find_spec("cupy") is None:
         raise DeviceUnavailableError(
-            f"a {device} arena needs CuPy: pip install 'cupy-arena[cuda12]' (CUDA 12) or "
-            "'cupy-arena[cuda13]' (CUDA 13), or use device='cpu' for a host arena"
+            f"a {device} arena with this source needs CuPy: pip install 'cupy-arena[cuda12]' "
+            "(CUDA 12) or 'cupy-arena[cuda13]' (CUDA 13), use source='torch' where torch "
+            "sees the GPU, or use device='cpu' for a host arena"
         )
-    count = cuda_device_count()
+    count = cupy_device_count()
     if device.index >= count:
         raise DeviceUnavailableError(
             f"{device} is not available: CuPy sees {count} CUDA device(s)"
-            + (" (no driver or no GPU on this machine)" if count == 0 else "")
+            + (f" ({cuda_unavailable_reason()})" if cuda_device_count() == 0 else "")
             + "; use device='cpu' for a host arena"
             + (f" or an ordinal below {count}" if count else "")
         )
@@ -67,18 +90,58 @@ def require_cuda(device: Device) -> Any:
     return cupy
 
 
-#: cudaErrorMemoryAllocation: what a direct cudaMalloc or cudaHostAlloc reports when full.
-_CUDA_ERROR_MEMORY_ALLOCATION = 2
+def require_torch_cuda(device: Device) -> Any:
+    """Import torch and check that it sees ``device``; return the ``torch`` module.
+
+    Raises
+    ------
+    DeviceUnavailableError
+        Saying to install torch, or which ordinals torch sees.
+    """
+    if importlib.util.find_spec("torch") is None:
+        raise DeviceUnavailableError(
+            f"source='torch' on {device} needs torch: pip install 'cupy-arena[torch]' (a "
+            "CUDA build of torch), or use source='device' with CuPy"
+        )
+    count = torch_device_count()
+    if device.index >= count:
+        raise DeviceUnavailableError(
+            f"{device} is not available to torch: torch sees {count} CUDA device(s)"
+            + (f" ({cuda_unavailable_reason()})" if cuda_device_count() == 0 else "")
+            + "; use device='cpu' for a host arena"
+            + (f" or an ordinal below {count}" if count else "")
+        )
+    import torch
+
+    return torch
+
+
+def _is_capture_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a CUDA error caused by a stream capture (CuPy or torch)."""
+    status = getattr(exc, "status", None)
+    if isinstance(status, int):
+        return status in _CAPTURE_ERRORS
+    return isinstance(exc, RuntimeError) and "captur" in str(exc).lower()
+
+
+def _capture_error(device: Device, what: str, detail: str) -> GraphCaptureError:
+    return GraphCaptureError(
+        f"{what} on {device} was requested while {detail}; memory work now would corrupt "
+        "the capture. Run the same step once eagerly (warm-up) before capturing, or "
+        "reserve() the size before capture"
+    )
 
 
 @contextmanager
-def _out_of_memory_as_memory_error() -> Iterator[None]:
-    """Report every framework's out-of-memory as ``MemoryError``.
+def _out_of_memory_as_memory_error(
+    device: Device | None = None, what: str = "memory work"
+) -> Iterator[None]:
+    """Report out-of-memory as ``MemoryError`` and capture collisions as GraphCaptureError.
 
-    CuPy's pool raises ``OutOfMemoryError`` (a ``MemoryError``), but a direct
-    ``cupy.cuda.Memory`` raises ``CUDARuntimeError`` and torch raises
+    A direct ``cupy.cuda.Memory`` raises ``CUDARuntimeError`` and torch
     ``torch.OutOfMemoryError`` (a ``RuntimeError``); the arena turns ``MemoryError`` into
-    its own ``ArenaOutOfMemoryError``.
+    ``ArenaOutOfMemoryError``. A call refused because a capture is under way (such as a
+    global-mode capture on another thread) becomes :class:`~arena.errors.GraphCaptureError`.
     """
     try:
         yield
@@ -88,6 +151,9 @@ def _out_of_memory_as_memory_error() -> Iterator[None]:
         status = getattr(exc, "status", None)
         if status == _CUDA_ERROR_MEMORY_ALLOCATION or type(exc).__name__ == "OutOfMemoryError":
             raise MemoryError(str(exc)) from exc
+        if _is_capture_error(exc):
+            where = device if device is not None else Device("cuda", 0)
+            raise _capture_error(where, what, f"a CUDA graph capture refused it ({exc})") from exc
         raise
 
 
@@ -105,8 +171,13 @@ def cuda_source(device: Device, kind: str) -> MemorySource:
     return TorchSource(device)
 
 
-class _CudaSource:
-    """Shared plumbing: the device, CuPy, and wrapping a pointer as a CuPy array."""
+def _cupy_allocation(cupy: Any, pointer: Any, nbytes: int, device: Device) -> Allocation:
+    array = cupy.ndarray((nbytes,), dtype=cupy.uint8, memptr=pointer)
+    return Allocation(int(pointer.ptr), nbytes, array, device)
+
+
+class _CupySource:
+    """Shared plumbing of the CuPy sources: the device and CuPy."""
 
     def __init__(self, device: Device) -> None:
         self._cupy = require_cuda(device)
@@ -117,11 +188,6 @@ class _CudaSource:
         """The CUDA device."""
         return self._device
 
-    def _array(self, pointer: Any, nbytes: int) -> Allocation:
-        cupy = self._cupy
-        array = cupy.ndarray((nbytes,), dtype=cupy.uint8, memptr=pointer)
-        return Allocation(int(pointer.ptr), nbytes, array, self._device)
-
     def release(self, allocation: Allocation) -> None:
         """Nothing to do: CuPy frees the memory once the last view of it is gone."""
 
@@ -129,22 +195,27 @@ class _CudaSource:
         return f"{type(self).__name__}({str(self._device)!r})"
 
 
-class DeviceSource(_CudaSource):
+class DeviceSource(_CupySource):
     """Direct ``cudaMalloc`` through ``cupy.cuda.Memory``, bypassing CuPy's pool.
 
     Releasing a slot buffer returns its memory to the driver (once no view holds it), so
-    growth from N to 2N never holds more than 2N.
+    growth from N to 2N never holds more than 2N. cudaFree synchronises the device, so no
+    kernel still uses a block when it goes back.
     """
 
     def allocate(self, nbytes: int) -> Allocation:
         """cudaMalloc ``nbytes`` on the arena's device."""
         cupy = self._cupy
-        with cupy.cuda.Device(self._device.index), _out_of_memory_as_memory_error():
+        with (
+            cupy.cuda.Device(self._device.index),
+            _out_of_memory_as_memory_error(self._device, "cudaMalloc"),
+        ):
             memory = cupy.cuda.Memory(nbytes)
-        return self._array(cupy.cuda.MemoryPointer(memory, 0), nbytes)
+        pointer = cupy.cuda.MemoryPointer(memory, 0)
+        return _cupy_allocation(cupy, pointer, nbytes, self._device)
 
 
-class PoolSource(_CudaSource):
+class PoolSource(_CupySource):
     """CuPy's current allocator (``MemoryPool``, ``MemoryAsyncPool``, RMM, ...).
 
     Keeps a user's allocator setup; the trade-off is that the pool keeps released blocks
@@ -154,37 +225,75 @@ class PoolSource(_CudaSource):
     def allocate(self, nbytes: int) -> Allocation:
         """Allocate ``nbytes`` from CuPy's current allocator on the arena's device."""
         cupy = self._cupy
-        with cupy.cuda.Device(self._device.index), _out_of_memory_as_memory_error():
+        with (
+            cupy.cuda.Device(self._device.index),
+            _out_of_memory_as_memory_error(self._device, "allocation"),
+        ):
             pointer = cupy.cuda.alloc(nbytes)
-        return self._array(pointer, nbytes)
+        return _cupy_allocation(cupy, pointer, nbytes, self._device)
+
+    def release(self, allocation: Allocation) -> None:
+        """Synchronise the device first: the pool reuses a freed block at once on its
+        allocating stream, without waiting for work other streams queued on it."""
+        cupy = self._cupy
+        with (
+            cupy.cuda.Device(self._device.index),
+            _out_of_memory_as_memory_error(self._device, "a release"),
+        ):
+            cupy.cuda.runtime.deviceSynchronize()
 
 
-class TorchSource(_CudaSource):
+class TorchSource:
     """Memory from torch's caching allocator, so torch's memory statistics see it.
 
-    Before each allocation torch's cache is emptied (as vLLM does), so the block released
-    by growth goes back to the driver instead of staying as a dead cached segment.
+    Needs torch only. torch's cache is emptied before each allocation (as vLLM does), so
+    the block released by growth goes back to the driver. ``allocation.owner`` is a CuPy
+    array over the tensor where CuPy sees the device, else the ``torch.uint8`` tensor.
     """
 
-    def allocate(self, nbytes: int) -> Allocation:
-        """``torch.empty(nbytes, uint8)`` on the arena's device, seen as a CuPy array."""
-        import torch
+    def __init__(self, device: Device) -> None:
+        self._torch = require_torch_cuda(device)
+        self._device = device
+        self._cupy: Any = None
+        if importlib.util.find_spec("cupy") is not None and cupy_device_count() > device.index:
+            self._cupy = importlib.import_module("cupy")
 
-        cupy = self._cupy
+    @property
+    def device(self) -> Device:
+        """The CUDA device."""
+        return self._device
+
+    def allocate(self, nbytes: int) -> Allocation:
+        """``torch.empty(nbytes, uint8)`` on the arena's device."""
+        torch = self._torch
         torch.cuda.empty_cache()
-        with _out_of_memory_as_memory_error():
+        with _out_of_memory_as_memory_error(self._device, "torch.empty"):
             tensor = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{self._device.index}")
+        cupy = self._cupy
+        if cupy is None:
+            return Allocation(int(tensor.data_ptr()), nbytes, tensor, self._device)
         memory = cupy.cuda.UnownedMemory(
             tensor.data_ptr(), nbytes, tensor, device_id=self._device.index
         )
-        return self._array(cupy.cuda.MemoryPointer(memory, 0), nbytes)
+        return _cupy_allocation(cupy, cupy.cuda.MemoryPointer(memory, 0), nbytes, self._device)
+
+    def release(self, allocation: Allocation) -> None:
+        """Synchronise the device first: torch's cache reuses a freed block at once on its
+        allocating stream, unaware of other streams that still use the slot buffer."""
+        with _out_of_memory_as_memory_error(self._device, "a release"):
+            self._torch.cuda.synchronize(self._device.index)
+
+    def __repr__(self) -> str:
+        return f"TorchSource({str(self._device)!r})"
 
 
 class PinnedSource:
     """Page-locked host memory (``cudaHostAlloc``) for staging arenas.
 
-    Views are host views (NumPy, torch CPU tensors) whose copies to and from the GPU can
-    run asynchronously.
+    Allocated with ``cudaHostAllocPortable`` (as CuPy's own pinned allocator does), so it
+    counts as pinned for every CUDA context, not only the allocating device's. Views are
+    host views (NumPy, torch CPU tensors) whose copies to and from the GPU can run
+    asynchronously.
     """
 
     def __init__(self, device_index: int = 0) -> None:
@@ -197,12 +306,14 @@ class PinnedSource:
         return CPU
 
     def allocate(self, nbytes: int) -> Allocation:
-        """cudaHostAlloc ``nbytes`` (page aligned)."""
+        """cudaHostAlloc ``nbytes`` (page aligned, portable)."""
         import numpy as np
 
         cupy = self._cupy
-        with cupy.cuda.Device(self._index), _out_of_memory_as_memory_error():
-            memory = cupy.cuda.PinnedMemory(nbytes)
+        flags = cupy.cuda.runtime.hostAllocPortable
+        device = Device("cuda", self._index)
+        with cupy.cuda.Device(self._index), _out_of_memory_as_memory_error(device, "cudaHostAlloc"):
+            memory = cupy.cuda.PinnedMemory(nbytes, flags)
         pointer = cupy.cuda.PinnedMemoryPointer(memory, 0)
         array = np.frombuffer(pointer, dtype=np.uint8, count=nbytes)
         return Allocation(int(pointer.ptr), nbytes, array, CPU)
@@ -214,34 +325,83 @@ class PinnedSource:
         return "PinnedSource()"
 
 
-def check_not_capturing(device: Device, what: str) -> None:
-    """Refuse memory work while the current CuPy or torch stream captures a CUDA graph.
+def capture_probe(device: Device) -> Callable[[], bool]:
+    """A cheap callable saying whether memory work on ``device`` would now hit a capture.
 
-    A cudaMalloc (or free) during capture either fails or bakes an address into the graph
-    that growth would then invalidate; both corrupt the capture.
+    Make it once per CUDA arena; call it on slow paths and per request. ``True`` when, on
+    the calling thread,
+
+    - CuPy's current stream for ``device`` is capturing, including the legacy default
+      stream while any *blocking* stream on the device captures (CUDA answers
+      cudaErrorStreamCaptureImplicit there, without invalidating that capture);
+    - torch's current stream for ``device`` is capturing (asked only when torch is imported
+      and its CUDA state is initialised: otherwise torch cannot be capturing);
+    - either query fails with a capture error (cudaErrorStreamCapture*, numbers 900-908),
+      as a query can while another thread's global-mode capture forbids it.
+
+    It never raises for a capture: those errors mean ``True``; other CUDA errors propagate.
+    A global-mode capture on another thread on a non-blocking stream cannot be seen by any
+    query that does not disturb it; the allocation then fails, and the sources report that
+    as :class:`~arena.errors.GraphCaptureError`.
+
+    Cost: without a GPU framework in use, a dictionary look-up and
+    ``torch.cuda.is_initialized()`` (well under 1 µs); with one, a current-stream look-up
+    and one ``cudaStreamIsCapturing`` per framework (a few µs; not yet measured on a GPU).
+    CuPy, where it sees the device, is imported when the probe is made; torch is looked up
+    at each call, so a torch imported later is still asked.
+    """
+    index = device.index
+    cupy: Any = None
+    if importlib.util.find_spec("cupy") is not None and cupy_device_count() > index:
+        cupy = importlib.import_module("cupy")
+    # Device-relative stream handles: the null, legacy and per-thread default streams.
+    default_streams = (0, 1, 2)
+
+    def probe() -> bool:
+        handle = -1
+        if cupy is not None:
+            runtime = cupy.cuda.runtime
+            try:
+                handle = cupy.cuda.get_current_stream(index).ptr
+                if handle in default_streams and runtime.getDevice() != index:
+                    with cupy.cuda.Device(index):
+                        status = runtime.streamIsCapturing(handle)
+                else:
+                    status = runtime.streamIsCapturing(handle)
+            except runtime.CUDARuntimeError as exc:
+                if _is_capture_error(exc):
+                    return True
+                raise
+            if status:
+                return True
+        torch = sys.modules.get("torch")
+        if torch is None or not torch.cuda.is_initialized():
+            return False
+        try:
+            if torch.cuda.current_stream(index).cuda_stream == handle:
+                return False  # the stream CuPy just answered for
+            if torch.cuda.current_device() == index:
+                return bool(torch.cuda.is_current_stream_capturing())
+            with torch.cuda.device(index):
+                return bool(torch.cuda.is_current_stream_capturing())
+        except RuntimeError as exc:
+            if _is_capture_error(exc):
+                return True
+            raise
+
+    return probe
+
+
+def check_not_capturing(device: Device, what: str) -> None:
+    """Refuse memory work while a stream on ``device`` captures a CUDA graph.
+
+    A cudaMalloc (or free) during capture corrupts it. Makes a fresh :func:`capture_probe`
+    each call: an arena should make its probe once and keep it.
 
     Raises
     ------
     GraphCaptureError
         Naming the device and what was asked for.
     """
-    capturing = False
-    # torch first: torch.cuda.graph captures in "global" mode, where querying the legacy
-    # default stream (CuPy's usual current stream) is itself an illegal call.
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available():
-        with torch.cuda.device(device.index):
-            capturing = bool(torch.cuda.is_current_stream_capturing())
-    cupy = sys.modules.get("cupy")
-    if not capturing and cupy is not None:
-        with cupy.cuda.Device(device.index):
-            stream = cupy.cuda.get_current_stream()
-            # The legacy default stream (handle 0 or 1) can never capture; skip the query.
-            if stream.ptr not in (0, 1):
-                capturing = bool(stream.is_capturing())
-    if capturing:
-        raise GraphCaptureError(
-            f"{what} on {device} was requested while the current stream is capturing a CUDA "
-            "graph; growth would corrupt the capture. Run the same step once eagerly "
-            "(warm-up) before capturing, or reserve() the size before capture"
-        )
+    if capture_probe(device)():
+        raise _capture_error(device, what, "a stream is capturing a CUDA graph")

@@ -35,9 +35,19 @@ class Allocation:
     nbytes : int
         Usable size in bytes.
     owner : Any
-        A 1-D ``uint8`` array of exactly ``nbytes`` over the block: a NumPy array for host
-        memory, a CuPy array for device memory. Holding it keeps the memory alive;
-        adapters build every view from it.
+        A 1-D ``uint8`` array of exactly ``nbytes`` over the block. Holding it keeps the
+        memory alive; adapters build every view from it. Its type depends on the memory:
+
+        - host memory (including pinned): a NumPy array;
+        - device memory where CuPy is installed and sees the device: a CuPy array (the
+          torch source wraps its tensor in one, so the CuPy front works too);
+        - device memory from the torch source without a usable CuPy: the ``torch.uint8``
+          CUDA tensor itself (torch, JAX and, once CuPy is installed, CuPy adapters accept
+          it: each reads it through DLPack or its pointer).
+
+        Code that touches ``owner`` directly must not assume more than a 1-D ``uint8``
+        array with ``__dlpack__``: zero it with the framework's own call (``fill(0)`` on
+        NumPy and CuPy, ``zero_()`` on torch).
     device : Device
         Where the memory lives.
     """
@@ -110,14 +120,23 @@ def empty_allocation(device: Device) -> Allocation:
     """A zero-byte block on ``device`` that no memory source is asked for.
 
     Zero-byte requests on a slot that never grew get their (empty) views from it, so they
-    work even while locked and never allocate a slot buffer.
+    work even while locked and never allocate a slot buffer. On CUDA its owner follows the
+    rule of :attr:`Allocation.owner`: a CuPy array where CuPy sees the device, else an
+    empty torch CUDA tensor (a torch-backed arena without CuPy).
     """
     if device.is_cuda:
-        import cupy
+        from .devices import cupy_device_count
 
-        with cupy.cuda.Device(device.index):
-            array = cupy.ndarray((0,), dtype=cupy.uint8)
-        return Allocation(int(array.data.ptr), 0, array, device)
+        if cupy_device_count() > device.index:
+            import cupy
+
+            with cupy.cuda.Device(device.index):
+                array = cupy.ndarray((0,), dtype=cupy.uint8)
+            return Allocation(int(array.data.ptr), 0, array, device)
+        import torch
+
+        tensor = torch.empty(0, dtype=torch.uint8, device=f"cuda:{device.index}")
+        return Allocation(int(tensor.data_ptr()), 0, tensor, device)
     import numpy as np
 
     array = np.empty(0, dtype=np.uint8)

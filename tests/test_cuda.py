@@ -106,6 +106,11 @@ def test_pinned_source_gives_page_locked_host_views() -> None:
 @gpu
 def test_every_operation_happens_on_the_arena_device() -> None:
     cupy = _cupy()
+    if cuda_device_count() < 2:
+        pytest.skip(
+            "needs two CUDA devices: with one, the arena's device is always the current "
+            "one, so this check could not fail"
+        )
     index = cuda_device_count() - 1
     with cupy.cuda.Device(0), Arena(f"cuda:{index}", framework="cupy") as a:
         (x,) = a.get_simultaneous(((16,), "float32"))
@@ -210,6 +215,41 @@ def test_growth_while_capturing_raises_instead_of_corrupting() -> None:
             finally:
                 stream.end_capture()
         assert a.stats().slots[0].capacity == 256  # nothing changed
+
+
+@gpu
+def test_growth_while_a_blocking_cupy_stream_captures_is_refused() -> None:
+    """A blocking stream's capture makes the legacy stream unusable; the probe must say
+    "capturing" instead of letting cudaErrorStreamCaptureImplicit escape."""
+    cupy = _cupy()
+    if importlib.util.find_spec("torch") is not None:
+        _torch_cuda().zeros(1, device="cuda")  # torch's CUDA state initialised: asked too
+    with Arena("cuda:0", framework="cupy") as a:
+        a.get_simultaneous(((16,), "float32"))
+        stream = cupy.cuda.Stream()  # blocking
+        with stream:
+            stream.begin_capture()
+            try:
+                with pytest.raises(GraphCaptureError, match="capturing"):
+                    a.get_simultaneous(((1 << 20,), "float32"))
+            finally:
+                stream.end_capture()
+        assert a.stats().slots[0].capacity == 256
+
+
+@gpu
+def test_torch_source_and_cupy_views_share_bytes() -> None:
+    cupy = _cupy()
+    torch = _torch_cuda()
+    with Arena("cuda:0", source="torch", framework="torch") as a:
+        (t,) = a.get_simultaneous(((256,), torch.float32))
+        (c,) = a.cupy.get_simultaneous(((256,), "float32"))
+        assert a.cupy.data_ptr(c) == t.data_ptr()
+        t.fill_(2.0)
+        torch.cuda.synchronize()
+        assert float(c.sum()) == 512.0
+        a.get_simultaneous(((1 << 20,), torch.float32))  # growth: released in stream order
+        cupy.cuda.runtime.deviceSynchronize()
 
 
 @gpu

@@ -1,11 +1,14 @@
 """The Python examples in README.md and docs/ run as written.
 
 Blocks fenced as ```python run, in order, one interpreter per file. Blocks fenced as
-```python gpu need a CUDA device: they run only when CuPy sees one.
+```python gpu need a CUDA device: they run only when one is usable. A file whose examples
+import a framework that is not installed is skipped with that reason (the ``test`` extra
+installs torch and JAX, so none is skipped there).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -20,9 +23,17 @@ FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```python( gpu)?\n(.*?)^```", re.S | re.M)
 
 
+IMPORT = re.compile(r"^\s*(?:import|from)\s+(torch|jax|cupy|ml_dtypes)\b", re.M)
+
+
 def _blocks(path: Path) -> list[str]:
     gpu = cuda_device_count() > 0
     return [code for marker, code in FENCE.findall(path.read_text()) if gpu or not marker]
+
+
+def _missing_frameworks(code: str) -> list[str]:
+    """Frameworks the examples import that are not installed here."""
+    return sorted({n for n in IMPORT.findall(code) if importlib.util.find_spec(n) is None})
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
@@ -30,6 +41,9 @@ def test_examples_run(path: Path, tmp_path: Path) -> None:
     blocks = _blocks(path)
     if not blocks:
         pytest.skip(f"{path.name} has no example runnable here")
+    missing = _missing_frameworks("\n".join(blocks))
+    if missing:
+        pytest.skip(f"{path.name}'s examples need {', '.join(missing)}, not installed here")
     script = tmp_path / f"{path.stem}_examples.py"
     script.write_text("\n\n".join(blocks))
     result = subprocess.run(

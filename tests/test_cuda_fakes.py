@@ -1,0 +1,258 @@
+"""CUDA code paths checked on the CPU with stand-in CuPy and torch modules: device
+counting, the capture probe, stream-ordered release, portable pinned memory, and a
+torch-backed CUDA arena without CuPy. Nothing here touches a GPU."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import sys
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from arena import Device, GraphCaptureError, devices
+from arena import cuda as arena_cuda
+
+CUDA0 = Device("cuda", 0)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_counts() -> Iterator[None]:
+    def clear() -> None:
+        devices.cupy_device_count.cache_clear()
+        devices.torch_device_count.cache_clear()
+        devices._REASONS.clear()
+
+    clear()
+    yield
+    clear()
+
+
+class CudaRuntimeError(RuntimeError):
+    """Stands in for CuPy's CUDARuntimeError: a RuntimeError with a ``status``."""
+
+    def __init__(self, status: int, text: str = "") -> None:
+        super().__init__(f"cudaError {status}: {text}")
+        self.status = status
+
+
+def fake_cupy(count: int = 1, **runtime_calls: Any) -> types.ModuleType:
+    """A module that passes for ``cupy`` as far as arena's CUDA code is concerned."""
+    cupy = types.ModuleType("cupy")
+    cupy.__spec__ = importlib.machinery.ModuleSpec("cupy", None)
+    calls: list[tuple[Any, ...]] = []
+    runtime = types.SimpleNamespace(
+        CUDARuntimeError=CudaRuntimeError,
+        getDeviceCount=lambda: count,
+        getDevice=lambda: 0,
+        streamIsCapturing=lambda ptr: 0,
+        deviceSynchronize=lambda: calls.append(("deviceSynchronize",)),
+        hostAllocPortable=1,
+    )
+    vars(runtime).update(runtime_calls)
+
+    @contextmanager
+    def device(index: int) -> Iterator[None]:
+        calls.append(("device", index))
+        yield
+
+    cupy.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
+        runtime=runtime,
+        Device=device,
+        get_current_stream=lambda index=-1: types.SimpleNamespace(ptr=0),
+    )
+    cupy.calls = calls  # type: ignore[attr-defined]
+    return cupy
+
+
+def fake_torch(capturing: Any = False, stream: int = 7, count: int = 1) -> types.ModuleType:
+    """A module that passes for a CUDA build of torch as far as arena's CUDA code is concerned."""
+    torch = types.ModuleType("torch")
+    calls: list[tuple[Any, ...]] = []
+
+    def is_current_stream_capturing() -> bool:
+        if isinstance(capturing, Exception):
+            raise capturing
+        return bool(capturing)
+
+    torch.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
+        is_initialized=lambda: True,
+        is_available=lambda: count > 0,
+        device_count=lambda: count,
+        current_stream=lambda index=None: types.SimpleNamespace(cuda_stream=stream),
+        current_device=lambda: 0,
+        is_current_stream_capturing=is_current_stream_capturing,
+        synchronize=lambda index=None: calls.append(("synchronize", index)),
+        empty_cache=lambda: calls.append(("empty_cache",)),
+    )
+    torch.version = types.SimpleNamespace(cuda="12.8")  # type: ignore[attr-defined]
+    torch.__version__ = "2.11.0"  # type: ignore[attr-defined]
+    torch.calls = calls  # type: ignore[attr-defined]
+    return torch
+
+
+def install(monkeypatch: pytest.MonkeyPatch, cupy: Any = None, torch: Any = None) -> None:
+    """Put the stand-ins in ``sys.modules`` (``None`` hides a framework entirely)."""
+    real_find_spec = importlib.util.find_spec
+    stand_ins = {"cupy": cupy, "torch": torch}
+
+    def find_spec(name: str, *args: Any) -> Any:
+        if name in stand_ins:
+            module = stand_ins[name]
+            return None if module is None else module.__spec__
+        return real_find_spec(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    for name, module in stand_ins.items():
+        if module is None:
+            monkeypatch.setitem(sys.modules, name, None)  # import fails like a missing one
+        else:
+            module.__spec__ = importlib.machinery.ModuleSpec(name, None)
+            monkeypatch.setitem(sys.modules, name, module)
+
+
+# ---------------------------------------------------------------- device counting
+def test_counting_asks_torch_where_cupy_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch, cupy=None, torch=fake_torch(count=2))
+    assert devices.cuda_device_count() == 2
+    assert devices.default_device() == CUDA0
+    assert devices.cuda_unavailable_reason() is None
+
+
+def test_counting_asks_torch_where_cupy_sees_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch, cupy=fake_cupy(count=0), torch=fake_torch(count=1))
+    assert devices.cuda_device_count() == 1
+
+
+def test_no_device_anywhere_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch, cupy=fake_cupy(count=0), torch=fake_torch(count=0))
+    assert devices.default_device() == devices.CPU
+    assert devices.cuda_unavailable_reason() == (
+        "CuPy sees no CUDA device; torch 2.11.0 sees no CUDA device"
+    )
+
+
+def test_a_cuda_error_counts_no_device_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_driver() -> int:
+        raise CudaRuntimeError(35, "CUDA driver version is insufficient")
+
+    install(monkeypatch, cupy=fake_cupy(getDeviceCount=no_driver), torch=None)
+    assert devices.cuda_device_count() == 0
+    reason = devices.cuda_unavailable_reason()
+    assert reason is not None
+    assert "insufficient" in reason and "torch is not installed" in reason
+
+
+def test_a_warning_raised_as_an_error_is_not_no_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    def warns() -> int:
+        raise UserWarning("CUDA path could not be detected")  # what -W error makes of it
+
+    install(monkeypatch, cupy=fake_cupy(getDeviceCount=warns), torch=None)
+    with pytest.raises(UserWarning, match="CUDA path"):
+        devices.cuda_device_count()
+
+
+# ---------------------------------------------------------------- capture probe
+def test_probe_sees_a_blocking_cupy_stream_capture(monkeypatch: pytest.MonkeyPatch) -> None:
+    def legacy_query(ptr: int) -> int:  # what CUDA answers for the legacy stream then
+        raise CudaRuntimeError(906, "would make the legacy stream depend on a capturing stream")
+
+    install(monkeypatch, cupy=fake_cupy(streamIsCapturing=legacy_query), torch=fake_torch())
+    assert arena_cuda.capture_probe(CUDA0)() is True
+    with pytest.raises(GraphCaptureError, match=r"growing.*cuda:0"):
+        arena_cuda.check_not_capturing(CUDA0, "growing slot 0")
+
+
+def test_probe_turns_torchs_capture_error_into_true(monkeypatch: pytest.MonkeyPatch) -> None:
+    error = RuntimeError(
+        "CUDA error: operation would make the legacy stream depend on a capturing blocking stream"
+    )
+    install(monkeypatch, cupy=None, torch=fake_torch(capturing=error))
+    assert arena_cuda.capture_probe(CUDA0)() is True
+    with pytest.raises(GraphCaptureError):
+        arena_cuda.check_not_capturing(CUDA0, "allocating")
+
+
+def test_probe_answers_for_the_current_streams(monkeypatch: pytest.MonkeyPatch) -> None:
+    statuses = {0: 0, 5: 1}
+    cupy = fake_cupy(streamIsCapturing=statuses.__getitem__)
+    install(monkeypatch, cupy=cupy, torch=fake_torch(capturing=False))
+    probe = arena_cuda.capture_probe(CUDA0)
+    assert probe() is False
+    cupy.cuda.get_current_stream = lambda index=-1: types.SimpleNamespace(ptr=5)
+    assert probe() is True
+    with pytest.raises(GraphCaptureError, match="capturing"):
+        arena_cuda.check_not_capturing(CUDA0, "allocating")
+
+
+def test_probe_asks_torch_imported_after_it_was_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch, cupy=fake_cupy(), torch=None)
+    probe = arena_cuda.capture_probe(CUDA0)
+    assert probe() is False
+    monkeypatch.setitem(sys.modules, "torch", fake_torch(capturing=True))
+    assert probe() is True
+
+
+def test_probe_asks_the_arena_device_not_the_current_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    cupy = fake_cupy(count=2)
+    install(monkeypatch, cupy=cupy, torch=None)
+    assert arena_cuda.capture_probe(Device("cuda", 1))() is False
+    assert ("device", 1) in cupy.calls  # the legacy stream is per device: device 1 made current
+
+
+def test_probe_lets_other_cuda_errors_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(ptr: int) -> int:
+        raise CudaRuntimeError(710, "device-side assert triggered")
+
+    install(monkeypatch, cupy=fake_cupy(streamIsCapturing=broken), torch=None)
+    with pytest.raises(CudaRuntimeError, match="assert"):
+        arena_cuda.capture_probe(CUDA0)()
+
+
+def test_an_allocation_refused_by_a_capture_is_a_graph_capture_error() -> None:
+    with pytest.raises(GraphCaptureError, match="capture"):  # noqa: SIM117
+        with arena_cuda._out_of_memory_as_memory_error(CUDA0, "cudaMalloc"):
+            raise CudaRuntimeError(900, "operation not permitted when stream is capturing")
+    with pytest.raises(MemoryError):  # noqa: SIM117
+        with arena_cuda._out_of_memory_as_memory_error(CUDA0, "cudaMalloc"):
+            raise CudaRuntimeError(2, "out of memory")
+
+
+# ---------------------------------------------------------------- sources
+def test_pool_source_synchronises_before_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    cupy = fake_cupy()
+    monkeypatch.setattr(arena_cuda, "require_cuda", lambda device: cupy)
+    source = arena_cuda.PoolSource(CUDA0)
+    source.release(arena_cuda.Allocation(256, 256, None, CUDA0))
+    assert cupy.calls == [("device", 0), ("deviceSynchronize",)]
+
+
+def test_torch_source_synchronises_before_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = fake_torch()
+    install(monkeypatch, cupy=None, torch=torch)
+    source = arena_cuda.TorchSource(CUDA0)
+    source.release(arena_cuda.Allocation(256, 256, None, CUDA0))
+    assert torch.calls == [("synchronize", 0)]
+
+
+def test_pinned_memory_is_portable(monkeypatch: pytest.MonkeyPatch) -> None:
+    cupy = fake_cupy()
+    flags_seen: list[int] = []
+
+    class Pointer(bytearray):
+        ptr = 4096
+
+    def pinned_memory(nbytes: int, flags: int = 0) -> int:
+        flags_seen.append(flags)
+        return nbytes
+
+    cupy.cuda.PinnedMemory = pinned_memory
+    cupy.cuda.PinnedMemoryPointer = lambda nbytes, offset: Pointer(nbytes)
+    monkeypatch.setattr(arena_cuda, "require_cuda", lambda device: cupy)
+    allocation = arena_cuda.PinnedSource().allocate(64)
+    assert allocation.nbytes == 64 and allocation.ptr == 4096
+    assert flags_seen == [cupy.cuda.runtime.hostAllocPortable]
