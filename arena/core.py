@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import itertools
 import sys
 from collections.abc import Callable, Iterator
@@ -58,7 +59,7 @@ class Arena:
     framework : str, optional
         Framework of :meth:`get_simultaneous`'s views: ``"numpy"``, ``"torch"``,
         ``"cupy"`` or ``"jax"``. By default torch when it is already imported, else
-        CuPy for a CUDA arena, else NumPy.
+        CuPy for a CUDA arena (torch where CuPy is not installed), else NumPy.
     source : MemorySource or str, optional
         Where memory comes from. Default: page-aligned NumPy memory on the host, direct
         ``cudaMalloc`` through CuPy on a GPU. Strings name the built-in CUDA sources
@@ -277,7 +278,10 @@ class Arena:
             return _check_framework(framework)
         if "torch" in sys.modules:
             return "torch"
-        return "cupy" if self.device.is_cuda else "numpy"
+        if not self.device.is_cuda:
+            return "numpy"
+        # A GPU that only torch sees (CuPy not installed) is served through torch.
+        return "cupy" if importlib.util.find_spec("cupy") is not None else "torch"
 
     # ------------------------------------------------------------------ requests
     def get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any]:

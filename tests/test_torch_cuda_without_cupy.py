@@ -107,13 +107,6 @@ def test_vllm_workspace_manager_works_with_torch_alone(torch_only_gpu: list[Any]
     assert manager.get_simultaneous(((2, 3), torch.float16))[0].data_ptr() == a.data_ptr()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason="core: growth.py zeroes a persistent buffer with owner.fill(0), which a torch "
-    "owner lacks (torch has fill_/zero_); the core restructure must zero through the owner's "
-    "framework",
-)
 def test_zeroed_persistent_buffer_with_torch_alone(torch_only_gpu: list[Any]) -> None:
     with Arena("cuda:0", source="torch", framework="torch") as a:
         p = a.get_persistent("acc", (8,), torch.float32, zero_init=True)
