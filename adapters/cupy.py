@@ -32,17 +32,27 @@ except ImportError as _exc:
 
 __all__ = [
     "FRAMEWORK",
+    "PLAN_EXPRESSION",
+    "PLAN_GLOBALS",
     "check_device",
     "data_ptr",
     "fresh_views",
     "is_available",
     "native_dtype",
+    "plan_source",
     "typed_views",
     "wrap",
     "write_into",
 ]
 
 FRAMEWORK = "cupy"
+
+#: How arena's per-structure plans build one view (``arena.plan``): a format string over
+#: ``src`` (from :func:`plan_source`), ``native``, ``shape``, ``strides`` and ``offset`` (in
+#: elements), ``bstrides`` and ``boffset`` (in bytes) and ``numel``; empty for no plan.
+PLAN_EXPRESSION = "_ndarray({shape}, {native}, {src}.data + {boffset}, {bstrides})"
+#: Names the plan expression uses.
+PLAN_GLOBALS: dict[str, Any] = {"_ndarray": cupy.ndarray}
 
 _NATIVE: dict[str, Any] = {}
 _view = cupy.ndarray.view
@@ -90,6 +100,11 @@ def native_dtype(dtype: DType) -> Any:
         native = np.dtype(dtype.name)
     _NATIVE[dtype.name] = native
     return native
+
+
+def plan_source(buffer: Any, native: Any) -> Any:
+    """What :data:`PLAN_EXPRESSION` builds views from: the buffer's ``uint8`` array."""
+    return buffer
 
 
 def wrap(allocation: Allocation) -> Any:

@@ -40,17 +40,27 @@ from arena.sources import Allocation
 
 __all__ = [
     "FRAMEWORK",
+    "PLAN_EXPRESSION",
+    "PLAN_GLOBALS",
     "check_device",
     "data_ptr",
     "fresh_views",
     "is_available",
     "native_dtype",
+    "plan_source",
     "typed_views",
     "wrap",
     "write_into",
 ]
 
 FRAMEWORK = "jax"
+
+#: How arena's per-structure plans build one view (``arena.plan``): a format string over
+#: ``src`` (from :func:`plan_source`), ``native``, ``shape``, ``strides`` and ``offset`` (in
+#: elements), ``bstrides`` and ``boffset`` (in bytes) and ``numel``; empty for no plan.
+PLAN_EXPRESSION = ""
+#: Names the plan expression uses.
+PLAN_GLOBALS: dict[str, Any] = {}
 
 #: JAX imports host memory without a copy only at this alignment.
 CPU_ZERO_COPY_ALIGNMENT = 64
@@ -84,6 +94,12 @@ def native_dtype(dtype: DType) -> Any:
     from . import numpy as numpy_adapter
 
     return numpy_adapter.native_dtype(dtype)
+
+
+def plan_source(buffer: Any, native: Any) -> Any:
+    """Unused: JAX views need a DLPack import per buffer, so JAX has no plan
+    (:data:`PLAN_EXPRESSION` is empty) and new layouts take :func:`typed_views`."""
+    return buffer
 
 
 def wrap(allocation: Allocation) -> Any:

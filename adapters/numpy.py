@@ -16,17 +16,27 @@ from arena.sources import Allocation
 
 __all__ = [
     "FRAMEWORK",
+    "PLAN_EXPRESSION",
+    "PLAN_GLOBALS",
     "check_device",
     "data_ptr",
     "fresh_views",
     "is_available",
     "native_dtype",
+    "plan_source",
     "typed_views",
     "wrap",
     "write_into",
 ]
 
 FRAMEWORK = "numpy"
+
+#: How arena's per-structure plans build one view (``arena.plan``): a format string over
+#: ``src`` (from :func:`plan_source`), ``native``, ``shape``, ``strides`` and ``offset`` (in
+#: elements), ``bstrides`` and ``boffset`` (in bytes) and ``numel``; empty for no plan.
+PLAN_EXPRESSION = "_ndarray({shape}, {native}, {src}, {boffset}, {bstrides})"
+#: Names the plan expression uses.
+PLAN_GLOBALS: dict[str, Any] = {"_ndarray": np.ndarray}
 
 _NATIVE: dict[str, Any] = {}
 _view = np.ndarray.view
@@ -86,6 +96,11 @@ def native_dtype(dtype: DType) -> Any:
             ) from None
     _NATIVE[dtype.name] = native
     return native
+
+
+def plan_source(buffer: Any, native: Any) -> Any:
+    """What :data:`PLAN_EXPRESSION` builds views from: the buffer's ``uint8`` array."""
+    return buffer
 
 
 def wrap(allocation: Allocation) -> Any:

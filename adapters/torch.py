@@ -22,17 +22,27 @@ from arena.sources import Allocation
 
 __all__ = [
     "FRAMEWORK",
+    "PLAN_EXPRESSION",
+    "PLAN_GLOBALS",
     "check_device",
     "data_ptr",
     "fresh_views",
     "is_available",
     "native_dtype",
+    "plan_source",
     "typed_views",
     "wrap",
     "write_into",
 ]
 
 FRAMEWORK = "torch"
+
+#: How arena's per-structure plans build one view (``arena.plan``): a format string over
+#: ``src`` (from :func:`plan_source`), ``native``, ``shape``, ``strides`` and ``offset`` (in
+#: elements), ``bstrides`` and ``boffset`` (in bytes) and ``numel``; empty for no plan.
+PLAN_EXPRESSION = "{src}.as_strided({shape}, {strides}, {offset})"
+#: Names the plan expression uses.
+PLAN_GLOBALS: dict[str, Any] = {}
 
 _NATIVE: dict[str, Any] = {}
 _detach = torch.Tensor.detach
@@ -75,6 +85,13 @@ def native_dtype(dtype: DType) -> Any:
             )
         _NATIVE[dtype.name] = native
     return native
+
+
+def plan_source(buffer: Any, native: Any) -> Any:
+    """What :data:`PLAN_EXPRESSION` builds views from: the buffer's alias for ``native``
+    (made outside inference mode, see :func:`wrap`)."""
+    with torch.inference_mode(False):
+        return buffer.alias(native)
 
 
 def wrap(allocation: Allocation) -> Any:

@@ -77,7 +77,8 @@ class Arena:
         one slot at once, and check cached views for in-place changes. Default: the
         ``ARENA_DEBUG`` variable.
     max_cached_layouts : int, optional
-        Prepared view sets kept per slot buffer and framework (oldest dropped first).
+        Prepared view sets kept per slot buffer and front (default 4096). When full, the
+        oldest eighth is swept: sets used since the last sweep stay, the rest go.
     cached_views : bool, optional
         Make every front cached by default (see :meth:`front`): a repeated identical
         request returns the very same view objects. Off by default.
@@ -105,7 +106,7 @@ class Arena:
         lane_resolver: Callable[[], int] | None = None,
         alloc_context: Callable[[], AbstractContextManager[Any]] | None = None,
         debug: bool | None = None,
-        max_cached_layouts: int = 256,
+        max_cached_layouts: int = 4096,
         cached_views: bool = False,
         track_call_sites: bool = True,
         capture_probe: Callable[[], bool] | None = None,
@@ -487,6 +488,7 @@ class Arena:
                 for s in self._slots
             )
             ledger = governor.ledger
+            caches = [c for s in self._slots for c in list(s.buffer.prepared.values())]
             return ArenaStats(
                 device=str(self.device),
                 locked=governor.locked,
@@ -499,6 +501,8 @@ class Arena:
                 call_sites=dict(governor.call_sites),
                 live_blocks=ledger.live_blocks,
                 live_bytes=ledger.live_bytes,
+                cached_layouts=sum(len(c) for c in caches),
+                cached_views=sum(len(e[1]) for c in caches for e in list(c.values())),
             )
 
     # ------------------------------------------------------------------ lifetime

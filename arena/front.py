@@ -16,12 +16,17 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from .cache import USED, remember
 from .errors import ArenaWarning, GraphCaptureError
 from .governor import Governor
 from .layout import compute_layout
+from .plan import Plan, make_plan, structure_of
 from .slot import Buffer, Slot, check_in_bounds
 
 __all__ = ["Front"]
+
+#: Request structures whose plans a front keeps (oldest eighth dropped when full).
+_MAX_PLANS = 1024
 
 
 class Front:
@@ -42,6 +47,7 @@ class Front:
         "_max_cached",
         "_name",
         "_owner",
+        "_plans",
         "_probe",
         "_select",
     )
@@ -64,6 +70,7 @@ class Front:
         self._cached = cached
         self._max_cached = max_cached
         self._probe = governor.capture_probe
+        self._plans: dict[Any, Plan | None] = {}
         self._debug = governor.debug
         # The in-place-change guard costs about 0.1 us per view per call, a third of a
         # cached request: it runs in debug mode. JAX arrays are immutable.
@@ -117,10 +124,39 @@ class Front:
         slot = self._select()
         if self._debug:
             return self._debug_request(slot, specs, True)  # type: ignore[return-value]
-        views = self._hit(slot, specs)
-        if views is None:
-            views = self._request(slot, specs, True)
-        return views  # type: ignore[return-value]
+        # The hit, inline: one lookup of the exact request in the slot's current buffer.
+        buffer: Buffer | None = slot.buffer
+        cache: dict[Any, Any] | None = buffer.prepared.get(self._key)  # type: ignore[union-attr]
+        entry: Any = None
+        if cache is not None and not slot.pending:
+            try:
+                entry = cache[specs]
+            except (KeyError, TypeError):
+                pass
+            else:
+                # 1.0 == 1 and True == 1 hash alike: only plain ints may use the hit.
+                for shape, _ in specs:
+                    for dim in shape:
+                        if dim.__class__ is not int:
+                            break
+                    else:
+                        continue
+                    break
+                else:
+                    if not self._guarded or self._unchanged(cache, specs, entry):
+                        entry[USED] = True
+                        slot.calls += 1
+                        probe = self._probe
+                        if probe is not None and probe():
+                            buffer.captured = True  # type: ignore[union-attr]
+                        governor = self._governor
+                        if not governor.locked and governor.track_sites:
+                            governor.note_call_site(entry[0])
+                        return self._fresh(entry[1])
+        # Hold nothing of the current buffer while the slot may grow: the old block must
+        # go back before the new one is allocated.
+        buffer = cache = entry = None
+        return self._miss(slot, specs, True)  # type: ignore[return-value]
 
     def try_get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any] | None:
         """Like :meth:`get_simultaneous`, but ``None`` instead of raising when locked and
@@ -130,7 +166,7 @@ class Front:
             return self._debug_request(slot, specs, False)
         views = self._hit(slot, specs)
         if views is None:
-            views = self._request(slot, specs, False)
+            views = self._miss(slot, specs, False)
         return views
 
     def _debug_request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
@@ -138,30 +174,28 @@ class Front:
         try:
             views = self._hit(slot, specs)
             if views is None:
-                views = self._request(slot, specs, strict)
+                views = self._miss(slot, specs, strict)
             return views
         finally:
             slot.leave()
 
     def _hit(self, slot: Slot, specs: Any) -> list[Any] | None:
-        """Fresh views of an entry prepared over the slot's buffer, or None (slow path)."""
+        """Fresh views of an entry prepared over the slot's buffer, or None."""
         buffer = slot.buffer
         cache = buffer.prepared.get(self._key)
         if cache is None or slot.pending:
             return None
         try:
-            entry = cache.get(specs)
-        except TypeError:  # unhashable spec: the slow path explains what is wrong
+            entry = cache[specs]
+        except (KeyError, TypeError):
             return None
-        if entry is None:
-            return None
-        # 1.0 == 1 and True == 1 hash alike: only plain ints may use the hit.
         for shape, _ in specs:
             for dim in shape:
                 if dim.__class__ is not int:
                     return None
         if self._guarded and not self._unchanged(cache, specs, entry):
             return None
+        entry[USED] = True
         slot.calls += 1
         probe = self._probe
         if probe is not None and probe():
@@ -170,6 +204,50 @@ class Front:
         if not governor.locked and governor.track_sites:
             governor.note_call_site(entry[0])
         return self._fresh(entry[1])
+
+    def _miss(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
+        """A request not prepared over the slot's buffer: the structure's plan if it fits,
+        else the general path (layout, growth, typed views)."""
+        buffer: Buffer | None = slot.buffer
+        # A slot holding no memory (never sized, or closed) takes the general path, which
+        # serves zero-byte requests and raises ArenaClosedError.
+        if buffer is not None and buffer.allocation is not None and not slot.pending:
+            plan = self._plan(specs)
+            if plan is not None:
+                sources = buffer.wrappers.get(plan.key)
+                if sources is None:
+                    sources = self._plan_sources(buffer, plan)
+                built = plan.build(specs, buffer.capacity, *sources)
+                if built is not None:
+                    return self._deliver(slot, buffer, specs, built[0], built[1])
+                sources = None
+        buffer = None  # see get_simultaneous: no reference to the buffer that may be replaced
+        return self._request(slot, specs, strict)
+
+    def _plan(self, specs: Any) -> Plan | None:
+        structure = structure_of(specs)
+        if structure is None:
+            return None
+        plans = self._plans
+        try:
+            return plans[structure]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable dtype object
+            return None
+        plan = make_plan(structure, self._adapter, self._governor.alignment)
+        if len(plans) >= _MAX_PLANS:
+            for old in list(plans)[: _MAX_PLANS // 8]:
+                plans.pop(old, None)
+        plans[structure] = plan
+        return plan
+
+    def _plan_sources(self, buffer: Buffer, plan: Plan) -> tuple[Any, ...]:
+        wrapper = self._wrapper(buffer)
+        source = self._adapter.plan_source
+        sources = tuple(source(wrapper, native) for native in plan.natives)
+        buffer.wrappers[plan.key] = sources
+        return sources
 
     def _request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
         governor = self._governor
@@ -184,32 +262,29 @@ class Front:
                 raise governor.locked_error(slot, required)
             return None
         check_in_bounds(slot, buffer, layout)
+        return self._deliver(
+            slot, buffer, specs, required, self._adapter.typed_views(self._wrapper(buffer), layout)
+        )
+
+    def _deliver(
+        self, slot: Slot, buffer: Buffer, specs: Any, required: int, views: list[Any]
+    ) -> list[Any]:
+        """Count the call, mark a capture, remember the views, hand out fresh ones."""
+        if required > slot.high_water:
+            slot.note_high_water(required)
         slot.calls += 1
         probe = self._probe
         if probe is not None and probe():
             buffer.captured = True
+        governor = self._governor
         if not governor.locked and governor.track_sites:
             governor.note_call_site(required)
         cache = buffer.prepared.get(self._key)
         if cache is None:
             cache = buffer.prepared[self._key] = {}
-        try:
-            entry = cache.get(specs)
-        except TypeError:
-            entry = None
-        if entry is None:
-            views = self._adapter.typed_views(self._wrapper(buffer), layout)
-            entry = (required, views, tuple(_metadata(v) for v in views) if self._guarded else ())
-            if len(cache) >= self._max_cached:
-                try:
-                    del cache[next(iter(cache))]
-                except (KeyError, StopIteration, RuntimeError):  # another thread evicted
-                    pass
-            try:
-                cache[specs] = entry
-            except TypeError:  # unhashable but valid (e.g. list shapes)
-                pass
-        return self._fresh(entry[1])
+        meta = tuple(_metadata(v) for v in views) if self._guarded else ()
+        remember(cache, specs, [required, views, meta, False], self._max_cached)
+        return self._fresh(views)
 
     def _wrapper(self, buffer: Buffer) -> Any:
         """The framework's handle on the whole buffer: one import per buffer."""

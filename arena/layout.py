@@ -8,6 +8,7 @@ type check of its dimensions.
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -182,7 +183,9 @@ def _compute_and_memoise(specs: Any, alignment: int) -> Layout:
         canonical.append((shape, spec[1]))
     layout = Layout(tuple(views), offset, alignment)
     if len(_MEMO) >= _MEMO_LIMIT:
-        _MEMO.clear()
+        # Drop the oldest quarter, never the whole memo: a working set that fits stays.
+        for old in list(itertools.islice(_MEMO, _MEMO_LIMIT // 4)):
+            _MEMO.pop(old, None)
     try:
         _MEMO[(tuple(canonical), alignment)] = layout
     except TypeError:  # unhashable dtype object: valid, just not memoisable

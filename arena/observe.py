@@ -97,20 +97,34 @@ def _internal() -> tuple[str, ...]:
 
 
 def caller_info() -> str:
-    """``file:line:function`` of the first frame outside arena and its adapters."""
+    """``file:line:function`` of the first frame outside arena and its adapters.
+
+    Memoised per code location: after the first time, naming a caller costs the walk
+    over arena's own frames and one dictionary lookup.
+    """
     frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
-        path = code.co_filename
-        internal = _INTERNAL_FILES.get(path)
+        internal = _INTERNAL_FILES.get(code.co_filename)
         if internal is None:
-            internal = _INTERNAL_FILES[path] = _is_internal(path)
+            internal = _INTERNAL_FILES[code.co_filename] = _is_internal(code.co_filename)
         if not internal:
-            return f"{os.path.basename(path)}:{frame.f_lineno}:{code.co_name}"
+            location = (code, frame.f_lineno)
+            site = _SITES.get(location)
+            if site is None:
+                if len(_SITES) >= _MAX_SITES:
+                    _SITES.clear()  # code locations are few; this guards a pathological loop
+                site = _SITES[location] = (
+                    f"{os.path.basename(code.co_filename)}:{frame.f_lineno}:{code.co_name}"
+                )
+            return site
         frame = frame.f_back  # type: ignore[assignment]
     return "<unknown>"
 
 
+#: (code object, line) -> "file:line:function".
+_SITES: dict[tuple[object, int], str] = {}
+_MAX_SITES = 1 << 16
 #: File name -> whether its frames belong to arena: resolving a path costs about 16 us,
 #: so each file is resolved once per process.
 _INTERNAL_FILES: dict[str, bool] = {}

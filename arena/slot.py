@@ -32,8 +32,9 @@ from .sources import Allocation
 
 __all__ = ["Buffer", "PersistentBuffer", "Prepared", "Slot"]
 
-#: A prepared request: (bytes it needs, its typed views, per-view metadata for the guard).
-Prepared = tuple[int, list[Any], tuple[Any, ...]]
+#: A prepared request: [bytes it needs, its typed views, per-view metadata for the debug
+#: guard, used since the cache's last sweep] (see :mod:`arena.cache`).
+Prepared = list[Any]
 
 
 class Buffer:
@@ -46,7 +47,8 @@ class Buffer:
     capacity : int
         Bytes usable; never changes.
     wrappers : dict
-        Framework name -> that framework's handle on the whole block (one import each).
+        Framework name -> that framework's handle on the whole block (one import each);
+        plan key -> the view sources of that plan.
     prepared : dict
         Front key -> {request signature: :data:`Prepared`}.
     captured : bool
@@ -58,7 +60,7 @@ class Buffer:
     def __init__(self, allocation: Allocation | None, capacity: int) -> None:
         self.allocation = allocation
         self.capacity = capacity
-        self.wrappers: dict[str, Any] = {}
+        self.wrappers: dict[Any, Any] = {}
         self.prepared: dict[str, dict[Any, Prepared]] = {}
         self.captured = False
 
@@ -160,6 +162,11 @@ class Slot:
                 return None, resizes
             self.high_water = max(self.high_water, required)
             return self.buffer, resizes
+
+    def note_high_water(self, required: int) -> None:
+        """Raise the high-water mark to ``required`` (a request served without growth)."""
+        with self.governor.mutex:
+            self.high_water = max(self.high_water, required)
 
     def reserve(self, nbytes: int) -> Resize | None:
         """Grow to hold ``nbytes`` (mutex held by the caller, lock already checked)."""

@@ -72,6 +72,10 @@ class ArenaStats:
     live_blocks, live_bytes : int
         Blocks (and their bytes) taken from the source and not released:
         ``allocations == frees + live_blocks`` always holds.
+    cached_layouts, cached_views : int
+        Prepared requests kept over the slots' current buffers (all fronts), and the view
+        objects they hold: the memory the view caches cost besides the buffers (each
+        bounded by ``max_cached_layouts`` per slot and front).
     """
 
     device: str
@@ -85,6 +89,8 @@ class ArenaStats:
     call_sites: dict[str, int] = field(default_factory=dict)
     live_blocks: int = 0
     live_bytes: int = 0
+    cached_layouts: int = 0
+    cached_views: int = 0
 
     @property
     def reserved_bytes(self) -> int:

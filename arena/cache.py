@@ -1,0 +1,42 @@
+"""Bounded caches of prepared views, evicted by recency and in part.
+
+A cache is a plain dict (lookups stay one C call on the hot path) whose entries are
+:data:`~arena.slot.Prepared` lists carrying a *used* flag. A hit sets the flag; when the
+cache is full, the oldest eighth is swept as a CLOCK: entries used since the last sweep
+get a second chance (moved to the back, flag cleared), the others are dropped. So a
+working set that fits is never evicted wholesale, and cyclic access over more layouts
+than fit keeps most of them instead of none.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+from typing import Any
+
+__all__ = ["USED", "remember"]
+
+#: Index of the *used* flag in a prepared entry.
+USED = 3
+
+
+def remember(cache: dict[Any, list[Any]], key: Any, entry: list[Any], limit: int) -> None:
+    """Insert ``entry`` under ``key``, sweeping the oldest part first when full.
+
+    Unhashable keys are not cached. Safe against a concurrent sweep of the same cache
+    (two threads on one slot): keys that vanished are skipped.
+    """
+    if len(cache) >= limit:
+        for old in list(islice(cache, max(1, limit // 8))):
+            found = cache.pop(old, None)
+            if found is not None and found[USED]:
+                found[USED] = False
+                cache[old] = found
+        while len(cache) >= limit:  # every swept entry was in use: drop the oldest
+            try:
+                del cache[next(iter(cache))]
+            except (KeyError, StopIteration, RuntimeError):
+                break
+    try:
+        cache[key] = entry
+    except TypeError:  # unhashable but valid (e.g. list shapes)
+        pass

@@ -1,0 +1,134 @@
+"""Per-structure plans: a request whose structure was seen before, but whose sizes are new,
+is served by generated arithmetic instead of a full layout computation.
+
+A request's *structure* is the number of views and, for each view, its number of
+dimensions and its dtype. For each structure the plan generates (once) a small Python
+function that unpacks the dimensions, checks each one is a plain non-negative ``int``,
+computes every offset in closed form (the same arithmetic as
+:func:`~arena.layout.compute_layout`: each view's bytes rounded up to the alignment,
+offsets the running sum), checks the total against the buffer's capacity, and only then
+builds the views with the adapter's view expression. Anything unusual (a float or bool
+dimension, a request larger than the buffer, a dtype the adapter refuses) returns None
+and the caller takes the general path, which grows or explains the error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from .dtypes import resolve_dtype
+from .errors import ArenaError
+
+__all__ = ["Plan", "make_plan", "structure_of"]
+
+#: build(specs, capacity, *sources) -> (total bytes, views) or None.
+Builder = Callable[..., "tuple[int, list[Any]] | None"]
+
+
+class Plan:
+    """The generated builder for one request structure on one adapter.
+
+    Attributes
+    ----------
+    key : tuple
+        ``(framework, structure)``: where a buffer caches this plan's view sources.
+    natives : tuple
+        The adapter's dtype per view.
+    build : callable
+        ``build(specs, capacity, *sources)`` -> ``(total, views)`` or None.
+    source : str
+        The generated code, for inspection.
+    """
+
+    __slots__ = ("build", "key", "natives", "source")
+
+    def __init__(
+        self, key: tuple[Any, ...], natives: tuple[Any, ...], build: Builder, source: str
+    ) -> None:
+        self.key = key
+        self.natives = natives
+        self.build = build
+        self.source = source
+
+
+def structure_of(specs: Any) -> tuple[Any, ...] | None:
+    """``((ndim, dtype), ...)`` of a request, or None when it is not a sequence of
+    ``(shape, dtype)`` tuples with tuple or list shapes (the general path explains)."""
+    structure = []
+    try:
+        for spec in specs:
+            if spec.__class__ is not tuple or len(spec) != 2:
+                return None
+            shape = spec[0]
+            if not isinstance(shape, (tuple, list)):
+                return None
+            structure.append((len(shape), spec[1]))
+    except TypeError:
+        return None
+    return tuple(structure)
+
+
+def make_plan(structure: tuple[Any, ...], adapter: ModuleType, alignment: int) -> Plan | None:
+    """Generate the builder for ``structure``, or None when the adapter has no view
+    expression (an empty ``PLAN_EXPRESSION``) or a dtype does not resolve (the general
+    path then raises the error)."""
+    expression = adapter.PLAN_EXPRESSION
+    if not expression:
+        return None
+    try:
+        dtypes = [resolve_dtype(dtype) for _, dtype in structure]
+        natives = tuple(adapter.native_dtype(d) for d in dtypes)
+    except (ArenaError, TypeError, ValueError):
+        return None
+    mask = alignment - 1
+    unpack: list[str] = []
+    checks: list[str] = []
+    arithmetic: list[str] = []
+    views: list[str] = []
+    offset = "0"
+    for i, ((ndim, _), dtype) in enumerate(zip(structure, dtypes, strict=True)):
+        size = dtype.itemsize
+        dims = [f"d{i}_{k}" for k in range(ndim)]
+        comma = "," if ndim == 1 else ""
+        unpack.append(f"    ({', '.join(dims)}{comma}) = s{i}")
+        checks += [f"{d}.__class__ is not int or {d} < 0" for d in dims]
+        arithmetic.append(f"    n{i} = {' * '.join(dims) if dims else '1'}")
+        arithmetic.append(f"    o{i} = {offset}")
+        offset = f"o{i} + ((n{i} * {size} + {mask}) & {~mask})"
+        strides: list[str] = []
+        step = ""
+        for d in reversed(dims):
+            strides.append(step or "1")
+            step = f"{step} * ({d} or 1)" if step else f"({d} or 1)"
+        strides.reverse()
+        views.append(
+            expression.format(
+                src=f"src{i}",
+                native=f"native{i}",
+                shape=f"({', '.join(dims)}{comma})",
+                strides=f"({', '.join(strides)}{comma})",
+                offset=f"(o{i} // {size})",
+                numel=f"n{i}",
+                boffset=f"o{i}",
+                bstrides=f"({', '.join(f'{s} * {size}' for s in strides)}{comma})",
+            )
+        )
+    lines = [f"    ({', '.join(f'(s{i}, _)' for i in range(len(structure)))},) = specs", *unpack]
+    if checks:
+        lines.append(
+            "    if (\n        " + "\n        or ".join(checks) + "\n    ):\n        return None"
+        )
+    lines += arithmetic
+    lines.append(f"    total = {offset}")
+    lines.append("    if total > capacity:\n        return None")
+    lines.append(f"    return total, [{', '.join(views)}]")
+    sources = ", ".join(f"src{i}" for i in range(len(structure)))
+    header = f"def build(specs, capacity{', ' if sources else ''}{sources}):"
+    code = "\n".join([header, *lines])
+    namespace: dict[str, Any] = dict(adapter.PLAN_GLOBALS)
+    namespace.update({f"native{i}": native for i, native in enumerate(natives)})
+    filename = f"<arena plan {adapter.FRAMEWORK} {len(structure)} views>"
+    exec(compile(code, filename, "exec"), namespace)
+    return Plan((adapter.FRAMEWORK, structure), natives, namespace["build"], code)

@@ -1,0 +1,120 @@
+"""Per-structure plans agree with compute_layout byte for byte, refuse what the general
+path refuses, and bounded caches keep a working set."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arena import Arena, SpecError, compute_layout
+from arena.cache import remember
+from tests.sources import RecordingSource
+
+DTYPES = ["float32", "float16", "int8", "int64", "bfloat16", "uint16"]
+shapes = st.lists(st.integers(0, 40), min_size=0, max_size=3).map(tuple)
+requests = st.lists(st.tuples(shapes, st.sampled_from(DTYPES)), min_size=1, max_size=5)
+
+
+def _address(front: Any, view: Any) -> int:
+    return int(front.data_ptr(view))
+
+
+def _check(front: Any, base: int, specs: tuple[Any, ...], alignment: int) -> None:
+    views = front.get_simultaneous(*specs)
+    layout = compute_layout(specs, alignment)
+    for view, expected in zip(views, layout.views, strict=True):
+        assert tuple(view.shape) == expected.shape
+        if expected.nbytes:
+            assert _address(front, view) - base == expected.offset
+        strides = view.strides if front.framework == "numpy" else view.stride()
+        if front.framework == "numpy":
+            assert tuple(strides) == expected.byte_strides
+        else:
+            assert tuple(strides) == expected.strides
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+@settings(max_examples=80, deadline=None)
+@given(first=requests, sizes=st.lists(shapes, min_size=1, max_size=5))
+def test_plans_place_views_exactly_as_compute_layout(
+    framework: str, first: list[tuple[tuple[int, ...], str]], sizes: list[tuple[int, ...]]
+) -> None:
+    if framework == "torch":
+        pytest.importorskip("torch")
+    alignment = 64
+    with Arena("cpu", framework="numpy", alignment=alignment) as a:
+        front = a.front(framework)
+        a.reserve_bytes(4 << 20)  # larger than any drawn request: the buffer never moves
+        (probe,) = front.get_simultaneous(((1,), "uint8"))
+        base = _address(front, probe)
+        specs = tuple((shape, dtype) for shape, dtype in first)
+        _check(front, base, specs, alignment)  # the general path, then the plan
+        # the same structure with other sizes: served by the plan
+        for index in range(len(specs)):
+            shape = sizes[index % len(sizes)][: len(specs[index][0])]
+            shape = (*shape, *(1,) * (len(specs[index][0]) - len(shape)))
+            specs = (*specs[:index], (shape, specs[index][1]), *specs[index + 1 :])
+            _check(front, base, specs, alignment)
+
+
+def test_plan_refuses_what_the_general_path_refuses() -> None:
+    with Arena("cpu", framework="numpy") as a:
+        a.get_simultaneous(((4, 4), "float32"))  # the plan for one 2-D float32 view exists
+        for bad, pattern in [
+            (((2.0, 4), "float32"), "use 2"),
+            (((True, 4), "float32"), "bool"),
+            (((-1, 4), "float32"), "negative"),
+            ((np.array([2, 4]), "float32"), "shape must be"),
+            (("ab", "float32"), "shape must be"),
+            (({2: 0, 3: 0}, "float32"), "shape must be"),
+            ([(2, 4), "float32"], r"\(shape, dtype\) tuple"),
+        ]:
+            with pytest.raises(SpecError, match=pattern):
+                a.get_simultaneous(bad)
+
+
+def test_a_planned_request_larger_than_the_buffer_grows_through_the_general_path() -> None:
+    source = RecordingSource()
+    with Arena(source=source, framework="numpy") as a:
+        a.get_simultaneous(((16, 4), "float32"))
+        (big,) = a.get_simultaneous(((4096, 4), "float32"))  # same structure, too big
+        assert big.shape == (4096, 4) and big.base.nbytes >= big.nbytes
+        assert source.allocations() == [256, 65536]
+        a.lock()
+        assert a.try_get_simultaneous(((8192, 4), "float32")) is None
+
+
+def test_planned_views_are_new_objects_and_cached_fronts_reuse_them() -> None:
+    with Arena("cpu", framework="numpy") as a:
+        a.get_simultaneous(((3, 4), "float32"))
+        (x,) = a.get_simultaneous(((5, 4), "float32"))
+        (y,) = a.get_simultaneous(((5, 4), "float32"))
+        assert x is not y and x.__array_interface__["data"] == y.__array_interface__["data"]
+        cached = a.front("numpy", cached=True)
+        (p,) = cached.get_simultaneous(((7, 4), "float32"))
+        (q,) = cached.get_simultaneous(((7, 4), "float32"))
+        assert p is q
+
+
+def test_varying_token_counts_keep_their_views_cached_after_one_pass() -> None:
+    with Arena("cpu", framework="numpy", max_cached_layouts=4096) as a:
+        a.reserve(((3000, 8), "float32"), ((3000,), "int32"))  # presized: no growth
+        for n in range(1, 3001):
+            a.get_simultaneous(((n, 8), "float32"), ((n,), "int32"))
+        stats = a.stats()
+        assert stats.cached_layouts == 3000  # every layout kept: nothing cleared wholesale
+        assert stats.cached_views == 6000
+
+
+def test_the_cache_sweeps_in_part_and_spares_what_was_used() -> None:
+    cache: dict[Any, list[Any]] = {}
+    for key in range(64):
+        remember(cache, key, [0, [], (), key < 8], 64)  # keys 0..7 were used
+    remember(cache, "new", [0, [], (), False], 64)
+    assert len(cache) <= 64 and "new" in cache
+    assert all(key in cache for key in range(8))  # used: a second chance
+    assert sum(1 for key in range(8, 64) if key in cache) >= 48  # only a part was swept
