@@ -19,19 +19,25 @@ __all__ = ["USED", "remember"]
 USED = 3
 
 
-def remember(cache: dict[Any, list[Any]], key: Any, entry: list[Any], limit: int) -> None:
+def remember(cache: dict[Any, Any], key: Any, entry: Any, limit: int) -> None:
     """Insert ``entry`` under ``key``, sweeping the oldest part first when full.
+
+    Entries that are not :data:`~arena.slot.Prepared` lists (a front's set of layouts
+    seen once) have no *used* flag: the sweep simply drops the oldest of them.
 
     Unhashable keys are not cached. Safe against a concurrent sweep of the same cache
     (two threads on one slot): keys that vanished are skipped.
     """
     if len(cache) >= limit:
-        for old in list(islice(cache, max(1, limit // 8))):
+        chunk = max(1, limit // 8)
+        for old in list(islice(cache, chunk)):
             found = cache.pop(old, None)
-            if found is not None and found[USED]:
+            if found.__class__ is list and found[USED]:
                 found[USED] = False
                 cache[old] = found
-        while len(cache) >= limit:  # every swept entry was in use: drop the oldest
+        # Whatever the flags said, free a whole chunk: the next sweep is `chunk` inserts
+        # away, so a sweep costs O(1) per insert.
+        while len(cache) > limit - chunk:
             try:
                 del cache[next(iter(cache))]
             except (KeyError, StopIteration, RuntimeError):

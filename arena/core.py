@@ -77,7 +77,8 @@ class Arena:
         one slot at once, and check cached views for in-place changes. Default: the
         ``ARENA_DEBUG`` variable.
     max_cached_layouts : int, optional
-        Prepared view sets kept per slot buffer and front (default 4096). When full, the
+        Prepared view sets kept per slot buffer and front (default 16384, about 2.5 KB
+        each for 3 torch views, 0.4 KB for NumPy: measured). When full, the
         oldest eighth is swept: sets used since the last sweep stay, the rest go.
     cached_views : bool, optional
         Make every front cached by default (see :meth:`front`): a repeated identical
@@ -106,7 +107,7 @@ class Arena:
         lane_resolver: Callable[[], int] | None = None,
         alloc_context: Callable[[], AbstractContextManager[Any]] | None = None,
         debug: bool | None = None,
-        max_cached_layouts: int = 4096,
+        max_cached_layouts: int = 16384,
         cached_views: bool = False,
         track_call_sites: bool = True,
         capture_probe: Callable[[], bool] | None = None,

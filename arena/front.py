@@ -44,11 +44,13 @@ class Front:
         "_governor",
         "_guarded",
         "_key",
+        "_last_plan",
         "_max_cached",
         "_name",
         "_owner",
         "_plans",
         "_probe",
+        "_seen",
         "_select",
     )
 
@@ -71,6 +73,9 @@ class Front:
         self._max_cached = max_cached
         self._probe = governor.capture_probe
         self._plans: dict[Any, Plan | None] = {}
+        self._last_plan: Plan | None = None
+        # Layouts a plan served once and did not remember yet (see _deliver).
+        self._seen: dict[Any, Any] = {}
         self._debug = governor.debug
         # The in-place-change guard costs about 0.1 us per view per call, a third of a
         # cached request: it runs in debug mode. JAX arrays are immutable.
@@ -212,17 +217,28 @@ class Front:
         # A slot holding no memory (never sized, or closed) takes the general path, which
         # serves zero-byte requests and raises ArenaClosedError.
         if buffer is not None and buffer.allocation is not None and not slot.pending:
-            plan = self._plan(specs)
+            built: Any = None
+            plan = self._last_plan
             if plan is not None:
-                sources = buffer.wrappers.get(plan.key)
-                if sources is None:
-                    sources = self._plan_sources(buffer, plan)
-                built = plan.build(specs, buffer.capacity, *sources)
-                if built is not None:
-                    return self._deliver(slot, buffer, specs, built[0], built[1])
-                sources = None
+                built = self._build(plan, buffer, specs)
+            if built is None:  # another structure than last time
+                plan = self._plan(specs)
+                if plan is not None:
+                    built = self._build(plan, buffer, specs)
+                    self._last_plan = plan
+            if built:
+                return self._deliver(slot, buffer, specs, built[0], built[1], admit=False)
         buffer = None  # see get_simultaneous: no reference to the buffer that may be replaced
         return self._request(slot, specs, strict)
+
+    def _build(self, plan: Plan, buffer: Buffer, specs: Any) -> Any:
+        sources = buffer.wrappers.get(plan.key)
+        if sources is None:
+            sources = self._plan_sources(buffer, plan)
+        try:
+            return plan.build(specs, buffer.capacity, *sources)
+        except (ValueError, TypeError):  # unpacking: another structure
+            return None
 
     def _plan(self, specs: Any) -> Plan | None:
         structure = structure_of(specs)
@@ -267,9 +283,22 @@ class Front:
         )
 
     def _deliver(
-        self, slot: Slot, buffer: Buffer, specs: Any, required: int, views: list[Any]
+        self,
+        slot: Slot,
+        buffer: Buffer,
+        specs: Any,
+        required: int,
+        views: list[Any],
+        *,
+        admit: bool = True,
     ) -> list[Any]:
-        """Count the call, mark a capture, remember the views, hand out fresh ones."""
+        """Count the call, mark a capture, and hand out the views.
+
+        Views built by the general path are always remembered. Views built by a plan are
+        remembered from a layout's second sighting on (or at once by a cached front):
+        a layout seen once is handed out as built, which saves the copies a remembered
+        set needs and keeps one-off layouts from sweeping the cache.
+        """
         if required > slot.high_water:
             slot.note_high_water(required)
         slot.calls += 1
@@ -279,6 +308,15 @@ class Front:
         governor = self._governor
         if not governor.locked and governor.track_sites:
             governor.note_call_site(required)
+        if not (admit or self._cached):
+            seen = self._seen
+            try:
+                admit = seen.pop(specs, False)
+            except TypeError:  # unhashable (list shapes): never remembered
+                return views
+            if not admit:
+                remember(seen, specs, True, self._max_cached)
+                return views
         cache = buffer.prepared.get(self._key)
         if cache is None:
             cache = buffer.prepared[self._key] = {}

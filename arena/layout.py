@@ -194,9 +194,9 @@ def _compute_and_memoise(specs: Any, alignment: int) -> Layout:
 
 
 def _split_spec(index: int, spec: Any) -> tuple[tuple[int, ...], DType]:
-    if not isinstance(spec, tuple) or len(spec) != 2:
+    if not isinstance(spec, (tuple, list)) or len(spec) != 2:
         raise SpecError(
-            f"spec #{index} must be a (shape, dtype) tuple, got {spec!r}; "
+            f"spec #{index} must be a (shape, dtype) tuple (or 2-item list), got {spec!r}; "
             "write e.g. ((4, 128), 'float32')"
         )
     raw_shape, raw_dtype = spec

@@ -8,8 +8,12 @@ computes every offset in closed form (the same arithmetic as
 :func:`~arena.layout.compute_layout`: each view's bytes rounded up to the alignment,
 offsets the running sum), checks the total against the buffer's capacity, and only then
 builds the views with the adapter's view expression. Anything unusual (a float or bool
-dimension, a request larger than the buffer, a dtype the adapter refuses) returns None
-and the caller takes the general path, which grows or explains the error.
+dimension, a request larger than the buffer, a dtype the adapter refuses) sends the
+caller to the general path, which grows or explains the error.
+
+The builder checks the request's structure itself (the spec count and shape lengths by
+unpacking, each dtype by identity), so a front can try the plan it used last before it
+computes a request's structure at all.
 """
 
 from __future__ import annotations
@@ -23,8 +27,11 @@ from .errors import ArenaError
 
 __all__ = ["Plan", "make_plan", "structure_of"]
 
-#: build(specs, capacity, *sources) -> (total bytes, views) or None.
-Builder = Callable[..., "tuple[int, list[Any]] | None"]
+#: build(specs, capacity, *sources) -> (total bytes, views); None when ``specs`` has another
+#: structure (or raises ValueError/TypeError unpacking it); False when the structure
+#: matches but the request needs the general path (a dimension that is not a plain
+#: non-negative int, or more bytes than ``capacity``).
+Builder = Callable[..., "tuple[int, list[Any]] | bool | None"]
 
 
 class Plan:
@@ -37,7 +44,8 @@ class Plan:
     natives : tuple
         The adapter's dtype per view.
     build : callable
-        ``build(specs, capacity, *sources)`` -> ``(total, views)`` or None.
+        ``build(specs, capacity, *sources)`` -> ``(total, views)``, None (another
+        structure) or False (take the general path); see :data:`Builder`.
     source : str
         The generated code, for inspection.
     """
@@ -55,11 +63,12 @@ class Plan:
 
 def structure_of(specs: Any) -> tuple[Any, ...] | None:
     """``((ndim, dtype), ...)`` of a request, or None when it is not a sequence of
-    ``(shape, dtype)`` tuples with tuple or list shapes (the general path explains)."""
+    ``(shape, dtype)`` pairs (tuples or lists) with tuple or list shapes (the general path
+    explains)."""
     structure = []
     try:
         for spec in specs:
-            if spec.__class__ is not tuple or len(spec) != 2:
+            if not isinstance(spec, (tuple, list)) or len(spec) != 2:
                 return None
             shape = spec[0]
             if not isinstance(shape, (tuple, list)):
@@ -115,20 +124,28 @@ def make_plan(structure: tuple[Any, ...], adapter: ModuleType, alignment: int) -
                 bstrides=f"({', '.join(f'{s} * {size}' for s in strides)}{comma})",
             )
         )
-    lines = [f"    ({', '.join(f'(s{i}, _)' for i in range(len(structure)))},) = specs", *unpack]
+    count = len(structure)
+    same = [f"t{i} is not T{i} or not isinstance(s{i}, _SEQUENCE)" for i in range(count)]
+    lines = [
+        f"    ({', '.join(f'(s{i}, t{i})' for i in range(count))},) = specs",
+        "    if (\n        " + "\n        or ".join(same) + "\n    ):\n        return None",
+        *unpack,
+    ]
     if checks:
         lines.append(
-            "    if (\n        " + "\n        or ".join(checks) + "\n    ):\n        return None"
+            "    if (\n        " + "\n        or ".join(checks) + "\n    ):\n        return False"
         )
     lines += arithmetic
     lines.append(f"    total = {offset}")
-    lines.append("    if total > capacity:\n        return None")
+    lines.append("    if total > capacity:\n        return False")
     lines.append(f"    return total, [{', '.join(views)}]")
     sources = ", ".join(f"src{i}" for i in range(len(structure)))
     header = f"def build(specs, capacity{', ' if sources else ''}{sources}):"
     code = "\n".join([header, *lines])
     namespace: dict[str, Any] = dict(adapter.PLAN_GLOBALS)
     namespace.update({f"native{i}": native for i, native in enumerate(natives)})
+    namespace.update({f"T{i}": dtype for i, (_, dtype) in enumerate(structure)})
+    namespace["_SEQUENCE"] = (tuple, list)
     filename = f"<arena plan {adapter.FRAMEWORK} {len(structure)} views>"
     exec(compile(code, filename, "exec"), namespace)
     return Plan((adapter.FRAMEWORK, structure), natives, namespace["build"], code)

@@ -30,7 +30,7 @@ REQUESTS: list[tuple[str, tuple[Any, ...], type[Exception], str]] = [
     ("string dim", ((("4",), F32),), SpecError, "str '4'"),
     ("shape is an int", ((4, F32),), SpecError, r"pass \(4,\)"),
     ("shape is None", ((None, F32),), SpecError, "NoneType"),
-    ("spec not a tuple", ([(4,), F32],), SpecError, r"must be a \(shape, dtype\) tuple"),
+    ("spec not a pair", ({(4,), F32},), SpecError, r"must be a \(shape, dtype\) tuple"),
     ("spec too long", (((4,), F32, 0),), SpecError, r"\(shape, dtype\) tuple"),
     ("spec is a bare shape", ((4, 8),), SpecError, "spec #0"),
     ("second spec bad", (((4,), F32), ((-2,), F32)), SpecError, "spec #1"),

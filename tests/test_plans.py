@@ -71,10 +71,18 @@ def test_plan_refuses_what_the_general_path_refuses() -> None:
             ((np.array([2, 4]), "float32"), "shape must be"),
             (("ab", "float32"), "shape must be"),
             (({2: 0, 3: 0}, "float32"), "shape must be"),
-            ([(2, 4), "float32"], r"\(shape, dtype\) tuple"),
+            (((2, 4), "float32", 0), r"\(shape, dtype\) tuple"),
         ]:
             with pytest.raises(SpecError, match=pattern):
                 a.get_simultaneous(bad)
+
+
+def test_list_specs_and_list_shapes_are_served_like_tuples() -> None:
+    with Arena("cpu", framework="numpy") as a:
+        a.get_simultaneous(((4, 4), "float32"))
+        for spec in ([(2, 4), "float32"], ([2, 4], "float32"), [[2, 4], "float32"]):
+            (view,) = a.get_simultaneous(spec)
+            assert view.shape == (2, 4)
 
 
 def test_a_planned_request_larger_than_the_buffer_grows_through_the_general_path() -> None:
@@ -100,9 +108,12 @@ def test_planned_views_are_new_objects_and_cached_fronts_reuse_them() -> None:
         assert p is q
 
 
-def test_varying_token_counts_keep_their_views_cached_after_one_pass() -> None:
+def test_a_layout_is_remembered_from_its_second_sighting() -> None:
     with Arena("cpu", framework="numpy", max_cached_layouts=4096) as a:
         a.reserve(((3000, 8), "float32"), ((3000,), "int32"))  # presized: no growth
+        for n in range(1, 3001):
+            a.get_simultaneous(((n, 8), "float32"), ((n,), "int32"))
+        assert a.stats().cached_layouts <= 2  # seen once: handed out as built
         for n in range(1, 3001):
             a.get_simultaneous(((n, 8), "float32"), ((n,), "int32"))
         stats = a.stats()
