@@ -19,6 +19,7 @@ from typing import Any
 from .errors import ArenaWarning, GraphCaptureError
 from .governor import Governor
 from .layout import compute_layout
+from .poison import fill_views
 from .slot import Buffer, Slot, check_in_bounds
 
 __all__ = ["Front"]
@@ -42,6 +43,7 @@ class Front:
         "_max_cached",
         "_name",
         "_owner",
+        "_poison",
         "_probe",
         "_select",
     )
@@ -65,6 +67,7 @@ class Front:
         self._max_cached = max_cached
         self._probe = governor.capture_probe
         self._debug = governor.debug
+        self._poison = governor.poison
         # The in-place-change guard costs about 0.1 us per view per call, a third of a
         # cached request: it runs in debug mode. JAX arrays are immutable.
         self._guarded = cached and self._name != "jax" and governor.debug
@@ -168,8 +171,11 @@ class Front:
             buffer.captured = True
         governor = self._governor
         if not governor.locked and governor.track_sites:
-            governor.note_call_site(entry[0])
-        return self._fresh(entry[1])
+            governor.note_call_site(entry[0], slot, specs)
+        views = self._fresh(entry[1])
+        if self._poison:
+            self._fill(views)
+        return views
 
     def _request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
         governor = self._governor
@@ -189,7 +195,7 @@ class Front:
         if probe is not None and probe():
             buffer.captured = True
         if not governor.locked and governor.track_sites:
-            governor.note_call_site(required)
+            governor.note_call_site(required, slot, specs)
         cache = buffer.prepared.get(self._key)
         if cache is None:
             cache = buffer.prepared[self._key] = {}
@@ -209,7 +215,10 @@ class Front:
                 cache[specs] = entry
             except TypeError:  # unhashable but valid (e.g. list shapes)
                 pass
-        return self._fresh(entry[1])
+        views = self._fresh(entry[1])
+        if self._poison:
+            self._fill(views)
+        return views
 
     def _wrapper(self, buffer: Buffer) -> Any:
         """The framework's handle on the whole buffer: one import per buffer."""
@@ -301,6 +310,10 @@ class Front:
     def __repr__(self) -> str:
         kind = "cached " if self._cached else ""
         return f"<arena {kind}front {self._name!r} of {self._owner!r}>"
+
+    def _fill(self, views: list[Any]) -> None:
+        """Poison mode: overwrite every view with its sentinel (see :mod:`arena.poison`)."""
+        fill_views(self._name, views)
 
 
 def _metadata(view: Any) -> tuple[Any, ...]:
