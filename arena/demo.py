@@ -128,6 +128,7 @@ def run_demo(
     steps: int = 2000,
     max_tokens: int = 512,
     seed: int = 0,
+    *,
     profile: str | None = None,
 ) -> DemoReport:
     """Play the lifecycle and return what was measured (prints nothing).
@@ -270,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     report = run_demo(
-        args.device, args.framework, args.steps, args.max_tokens, args.seed, args.profile
+        args.device, args.framework, args.steps, args.max_tokens, args.seed, profile=args.profile
     )
     print(format_report(report))
     return 0 if report.ok else 1

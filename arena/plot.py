@@ -14,9 +14,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from .observe import MB  # noqa: E402
+from .observe import MB
 
 __all__ = ["plot_report"]
 
