@@ -50,7 +50,7 @@ def plot_report(report: dict[str, Any], path: str) -> None:
 
 def _demand(ax: Any, slots: list[dict[str, Any]], sites: list[dict[str, Any]]) -> None:
     labels: list[str] = []
-    y = 0
+    y = 0.0
     biggest = max([1, *(s["capacity"] for s in slots), *(r["peak"] for r in sites)]) / MB
     for slot in slots:
         mine = [r for r in sites if r["ubatch"] == slot["ubatch"] and r["lane"] == slot["lane"]]
@@ -90,6 +90,7 @@ def _demand(ax: Any, slots: list[dict[str, Any]], sites: list[dict[str, Any]]) -
         y += 0.8
         labels.append("")
     ax.set_yticks(range(len(labels)), labels, fontsize=9)
+    ax.tick_params(axis="y", length=0)
     ax.set_ylim(y - 0.5, -1.2)
     ax.set_xlim(0, biggest * 1.5)
     ax.set_xlabel("peak bytes requested (MB); dashed: the slot's capacity")

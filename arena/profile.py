@@ -208,8 +208,7 @@ class Recorder:
         self.dirty = False
         try:
             replaced = write_merged(self.path, run)
-        except OSError as exc:
-            self.dirty = True
+        except OSError as exc:  # warned once per attempt; the next lock/close tries again
             warnings.warn(
                 f"cannot write the arena profile {str(self.path)!r} ({exc}); the engine "
                 "continues, but the next start will not be presized. Pass a writable path "
