@@ -19,7 +19,7 @@ from typing import Any
 from .errors import ArenaWarning, GraphCaptureError
 from .governor import Governor
 from .layout import compute_layout
-from .poison import fill_views
+from .poison import poisoned
 from .slot import Buffer, Slot, check_in_bounds
 
 __all__ = ["Front"]
@@ -43,7 +43,6 @@ class Front:
         "_max_cached",
         "_name",
         "_owner",
-        "_poison",
         "_probe",
         "_select",
     )
@@ -67,7 +66,6 @@ class Front:
         self._max_cached = max_cached
         self._probe = governor.capture_probe
         self._debug = governor.debug
-        self._poison = governor.poison
         # The in-place-change guard costs about 0.1 us per view per call, a third of a
         # cached request: it runs in debug mode. JAX arrays are immutable.
         self._guarded = cached and self._name != "jax" and governor.debug
@@ -77,6 +75,8 @@ class Front:
         # JAX fronts hand out new arrays even when cached: a shared jax.Array may hold a
         # host copy cached by an earlier read, which would show stale bytes.
         self._fresh = list if cached and self._name != "jax" else adapter.fresh_views
+        if governor.poison:  # every request's views are filled with a sentinel on return
+            self._fresh = poisoned(self._name, self._fresh)
 
     @property
     def cached(self) -> bool:
@@ -172,10 +172,7 @@ class Front:
         governor = self._governor
         if not governor.locked and governor.track_sites:
             governor.note_call_site(entry[0], slot, specs)
-        views = self._fresh(entry[1])
-        if self._poison:
-            self._fill(views)
-        return views
+        return self._fresh(entry[1])
 
     def _request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
         governor = self._governor
@@ -215,10 +212,7 @@ class Front:
                 cache[specs] = entry
             except TypeError:  # unhashable but valid (e.g. list shapes)
                 pass
-        views = self._fresh(entry[1])
-        if self._poison:
-            self._fill(views)
-        return views
+        return self._fresh(entry[1])
 
     def _wrapper(self, buffer: Buffer) -> Any:
         """The framework's handle on the whole buffer: one import per buffer."""
@@ -310,10 +304,6 @@ class Front:
     def __repr__(self) -> str:
         kind = "cached " if self._cached else ""
         return f"<arena {kind}front {self._name!r} of {self._owner!r}>"
-
-    def _fill(self, views: list[Any]) -> None:
-        """Poison mode: overwrite every view with its sentinel (see :mod:`arena.poison`)."""
-        fill_views(self._name, views)
 
 
 def _metadata(view: Any) -> tuple[Any, ...]:

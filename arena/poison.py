@@ -18,12 +18,20 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .dtypes import resolve_dtype
 
-__all__ = ["NAN_BYTE", "NAN_BYTE_FNUZ", "PATTERN_BYTE", "fill_views", "poison_from_env", "sentinel"]
+__all__ = [
+    "NAN_BYTE",
+    "NAN_BYTE_FNUZ",
+    "PATTERN_BYTE",
+    "fill_views",
+    "poison_from_env",
+    "poisoned",
+    "sentinel",
+]
 
 #: Byte written to the views of floating dtypes: all bits set is a NaN in IEEE formats.
 NAN_BYTE = 0xFF
@@ -72,6 +80,23 @@ def fill_views(framework: str, views: Sequence[Any]) -> None:
     else:  # NumPy and CuPy arrays share this API
         for view in views:
             view.reshape(-1).view("uint8").fill(_byte(view.dtype))
+
+
+def poisoned(
+    framework: str, fresh: Callable[[Sequence[Any]], list[Any]]
+) -> Callable[[Sequence[Any]], list[Any]]:
+    """``fresh`` (a front's view maker), followed by :func:`fill_views` of its result.
+
+    A poisoning front uses this in place of its view maker, so an arena without poison
+    pays nothing on its hot path, not even a test.
+    """
+
+    def fresh_and_filled(prepared: Sequence[Any]) -> list[Any]:
+        views = fresh(prepared)
+        fill_views(framework, views)
+        return views
+
+    return fresh_and_filled
 
 
 def _fill_jax(view: Any) -> None:
