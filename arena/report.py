@@ -122,30 +122,30 @@ def format_analysis(report: dict[str, Any]) -> str:
         f"{report['runs']} run(s), ranks {report['ranks']}",
         "",
         "slots (MB)",
-        f"{'slot':<8}{'capacity':>10}{'own peak':>10}{'growths':>9}{'padding':>9}"
+        f"{'slot':<8}{'capacity':>10}{'own peak':>10}{'growths':>9}{'padding B':>11}"
         f"{'unused':>8}{'siblings':>10}  sized by",
     ]
     for s in report["slots"]:
         lines.append(
             f"{'u' + str(s['ubatch']) + ' l' + str(s['lane']):<8}{_mb(s['capacity']):>10}"
-            f"{_mb(s['peak']):>10}{s['growth_steps']:>9}{_mb(s['padding']):>9}"
+            f"{_mb(s['peak']):>10}{s['growth_steps']:>9}{s['padding']:>11}"
             f"{_mb(s['unused_by_policy']):>8}{_mb(s['held_for_siblings']):>10}  "
             f"{s['sized_by'] or '-'}"
         )
     lines += [
-        "  padding: alignment bytes in the sizing layout; unused: capacity above the lane's",
-        "  peak (growth policy or reserve); siblings: held because another micro-batch",
-        "  of the lane needed it",
+        "  slot u0 l1 = ubatch 0, lane 1. padding: alignment bytes in the layout that sizes",
+        "  the slot; unused: capacity above the lane's peak (growth policy or reserve);",
+        "  siblings: held because another micro-batch of the lane needed it",
         "",
         "call sites (MB)",
-        f"{'slot':<8}{'peak':>10}{'share':>8}{'growths':>9}{'layouts':>9}{'padding':>9}  site",
+        f"{'slot':<8}{'peak':>10}{'share':>8}{'growths':>9}{'layouts':>9}{'padding B':>11}  site",
     ]
     for r in report["sites"]:
         mark = "  <- sizes the slot" if r["sizes_slot"] else ""
         lines.append(
             f"{'u' + str(r['ubatch']) + ' l' + str(r['lane']):<8}{_mb(r['peak']):>10}"
             f"{r['share']:>8.0%}{r['growth_steps']:>9}{r['layouts']:>9}"
-            f"{_mb(r['padding']):>9}  {r['site']}{mark}"
+            f"{r['padding']:>11}  {r['site']}{mark}"
         )
     if not report["sites"]:
         lines.append("  (none recorded: the arena had track_call_sites=False)")
