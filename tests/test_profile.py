@@ -180,25 +180,30 @@ def test_saved_at_interpreter_exit_without_lock_or_close(tmp_path: Path) -> None
 
 
 def test_ranks_writing_one_file_at_once_merge_into_one(tmp_path: Path) -> None:
-    """Two processes (ranks) each lock 15 times with growing sizes, concurrently."""
+    """Two processes (ranks) each save 60 times with growing sizes, concurrently."""
     import os
+    import time
 
     path = tmp_path / "ranks.json"
     code = WARM_UP + textwrap.dedent(
         """
+        import time
+
         rank = int(os.environ["RANK"])
+        time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # start together
         with arena.Arena("cpu", ubatches=2, framework="numpy", profile=sys.argv[1]) as ws:
-            for step in range(1, 16):
+            for step in range(1, 31):
                 with ws.unlocked():
                     with ws.ubatch(0):
                         # rank 0 peaks in attention, rank 1 in moe
-                        attention(ws, step * (40 if rank == 0 else 1))
-                        moe(ws, step * (1 if rank == 0 else 40))
+                        attention(ws, step * (20 if rank == 0 else 1))
+                        moe(ws, step * (1 if rank == 0 else 20))
+                ws.save_profile()
         """
     )
     processes = [
         subprocess.Popen(
-            [sys.executable, "-c", code, str(path)],
+            [sys.executable, "-c", code, str(path), str(time.time() + 1.0)],
             env={**os.environ, "RANK": str(rank)},
             stderr=subprocess.PIPE,
             text=True,
@@ -217,3 +222,21 @@ def test_ranks_writing_one_file_at_once_merge_into_one(tmp_path: Path) -> None:
     assert profile["slots"][0]["peak"] == max(attention, moe)
     assert not list(tmp_path.glob(".ranks.json.*.tmp"))  # no temporary file left behind
     json.loads(path.read_text())
+
+
+def test_a_writer_waits_for_the_file_lock(tmp_path: Path) -> None:
+    fcntl = pytest.importorskip("fcntl")
+    import threading
+
+    path = tmp_path / "p.json"
+    with arena.Arena("cpu", framework="numpy", profile=path) as ws:
+        ws.get_simultaneous(((10,), "float32"))
+        with open(tmp_path / "p.json.lock", "a+b") as held:
+            fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # another process merging
+            writer = threading.Thread(target=ws.save_profile)
+            writer.start()
+            writer.join(0.3)
+            assert writer.is_alive() and not path.exists()
+            fcntl.flock(held.fileno(), fcntl.LOCK_UN)
+        writer.join(10)
+        assert not writer.is_alive() and read_profile(path)["runs"] == 1
