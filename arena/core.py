@@ -578,10 +578,7 @@ class Arena:
                 return
             governor.closed = True
             blocks = [a for s in self._slots for a in s.take_blocks()]
-            try:
-                _release_all(governor.ledger, blocks)
-            finally:
-                self._events.close()
+            _release_all(governor.ledger, blocks)
         governor.announce("close")
 
     def __enter__(self: _A) -> _A:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import ArenaWarning
+from .errors import ArenaError, ArenaWarning
 from .layout import compute_layout
 from .observe import ArenaEvent
 from .profilefile import (
@@ -295,8 +295,16 @@ def _presize(arena: Arena, recorder: Recorder, profile: dict[str, Any]) -> None:
     for lane in range(lanes):
         recorded = [s for s in profile["slots"] if s["lane"] == lane]
         target = max((max(s["peak"], s["capacity"]) for s in recorded), default=0)
-        if target:
-            arena.reserve_bytes(target, lane=lane)
+        try:
+            if target:
+                arena.reserve_bytes(target, lane=lane)
+        except ArenaError as exc:  # out of memory: run unsized rather than not at all
+            warnings.warn(
+                f"arena profile {str(recorder.path)!r}: could not presize lane {lane} to "
+                f"{target} bytes ({exc}); those slots start unsized and grow on demand",
+                ArenaWarning,
+                stacklevel=4,
+            )
     for slot_stats in arena.stats().slots:
         if slot_stats.capacity:
             where = (slot_stats.ubatch, slot_stats.lane)

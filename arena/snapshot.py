@@ -52,19 +52,15 @@ class EventLog:
     arena keeps working.
     """
 
-    __slots__ = ("_file", "events", "path")
+    __slots__ = ("events", "path")
 
     def __init__(self, path: Any = None) -> None:
         self.path = None if path is None else Path(path)
         self.events: deque[dict[str, Any]] = deque(maxlen=_TRACE_LIMIT)
-        self._file: Any = None
         if self.path is not None:
             try:
-                new = not self.path.exists() or self.path.stat().st_size == 0
-                self._file = self.path.open("a", encoding="utf-8")
-                if new:
-                    self._file.write(CSV_HEADER + "\n")
-                    self._file.flush()
+                if not self.path.exists() or self.path.stat().st_size == 0:
+                    self.path.write_text(CSV_HEADER + "\n", encoding="utf-8")
             except OSError as exc:
                 self._fail(exc)
 
@@ -81,28 +77,19 @@ class EventLog:
                 "frames": [{"filename": "arena", "line": 0, "name": what}] if what else [],
             }
         )
-        handle = self._file
-        if handle is None:
+        if self.path is None:
             return
         stamp = time.strftime("%H:%M:%S", time.gmtime(now)) + f":{int(now % 1 * 1e6):06d}"
         pointer = f"{ptr:#x}" if ptr else "(nil)"
-        try:
-            handle.write(f"{threading.get_ident()},{stamp},{action},{pointer},{nbytes},0\n")
-            handle.flush()
-        except (OSError, ValueError) as exc:  # ValueError: the file was closed
+        line = f"{threading.get_ident()},{stamp},{action},{pointer},{nbytes},0\n"
+        try:  # opened per event: slow paths only, and no handle outlives the arena
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(line)
+        except OSError as exc:
             self._fail(exc)
 
-    def close(self) -> None:
-        """Close the CSV file (the in-memory trace stays)."""
-        handle, self._file = self._file, None
-        if handle is not None:
-            try:
-                handle.close()
-            except OSError:
-                pass
-
     def _fail(self, exc: BaseException) -> None:
-        self._file = None
+        self.path = None  # warned once, not retried
         warnings.warn(
             f"cannot write the arena event log {str(self.path)!r} ({exc}); the arena "
             "keeps working without it. Pass a writable path as event_log=",

@@ -240,3 +240,21 @@ def test_a_writer_waits_for_the_file_lock(tmp_path: Path) -> None:
             fcntl.flock(held.fileno(), fcntl.LOCK_UN)
         writer.join(10)
         assert not writer.is_alive() and read_profile(path)["runs"] == 1
+
+
+def test_a_presize_that_runs_out_of_memory_warns_and_starts_unsized(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    with arena.Arena("cpu", framework="numpy", profile=path) as ws:
+        ws.get_simultaneous(((1 << 20,), "uint8"))
+
+    class SmallHost(arena.HostSource):
+        def allocate(self, nbytes: int) -> arena.Allocation:
+            if nbytes > 4096:
+                raise MemoryError(f"only 4096 bytes here, not {nbytes}")
+            return super().allocate(nbytes)
+
+    with pytest.warns(arena.ArenaWarning, match="could not presize lane 0 to 1048576 bytes"):
+        ws = arena.Arena(framework="numpy", source=SmallHost(), profile=path)
+    with ws:
+        assert ws.stats().allocations == 0
+        ws.get_simultaneous(((100,), "float32"))  # the engine runs

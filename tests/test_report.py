@@ -80,3 +80,18 @@ def test_report_refuses_a_corrupt_or_missing_profile(
     assert main([str(tmp_path / "missing.json")]) == 1
     err = capsys.readouterr().err
     assert "not a usable profile" in err and "no profile at" in err
+
+
+def test_python_m_arena_report_dispatches(profile: Path) -> None:
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "arena", "report", str(profile), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["ubatches"] == 2
