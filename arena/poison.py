@@ -9,8 +9,9 @@ it, or reading a view after the next request on the same slot, shows at once:
 * every other dtype (integers, bool, ``float4_e2m1fn_x2``, which has no NaN) reads the
   byte pattern ``0xA5`` repeated (``int32`` ``-1515870811``, ``uint8`` ``165``).
 
-The fill is one framework-native call per view (a byte view's ``fill``), so it runs on
-the framework's current stream on a GPU. It costs a memory write of every byte requested:
+The fill is one call per view: a byte view's ``fill`` for NumPy and CuPy (on CuPy's
+current stream), torch's ``fill_`` on a GPU (on torch's current stream), a ``memset``
+for host torch tensors and for JAX arrays. It costs a memory write of every byte requested:
 a debugging aid, off by default.
 """
 
@@ -73,7 +74,12 @@ def fill_views(framework: str, views: Sequence[Any]) -> None:
         import torch
 
         for view in views:
-            view.view(-1).view(torch.uint8).fill_(_byte(view.dtype))
+            if view.is_cuda:  # on the tensor's stream, like any torch kernel
+                view.view(-1).view(torch.uint8).fill_(_byte(view.dtype))
+            elif view.numel():
+                # One memset: torch's own CPU fill runs on its intra-op thread pool, which
+                # costs milliseconds per call when the cores are busy elsewhere.
+                ctypes.memset(view.data_ptr(), _byte(view.dtype), view.numel() * view.itemsize)
     elif framework == "jax":
         for view in views:
             _fill_jax(view)
