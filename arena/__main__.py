@@ -1,4 +1,4 @@
-"""``python -m arena {demo,bench}``."""
+"""``python -m arena {demo,bench,report}``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ USAGE = """usage: python -m arena COMMAND [options]
 commands:
   demo    play an inference engine's workspace lifecycle and print what it measured
   bench   measure the locked hot path against framework allocation (see --help)
+  report  show a recorded profile as tables and a plot (see --help)
 """
 
 
@@ -27,6 +28,10 @@ def main(argv: list[str] | None = None) -> int:
         from .bench import main as bench_main
 
         return bench_main(rest)
+    if command == "report":
+        from .report import main as report_main
+
+        return report_main(rest)
     print(f"unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

@@ -15,6 +15,7 @@ Ratios are taken within the run, so they compare like with like on the same mach
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import importlib.util
 import itertools
@@ -299,6 +300,35 @@ def _breakdown(framework: str, number: int) -> dict[str, float]:
         return {name: _time(fn, number, 7)[0] for name, fn in parts.items()}
 
 
+def _poison_cost(number: int) -> list[dict[str, Any]]:
+    """A locked request with and without poisoning (``Arena(poison=True)``), CPU, us."""
+    rows: list[dict[str, Any]] = []
+    for framework in _frameworks("cpu"):
+        if framework == "jax":
+            continue  # JAX views are filled behind JAX's back: same memset, no new figure
+        for views in (1, 3):
+            specs = _native_specs(framework, WORKLOADS[views])
+            medians = {}
+            for poison in (False, True):
+                with Arena("cpu", framework="numpy", poison=poison) as arena:
+                    front = arena.front(framework)
+                    front.get_simultaneous(*specs)
+                    arena.lock()
+                    request = functools.partial(front.get_simultaneous, *specs)
+                    medians[poison] = _time(request, number, 5)[0]
+            nbytes = sum(v.nbytes for v in compute_layout(tuple(WORKLOADS[views])).views)
+            rows.append(
+                {
+                    "framework": framework,
+                    "views": views,
+                    "bytes": nbytes,
+                    "off_us": medians[False],
+                    "on_us": medians[True],
+                }
+            )
+    return rows
+
+
 def _gpu_growth_figure() -> dict[str, Any]:
     import cupy
 
@@ -381,6 +411,7 @@ def run_bench(
     quick: bool = False,
     gpu: bool | None = None,
     progress: Callable[[str], None] | None = None,
+    poison: bool = False,
 ) -> BenchResult:
     """Run the benchmark and return its measurements.
 
@@ -392,6 +423,8 @@ def run_bench(
         Run the GPU section; default when CuPy sees a device.
     progress : callable, optional
         Called with a line of text before each measurement.
+    poison : bool
+        Also measure what poisoning (``Arena(poison=True)``) costs a locked request.
     """
     say = progress or (lambda _line: None)
     number, repeat = (200, 5) if quick else (1000, 15)
@@ -412,6 +445,9 @@ def run_bench(
         for name in ("numpy", "torch")
         if name in _frameworks("cpu")
     }
+    if poison:
+        say("measuring the cost of poisoning")
+        result.checks["poison"] = _poison_cost(max(50, number // 4))
     say("measuring memory")
     result.memory = _memory_figures()
     if "cuda:0" in devices:
@@ -469,6 +505,19 @@ def format_result(result: BenchResult) -> str:
         for name, us in parts.items():
             lines.insert(-2, f"  {name:<34}{us:>8.3f}")
         lines.insert(-2, "")
+    poison = result.checks.get("poison")
+    if poison:
+        lines.insert(-2, "poisoning (Arena(poison=True)): a locked request, us (medians)")
+        for p in poison:
+            lines.insert(
+                -2,
+                f"  {p['framework']:<6} {p['views']} view(s), {p['bytes'] / MB:6.2f} MB filled: "
+                f"{p['off_us']:8.2f} off, {p['on_us']:9.2f} on "
+                f"({p['bytes'] / (p['on_us'] - p['off_us']) / 1e3:.1f} GB/s)"
+                if p["on_us"] > p["off_us"]
+                else f"  {p['framework']} {p['views']} view(s): {p['on_us']:.2f} on",
+            )
+        lines.insert(-2, "")
     for m in result.memory:
         if "views" in m:
             lines.append(
@@ -496,8 +545,16 @@ def main(argv: list[str] | None = None) -> int:
         help="run the GPU section (default: when CuPy sees a device)",
     )
     parser.add_argument("--no-gpu", dest="gpu", action="store_false")
+    parser.add_argument(
+        "--poison", action="store_true", help="also time poisoned requests (Arena(poison=True))"
+    )
     args = parser.parse_args(argv)
-    result = run_bench(args.quick, args.gpu, lambda line: print(f"... {line}", file=sys.stderr))
+    result = run_bench(
+        args.quick,
+        args.gpu,
+        lambda line: print(f"... {line}", file=sys.stderr),
+        poison=args.poison,
+    )
     print(format_result(result))
     if args.json:
         Path(args.json).write_text(json.dumps(asdict(result), indent=2, default=str))

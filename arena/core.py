@@ -18,8 +18,11 @@ from .governor import Governor, Resize
 from .layout import DEFAULT_ALIGNMENT, MAX_BYTES, check_alignment, compute_layout
 from .ledger import Ledger
 from .observe import ArenaEvent, debug_from_env, format_mb
+from .poison import poison_from_env
+from .profile import Recorder, attach_profile, profile_from_env
 from .selector import SlotSelector, check_index
 from .slot import Slot
+from .snapshot import EventLog, build_snapshot
 from .sources import MemorySource
 from .stats import ArenaStats, SlotStats
 
@@ -91,6 +94,17 @@ class Arena:
         Growth is refused then, and buffers served then are retired instead of freed.
         Default: a probe of the current CuPy and torch streams for CUDA arenas, none for
         host arenas.
+    profile : str or os.PathLike, optional
+        A profile file (see ``docs/sizing.md``): presize every slot from it when it
+        matches, record this run's sizes while unlocked, and merge them into it at
+        :meth:`lock`, :meth:`close` and exit. Default: the ``ARENA_PROFILE`` variable.
+    poison : bool, optional
+        Fill every request's views with a sentinel (NaN for floating dtypes, bytes
+        ``0xA5`` otherwise) before returning them, so stale or unwritten scratch shows.
+        Default: the ``ARENA_POISON`` variable.
+    event_log : str or os.PathLike, optional
+        Append every slot-buffer allocation and free to this CSV file in RMM's schema
+        (``Thread,Time,Action,Pointer,Size,Stream``).
     """
 
     def __init__(
@@ -111,6 +125,9 @@ class Arena:
         cached_views: bool = False,
         track_call_sites: bool = True,
         capture_probe: Callable[[], bool] | None = None,
+        profile: Any = None,
+        poison: bool | None = None,
+        event_log: Any = None,
     ) -> None:
         self._ubatches = positive("ubatches", ubatches)
         self._lanes = positive("lanes", lanes)
@@ -133,8 +150,11 @@ class Arena:
             from .cuda import capture_probe as cuda_capture_probe
 
             capture_probe = cuda_capture_probe(source_object.device)
+        poison = poison_from_env() if poison is None else check_flag("poison", poison)
+        ledger = Ledger(source_object, alloc_context)
+        self._events = ledger.observer = EventLog(event_log)
         self._governor = governor = Governor(
-            Ledger(source_object, alloc_context),
+            ledger,
             alignment=alignment,
             growth=growth,
             capture_probe=capture_probe,
@@ -142,6 +162,7 @@ class Arena:
             track_sites=track_sites,
         )
         governor.shape = (self._ubatches, self._lanes)
+        governor.poison = poison
         self._slots = [
             Slot(governor, ub * self._lanes + lane, ub, lane)
             for ub in range(self._ubatches)
@@ -160,6 +181,10 @@ class Arena:
         self._fronts: dict[tuple[str, bool], Front] = {}
         self._framework = self._pick_framework(framework)
         self._default_front: Front | None = None
+        profile = profile_from_env() if profile is None else profile
+        self._recorder: Recorder | None = None
+        if profile is not None:
+            self._recorder = attach_profile(self, governor, profile)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -505,6 +530,34 @@ class Arena:
                 cached_layouts=sum(len(c) for c in caches),
                 cached_views=sum(len(e[1]) for c in caches for e in list(c.values())),
             )
+
+    def memory_snapshot(self) -> dict[str, Any]:
+        """The arena's memory in the format of ``torch.cuda.memory._snapshot()``.
+
+        One segment per slot buffer, retired buffer and persistent buffer; one block per
+        view of each slot's last request recorded while unlocked (the locked hot path
+        records nothing); a device trace of slot-buffer allocations and frees. torch's
+        ``torch.cuda._memory_viz`` (``segsum``, ``segment_plot``, ``trace_plot``, ...)
+        renders it; pickle it for the https://pytorch.org/memory_viz page.
+        """
+        governor = self._governor
+        with governor.mutex:
+            return build_snapshot(
+                self._slots,
+                self.device,
+                self.alignment,
+                dict(governor.last_requests),
+                list(self._events.events),
+            )
+
+    def save_profile(self) -> bool:
+        """Merge what was recorded so far into the profile file now.
+
+        :meth:`lock`, :meth:`close` and interpreter exit do this by themselves. Returns
+        whether the file was written (a failure warns and returns False); False too for
+        an arena without a profile.
+        """
+        return self._recorder.save() if self._recorder is not None else False
 
     # ------------------------------------------------------------------ lifetime
     def release_retired(self, *, include_captured: bool = False) -> int:

@@ -128,8 +128,13 @@ def run_demo(
     steps: int = 2000,
     max_tokens: int = 512,
     seed: int = 0,
+    *,
+    profile: str | None = None,
 ) -> DemoReport:
-    """Play the lifecycle and return what was measured (prints nothing)."""
+    """Play the lifecycle and return what was measured (prints nothing).
+
+    With ``profile``, the arena records into (and is presized from) that profile file.
+    """
     resolved = default_device() if device is None else parse_device(device)
     if framework is None:
         import importlib.util
@@ -138,7 +143,7 @@ def run_demo(
             framework = "torch"
         else:
             framework = "cupy" if resolved.is_cuda else "numpy"
-    with Arena(resolved, ubatches=2, framework=framework) as arena:
+    with Arena(resolved, ubatches=2, framework=framework, profile=profile) as arena:
         modules = _Modules(arena, framework)
         errors: list[str] = []
 
@@ -261,8 +266,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=2000, help="locked steps (default 2000)")
     parser.add_argument("--max-tokens", type=int, default=512, help="warm-up batch size")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--profile", metavar="PATH", help="record into (and presize from) this profile"
+    )
     args = parser.parse_args(argv)
-    report = run_demo(args.device, args.framework, args.steps, args.max_tokens, args.seed)
+    report = run_demo(
+        args.device, args.framework, args.steps, args.max_tokens, args.seed, profile=args.profile
+    )
     print(format_report(report))
     return 0 if report.ok else 1
 

@@ -21,6 +21,7 @@ from .errors import ArenaWarning, GraphCaptureError
 from .governor import Governor
 from .layout import compute_layout
 from .plan import Plan, make_plan, structure_of
+from .poison import fill_views, poisoned
 from .slot import Buffer, Slot, check_in_bounds
 
 __all__ = ["Front"]
@@ -86,6 +87,8 @@ class Front:
         # JAX fronts hand out new arrays even when cached: a shared jax.Array may hold a
         # host copy cached by an earlier read, which would show stale bytes.
         self._fresh = list if cached and self._name != "jax" else adapter.fresh_views
+        if governor.poison:  # every request's views are filled with a sentinel on return
+            self._fresh = poisoned(self._name, self._fresh)
 
     @property
     def cached(self) -> bool:
@@ -156,7 +159,7 @@ class Front:
                             buffer.captured = True  # type: ignore[union-attr]
                         governor = self._governor
                         if not governor.locked and governor.track_sites:
-                            governor.note_call_site(entry[0])
+                            governor.note_call_site(entry[0], slot, specs)
                         return self._fresh(entry[1])
         # Hold nothing of the current buffer while the slot may grow: the old block must
         # go back before the new one is allocated.
@@ -207,7 +210,7 @@ class Front:
             buffer.captured = True
         governor = self._governor
         if not governor.locked and governor.track_sites:
-            governor.note_call_site(entry[0])
+            governor.note_call_site(entry[0], slot, specs)
         return self._fresh(entry[1])
 
     def _miss(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
@@ -307,15 +310,19 @@ class Front:
             buffer.captured = True
         governor = self._governor
         if not governor.locked and governor.track_sites:
-            governor.note_call_site(required)
+            governor.note_call_site(required, slot, specs)
         if not (admit or self._cached):
             seen = self._seen
             try:
                 admit = seen.pop(specs, False)
             except TypeError:  # unhashable (list shapes): never remembered
-                return views
+                admit = False
+            else:
+                if not admit:
+                    remember(seen, specs, True, self._max_cached)
             if not admit:
-                remember(seen, specs, True, self._max_cached)
+                if self._governor.poison:
+                    fill_views(self._name, views)
                 return views
         cache = buffer.prepared.get(self._key)
         if cache is None:

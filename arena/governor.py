@@ -69,10 +69,13 @@ class Governor:
         "closed",
         "debug",
         "growth",
+        "last_requests",
         "ledger",
         "listeners",
         "locked",
         "mutex",
+        "poison",
+        "recorder",
         "shape",
         "slots",
         "track_sites",
@@ -101,6 +104,12 @@ class Governor:
         self.call_sites: dict[str, int] = {}
         self.listeners: list[Callable[[ArenaEvent], None]] = []
         self.slots: list[Slot] = []
+        #: Fill every request's views with a sentinel (see :mod:`arena.poison`).
+        self.poison = False
+        #: The profile recorder (see :mod:`arena.profile`), or None.
+        self.recorder: Any = None
+        #: Slot index -> (call site, specs) of the last request recorded while unlocked.
+        self.last_requests: dict[int, tuple[str, Any]] = {}
         #: (ubatches, lanes), for log lines.
         self.shape = (1, 1)
         self._empty: Allocation | None = None
@@ -206,13 +215,22 @@ class Governor:
         )
 
     # ------------------------------------------------------------------ observability
-    def note_call_site(self, required: int) -> None:
-        """Remember the peak bytes requested from the caller's ``file:line:function``."""
+    def note_call_site(self, required: int, slot: Slot | None = None, specs: Any = None) -> None:
+        """Remember the peak bytes requested from the caller's ``file:line:function``.
+
+        With ``slot`` and ``specs`` (unlocked requests), also remember the slot's last
+        request (for :meth:`arena.Arena.memory_snapshot`) and tell the profile recorder.
+        """
         site = caller_info()
         if self.call_sites.get(site, -1) < required:
             with self.mutex:
                 if self.call_sites.get(site, -1) < required:
                     self.call_sites[site] = required
+        if slot is not None:
+            self.last_requests[slot.index] = (site, specs)
+            recorder = self.recorder
+            if recorder is not None:
+                recorder.note(site, slot, specs, required)
 
     def add_listener(self, listener: Callable[[ArenaEvent], None]) -> None:
         """Register ``listener``; see :meth:`arena.Arena.add_listener`."""

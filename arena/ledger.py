@@ -37,7 +37,7 @@ class Ledger:
     Not thread-safe by itself: the arena calls it with its mutex held.
     """
 
-    __slots__ = ("_alloc_context", "_live", "allocations", "frees", "source")
+    __slots__ = ("_alloc_context", "_live", "allocations", "frees", "observer", "source")
 
     def __init__(
         self,
@@ -49,6 +49,10 @@ class Ledger:
         self._live: dict[int, Allocation] = {}
         self.allocations = 0
         self.frees = 0
+        #: Called as ``observer(action, ptr, nbytes, what)`` after every allocation
+        #: (``"allocate"``), failed allocation (``"allocate failure"``) and release
+        #: (``"free"``); see :mod:`arena.snapshot`. It must not raise.
+        self.observer: Callable[[str, int, int, str], None] | None = None
 
     @property
     def device(self) -> Device:
@@ -92,9 +96,13 @@ class Ledger:
                 allocation = self.source.allocate(nbytes)
                 self._live[id(allocation)] = allocation
                 self.allocations += 1
+                if self.observer is not None:
+                    self.observer("allocate", allocation.ptr, nbytes, what)
         except MemoryError as exc:
             if allocation is not None:  # the context's exit failed after the source gave it
                 self.release(allocation)
+            elif self.observer is not None:
+                self.observer("allocate failure", 0, nbytes, what)
             raise ArenaOutOfMemoryError(
                 f"could not allocate {nbytes} bytes ({format_mb(nbytes)}) for {what} on "
                 f"{self.device} from {self.source!r}: {exc}; free memory elsewhere, request "
@@ -117,6 +125,8 @@ class Ledger:
         if self._live.pop(id(allocation), None) is None:
             return
         self.frees += 1
+        if self.observer is not None:
+            self.observer("free", allocation.ptr, allocation.nbytes, "")
         self.source.release(allocation)
 
 
