@@ -16,6 +16,7 @@ from .observe import ArenaEvent, format_mb
 from .profile import Recorder, attach_profile, profile_from_env
 from .selector import SlotSelector
 from .slots import SlotTable
+from .snapshot import EventLog
 from .sources import MemorySource
 from .stats import ArenaStats
 
@@ -139,7 +140,7 @@ class Arena:
         self._ubatches = config.ubatches
         self._lanes = config.lanes
         self._cached_views = config.cached_views
-        self._table = table = SlotTable(config, alloc_context, event_log)
+        self._table = table = SlotTable(config, alloc_context, EventLog(event_log))
         self._governor = governor = table.governor
         self._selector = SlotSelector(
             table.slots,

@@ -35,8 +35,9 @@ class SlotTable:
         The arena's validated settings.
     alloc_context : callable or None
         Called around every allocation (see :class:`arena.Arena`).
-    event_log : str, os.PathLike or None
-        The CSV file of allocations and frees (see :class:`arena.Arena`).
+    events : EventLog
+        Records the ledger's allocations and frees. Made by the arena itself, so that the
+        warning of an unwritable file points at the arena's caller.
     """
 
     __slots__ = ("events", "governor", "lanes", "slots")
@@ -45,10 +46,10 @@ class SlotTable:
         self,
         config: Settings,
         alloc_context: Callable[[], AbstractContextManager[Any]] | None,
-        event_log: Any,
+        events: EventLog,
     ) -> None:
         ledger = Ledger(config.source, alloc_context)
-        self.events = ledger.observer = EventLog(event_log)
+        self.events = ledger.observer = events
         self.governor = governor = Governor(
             ledger,
             alignment=config.alignment,
