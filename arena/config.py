@@ -1,14 +1,115 @@
-"""Validation of :class:`arena.Arena`'s settings and the choice of memory source."""
+"""Validation of :class:`arena.Arena`'s settings, the choice of memory source and of the
+default framework."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .devices import Device, cupy_device_count, default_device, parse_device, torch_device_count
 from .errors import ConfigError
+from .layout import check_alignment
+from .observe import debug_from_env
+from .poison import poison_from_env
 from .sources import MemorySource
 
-__all__ = ["check_flag", "check_growth", "make_source", "positive"]
+__all__ = [
+    "FRAMEWORKS",
+    "Settings",
+    "check_flag",
+    "check_framework",
+    "check_growth",
+    "make_source",
+    "pick_framework",
+    "positive",
+    "settings",
+]
+
+#: Framework names an arena can hand out views in.
+FRAMEWORKS = ("numpy", "torch", "cupy", "jax")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """An arena's validated settings (see :class:`arena.Arena` for each)."""
+
+    ubatches: int
+    lanes: int
+    alignment: int
+    growth: str | int
+    max_cached: int
+    debug: bool
+    cached_views: bool
+    track_sites: bool
+    source: MemorySource
+    capture_probe: Callable[[], bool] | None
+    poison: bool
+
+
+def settings(
+    device: Any,
+    *,
+    ubatches: Any,
+    lanes: Any,
+    alignment: Any,
+    growth: Any,
+    source: Any,
+    ubatch_resolver: Any,
+    lane_resolver: Any,
+    alloc_context: Any,
+    debug: Any,
+    max_cached_layouts: Any,
+    cached_views: Any,
+    track_call_sites: Any,
+    capture_probe: Any,
+    poison: Any,
+) -> Settings:
+    """Validate :class:`arena.Arena`'s arguments, in the order of its signature, and make
+    its memory source (and, for a CUDA arena without one, its capture probe).
+
+    Raises
+    ------
+    ConfigError
+        Naming the first bad argument.
+    """
+    ubatches = positive("ubatches", ubatches)
+    lanes = positive("lanes", lanes)
+    alignment = check_alignment(alignment)
+    growth = check_growth(growth)
+    max_cached = positive("max_cached_layouts", max_cached_layouts)
+    for name, hook, returns in (
+        ("ubatch_resolver", ubatch_resolver, "an int"),
+        ("lane_resolver", lane_resolver, "an int"),
+        ("alloc_context", alloc_context, "a context manager"),
+        ("capture_probe", capture_probe, "a bool"),
+    ):
+        if hook is not None and not callable(hook):
+            raise ConfigError(f"{name} must be a callable returning {returns}, got {hook!r}")
+    debug = debug_from_env() if debug is None else check_flag("debug", debug)
+    cached_views = check_flag("cached_views", cached_views)
+    track_sites = check_flag("track_call_sites", track_call_sites)
+    source_object = make_source(device, source)
+    if capture_probe is None and source_object.device.is_cuda:
+        from .capture import capture_probe as cuda_capture_probe
+
+        capture_probe = cuda_capture_probe(source_object.device)
+    poison = poison_from_env() if poison is None else check_flag("poison", poison)
+    return Settings(
+        ubatches,
+        lanes,
+        alignment,
+        growth,
+        max_cached,
+        debug,
+        cached_views,
+        track_sites,
+        source_object,
+        capture_probe,
+        poison,
+    )
 
 
 def positive(name: str, value: Any) -> int:
@@ -70,6 +171,25 @@ def make_source(device: Any, source: MemorySource | str | None) -> MemorySource:
     from .cuda import cuda_source
 
     return cuda_source(resolved, source or _default_cuda_source(resolved))
+
+
+def check_framework(framework: str) -> str:
+    """``framework`` if it is one of :data:`FRAMEWORKS`; otherwise :class:`ConfigError`."""
+    if framework not in FRAMEWORKS:
+        raise ConfigError(f"unknown framework {framework!r}; choose one of {', '.join(FRAMEWORKS)}")
+    return framework
+
+
+def pick_framework(framework: str | None, device: Device) -> str:
+    """The framework of an arena's default views (see ``Arena(framework=...)``)."""
+    if framework is not None:
+        return check_framework(framework)
+    if "torch" in sys.modules:
+        return "torch"
+    if not device.is_cuda:
+        return "numpy"
+    # A GPU that only torch sees (CuPy not installed) is served through torch.
+    return "cupy" if importlib.util.find_spec("cupy") is not None else "torch"
 
 
 def _default_cuda_source(device: Device) -> str:

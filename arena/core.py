@@ -2,37 +2,28 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import itertools
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
-from .config import check_flag, check_growth, make_source, positive
+from .config import FRAMEWORKS, check_flag, pick_framework, settings
 from .devices import Device
-from .errors import ConfigError, FrameworkUnavailableError, SpecError
 from .front import Front
-from .governor import Governor, Resize
-from .layout import DEFAULT_ALIGNMENT, MAX_BYTES, check_alignment, compute_layout
-from .ledger import Ledger
-from .observe import ArenaEvent, debug_from_env, format_mb
-from .poison import poison_from_env
+from .fronts import FrontTable
+from .layout import DEFAULT_ALIGNMENT, compute_layout
+from .observe import ArenaEvent, format_mb
 from .profile import Recorder, attach_profile, profile_from_env
-from .selector import SlotSelector, check_index
-from .slot import Slot
-from .snapshot import EventLog, build_snapshot
+from .selector import SlotSelector
+from .slots import SlotTable
+from .snapshot import EventLog
 from .sources import MemorySource
-from .stats import ArenaStats, SlotStats
+from .stats import ArenaStats
 
 __all__ = ["FRAMEWORKS", "Arena"]
 
 T = TypeVar("T")
 _A = TypeVar("_A", bound="Arena")
-
-#: Framework names an arena can hand out views in.
-FRAMEWORKS = ("numpy", "torch", "cupy", "jax")
 
 _arena_ids = itertools.count()
 
@@ -129,57 +120,37 @@ class Arena:
         poison: bool | None = None,
         event_log: Any = None,
     ) -> None:
-        self._ubatches = positive("ubatches", ubatches)
-        self._lanes = positive("lanes", lanes)
-        alignment = check_alignment(alignment)
-        growth = check_growth(growth)
-        self._max_cached = positive("max_cached_layouts", max_cached_layouts)
-        for name, hook, returns in (
-            ("ubatch_resolver", ubatch_resolver, "an int"),
-            ("lane_resolver", lane_resolver, "an int"),
-            ("alloc_context", alloc_context, "a context manager"),
-            ("capture_probe", capture_probe, "a bool"),
-        ):
-            if hook is not None and not callable(hook):
-                raise ConfigError(f"{name} must be a callable returning {returns}, got {hook!r}")
-        debug = debug_from_env() if debug is None else check_flag("debug", debug)
-        self._cached_views = check_flag("cached_views", cached_views)
-        track_sites = check_flag("track_call_sites", track_call_sites)
-        source_object = make_source(device, source)
-        if capture_probe is None and source_object.device.is_cuda:
-            from .cuda import capture_probe as cuda_capture_probe
-
-            capture_probe = cuda_capture_probe(source_object.device)
-        poison = poison_from_env() if poison is None else check_flag("poison", poison)
-        ledger = Ledger(source_object, alloc_context)
-        self._events = ledger.observer = EventLog(event_log)
-        self._governor = governor = Governor(
-            ledger,
+        config = settings(
+            device,
+            ubatches=ubatches,
+            lanes=lanes,
             alignment=alignment,
             growth=growth,
-            capture_probe=capture_probe,
+            source=source,
+            ubatch_resolver=ubatch_resolver,
+            lane_resolver=lane_resolver,
+            alloc_context=alloc_context,
             debug=debug,
-            track_sites=track_sites,
+            max_cached_layouts=max_cached_layouts,
+            cached_views=cached_views,
+            track_call_sites=track_call_sites,
+            capture_probe=capture_probe,
+            poison=poison,
         )
-        governor.shape = (self._ubatches, self._lanes)
-        governor.poison = poison
-        self._slots = [
-            Slot(governor, ub * self._lanes + lane, ub, lane)
-            for ub in range(self._ubatches)
-            for lane in range(self._lanes)
-        ]
-        for slot in self._slots:
-            slot.siblings = tuple(s for s in self._slots if s.lane == slot.lane and s is not slot)
-        governor.slots = self._slots
+        self._ubatches = config.ubatches
+        self._lanes = config.lanes
+        self._cached_views = config.cached_views
+        self._table = table = SlotTable(config, alloc_context, EventLog(event_log))
+        self._governor = governor = table.governor
         self._selector = SlotSelector(
-            self._slots,
+            table.slots,
             lanes=self._lanes,
             ubatch_resolver=ubatch_resolver,
             lane_resolver=lane_resolver,
             name=f"arena_lane_{next(_arena_ids)}",
         )
-        self._fronts: dict[tuple[str, bool], Front] = {}
-        self._framework = self._pick_framework(framework)
+        self._fronts = FrontTable(self, self._selector.select, governor, config.max_cached)
+        self._framework = pick_framework(framework, self.device)
         self._default_front: Front | None = None
         profile = profile_from_env() if profile is None else profile
         self._recorder: Recorder | None = None
@@ -252,27 +223,7 @@ class Arena:
             If the framework is not installed or cannot view this device's memory.
         """
         use_cache = self._cached_views if cached is None else check_flag("cached", cached)
-        front = self._fronts.get((framework, use_cache))
-        if front is None:
-            _check_framework(framework)
-            try:
-                adapter = importlib.import_module(f"arena.adapters.{framework}")
-            except ImportError as exc:
-                raise FrameworkUnavailableError(
-                    f"the {framework} front needs {framework}, which cannot be imported "
-                    f"({exc}); install it (pip install {framework}) or use another front"
-                ) from exc
-            adapter.check_device(self.device)
-            front = Front(
-                self,
-                self._selector.select,
-                self._governor,
-                adapter,
-                cached=use_cache,
-                max_cached=self._max_cached,
-            )
-            self._fronts[(framework, use_cache)] = front
-        return front
+        return self._fronts.front(framework, use_cache)
 
     @property
     def numpy(self) -> Front:
@@ -299,16 +250,6 @@ class Arena:
         if front is None:
             front = self._default_front = self.front(self._framework)
         return front
-
-    def _pick_framework(self, framework: str | None) -> str:
-        if framework is not None:
-            return _check_framework(framework)
-        if "torch" in sys.modules:
-            return "torch"
-        if not self.device.is_cuda:
-            return "numpy"
-        # A GPU that only torch sees (CuPy not installed) is served through torch.
-        return "cupy" if importlib.util.find_spec("cupy") is not None else "torch"
 
     # ------------------------------------------------------------------ requests
     def get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any]:
@@ -377,32 +318,7 @@ class Arena:
         SpecError
             If ``nbytes`` is more than a buffer can address (2**63 - 1).
         """
-        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
-            raise ConfigError(f"nbytes must be an int >= 0, got {nbytes!r}")
-        if nbytes > MAX_BYTES:
-            raise SpecError(
-                f"nbytes={nbytes} is more than the {MAX_BYTES} bytes a buffer can address"
-            )
-        if lane is not None:
-            check_index("lane", lane, self._lanes)
-        governor = self._governor
-        resizes: list[Resize] = []
-        try:
-            with governor.mutex:
-                governor.check_open()
-                short = [
-                    s
-                    for s in self._slots
-                    if s.buffer.capacity < nbytes and (lane is None or s.lane == lane)
-                ]
-                if short and governor.locked:
-                    raise governor.locked_error(short[0], nbytes)
-                for slot in short:
-                    resize = slot.reserve(nbytes)
-                    if resize is not None:
-                        resizes.append(resize)
-        finally:
-            governor.announce("resize", resizes)
+        self._table.reserve(nbytes, lane)
         return nbytes
 
     # ------------------------------------------------------------------ slots
@@ -432,30 +348,11 @@ class Arena:
         captured before the lock may read it). ``lock()`` releases nothing, and after it
         returns nothing allocates until :meth:`unlock`.
         """
-        governor = self._governor
-        resizes: list[Resize] = []
-        try:
-            with governor.mutex:
-                governor.check_open()
-                for lane in range(self._lanes):
-                    group = [s for s in self._slots if s.lane == lane]
-                    target = max(s.buffer.capacity for s in group)
-                    for slot in group:
-                        resize = slot.size_for_lock(target)
-                        if resize is not None:
-                            resizes.append(resize)
-                governor.locked = True
-        finally:
-            governor.announce("resize", resizes)
-        governor.announce("lock")
+        self._table.lock()
 
     def unlock(self) -> None:
         """Allow growth again (for a new warm-up, e.g. after elastic re-sharding)."""
-        governor = self._governor
-        with governor.mutex:
-            governor.check_open()
-            governor.locked = False
-        governor.announce("unlock")
+        self._table.unlock()
 
     @contextmanager
     def locked(self: _A) -> Iterator[_A]:
@@ -496,40 +393,7 @@ class Arena:
     # ------------------------------------------------------------------ stats
     def stats(self) -> ArenaStats:
         """A snapshot of capacities, growths, allocations and per-call-site peaks."""
-        governor = self._governor
-        with governor.mutex:
-            slots = tuple(
-                SlotStats(
-                    s.ubatch,
-                    s.lane,
-                    s.buffer.capacity,
-                    s.high_water,
-                    s.growths,
-                    s.calls,
-                    s.persistent_bytes,
-                    len(s.persistent) + len(s.resources),
-                    s.retired_bytes,
-                    len(s.retired),
-                )
-                for s in self._slots
-            )
-            ledger = governor.ledger
-            caches = [c for s in self._slots for c in list(s.buffer.prepared.values())]
-            return ArenaStats(
-                device=str(self.device),
-                locked=governor.locked,
-                closed=governor.closed,
-                slots=slots,
-                allocations=ledger.allocations,
-                frees=ledger.frees,
-                allocations_while_locked=governor.allocations_while_locked,
-                calls=sum(s.calls for s in self._slots),
-                call_sites=dict(governor.call_sites),
-                live_blocks=ledger.live_blocks,
-                live_bytes=ledger.live_bytes,
-                cached_layouts=sum(len(c) for c in caches),
-                cached_views=sum(len(e[1]) for c in caches for e in list(c.values())),
-            )
+        return self._table.stats()
 
     def memory_snapshot(self) -> dict[str, Any]:
         """The arena's memory in the format of ``torch.cuda.memory._snapshot()``.
@@ -540,15 +404,7 @@ class Arena:
         ``torch.cuda._memory_viz`` (``segsum``, ``segment_plot``, ``trace_plot``, ...)
         renders it; pickle it for the https://pytorch.org/memory_viz page.
         """
-        governor = self._governor
-        with governor.mutex:
-            return build_snapshot(
-                self._slots,
-                self.device,
-                self.alignment,
-                dict(governor.last_requests),
-                list(self._events.events),
-            )
+        return self._table.memory_snapshot()
 
     def save_profile(self) -> bool:
         """Merge what was recorded so far into the profile file now.
@@ -568,12 +424,7 @@ class Arena:
         ``include_captured=True``: pass it only once every graph captured on them is
         destroyed. Views made from them stay valid either way (they own their memory).
         """
-        flag = check_flag("include_captured", include_captured)
-        governor = self._governor
-        with governor.mutex:
-            blocks = [a for s in self._slots for a in s.take_retired(flag)]
-            _release_all(governor.ledger, blocks)
-        return sum(a.nbytes for a in blocks)
+        return self._table.release_retired(check_flag("include_captured", include_captured))
 
     def close(self) -> None:
         """Release every buffer. Views made before stay valid (they own their memory).
@@ -581,14 +432,7 @@ class Arena:
         Every block is handed back even if releasing one of them raises (an interrupt
         included); the first such error propagates after all were attempted.
         """
-        governor = self._governor
-        with governor.mutex:
-            if governor.closed:
-                return
-            governor.closed = True
-            blocks = [a for s in self._slots for a in s.take_blocks()]
-            _release_all(governor.ledger, blocks)
-        governor.announce("close")
+        self._table.close()
 
     def __enter__(self: _A) -> _A:
         return self
@@ -605,21 +449,3 @@ class Arena:
             f"alignment={self.alignment}, framework='{self._framework}', {state}, "
             f"slots=[{sizes}])"
         )
-
-
-def _release_all(ledger: Ledger, blocks: list[Any]) -> None:
-    first: BaseException | None = None
-    for allocation in blocks:
-        try:
-            ledger.release(allocation)
-        except BaseException as exc:  # keep releasing: an interrupt must not leak the rest
-            if first is None:
-                first = exc
-    if first is not None:
-        raise first
-
-
-def _check_framework(framework: str) -> str:
-    if framework not in FRAMEWORKS:
-        raise ConfigError(f"unknown framework {framework!r}; choose one of {', '.join(FRAMEWORKS)}")
-    return framework

@@ -11,23 +11,20 @@ current :class:`~arena.slot.Buffer` once and hands out views prepared over that 
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from .cache import USED, remember
-from .errors import ArenaWarning, GraphCaptureError
+from .errors import GraphCaptureError
 from .governor import Governor
+from .guard import metadata, unchanged
 from .layout import compute_layout
-from .plan import Plan, make_plan, structure_of
+from .plan import Plan, plan_for
 from .poison import fill_views, poisoned
 from .slot import Buffer, Slot, check_in_bounds
 
 __all__ = ["Front"]
-
-#: Request structures whose plans a front keeps (oldest eighth dropped when full).
-_MAX_PLANS = 1024
 
 
 class Front:
@@ -54,6 +51,10 @@ class Front:
         "_seen",
         "_select",
     )
+
+    #: Debug mode, cached fronts: whether a hit's views still have the metadata they were
+    #: made with (see :mod:`arena.guard`). A plain function: no extra frame on the hit.
+    _unchanged = staticmethod(unchanged)
 
     def __init__(
         self,
@@ -225,7 +226,7 @@ class Front:
             if plan is not None:
                 built = self._build(plan, buffer, specs)
             if built is None:  # another structure than last time
-                plan = self._plan(specs)
+                plan = plan_for(self._plans, specs, self._adapter, self._governor.alignment)
                 if plan is not None:
                     built = self._build(plan, buffer, specs)
                     self._last_plan = plan
@@ -242,24 +243,6 @@ class Front:
             return plan.build(specs, buffer.capacity, *sources)
         except (ValueError, TypeError):  # unpacking: another structure
             return None
-
-    def _plan(self, specs: Any) -> Plan | None:
-        structure = structure_of(specs)
-        if structure is None:
-            return None
-        plans = self._plans
-        try:
-            return plans[structure]
-        except KeyError:
-            pass
-        except TypeError:  # an unhashable dtype object
-            return None
-        plan = make_plan(structure, self._adapter, self._governor.alignment)
-        if len(plans) >= _MAX_PLANS:
-            for old in list(plans)[: _MAX_PLANS // 8]:
-                plans.pop(old, None)
-        plans[structure] = plan
-        return plan
 
     def _plan_sources(self, buffer: Buffer, plan: Plan) -> tuple[Any, ...]:
         wrapper = self._wrapper(buffer)
@@ -327,7 +310,7 @@ class Front:
         cache = buffer.prepared.get(self._key)
         if cache is None:
             cache = buffer.prepared[self._key] = {}
-        meta = tuple(_metadata(v) for v in views) if self._guarded else ()
+        meta = tuple(metadata(v) for v in views) if self._guarded else ()
         remember(cache, specs, [required, views, meta, False], self._max_cached)
         return self._fresh(views)
 
@@ -348,17 +331,6 @@ class Front:
                 )
             wrapper = buffer.wrappers[self._name] = self._adapter.wrap(allocation)
         return wrapper
-
-    def _unchanged(self, cache: dict[Any, Any], specs: Any, entry: Any) -> bool:
-        """Debug mode: whether cached views still have the metadata they were made with."""
-        for index, view in enumerate(entry[1]):
-            expected = entry[2][index]
-            found = _metadata(view)
-            if found != expected:
-                _warn_changed(expected, found)
-                cache.pop(specs, None)
-                return False
-        return True
 
     def get_persistent(
         self, key: Any, shape: tuple[int, ...], dtype: Any, zero_init: bool = False
@@ -421,31 +393,3 @@ class Front:
     def __repr__(self) -> str:
         kind = "cached " if self._cached else ""
         return f"<arena {kind}front {self._name!r} of {self._owner!r}>"
-
-
-def _metadata(view: Any) -> tuple[Any, ...]:
-    """What a caller could change in place on a shared view: shape, dtype, strides and
-    where it starts."""
-    strides = getattr(view, "strides", None)
-    if strides is None or callable(strides):
-        strides = view.stride()  # torch
-    start = view.data_ptr() if hasattr(view, "data_ptr") else _array_start(view)
-    return (tuple(view.shape), str(view.dtype), tuple(strides), start)
-
-
-def _array_start(view: Any) -> int:
-    interface = getattr(view, "__array_interface__", None)
-    if interface is not None:
-        return int(interface["data"][0])
-    return int(view.data.ptr)  # CuPy
-
-
-def _warn_changed(expected: Any, found: Any) -> None:
-    warnings.warn(
-        f"a cached arena view was changed in place (shape, dtype, strides, start: {expected} "
-        f"-> {found}); cached views are shared by every caller of the same request, so "
-        "never change their metadata in place (take .view()/.reshape() instead). The views "
-        "were rebuilt",
-        ArenaWarning,
-        stacklevel=5,
-    )

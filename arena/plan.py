@@ -25,7 +25,10 @@ from typing import Any
 from .dtypes import resolve_dtype
 from .errors import ArenaError
 
-__all__ = ["Plan", "make_plan", "structure_of"]
+__all__ = ["MAX_PLANS", "Plan", "make_plan", "plan_for", "structure_of"]
+
+#: Request structures whose plans a front keeps (oldest eighth dropped when full).
+MAX_PLANS = 1024
 
 #: build(specs, capacity, *sources) -> (total bytes, views); None when ``specs`` has another
 #: structure (or raises ValueError/TypeError unpacking it); False when the structure
@@ -59,6 +62,28 @@ class Plan:
         self.natives = natives
         self.build = build
         self.source = source
+
+
+def plan_for(
+    plans: dict[Any, Plan | None], specs: Any, adapter: ModuleType, alignment: int
+) -> Plan | None:
+    """The plan of ``specs``'s structure from ``plans`` (a front's), made and kept on first
+    sight; None when the request has no plan (the general path serves it)."""
+    structure = structure_of(specs)
+    if structure is None:
+        return None
+    try:
+        return plans[structure]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable dtype object
+        return None
+    plan = make_plan(structure, adapter, alignment)
+    if len(plans) >= MAX_PLANS:
+        for old in list(plans)[: MAX_PLANS // 8]:
+            plans.pop(old, None)
+    plans[structure] = plan
+    return plan
 
 
 def structure_of(specs: Any) -> tuple[Any, ...] | None:

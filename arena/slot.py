@@ -21,13 +21,13 @@ interrupt), the slot gets a buffer of its old capacity back before the error pro
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ArenaError, PersistentMismatchError, SlotError
+from .errors import ArenaError, PersistentMismatchError
 from .governor import Governor, Resize
 from .layout import Layout
+from .sharing import SlotHolder
 from .sources import Allocation
 
 __all__ = ["Buffer", "PersistentBuffer", "Prepared", "Slot"]
@@ -82,14 +82,12 @@ class Slot:
     """
 
     __slots__ = (
-        "_holder",
-        "_holder_depth",
-        "_holder_guard",
         "buffer",
         "calls",
         "governor",
         "growths",
         "high_water",
+        "holder",
         "index",
         "lane",
         "pending",
@@ -115,9 +113,7 @@ class Slot:
         self.calls = 0
         self.growths = 0
         self.high_water = 0
-        self._holder: threading.Thread | None = None
-        self._holder_depth = 0
-        self._holder_guard = threading.Lock()
+        self.holder = SlotHolder()
 
     def describe(self) -> str:
         """``"(ubatch 0, lane 1)"``, for messages."""
@@ -353,27 +349,11 @@ class Slot:
         SlotError
             Another thread is inside a request on this slot at the same time.
         """
-        me = threading.current_thread()
-        with self._holder_guard:
-            holder = self._holder
-            if holder is not None and holder is not me:
-                raise SlotError(
-                    f"threads {holder.name!r} (id {holder.ident}) and {me.name!r} (id "
-                    f"{me.ident}) use slot {self.describe()} at the same time; each would "
-                    "overwrite the other's views. Bind each thread to its own micro-batch "
-                    "(arena.bind_ubatch(i) or with arena.ubatch(i)) or lane, and construct "
-                    "the arena with enough ubatches/lanes"
-                )
-            self._holder = me
-            self._holder_depth += 1
+        self.holder.enter(self)
 
     def leave(self) -> None:
         """Debug mode: the calling thread's request on this slot is done."""
-        with self._holder_guard:
-            self._holder_depth -= 1
-            if self._holder_depth <= 0:
-                self._holder_depth = 0
-                self._holder = None
+        self.holder.leave()
 
 
 def check_in_bounds(slot: Slot, buffer: Buffer, layout: Layout) -> None:

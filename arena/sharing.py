@@ -1,0 +1,55 @@
+"""Debug mode's check that no two threads are inside requests on one slot at once: they
+would overwrite each other's views (see docs/overview.md, "Threads and safety")."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from .errors import SlotError
+
+if TYPE_CHECKING:
+    from .slot import Slot
+
+__all__ = ["SlotHolder"]
+
+
+class SlotHolder:
+    """Which thread is inside a request on one slot, and how deeply (re-entrant)."""
+
+    __slots__ = ("depth", "guard", "thread")
+
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+        self.depth = 0
+        self.guard = threading.Lock()
+
+    def enter(self, slot: Slot) -> None:
+        """Mark the calling thread as inside a request on ``slot``.
+
+        Raises
+        ------
+        SlotError
+            Another thread is inside a request on ``slot`` at the same time.
+        """
+        me = threading.current_thread()
+        with self.guard:
+            holder = self.thread
+            if holder is not None and holder is not me:
+                raise SlotError(
+                    f"threads {holder.name!r} (id {holder.ident}) and {me.name!r} (id "
+                    f"{me.ident}) use slot {slot.describe()} at the same time; each would "
+                    "overwrite the other's views. Bind each thread to its own micro-batch "
+                    "(arena.bind_ubatch(i) or with arena.ubatch(i)) or lane, and construct "
+                    "the arena with enough ubatches/lanes"
+                )
+            self.thread = me
+            self.depth += 1
+
+    def leave(self) -> None:
+        """The calling thread's request is done."""
+        with self.guard:
+            self.depth -= 1
+            if self.depth <= 0:
+                self.depth = 0
+                self.thread = None
