@@ -89,9 +89,9 @@ class EventLog:
             self._fail(exc)
 
     def _fail(self, exc: BaseException) -> None:
-        self.path = None  # warned once, not retried
+        path, self.path = self.path, None  # warned once, not retried
         warnings.warn(
-            f"cannot write the arena event log {str(self.path)!r} ({exc}); the arena "
+            f"cannot write the arena event log {str(path)!r} ({exc}); the arena "
             "keeps working without it. Pass a writable path as event_log=",
             ArenaWarning,
             stacklevel=4,
