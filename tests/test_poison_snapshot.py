@@ -151,8 +151,10 @@ def test_event_log_writes_rmm_csv(tmp_path: Path) -> None:
 
 
 def test_event_log_failure_warns_and_the_arena_works(tmp_path: Path) -> None:
-    with pytest.warns(arena.ArenaWarning, match="cannot write the arena event log"):
-        ws = arena.Arena("cpu", framework="numpy", event_log=tmp_path / "no" / "e.csv")
+    path = tmp_path / "no" / "e.csv"
+    with pytest.warns(arena.ArenaWarning, match="cannot write the arena event log") as seen:
+        ws = arena.Arena("cpu", framework="numpy", event_log=path)
+    assert str(path) in str(seen[0].message)  # names the file it could not write
     with ws:
         ws.get_simultaneous(((100,), "float32"))
         assert ws.stats().allocations == 1
