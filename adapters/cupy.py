@@ -32,6 +32,7 @@ except ImportError as _exc:
 
 __all__ = [
     "FRAMEWORK",
+    "FRESH_EXPRESSION",
     "PLAN_EXPRESSION",
     "PLAN_GLOBALS",
     "check_device",
@@ -51,6 +52,9 @@ FRAMEWORK = "cupy"
 #: ``src`` (from :func:`plan_source`), ``native``, ``shape``, ``strides`` and ``offset`` (in
 #: elements), ``bstrides`` and ``boffset`` (in bytes) and ``numel``; empty for no plan.
 PLAN_EXPRESSION = "_ndarray({shape}, {native}, {src}.data + {boffset}, {bstrides})"
+#: One fresh view of a prepared view ``{view}``, as :func:`fresh_views` makes it, for
+#: the code arena generates per cached request; empty to call :func:`fresh_views`.
+FRESH_EXPRESSION = "{view}.view()"
 #: Names the plan expression uses.
 PLAN_GLOBALS: dict[str, Any] = {"_ndarray": cupy.ndarray}
 

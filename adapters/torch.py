@@ -22,6 +22,7 @@ from arena.sources import Allocation
 
 __all__ = [
     "FRAMEWORK",
+    "FRESH_EXPRESSION",
     "PLAN_EXPRESSION",
     "PLAN_GLOBALS",
     "check_device",
@@ -41,6 +42,9 @@ FRAMEWORK = "torch"
 #: ``src`` (from :func:`plan_source`), ``native``, ``shape``, ``strides`` and ``offset`` (in
 #: elements), ``bstrides`` and ``boffset`` (in bytes) and ``numel``; empty for no plan.
 PLAN_EXPRESSION = "{src}.as_strided({shape}, {strides}, {offset})"
+#: One fresh view of a prepared view ``{view}``, as :func:`fresh_views` makes it, for
+#: the code arena generates per cached request; empty to call :func:`fresh_views`.
+FRESH_EXPRESSION = "{view}.detach()"
 #: Names the plan expression uses.
 PLAN_GLOBALS: dict[str, Any] = {}
 

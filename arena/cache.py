@@ -13,10 +13,13 @@ from __future__ import annotations
 from itertools import islice
 from typing import Any
 
-__all__ = ["USED", "remember"]
+__all__ = ["SERVE", "USED", "remember"]
 
 #: Index of the *used* flag in a prepared entry.
 USED = 3
+#: Index of the entry's server: ``serve(specs)`` -> fresh views or None (see
+#: :func:`arena.plan.server`).
+SERVE = 4
 
 
 def remember(cache: dict[Any, Any], key: Any, entry: Any, limit: int) -> None:

@@ -11,16 +11,17 @@ current :class:`~arena.slot.Buffer` once and hands out views prepared over that 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .cache import USED, remember
+from .cache import SERVE, USED, remember
 from .errors import GraphCaptureError
 from .governor import Governor
 from .guard import metadata, unchanged
 from .layout import compute_layout
-from .plan import Plan, plan_for
+from .plan import Plan, plan_for, server
 from .poison import fill_views, poisoned
 from .slot import Buffer, Slot, check_in_bounds
 
@@ -39,6 +40,7 @@ class Front:
         "_cached",
         "_debug",
         "_fresh",
+        "_fresh_expression",
         "_governor",
         "_guarded",
         "_key",
@@ -88,8 +90,13 @@ class Front:
         # JAX fronts hand out new arrays even when cached: a shared jax.Array may hold a
         # host copy cached by an earlier read, which would show stale bytes.
         self._fresh = list if cached and self._name != "jax" else adapter.fresh_views
+        # How a hit makes its fresh views, in the code generated per remembered request.
+        self._fresh_expression: str = (
+            "{view}" if cached and self._name != "jax" else adapter.FRESH_EXPRESSION
+        )
         if governor.poison:  # every request's views are filled with a sentinel on return
             self._fresh = poisoned(self._name, self._fresh)
+            self._fresh_expression = ""
 
     @property
     def cached(self) -> bool:
@@ -136,32 +143,26 @@ class Front:
         # The hit, inline: one lookup of the exact request in the slot's current buffer.
         buffer: Buffer | None = slot.buffer
         cache: dict[Any, Any] | None = buffer.prepared.get(self._key)  # type: ignore[union-attr]
-        entry: Any = None
+        entry: Any
         if cache is not None and not slot.pending:
             try:
                 entry = cache[specs]
             except (KeyError, TypeError):
                 pass
             else:
-                # 1.0 == 1 and True == 1 hash alike: only plain ints may use the hit.
-                for shape, _ in specs:
-                    for dim in shape:
-                        if dim.__class__ is not int:
-                            break
-                    else:
-                        continue
-                    break
-                else:
-                    if not self._guarded or self._unchanged(cache, specs, entry):
-                        entry[USED] = True
-                        slot.calls += 1
-                        probe = self._probe
-                        if probe is not None and probe():
-                            buffer.captured = True  # type: ignore[union-attr]
-                        governor = self._governor
-                        if not governor.locked and governor.track_sites:
-                            governor.note_call_site(entry[0], slot, specs)
-                        return self._fresh(entry[1])
+                # The entry's server checks every dimension is a plain int (1.0 == 1 and
+                # True == 1 hash alike) and returns fresh views, in one generated call.
+                views = entry[SERVE](specs)
+                if views is not None:
+                    entry[USED] = True
+                    slot.calls += 1
+                    probe = self._probe
+                    if probe is not None and probe():
+                        buffer.captured = True  # type: ignore[union-attr]
+                    governor = self._governor
+                    if not governor.locked and governor.track_sites:
+                        governor.note_call_site(entry[0], slot, specs)
+                    return views  # type: ignore[no-any-return]
         # Hold nothing of the current buffer while the slot may grow: the old block must
         # go back before the new one is allocated.
         buffer = cache = entry = None
@@ -198,11 +199,8 @@ class Front:
             entry = cache[specs]
         except (KeyError, TypeError):
             return None
-        for shape, _ in specs:
-            for dim in shape:
-                if dim.__class__ is not int:
-                    return None
-        if self._guarded and not self._unchanged(cache, specs, entry):
+        views = entry[SERVE](specs)
+        if views is None:
             return None
         entry[USED] = True
         slot.calls += 1
@@ -212,7 +210,7 @@ class Front:
         governor = self._governor
         if not governor.locked and governor.track_sites:
             governor.note_call_site(entry[0], slot, specs)
-        return self._fresh(entry[1])
+        return views  # type: ignore[no-any-return]
 
     def _miss(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
         """A request not prepared over the slot's buffer: the structure's plan if it fits,
@@ -310,9 +308,24 @@ class Front:
         cache = buffer.prepared.get(self._key)
         if cache is None:
             cache = buffer.prepared[self._key] = {}
-        meta = tuple(metadata(v) for v in views) if self._guarded else ()
-        remember(cache, specs, [required, views, meta, False], self._max_cached)
+        entry: list[Any] = [required, views, (), False, None]
+        if self._guarded:
+            entry[2] = tuple(metadata(v) for v in views)
+            entry[SERVE] = functools.partial(self._serve_guarded, cache, entry)
+        else:
+            entry[SERVE] = server(specs, views, self._fresh_expression, self._fresh)
+        remember(cache, specs, entry, self._max_cached)
         return self._fresh(views)
+
+    def _serve_guarded(self, cache: dict[Any, Any], entry: list[Any], specs: Any) -> Any:
+        """Debug mode's server for cached fronts: the int check, then the in-place guard."""
+        for shape, _ in specs:
+            for dim in shape:
+                if dim.__class__ is not int:
+                    return None
+        if not self._unchanged(cache, specs, entry):
+            return None
+        return self._fresh(entry[1])
 
     def _wrapper(self, buffer: Buffer) -> Any:
         """The framework's handle on the whole buffer: one import per buffer."""

@@ -25,7 +25,7 @@ from typing import Any
 from .dtypes import resolve_dtype
 from .errors import ArenaError
 
-__all__ = ["MAX_PLANS", "Plan", "make_plan", "plan_for", "structure_of"]
+__all__ = ["MAX_PLANS", "Plan", "make_plan", "plan_for", "server", "structure_of"]
 
 #: Request structures whose plans a front keeps (oldest eighth dropped when full).
 MAX_PLANS = 1024
@@ -174,3 +174,45 @@ def make_plan(structure: tuple[Any, ...], adapter: ModuleType, alignment: int) -
     filename = f"<arena plan {adapter.FRAMEWORK} {len(structure)} views>"
     exec(compile(code, filename, "exec"), namespace)
     return Plan((adapter.FRAMEWORK, structure), natives, namespace["build"], code)
+
+
+#: (dimension counts, fresh expression) -> factory of servers; few distinct keys exist.
+_SERVER_FACTORIES: dict[tuple[Any, ...], Callable[..., Callable[[Any], Any]]] = {}
+
+
+def server(specs: Any, views: list[Any], expression: str, fresh: Any) -> Callable[[Any], Any]:
+    """The function that serves a remembered request on a hit: ``serve(specs)`` checks that
+    every dimension is a plain int (``2.0`` and ``True`` hash and compare like ``2`` and
+    ``1``, so the exact-request lookup alone cannot tell) and returns fresh views, or None.
+
+    Generated once per (dimension counts, ``expression``) and closed over ``views``: one
+    call, straight-line checks and one view expression per view. ``expression`` formats
+    ``{view}`` into a fresh view; empty means ``fresh(views)``.
+    """
+    ndims = tuple(len(shape) for shape, _ in specs)
+    key = (ndims, expression)
+    factory = _SERVER_FACTORIES.get(key)
+    if factory is None:
+        count = len(ndims)
+        names = [f"v{i}" for i in range(count)]
+        dims = [[f"d{i}_{k}" for k in range(n)] for i, n in enumerate(ndims)]
+        body = [f"    ({', '.join(f'(s{i}, _)' for i in range(count))},) = specs"]
+        body += [
+            f"    ({', '.join(d)}{',' if len(d) == 1 else ''}) = s{i}" for i, d in enumerate(dims)
+        ]
+        checks = [f"{d}.__class__ is not int" for group in dims for d in group]
+        if checks:
+            body.append("    if " + " or ".join(checks) + ":\n        return None")
+        if expression:
+            body.append(f"    return [{', '.join(expression.format(view=v) for v in names)}]")
+        else:
+            body.append(f"    return fresh([{', '.join(names)}])")
+        code = "\n".join(
+            [f"def make(fresh, {', '.join(names)}):", "  def serve(specs):"]
+            + ["  " + line for line in body]
+            + ["  return serve"]
+        )
+        namespace: dict[str, Any] = {}
+        exec(compile(code, f"<arena server {count} views>", "exec"), namespace)
+        factory = _SERVER_FACTORIES[key] = namespace["make"]
+    return factory(fresh, *views)

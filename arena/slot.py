@@ -33,7 +33,7 @@ from .sources import Allocation
 __all__ = ["Buffer", "PersistentBuffer", "Prepared", "Slot"]
 
 #: A prepared request: [bytes it needs, its typed views, per-view metadata for the debug
-#: guard, used since the cache's last sweep] (see :mod:`arena.cache`).
+#: guard, used since the cache's last sweep, its server] (see :mod:`arena.cache`).
 Prepared = list[Any]
 
 
