@@ -1,34 +1,36 @@
-"""``python -m arena bench``: the locked hot path against the allocation it replaces.
+"""``python -m arena bench``: realistic workloads against the allocation they replace.
 
-For every installed framework and for 1, 3 and 8 views of realistic shapes and mixed
-dtypes, in one process, it times (median and 10th-90th percentile over repetitions):
+For every installed framework it times the workloads of :mod:`arena.workloads` (fixed,
+varying token counts, decode-heavy, CUDA-graph buckets, MoE, 32 views, 10 000 layouts in
+rotation) with four methods, each written as straight-line code the way a user writes it:
 
-* ``arena``: a locked ``get_simultaneous`` (fresh view objects);
-* ``cached``: the same through a cached front (the very same objects);
-* ``alloc``: the framework's own allocation of the same shapes (``torch.empty``, ...);
-* ``reference``: what vLLM's WorkspaceManager does per call (running sums, then slice +
-  dtype view + reshape of a ``uint8`` buffer; for JAX, a DLPack import of each view).
+* ``arena``: a locked, presized ``front.get_simultaneous`` (fresh view objects);
+* ``cached``: the same through a cached front (the very same objects on a repeat);
+* ``alloc``: the framework's own allocation, one direct call per view (``torch.empty``);
+* ``reference``: what vLLM's WorkspaceManager does per call (for JAX: a DLPack import
+  per view, the fair baseline there; ``jnp.empty`` compiles per shape).
 
-Ratios are taken within the run, so they compare like with like on the same machine.
+Ratios are taken within one run, so they compare like with like on the same machine. It
+also checks zero allocations after lock, the unlocked warm-up cost, the cache memory and
+the growth peak.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import gc
 import importlib.util
-import itertools
 import json
 import math
 import platform
+import random
 import statistics
 import subprocess
 import sys
 import time
 import timeit
 import tracemalloc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,48 +38,13 @@ from typing import Any
 from ._version import __version__
 from .core import Arena
 from .devices import cuda_device_count
-from .layout import _MEMO, compute_layout, round_up
+from .layout import clear_layout_memo, compute_layout
 from .observe import MB
+from .workloads import ATTENTION, WORKLOADS, WorkloadRow, time_workload
 
-__all__ = ["BenchResult", "Row", "main", "run_bench"]
+__all__ = ["BenchResult", "format_result", "main", "run_bench"]
 
-TOKENS, HIDDEN, HEADS, HEAD_DIM = 256, 4096, 32, 128
-
-#: Realistic requests: (name, specs with dtype names).
-WORKLOADS: dict[int, list[tuple[tuple[int, ...], str]]] = {
-    1: [((TOKENS, HIDDEN), "bfloat16")],
-    3: [
-        ((TOKENS, HEADS, HEAD_DIM), "bfloat16"),
-        ((TOKENS, HEADS), "float32"),
-        ((TOKENS,), "int32"),
-    ],
-    8: [
-        ((TOKENS * 2, 2 * HIDDEN), "bfloat16"),
-        ((TOKENS * 2, HIDDEN), "bfloat16"),
-        ((TOKENS, HIDDEN), "bfloat16"),
-        ((TOKENS, 2), "int32"),
-        ((TOKENS, 2), "float32"),
-        ((TOKENS * 2,), "int32"),
-        ((64,), "int32"),
-        ((TOKENS, 256), "float32"),
-    ],
-}
-
-
-@dataclass
-class Row:
-    """Timings of one (framework, device, view count), in microseconds per call."""
-
-    framework: str
-    device: str
-    views: int
-    median_us: dict[str, float]
-    spread_us: dict[str, tuple[float, float]]
-
-    def ratio(self, numerator: str, denominator: str) -> float:
-        """``median[numerator] / median[denominator]`` (nan when either is missing)."""
-        top, bottom = self.median_us.get(numerator), self.median_us.get(denominator)
-        return top / bottom if top and bottom else math.nan
+METHODS = ("arena", "cached", "alloc", "reference")
 
 
 @dataclass
@@ -85,115 +52,10 @@ class BenchResult:
     """Everything one run measured."""
 
     meta: dict[str, Any]
-    rows: list[Row] = field(default_factory=list)
+    rows: list[WorkloadRow] = field(default_factory=list)
     targets: list[dict[str, Any]] = field(default_factory=list)
     memory: list[dict[str, Any]] = field(default_factory=list)
     checks: dict[str, Any] = field(default_factory=dict)
-
-
-def _native_specs(framework: str, specs: list[tuple[tuple[int, ...], str]]) -> tuple[Any, ...]:
-    """The specs with the framework's own dtype objects, as its users would pass them."""
-    if framework == "torch":
-        import torch
-
-        return tuple((s, getattr(torch, d)) for s, d in specs)
-    from .dtypes import resolve_dtype
-
-    numpy_adapter = importlib.import_module("arena.adapters.numpy")
-
-    if framework in {"jax", "cupy"}:
-        # NumPy cannot export bfloat16 through DLPack (the JAX baseline imports each view)
-        # and CuPy's bfloat16 is experimental: these workloads use float16 (same size).
-        specs = [(s, "float16" if d == "bfloat16" else d) for s, d in specs]
-    return tuple((s, numpy_adapter.native_dtype(resolve_dtype(d))) for s, d in specs)
-
-
-def _reference(framework: str, buffer: Any, specs: Sequence[tuple[Any, Any]]) -> list[Any]:
-    """vLLM's per-call arithmetic and slicing (a JAX import per view for JAX)."""
-    actual = [math.prod(s) * d.itemsize for s, d in specs]
-    aligned = [round_up(a, 256) for a in actual]
-    offsets = list(itertools.accumulate([0, *aligned[:-1]]))
-    if framework == "jax":
-        import jax
-
-        return [
-            jax.dlpack.from_dlpack(
-                buffer[offsets[i] : offsets[i] + actual[i]].view(specs[i][1]).reshape(specs[i][0])
-            )
-            for i in range(len(specs))
-        ]
-    return [
-        buffer[offsets[i] : offsets[i] + actual[i]].view(specs[i][1]).reshape(specs[i][0])
-        for i in range(len(specs))
-    ]
-
-
-def _allocator(framework: str, device: str) -> Callable[[Sequence[tuple[Any, Any]]], list[Any]]:
-    if framework == "torch":
-        import torch
-
-        dev = torch.device(device if device != "cpu" else "cpu")
-        return lambda specs: [torch.empty(s, dtype=d, device=dev) for s, d in specs]
-    if framework == "numpy":
-        import numpy as np
-
-        return lambda specs: [np.empty(s, dtype=d) for s, d in specs]
-    if framework == "cupy":
-        import cupy
-
-        return lambda specs: [cupy.empty(s, dtype=d) for s, d in specs]
-    import jax.numpy as jnp
-
-    return lambda specs: [jnp.empty(s, dtype=d) for s, d in specs]
-
-
-def _time(fn: Callable[[], Any], number: int, repeat: int) -> tuple[float, float, float]:
-    fn()
-    samples = sorted(t / number * 1e6 for t in timeit.Timer(fn).repeat(repeat, number))
-    low = samples[max(0, len(samples) // 10)]
-    high = samples[min(len(samples) - 1, len(samples) * 9 // 10)]
-    return statistics.median(samples), low, high
-
-
-def _bench_one(framework: str, device: str, views: int, number: int, repeat: int) -> Row:
-    specs = _native_specs(framework, WORKLOADS[views])
-    arena = Arena(device, framework="numpy" if device == "cpu" else "cupy")
-    try:
-        front = arena.front(framework)
-        cached = arena.front(framework, cached=True)
-        front.get_simultaneous(*specs)
-        cached.get_simultaneous(*specs)
-        arena.lock()
-        # The reference manager owns a buffer of its own, as vLLM's does.
-        buffer = arena.source.allocate(arena.stats().slots[0].capacity).owner
-        allocate = _allocator(framework, device)
-        if framework == "torch":
-            from torch.utils.dlpack import from_dlpack
-
-            buffer = from_dlpack(buffer)
-        sync = _synchroniser(framework, device)
-        candidates: dict[str, Callable[[], Any]] = {
-            "arena": lambda: front.get_simultaneous(*specs),
-            "cached": lambda: cached.get_simultaneous(*specs),
-            "alloc": lambda: sync(allocate(specs)),
-            "reference": lambda: _reference(framework, buffer, specs),
-        }
-        medians, spreads = {}, {}
-        for name, fn in candidates.items():
-            median, low, high = _time(fn, number, repeat)
-            medians[name], spreads[name] = median, (low, high)
-        return Row(framework, device, views, medians, spreads)
-    finally:
-        arena.close()
-
-
-def _synchroniser(framework: str, device: str) -> Callable[[Any], Any]:
-    """Allocation timings include the work the framework defers (JAX dispatch)."""
-    if framework == "jax":
-        import jax
-
-        return jax.block_until_ready  # type: ignore[no-any-return,unused-ignore]
-    return lambda x: x
 
 
 def _frameworks(device: str) -> list[str]:
@@ -213,42 +75,116 @@ def _frameworks(device: str) -> list[str]:
     return found
 
 
-def _zero_allocations_after_lock(steps: int) -> dict[str, Any]:
-    import random
+def _time(fn: Callable[[], Any], number: int, repeat: int) -> float:
+    fn()
+    return statistics.median(t / number * 1e6 for t in timeit.Timer(fn).repeat(repeat, number))
 
+
+def _attention(tokens: int) -> tuple[Any, ...]:
+    return tuple((((tokens if m else 1), *rest), dtype) for m, rest, dtype in ATTENTION)
+
+
+def _zero_allocations_after_lock(steps: int) -> dict[str, Any]:
     with Arena("cpu", ubatches=2, framework="numpy") as arena:
-        arena.get_simultaneous(((TOKENS, HIDDEN), "float32"), ((TOKENS,), "int32"))
+        arena.reserve(*_attention(8192))
         arena.lock()
         before = arena.stats().allocations
         rng = random.Random(0)
         for step in range(steps):
             with arena.ubatch(step % 2):
-                tokens = rng.randint(1, TOKENS)
-                arena.get_simultaneous(((tokens, HIDDEN), "float32"), ((tokens,), "int32"))
+                arena.get_simultaneous(*_attention(rng.randint(1, 8192)))
         stats = arena.stats()
     return {"steps": steps, "allocations_after_lock": stats.allocations - before}
 
 
+def _warm_up_cost(number: int) -> dict[str, float]:
+    """A hit while unlocked (call sites recorded) against the same hit locked, us."""
+    figures: dict[str, float] = {}
+    for framework in ("numpy", "torch"):
+        if framework not in _frameworks("cpu"):
+            continue
+        specs = _native(framework, _attention(256))
+        with Arena("cpu", framework="numpy") as arena:
+            front = arena.front(framework)
+            front.get_simultaneous(*specs)
+            front.get_simultaneous(*specs)
+            unlocked = _time(lambda: front.get_simultaneous(*specs), number, 7)  # noqa: B023
+            arena.lock()
+            locked = _time(lambda: front.get_simultaneous(*specs), number, 7)  # noqa: B023
+        figures[f"{framework}_unlocked_us"] = unlocked
+        figures[f"{framework}_locked_us"] = locked
+    return figures
+
+
+def _native(framework: str, specs: tuple[Any, ...]) -> tuple[Any, ...]:
+    if framework == "torch":
+        import torch
+
+        return tuple((shape, getattr(torch, dtype)) for shape, dtype in specs)
+    return specs
+
+
 def _layout_memo(number: int) -> dict[str, float]:
-    specs = tuple((s, d) for s, d in WORKLOADS[8])
+    specs = tuple((shape, dtype) for shape, dtype in _attention(256))
     compute_layout(specs)
-    hit = min(timeit.Timer(lambda: compute_layout(specs)).repeat(5, number)) / number * 1e6
+    hit = _time(lambda: compute_layout(specs), number, 5)
 
     def miss() -> None:
-        _MEMO.clear()
+        clear_layout_memo()
         compute_layout(specs)
 
-    cold = min(timeit.Timer(miss).repeat(5, max(1, number // 10))) / max(1, number // 10) * 1e6
+    cold = _time(miss, max(1, number // 10), 5)
     return {"memoised_us": hit, "computed_us": cold}
+
+
+def _cache_memory() -> list[dict[str, Any]]:
+    """Resident bytes per remembered 3-view request (the cost of a large view cache)."""
+    figures = []
+    for framework in ("numpy", "torch"):
+        if framework not in _frameworks("cpu"):
+            continue
+        with Arena("cpu", framework="numpy") as arena:
+            front = arena.front(framework)
+            arena.reserve(*_attention(4096))
+            gc.collect()
+            before = _resident()
+            for _ in range(2):  # a layout is remembered from its second sighting
+                for tokens in range(1, 4097):
+                    front.get_simultaneous(*_native(framework, _attention(tokens)))
+            gc.collect()
+            entries = arena.stats().cached_layouts
+            figures.append(
+                {"framework": framework, "bytes_per_layout": (_resident() - before) / entries}
+            )
+    return figures
+
+
+def _resident() -> int:
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * 4096
+    except OSError:  # not Linux
+        return 0
 
 
 def _memory_figures() -> list[dict[str, Any]]:
     figures: list[dict[str, Any]] = []
-    for views, specs in WORKLOADS.items():
-        layout = compute_layout(tuple(specs))
+    for workload in WORKLOADS:
+        if workload.name not in ("fixed", "MoE 5 views", "32 views"):
+            continue
+        shapes = workload.shapes(256)
+        layout = compute_layout(
+            tuple(
+                (shape, dtype) for shape, (_, _, dtype) in zip(shapes, workload.views, strict=True)
+            )
+        )
         requested = sum(v.nbytes for v in layout.views)
         figures.append(
-            {"views": views, "requested_bytes": requested, "reserved_bytes": layout.total}
+            {
+                "workload": workload.name,
+                "requested_bytes": requested,
+                "reserved_bytes": layout.total,
+            }
         )
     n = 64 * MB
     for live_view in (False, True):
@@ -270,62 +206,29 @@ def _memory_figures() -> list[dict[str, Any]]:
     return figures
 
 
-def _breakdown(framework: str, number: int) -> dict[str, float]:
-    """Where a locked 3-view request spends its time, component by component (us)."""
-    specs = _native_specs(framework, WORKLOADS[3])
-    with Arena("cpu", framework="numpy") as arena:
-        front = arena.front(framework)
-        front.get_simultaneous(*specs)
-        # A cached front hands out the prepared view objects themselves.
-        prepared = arena.front(framework, cached=True).get_simultaneous(*specs)
-        arena.lock()
-        adapter = importlib.import_module(f"arena.adapters.{framework}")
-        allocate = _allocator(framework, "cpu")
-
-        def dims() -> bool:
-            for shape, _ in specs:
-                for dim in shape:
-                    if dim.__class__ is not int:
-                        return False
-            return True
-
-        parts: dict[str, Callable[[], Any]] = {
-            "whole locked request": lambda: front.get_simultaneous(*specs),
-            "slot resolution (current_slot)": arena.current_slot,
-            "hash of the request (dict key)": lambda: hash(specs),
-            "dimension type check": dims,
-            "fresh views (adapter)": lambda: adapter.fresh_views(prepared),
-            "framework allocation": lambda: allocate(specs),
-        }
-        return {name: _time(fn, number, 7)[0] for name, fn in parts.items()}
-
-
 def _poison_cost(number: int) -> list[dict[str, Any]]:
     """A locked request with and without poisoning (``Arena(poison=True)``), CPU, us."""
     rows: list[dict[str, Any]] = []
-    for framework in _frameworks("cpu"):
-        if framework == "jax":
-            continue  # JAX views are filled behind JAX's back: same memset, no new figure
-        for views in (1, 3):
-            specs = _native_specs(framework, WORKLOADS[views])
-            medians = {}
-            for poison in (False, True):
-                with Arena("cpu", framework="numpy", poison=poison) as arena:
-                    front = arena.front(framework)
-                    front.get_simultaneous(*specs)
-                    arena.lock()
-                    request = functools.partial(front.get_simultaneous, *specs)
-                    medians[poison] = _time(request, number, 5)[0]
-            nbytes = sum(v.nbytes for v in compute_layout(tuple(WORKLOADS[views])).views)
-            rows.append(
-                {
-                    "framework": framework,
-                    "views": views,
-                    "bytes": nbytes,
-                    "off_us": medians[False],
-                    "on_us": medians[True],
-                }
-            )
+    for framework in ("numpy", "torch"):
+        if framework not in _frameworks("cpu"):
+            continue
+        specs = _native(framework, _attention(256))
+        medians = {}
+        for poison in (False, True):
+            with Arena("cpu", framework="numpy", poison=poison) as arena:
+                front = arena.front(framework)
+                front.get_simultaneous(*specs)
+                arena.lock()
+                medians[poison] = _time(lambda: front.get_simultaneous(*specs), number, 5)  # noqa: B023
+        nbytes = sum(v.nbytes for v in compute_layout(_attention(256)).views)
+        rows.append(
+            {
+                "framework": framework,
+                "bytes": nbytes,
+                "off_us": medians[False],
+                "on_us": medians[True],
+            }
+        )
     return rows
 
 
@@ -344,34 +247,57 @@ def _gpu_growth_figure() -> dict[str, Any]:
     return {"growth": "256 MiB -> 512 MiB, cuda:0 direct", "peak_over_new_size": used / (2 * n)}
 
 
-def _targets(rows: list[Row], checks: dict[str, Any]) -> list[dict[str, Any]]:
+def _row(rows: list[WorkloadRow], workload: str, framework: str) -> WorkloadRow | None:
+    return next(
+        (
+            r
+            for r in rows
+            if r.workload == workload and r.framework == framework and r.device == "cpu"
+        ),
+        None,
+    )
+
+
+#: (workload, framework, numerator, denominator, limit, what the issue aims for).
+TARGETS = (
+    ("varying", "torch", "arena", "reference", 0.5, 0.35),
+    ("varying", "torch", "arena", "alloc", 0.9, 0.6),
+    ("fixed", "torch", "arena", "alloc", 0.4, None),
+    ("fixed", "numpy", "arena", "alloc", 1.0, None),
+    ("varying", "numpy", "arena", "alloc", 1.2, None),
+)
+
+
+def _targets(rows: list[WorkloadRow], checks: dict[str, Any]) -> list[dict[str, Any]]:
     targets: list[dict[str, Any]] = []
 
-    def add(name: str, value: float, limit: float, below: bool = True) -> None:
-        met = value <= limit if below else value >= limit
-        targets.append({"target": name, "measured": value, "limit": limit, "met": bool(met)})
+    def add(name: str, value: float, limit: float, aim: float | None = None) -> None:
+        targets.append(
+            {"target": name, "measured": value, "limit": limit, "aim": aim, "met": value <= limit}
+        )
 
-    for row in rows:
-        if row.views != 3:
-            continue
-        where = f"{row.framework} ({row.device}), 3 views"
-        if row.framework == "torch":
-            add(f"{where}: arena / reference", row.ratio("arena", "reference"), 0.35)
-            add(f"{where}: arena / torch.empty", row.ratio("arena", "alloc"), 0.6)
-        if row.framework == "numpy":
-            add(f"{where}: arena / np.empty", row.ratio("arena", "alloc"), 1.0)
-        if row.framework == "jax":
+    for workload, framework, top, bottom, limit, aim in TARGETS:
+        row = _row(rows, workload, framework)
+        if row is not None:
+            add(f"{framework} {workload}: {top} / {bottom}", row.ratio(top, bottom), limit, aim)
+    fixed, rotation = _row(rows, "fixed", "torch"), _row(rows, "10^4 layouts", "torch")
+    if fixed is not None and rotation is not None:
+        add(
+            "torch 10^4 layouts / fixed (arena)",
+            rotation.median_us["arena"] / fixed.median_us["arena"],
+            2.0,
+        )
+    warm = checks["warm_up"]
+    for framework in ("numpy", "torch"):
+        if f"{framework}_locked_us" in warm:
             add(
-                f"{where}: per-call import / cached (x faster)",
-                row.ratio("reference", "cached"),
-                20.0,
-                below=False,
+                f"{framework}: unlocked hit / locked hit",
+                warm[f"{framework}_unlocked_us"] / warm[f"{framework}_locked_us"],
+                2.0,
             )
-        else:
-            add(f"{where}: cached / reference", row.ratio("cached", "reference"), 0.1)
     zero = checks["zero_allocations"]
     add(
-        f"backend allocations after lock over {zero['steps']} steps",
+        f"allocations after lock over {zero['steps']} varying steps",
         zero["allocations_after_lock"],
         0,
     )
@@ -418,38 +344,46 @@ def run_bench(
     Parameters
     ----------
     quick : bool
-        Few repetitions (a smoke run for CI: numbers are indicative only).
+        Short sequences and few repetitions (a smoke run for CI: indicative only).
     gpu : bool, optional
-        Run the GPU section; default when CuPy sees a device.
+        Run the GPU section; default when a CUDA device is usable.
     progress : callable, optional
         Called with a line of text before each measurement.
     poison : bool
         Also measure what poisoning (``Arena(poison=True)``) costs a locked request.
     """
     say = progress or (lambda _line: None)
-    number, repeat = (200, 5) if quick else (1000, 15)
+    steps, repeat, number = (1000, 3, 2000) if quick else (10_000, 7, 20_000)
     devices = ["cpu"]
     if gpu if gpu is not None else cuda_device_count() > 0:
         devices.append("cuda:0")
     result = BenchResult(meta={})
     for device in devices:
         for framework in _frameworks(device):
-            for views in WORKLOADS:
-                say(f"timing {framework} on {device}, {views} view(s)")
-                result.rows.append(_bench_one(framework, device, views, number, repeat))
+            for workload in WORKLOADS:
+                runs = steps
+                if framework == "jax":
+                    # A JAX step costs 10-100x a torch step: fewer steps, and in a quick
+                    # run only the fixed and varying workloads.
+                    if quick and workload.name not in ("fixed", "varying"):
+                        continue
+                    runs = max(200, steps // 10)
+                say(f"timing {framework} on {device}: {workload.name}")
+                result.rows.append(
+                    time_workload(workload, framework, device, steps=runs, repeat=repeat)
+                )
     say("counting allocations after lock")
     result.checks["zero_allocations"] = _zero_allocations_after_lock(10_000 if quick else 100_000)
     result.checks["layout"] = _layout_memo(number)
-    result.checks["breakdown"] = {
-        name: _breakdown(name, number * 5)
-        for name in ("numpy", "torch")
-        if name in _frameworks("cpu")
-    }
+    say("timing the unlocked warm-up path")
+    result.checks["warm_up"] = _warm_up_cost(number)
     if poison:
         say("measuring the cost of poisoning")
         result.checks["poison"] = _poison_cost(max(50, number // 4))
     say("measuring memory")
     result.memory = _memory_figures()
+    if not quick:
+        result.checks["cache_memory"] = _cache_memory()
     if "cuda:0" in devices:
         result.memory.append(_gpu_growth_figure())
         import cupy
@@ -471,57 +405,54 @@ def format_result(result: BenchResult) -> str:
         + "; "
         + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
         "",
-        "us per call, median [p10-p90]; ratios of medians",
-        f"{'framework':<16}{'views':>5}{'arena':>17}{'cached':>17}{'alloc':>17}"
-        f"{'reference':>17}{'ar/ref':>8}{'ar/alloc':>9}{'ca/ref':>8}",
+        "us per step, median of interleaved repetitions; ratios of medians; '-' not measured",
+        f"{'workload':<15}{'framework':<12}"
+        + "".join(f"{m:>10}" for m in METHODS)
+        + f"{'ar/alloc':>10}{'ar/ref':>8}",
     ]
     for row in result.rows:
         cells = "".join(
-            f"{row.median_us[k]:>7.2f} [{row.spread_us[k][0]:.1f}-{row.spread_us[k][1]:.1f}]".rjust(
-                17
-            )
-            for k in ("arena", "cached", "alloc", "reference")
+            f"{row.median_us[m]:>10.2f}" if m in row.median_us else f"{'-':>10}" for m in METHODS
         )
-        lines.append(
-            f"{row.framework + ' ' + row.device:<16}{row.views:>5}{cells}"
-            f"{row.ratio('arena', 'reference'):>8.2f}{row.ratio('arena', 'alloc'):>9.2f}"
-            f"{row.ratio('cached', 'reference'):>8.2f}"
+        ratios = "".join(
+            f"{r:>{w}.2f}" if not math.isnan(r) else f"{'-':>{w}}"
+            for r, w in ((row.ratio("arena", "alloc"), 10), (row.ratio("arena", "reference"), 8))
         )
-    lines += ["", f"{'target':<58}{'measured':>10}{'limit':>8}  result"]
+        where = row.framework + ("" if row.device == "cpu" else f" {row.device}")
+        lines.append(f"{row.workload:<15}{where:<12}{cells}{ratios}")
+    lines += ["", f"{'target':<58}{'measured':>10}{'limit':>8}{'aim':>6}  result"]
     for t in result.targets:
+        aim = f"{t['aim']:>6g}" if t["aim"] is not None else f"{'':>6}"
         lines.append(
-            f"{t['target']:<58}{t['measured']:>10.3g}{t['limit']:>8g}  "
+            f"{t['target']:<58}{t['measured']:>10.3g}{t['limit']:>8g}{aim}  "
             + ("met" if t["met"] else "NOT MET")
         )
-    memo = result.checks["layout"]
+    memo, warm = result.checks["layout"], result.checks["warm_up"]
     lines += [
         "",
         f"layout: {memo['memoised_us']:.2f} us memoised vs {memo['computed_us']:.2f} us computed",
-        "",
-        "memory",
     ]
-    for framework, parts in result.checks.get("breakdown", {}).items():
-        lines.insert(-2, f"where a locked 3-view {framework} request goes (us, medians):")
-        for name, us in parts.items():
-            lines.insert(-2, f"  {name:<34}{us:>8.3f}")
-        lines.insert(-2, "")
-    poison = result.checks.get("poison")
-    if poison:
-        lines.insert(-2, "poisoning (Arena(poison=True)): a locked request, us (medians)")
-        for p in poison:
-            lines.insert(
-                -2,
-                f"  {p['framework']:<6} {p['views']} view(s), {p['bytes'] / MB:6.2f} MB filled: "
-                f"{p['off_us']:8.2f} off, {p['on_us']:9.2f} on "
-                f"({p['bytes'] / (p['on_us'] - p['off_us']) / 1e3:.1f} GB/s)"
-                if p["on_us"] > p["off_us"]
-                else f"  {p['framework']} {p['views']} view(s): {p['on_us']:.2f} on",
-            )
-        lines.insert(-2, "")
-    for m in result.memory:
-        if "views" in m:
+    for framework in ("numpy", "torch"):
+        if f"{framework}_locked_us" in warm:
             lines.append(
-                f"  {m['views']} view(s): requested {m['requested_bytes'] / MB:.3f} MB, "
+                f"{framework} 3-view hit: {warm[f'{framework}_locked_us']:.2f} us locked, "
+                f"{warm[f'{framework}_unlocked_us']:.2f} us unlocked (call sites recorded)"
+            )
+    for figure in result.checks.get("cache_memory", []):
+        lines.append(
+            f"{figure['framework']} view cache: {figure['bytes_per_layout'] / 1024:.2f} KiB "
+            "resident per remembered 3-view request"
+        )
+    for p in result.checks.get("poison", []):
+        lines.append(
+            f"poison, {p['framework']} ({p['bytes'] / MB:.2f} MB filled): "
+            f"{p['off_us']:.2f} us off, {p['on_us']:.2f} us on"
+        )
+    lines += ["", "memory"]
+    for m in result.memory:
+        if "workload" in m:
+            lines.append(
+                f"  {m['workload']} at 256 tokens: requested {m['requested_bytes'] / MB:.3f} MB, "
                 f"reserved {m['reserved_bytes'] / MB:.3f} MB "
                 f"(+{m['reserved_bytes'] - m['requested_bytes']} B alignment)"
             )
@@ -535,14 +466,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m arena bench", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--quick", action="store_true", help="few repetitions (CI smoke run)")
+    parser.add_argument("--quick", action="store_true", help="short runs (CI smoke run)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.add_argument(
         "--gpu",
         dest="gpu",
         action="store_true",
         default=None,
-        help="run the GPU section (default: when CuPy sees a device)",
+        help="run the GPU section (default: when a CUDA device is usable)",
     )
     parser.add_argument("--no-gpu", dest="gpu", action="store_false")
     parser.add_argument(

@@ -221,11 +221,13 @@ class Governor:
         With ``slot`` and ``specs`` (unlocked requests), also remember the slot's last
         request (for :meth:`arena.Arena.memory_snapshot`) and tell the profile recorder.
         """
-        site = caller_info()
-        if self.call_sites.get(site, -1) < required:
+        # Two frames are arena's own for sure: this method and the request that called it.
+        site = caller_info(2)
+        call_sites = self.call_sites
+        if call_sites.get(site, -1) < required:
             with self.mutex:
-                if self.call_sites.get(site, -1) < required:
-                    self.call_sites[site] = required
+                if call_sites.get(site, -1) < required:
+                    call_sites[site] = required
         if slot is not None:
             self.last_requests[slot.index] = (site, specs)
             recorder = self.recorder

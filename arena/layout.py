@@ -25,6 +25,7 @@ __all__ = [
     "Layout",
     "ViewLayout",
     "check_alignment",
+    "clear_layout_memo",
     "compute_layout",
     "round_up",
 ]
@@ -88,6 +89,11 @@ class Layout:
 
 
 _MEMO: dict[tuple[Any, int], Layout] = {}
+
+
+def clear_layout_memo() -> None:
+    """Forget every memoised layout (for benchmarks that time the computation itself)."""
+    _MEMO.clear()
 
 
 def round_up(nbytes: int, alignment: int) -> int:

@@ -96,13 +96,14 @@ def _internal() -> tuple[str, ...]:
     return _internal_dirs
 
 
-def caller_info() -> str:
+def caller_info(skip: int = 1) -> str:
     """``file:line:function`` of the first frame outside arena and its adapters.
 
     Memoised per code location: after the first time, naming a caller costs the walk
-    over arena's own frames and one dictionary lookup.
+    over arena's own frames and one dictionary lookup. ``skip`` frames above the caller
+    of this function are known to be arena's own and are not looked at.
     """
-    frame = sys._getframe(1)
+    frame = sys._getframe(skip)
     while frame is not None:
         code = frame.f_code
         internal = _INTERNAL_FILES.get(code.co_filename)

@@ -35,12 +35,17 @@ def test_bench_quick_run_measures_every_method_and_target() -> None:
     result = run_bench(quick=True, gpu=False)
     frameworks = {row.framework for row in result.rows}
     assert "numpy" in frameworks
+    workloads = {row.workload for row in result.rows if row.framework == "numpy"}
+    assert {"fixed", "varying", "decode-heavy", "graph buckets", "10^4 layouts"} <= workloads
     for row in result.rows:
-        assert set(row.median_us) == {"arena", "cached", "alloc", "reference"}
+        expected = {"arena", "cached", "reference"} | (
+            set() if row.framework == "jax" and row.workload != "fixed" else {"alloc"}
+        )
+        assert set(row.median_us) == expected, (row.workload, row.framework)
         assert all(v > 0 for v in row.median_us.values())
-        assert row.views in (1, 3, 8)
     names = [t["target"] for t in result.targets]
     assert any("allocations after lock" in n for n in names)
+    assert any("unlocked hit / locked hit" in n for n in names)
     zero = result.checks["zero_allocations"]
     assert zero["allocations_after_lock"] == 0 and zero["steps"] == 10_000
     growth = [m for m in result.memory if "growth" in m]
