@@ -371,7 +371,7 @@ def run_bench(
                     # run only the fixed and varying workloads.
                     if quick and workload.name not in ("fixed", "varying"):
                         continue
-                    runs = max(200, steps // 10)
+                    runs = 200
                 say(f"timing {framework} on {device}: {workload.name}")
                 result.rows.append(
                     time_workload(workload, framework, device, steps=runs, repeat=repeat)
