@@ -1,7 +1,7 @@
 """Build the compiled-hit prototype (fasthit.c) in a temporary directory and time it
 against arena's pure-Python locked hit and three direct np.empty calls, in one process.
 
-Usage: python scripts/prototype/measure.py   (needs a C compiler and Python headers)
+Usage: python scripts/prototype/measure.py [--quick]   (needs a C compiler, Python headers)
 """
 
 from __future__ import annotations
@@ -43,9 +43,12 @@ def build(directory: Path) -> object:
     return module
 
 
+NUMBER = 20_000 if "--quick" in sys.argv else 200_000
+
+
 def median_us(statement: str, namespace: dict[str, object]) -> float:
-    runs = timeit.repeat(statement, globals=namespace, number=200_000, repeat=7)
-    return sorted(runs)[len(runs) // 2] / 200_000 * 1e6
+    runs = timeit.repeat(statement, globals=namespace, number=NUMBER, repeat=7)
+    return sorted(runs)[len(runs) // 2] / NUMBER * 1e6
 
 
 def main() -> None:
