@@ -4,9 +4,11 @@
 objects over the same slots. The request path reads top to bottom:
 front (this module) -> :class:`~arena.slot.Slot` -> :mod:`~arena.layout` -> adapter.
 
-A request seen before in the same slot costs one dictionary lookup, a type check of its
-dimensions and one cheap fresh view per tensor, and takes no lock: it reads the slot's
-current :class:`~arena.slot.Buffer` once and hands out views prepared over that buffer.
+A request seen before in the same slot costs one dictionary lookup and one call of code
+generated for it (an int check of its dimensions and one cheap fresh view per tensor). A
+request with new sizes but a known structure is served by the structure's generated plan
+(:mod:`arena.plan`). Neither takes a lock: both read the slot's current
+:class:`~arena.slot.Buffer` once and build views over that buffer only.
 """
 
 from __future__ import annotations
