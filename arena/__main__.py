@@ -14,7 +14,18 @@ commands:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Dispatch to a sub-command."""
+    """Dispatch to a sub-command; a missing framework or a closed pipe ends in one line."""
+    try:
+        return _dispatch(argv)
+    except BrokenPipeError:  # e.g. piped into head: the reader left, nothing to report
+        sys.stderr.close()
+        return 0
+    except ImportError as exc:  # FrameworkUnavailableError included
+        print(f"python -m arena: {exc}", file=sys.stderr)
+        return 1
+
+
+def _dispatch(argv: list[str] | None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in {"-h", "--help"}:
         print(USAGE)

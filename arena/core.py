@@ -258,7 +258,7 @@ class Arena:
 
         The views live in the current slot's buffer and stay valid until the next call on
         the same slot, which reuses the same bytes. They are in :attr:`framework`; use
-        ``arena.torch.get_simultaneous`` (or ``.numpy``, ``.cupy``, ``.jax``) for another.
+        ``ws.torch.get_simultaneous`` (or ``.numpy``, ``.cupy``, ``.jax``) for another.
 
         Raises
         ------

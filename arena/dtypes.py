@@ -76,6 +76,14 @@ _ALIASES: dict[str, str] = {
     "fp8_e5m2": "float8_e5m2",
 }
 
+# Spellings the frameworks read differently: NumPy's "float" is float64 and its "int" int64,
+# torch.float is float32 and torch.int int32. A request must not depend on which one wins.
+_AMBIGUOUS: dict[str, str] = {
+    "float": "NumPy reads it as float64, torch.float is float32",
+    "int": "NumPy reads it as int64, torch.int is int32",
+    "long": "C's long is 32 bits on Windows and 64 elsewhere",
+}
+
 _TYPES: dict[str, DType] = {name: DType(name, size) for name, size in KNOWN_DTYPES.items()}
 _CACHE: dict[Any, DType] = {}
 _CACHE_LIMIT = 1024
@@ -130,6 +138,12 @@ def _resolve_uncached(dtype: Any) -> DType:
 
 def _from_string(text: str) -> DType:
     key = text.strip().lower()
+    if key in _AMBIGUOUS:
+        raise DTypeError(
+            f"dtype {text!r} is ambiguous ({_AMBIGUOUS[key]}); name the width, e.g. "
+            f"{'float32' if key == 'float' else 'int32'!r} or "
+            f"{'float64' if key == 'float' else 'int64'!r}"
+        )
     key = _ALIASES.get(key, key)
     if key in _TYPES:
         return _TYPES[key]
@@ -179,7 +193,8 @@ def _from_name(name: str, original: Any) -> DType:
 
 def _unknown_message(dtype: Any) -> str:
     names = ", ".join(sorted(KNOWN_DTYPES))
+    aliases = ", ".join(f"{alias}={name}" for alias, name in sorted(_ALIASES.items()))
     return (
         f"unknown dtype {dtype!r} ({type(dtype).__name__}); pass a NumPy, torch, JAX or "
-        f"ml_dtypes dtype, or one of the names: {names}"
+        f"ml_dtypes dtype, or one of the names: {names} (or the short names {aliases})"
     )

@@ -80,6 +80,8 @@ def load_adapter(framework: str, device: Device) -> ModuleType:
     """
     try:
         adapter = importlib.import_module(f"arena.adapters.{framework}")
+    except FrameworkUnavailableError:
+        raise  # the adapter's own message already says what to install
     except ImportError as exc:
         raise FrameworkUnavailableError(
             f"the {framework} front needs {framework}, which cannot be imported "

@@ -221,6 +221,12 @@ def _check_dim(index: int, axis: int, dim: Any) -> int:
         return int(dim)
     if isinstance(dim, bool) or type(dim).__name__ == "bool_":
         raise SpecError(f"spec #{index}: dimension {axis} is a bool ({dim!r}); pass an int")
+    if isinstance(dim, (tuple, list)):
+        raise SpecError(
+            f"spec #{index}: dimension {axis} is a tuple {dim!r}: the specs look like they "
+            "were passed as one sequence; pass each (shape, dtype) as its own argument, "
+            "get_simultaneous(spec0, spec1, ...) or get_simultaneous(*specs)"
+        )
     try:
         value = operator.index(dim)
     except TypeError:

@@ -40,7 +40,7 @@ class SlotHolder:
                     f"threads {holder.name!r} (id {holder.ident}) and {me.name!r} (id "
                     f"{me.ident}) use slot {slot.describe()} at the same time; each would "
                     "overwrite the other's views. Bind each thread to its own micro-batch "
-                    "(arena.bind_ubatch(i) or with arena.ubatch(i)) or lane, and construct "
+                    "(Arena.bind_ubatch(i), or with Arena.ubatch(i)) or lane, and construct "
                     "the arena with enough ubatches/lanes"
                 )
             self.thread = me

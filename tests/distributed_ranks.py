@@ -53,7 +53,8 @@ def torch_rank(rank: int, world: int, port: int) -> None:
         dist.all_reduce(grad)
         dist.all_reduce(counts, op=dist.ReduceOp.MAX)
         row = torch.full((5,), float(rank * 10 + step))
-        dist.all_gather_into_tensor(gathered.view(-1), row)
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        gather(gathered.view(-1), row)
         assert grad.data_ptr() == before
         for t in (grad, counts, gathered):
             assert source.holds(t.data_ptr(), t.numel() * t.element_size()), "not arena memory"

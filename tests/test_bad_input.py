@@ -148,3 +148,50 @@ def test_error_hierarchy() -> None:
         (arena.FrameworkUnavailableError, ImportError),
     ]:
         assert issubclass(cls, arena.ArenaError) and issubclass(cls, builtin)
+
+
+@pytest.mark.parametrize(
+    ("name", "fix"), [("float", "float32"), ("int", "int64"), ("long", "int64")]
+)
+def test_ambiguous_dtype_names_are_refused_with_the_widths_to_use(name: str, fix: str) -> None:
+    with pytest.raises(DTypeError, match=f"ambiguous.*{fix}"):
+        arena.resolve_dtype(name)
+
+
+def test_unknown_dtype_message_lists_the_short_names() -> None:
+    with pytest.raises(DTypeError, match="bf16=bfloat16"):
+        arena.resolve_dtype("float12")
+
+
+def test_specs_passed_as_one_list_get_a_hint(host: Arena) -> None:
+    with pytest.raises(SpecError, match=r"get_simultaneous\(\*specs\)"):
+        host.get_simultaneous([((4,), F32), ((2,), "int32")])  # type: ignore[arg-type]
+
+
+def test_a_missing_cupy_gives_one_message_naming_the_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    monkeypatch.delitem(sys.modules, "arena.adapters.cupy", raising=False)
+    with (
+        Arena("cpu", framework="numpy") as a,
+        pytest.raises(arena.FrameworkUnavailableError) as info,
+    ):
+        a.front("cupy")
+    message = str(info.value)
+    assert message.count("cannot be imported") <= 1 and "cupy-arena[cuda12]" in message
+
+
+def test_the_command_line_ends_a_missing_framework_in_one_line() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['torch'] = None; from arena.__main__ import main; "
+        "sys.exit(main(['demo', '--framework', 'torch', '--steps', '10']))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert run.returncode == 1
+    assert "Traceback" not in run.stderr and run.stderr.startswith("python -m arena:")
