@@ -50,6 +50,7 @@ __all__ = [
     "native_dtype",
     "plan_source",
     "typed_views",
+    "views_can_be_kept",
     "wrap",
     "write_into",
 ]
@@ -104,6 +105,11 @@ def plan_source(buffer: Any, native: Any) -> Any:
     """Unused: JAX views need a DLPack import per buffer, so JAX has no plan
     (:data:`PLAN_EXPRESSION` is empty) and new layouts take :func:`typed_views`."""
     return buffer
+
+
+def views_can_be_kept() -> bool:
+    """Whether views a plan builds now may be remembered and handed out later: always."""
+    return True
 
 
 def wrap(allocation: Allocation) -> Any:

@@ -26,6 +26,7 @@ __all__ = [
     "native_dtype",
     "plan_source",
     "typed_views",
+    "views_can_be_kept",
     "wrap",
     "write_into",
 ]
@@ -105,6 +106,11 @@ def native_dtype(dtype: DType) -> Any:
 def plan_source(buffer: Any, native: Any) -> Any:
     """What :data:`PLAN_EXPRESSION` builds views from: the buffer's ``uint8`` array."""
     return buffer
+
+
+def views_can_be_kept() -> bool:
+    """Whether views a plan builds now may be remembered and handed out later: always."""
+    return True
 
 
 def wrap(allocation: Allocation) -> Any:

@@ -32,6 +32,7 @@ __all__ = [
     "native_dtype",
     "plan_source",
     "typed_views",
+    "views_can_be_kept",
     "wrap",
     "write_into",
 ]
@@ -96,6 +97,12 @@ def plan_source(buffer: Any, native: Any) -> Any:
     (made outside inference mode, see :func:`wrap`)."""
     with torch.inference_mode(False):
         return buffer.alias(native)
+
+
+def views_can_be_kept() -> bool:
+    """Whether views a plan builds now may be remembered and handed out later: not inside
+    ``torch.inference_mode()``, where they would carry the mode into later requests."""
+    return not torch.is_inference_mode_enabled()
 
 
 def wrap(allocation: Allocation) -> Any:

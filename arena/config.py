@@ -4,6 +4,7 @@ default framework."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,10 +19,12 @@ from .sources import MemorySource
 
 __all__ = [
     "FRAMEWORKS",
+    "MAX_SLOTS",
     "Settings",
     "check_flag",
     "check_framework",
     "check_growth",
+    "check_path",
     "make_source",
     "pick_framework",
     "positive",
@@ -77,6 +80,12 @@ def settings(
     """
     ubatches = positive("ubatches", ubatches)
     lanes = positive("lanes", lanes)
+    if ubatches * lanes > MAX_SLOTS:
+        raise ConfigError(
+            f"ubatches={ubatches} x lanes={lanes} makes {ubatches * lanes} slots, more than "
+            f"the {MAX_SLOTS} an arena holds; a slot is one concurrently running thread's "
+            "buffer, so use one per overlapped micro-batch and lane"
+        )
     alignment = check_alignment(alignment)
     growth = check_growth(growth)
     max_cached = positive("max_cached_layouts", max_cached_layouts)
@@ -117,6 +126,28 @@ def positive(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
     return value
+
+
+#: Most slots (ubatches x lanes) one arena holds.
+MAX_SLOTS = 4096
+
+
+def check_path(name: str, value: Any) -> Any:
+    """``value`` if it is None or a non-empty path (str or os.PathLike).
+
+    Raises
+    ------
+    ConfigError
+        Naming the argument and what it got.
+    """
+    if value is None:
+        return None
+    if isinstance(value, (str, os.PathLike)) and str(os.fspath(value)).strip():
+        return value
+    raise ConfigError(
+        f"{name} must be a file path (str or os.PathLike), got {type(value).__name__} "
+        f"{value!r}; pass e.g. {name}='arena-{name.replace('_', '-')}'"
+    )
 
 
 def check_flag(name: str, value: Any) -> bool:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
-from .config import FRAMEWORKS, check_flag, pick_framework, settings
+from .config import FRAMEWORKS, check_flag, check_path, pick_framework, settings
 from .devices import Device
 from .front import Front
 from .fronts import FrontTable
@@ -141,6 +141,8 @@ class Arena:
         self._ubatches = config.ubatches
         self._lanes = config.lanes
         self._cached_views = config.cached_views
+        event_log = check_path("event_log", event_log)
+        profile = check_path("profile", profile)
         self._table = table = SlotTable(config, alloc_context, EventLog(event_log))
         self._governor = governor = table.governor
         self._selector = SlotSelector(

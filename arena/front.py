@@ -294,19 +294,24 @@ class Front:
         governor = self._governor
         if not governor.locked and governor.track_sites:
             governor.note_call_site(required, slot, specs)
-        if not (admit or self._cached):
-            seen = self._seen
-            try:
-                admit = seen.pop(specs, False)
-            except TypeError:  # unhashable (list shapes): never remembered
-                admit = False
-            else:
+        if not admit:  # built by a plan
+            if not self._cached:
+                seen = self._seen
+                try:
+                    admit = seen.pop(specs, False)
+                except TypeError:  # unhashable (list shapes): never remembered
+                    admit = False
+                else:
+                    if not admit:
+                        remember(seen, specs, True, self._max_cached)
                 if not admit:
-                    remember(seen, specs, True, self._max_cached)
-            if not admit:
-                if self._governor.poison:
-                    fill_views(self._name, views)
-                return views
+                    if governor.poison:
+                        fill_views(self._name, views)
+                    return views
+            if not self._adapter.views_can_be_kept():
+                # e.g. built inside torch.inference_mode(): remember views built outside it
+                layout = compute_layout(specs, governor.alignment)
+                views = self._adapter.typed_views(self._wrapper(buffer), layout)
         cache = buffer.prepared.get(self._key)
         if cache is None:
             cache = buffer.prepared[self._key] = {}

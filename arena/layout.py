@@ -217,7 +217,7 @@ def _split_spec(index: int, spec: Any) -> tuple[tuple[int, ...], DType]:
 
 
 def _check_dim(index: int, axis: int, dim: Any) -> int:
-    if dim.__class__ is int and dim >= 0:
+    if dim.__class__ is int and 0 <= dim <= MAX_BYTES:
         return int(dim)
     if isinstance(dim, bool) or type(dim).__name__ == "bool_":
         raise SpecError(f"spec #{index}: dimension {axis} is a bool ({dim!r}); pass an int")
@@ -246,12 +246,15 @@ def _check_dim(index: int, axis: int, dim: Any) -> int:
 
 def _count_bytes(index: int, shape: tuple[int, ...], dtype: DType) -> int:
     count = dtype.itemsize
+    extent = dtype.itemsize  # the frameworks index every dimension: zeros do not excuse
     for dim in shape:
         count *= dim
-    if count > MAX_BYTES:
+        extent *= max(dim, 1)
+    if extent > MAX_BYTES:
         raise SpecError(
-            f"spec #{index}: shape {shape} of {dtype.name} needs {count} bytes, more than "
-            f"the {MAX_BYTES} a buffer can address; the shape probably overflowed upstream"
+            f"spec #{index}: shape {shape} of {dtype.name} spans {extent} bytes of strides, "
+            f"more than the {MAX_BYTES} a framework can index (even with a zero dimension); "
+            "the shape probably overflowed upstream"
         )
     return count
 

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from .devices import Device
-from .errors import ArenaOutOfMemoryError
+from .errors import ArenaError, ArenaOutOfMemoryError
 from .observe import format_mb
 from .sources import Allocation, MemorySource
 
@@ -94,6 +94,15 @@ class Ledger:
         try:
             with context:
                 allocation = self.source.allocate(nbytes)
+                if allocation.nbytes < nbytes:
+                    short = allocation
+                    allocation = None
+                    self.source.release(short)
+                    raise ArenaError(
+                        f"the memory source {self.source!r} returned {short.nbytes} bytes "
+                        f"for {what}, which needs {nbytes}; a source must return at least "
+                        "the bytes asked for (this is a bug in the source)"
+                    )
                 self._live[id(allocation)] = allocation
                 self.allocations += 1
                 if self.observer is not None:

@@ -25,7 +25,16 @@ from typing import Any
 from .dtypes import resolve_dtype
 from .errors import ArenaError
 
-__all__ = ["MAX_PLANS", "Plan", "make_plan", "plan_for", "server", "structure_of"]
+__all__ = [
+    "MAX_PLANS",
+    "MAX_SERVER_FACTORIES",
+    "Plan",
+    "make_plan",
+    "plan_for",
+    "server",
+    "server_factories",
+    "structure_of",
+]
 
 #: Request structures whose plans a front keeps (oldest eighth dropped when full).
 MAX_PLANS = 1024
@@ -109,7 +118,7 @@ def make_plan(structure: tuple[Any, ...], adapter: ModuleType, alignment: int) -
     expression (an empty ``PLAN_EXPRESSION``) or a dtype does not resolve (the general
     path then raises the error)."""
     expression = adapter.PLAN_EXPRESSION
-    if not expression:
+    if not expression or not structure:  # no views: the general path returns []
         return None
     try:
         dtypes = [resolve_dtype(dtype) for _, dtype in structure]
@@ -161,6 +170,11 @@ def make_plan(structure: tuple[Any, ...], adapter: ModuleType, alignment: int) -
             "    if (\n        " + "\n        or ".join(checks) + "\n    ):\n        return False"
         )
     lines += arithmetic
+    # A zero-size view with a huge other dimension is 0 bytes here, yet past what a
+    # framework can index: the general path validates every dimension of such requests.
+    lines.append(
+        "    if " + " or ".join(f"not n{i}" for i in range(count)) + ":\n        return False"
+    )
     lines.append(f"    total = {offset}")
     lines.append("    if total > capacity:\n        return False")
     lines.append(f"    return total, [{', '.join(views)}]")
@@ -176,8 +190,15 @@ def make_plan(structure: tuple[Any, ...], adapter: ModuleType, alignment: int) -
     return Plan((adapter.FRAMEWORK, structure), natives, namespace["build"], code)
 
 
-#: (dimension counts, fresh expression) -> factory of servers; few distinct keys exist.
+#: (dimension counts, fresh expression) -> factory of servers. Engines use a handful; the
+#: bound (oldest eighth dropped when full) guards against requests with ever-new shapes.
 _SERVER_FACTORIES: dict[tuple[Any, ...], Callable[..., Callable[[Any], Any]]] = {}
+MAX_SERVER_FACTORIES = 1024
+
+
+def server_factories() -> int:
+    """How many server factories are kept (bounded by :data:`MAX_SERVER_FACTORIES`)."""
+    return len(_SERVER_FACTORIES)
 
 
 def server(specs: Any, views: list[Any], expression: str, fresh: Any) -> Callable[[Any], Any]:
@@ -193,10 +214,13 @@ def server(specs: Any, views: list[Any], expression: str, fresh: Any) -> Callabl
     key = (ndims, expression)
     factory = _SERVER_FACTORIES.get(key)
     if factory is None:
+        if len(_SERVER_FACTORIES) >= MAX_SERVER_FACTORIES:
+            for old in list(_SERVER_FACTORIES)[: MAX_SERVER_FACTORIES // 8]:
+                _SERVER_FACTORIES.pop(old, None)
         count = len(ndims)
         names = [f"v{i}" for i in range(count)]
         dims = [[f"d{i}_{k}" for k in range(n)] for i, n in enumerate(ndims)]
-        body = [f"    ({', '.join(f'(s{i}, _)' for i in range(count))},) = specs"]
+        body = [f"    ({', '.join(f'(s{i}, _)' for i in range(count))},) = specs"] if count else []
         body += [
             f"    ({', '.join(d)}{',' if len(d) == 1 else ''}) = s{i}" for i, d in enumerate(dims)
         ]
@@ -208,7 +232,7 @@ def server(specs: Any, views: list[Any], expression: str, fresh: Any) -> Callabl
         else:
             body.append(f"    return fresh([{', '.join(names)}])")
         code = "\n".join(
-            [f"def make(fresh, {', '.join(names)}):", "  def serve(specs):"]
+            [f"def make({', '.join(['fresh', *names])}):", "  def serve(specs):"]
             + ["  " + line for line in body]
             + ["  return serve"]
         )

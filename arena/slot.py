@@ -24,13 +24,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ArenaError, PersistentMismatchError
+from .errors import ArenaError, PersistentMismatchError, SpecError
 from .governor import Governor, Resize
 from .layout import Layout
 from .sharing import SlotHolder
 from .sources import Allocation
 
-__all__ = ["Buffer", "PersistentBuffer", "Prepared", "Slot"]
+__all__ = ["Buffer", "PersistentBuffer", "Prepared", "Slot", "check_in_bounds", "check_key"]
 
 #: A prepared request: [bytes it needs, its typed views, per-view metadata for the debug
 #: guard, used since the cache's last sweep, its server] (see :mod:`arena.cache`).
@@ -274,6 +274,7 @@ class Slot:
         ArenaLockedError
             ``key`` is new and the arena is locked.
         """
+        check_key(key)
         entry = self.persistent.get(key)
         if entry is None:
             governor = self.governor
@@ -325,10 +326,13 @@ class Slot:
         ArenaLockedError
             For a new key while locked.
         """
+        check_key(key)
         try:
             return self.resources[key]
         except KeyError:
             pass
+        if not callable(factory):
+            raise SpecError(f"factory must be callable with no arguments, got {factory!r}")
         governor = self.governor
         with governor.mutex:
             governor.check_open()
@@ -336,9 +340,12 @@ class Slot:
                 return self.resources[key]
             if governor.locked:
                 raise governor.new_key_refused(self, key, "resource")
-            resource = factory()
-            self.resources[key] = resource
-            return resource
+        # Built with no lock held: a factory may be slow, or use the arena from another
+        # thread. If two threads build the same key at once, the first stored wins.
+        resource = factory()
+        with governor.mutex:
+            governor.check_open()
+            return self.resources.setdefault(key, resource)
 
     # ------------------------------------------------------------------ debug
     def enter(self) -> None:
@@ -354,6 +361,23 @@ class Slot:
     def leave(self) -> None:
         """Debug mode: the calling thread's request on this slot is done."""
         self.holder.leave()
+
+
+def check_key(key: Any) -> None:
+    """Refuse a persistent key that cannot be looked up.
+
+    Raises
+    ------
+    SpecError
+        For an unhashable key, naming it.
+    """
+    try:
+        hash(key)
+    except TypeError:
+        raise SpecError(
+            f"persistent key {key!r} ({type(key).__name__}) is not hashable; use a str, an "
+            "int or a tuple of them"
+        ) from None
 
 
 def check_in_bounds(slot: Slot, buffer: Buffer, layout: Layout) -> None:
