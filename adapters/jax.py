@@ -70,6 +70,8 @@ PLAN_GLOBALS: dict[str, Any] = {}
 #: JAX imports host memory without a copy only at this alignment.
 CPU_ZERO_COPY_ALIGNMENT = 64
 _SIXTY_FOUR_BIT = {"int64", "uint64", "float64", "complex128"}
+#: Dtypes JAX cannot hold (XLA has no complex with 16-bit parts).
+_UNSUPPORTED = {"complex32"}
 
 
 def is_available() -> bool:
@@ -95,6 +97,12 @@ def native_dtype(dtype: DType) -> Any:
             f"{dtype.name} needs 64-bit mode in JAX: without it JAX silently converts to a "
             "32-bit copy. Enable it with jax.config.update('jax_enable_x64', True) (or "
             "JAX_ENABLE_X64=1) before making arrays, or request a 32-bit dtype"
+        )
+    if dtype.name in _UNSUPPORTED:
+        raise DTypeError(
+            f"JAX has no {dtype.name} arrays; request the bytes as "
+            f"'uint{8 * dtype.itemsize}' (or 'complex64' if the width is yours to choose) "
+            "and convert in JAX, or view these bytes through the torch front"
         )
     from . import numpy as numpy_adapter
 
@@ -188,7 +196,8 @@ def _import(source: Any, dtype: DType) -> Any:
         import torch
         from torch.utils.dlpack import from_dlpack
 
-        raw = source.view(np.uint8).reshape(-1) if source.size else source.view(np.uint8)
+        # NumPy changes the dtype of a 0-d array only at the same itemsize: flatten first.
+        raw = source.reshape(-1).view(np.uint8)
         tensor = from_dlpack(raw).view(getattr(torch, dtype.name)).reshape(source.shape)
         return jax.dlpack.from_dlpack(tensor)
 

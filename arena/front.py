@@ -24,7 +24,7 @@ from .governor import Governor
 from .guard import metadata, unchanged
 from .layout import compute_layout
 from .plan import Plan, plan_for, server
-from .poison import fill_views, poisoned
+from .poison import fill_views, poison_stale_bytes, poisoned
 from .slot import Buffer, Slot, check_in_bounds
 
 __all__ = ["Front"]
@@ -82,7 +82,8 @@ class Front:
         self._last_plan: Plan | None = None
         # Layouts a plan served once and did not remember yet (see _deliver).
         self._seen: dict[Any, Any] = {}
-        self._debug = governor.debug
+        # Debug mode and poisoning take the checked path (_debug_request), off the hot one.
+        self._debug = governor.debug or governor.poison
         # The in-place-change guard costs about 0.1 us per view per call, a third of a
         # cached request: it runs in debug mode. JAX arrays are immutable.
         self._guarded = cached and self._name != "jax" and governor.debug
@@ -182,14 +183,19 @@ class Front:
         return views
 
     def _debug_request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
-        slot.enter()
+        governor = self._governor
+        if governor.debug:
+            slot.enter()
         try:
             views = self._hit(slot, specs)
             if views is None:
                 views = self._miss(slot, specs, strict)
+            if views is not None and governor.poison:
+                poison_stale_bytes(slot.buffer, self._name, views, self._adapter.data_ptr)
             return views
         finally:
-            slot.leave()
+            if governor.debug:
+                slot.leave()
 
     def _hit(self, slot: Slot, specs: Any) -> list[Any] | None:
         """Fresh views of an entry prepared over the slot's buffer, or None."""

@@ -7,7 +7,12 @@ it, or reading a view after the next request on the same slot, shows at once:
   NaN: every byte is ``0xFF`` (a NaN in every IEEE-like format), or ``0x80`` for the
   ``fnuz`` float8 types, whose only NaN is that byte;
 * every other dtype (integers, bool, ``float4_e2m1fn_x2``, which has no NaN) reads the
-  byte pattern ``0xA5`` repeated (``int32`` ``-1515870811``, ``uint8`` ``165``).
+  byte pattern ``0xA5`` repeated (``int32`` ``-1515870811``, ``uint8`` ``165``);
+* the bytes the previous request on the slot covered and this one does not (a larger
+  earlier request, the gaps between views) are ``0xFF`` too, so a view kept from the
+  previous request reads NaN there. Where the new request hands those bytes out as an
+  integer view, the kept float view reads that view's ``0xA5`` pattern (a tiny float) until
+  it is written.
 
 The fill is one call per view: a byte view's ``fill`` for NumPy and CuPy (on CuPy's
 current stream), torch's ``fill_`` on a GPU (on torch's current stream), a ``memset``
@@ -30,6 +35,7 @@ __all__ = [
     "PATTERN_BYTE",
     "fill_views",
     "poison_from_env",
+    "poison_stale_bytes",
     "poisoned",
     "sentinel",
 ]
@@ -86,6 +92,31 @@ def fill_views(framework: str, views: Sequence[Any]) -> None:
     else:  # NumPy and CuPy arrays share this API
         for view in views:
             view.reshape(-1).view("uint8").fill(_byte(view.dtype))
+
+
+def poison_stale_bytes(
+    buffer: Any, framework: str, views: Sequence[Any], address: Callable[[Any], int]
+) -> None:
+    """Poison what the previous request on this buffer left beyond the new views' bytes.
+
+    Every byte from the buffer's start to the end of the previous request or of this one,
+    whichever is further, is set to :data:`NAN_BYTE` (a NaN for every IEEE float), then the
+    new views get their own sentinels again. So a view kept from the previous request reads
+    NaN wherever the new request does not hand out those bytes as an integer view.
+    """
+    allocation = buffer.allocation
+    if allocation is None:
+        return
+    end = max((address(v) - allocation.ptr + v.nbytes for v in views if v.nbytes), default=0)
+    reach = max(end, buffer.poisoned_end)
+    buffer.poisoned_end = end
+    if reach:
+        owner = allocation.owner
+        if hasattr(owner, "fill_"):  # a torch tensor owner (a torch-only CUDA arena)
+            owner[:reach].fill_(NAN_BYTE)
+        elif hasattr(owner, "fill"):  # NumPy and CuPy
+            owner[:reach].fill(NAN_BYTE)
+        fill_views(framework, views)
 
 
 def poisoned(

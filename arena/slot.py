@@ -55,7 +55,7 @@ class Buffer:
         A request was served from this buffer while a CUDA graph was being captured.
     """
 
-    __slots__ = ("allocation", "capacity", "captured", "prepared", "wrappers")
+    __slots__ = ("allocation", "capacity", "captured", "poisoned_end", "prepared", "wrappers")
 
     def __init__(self, allocation: Allocation | None, capacity: int) -> None:
         self.allocation = allocation
@@ -63,6 +63,8 @@ class Buffer:
         self.wrappers: dict[Any, Any] = {}
         self.prepared: dict[str, dict[Any, Prepared]] = {}
         self.captured = False
+        #: Poisoning: the end of the last request's bytes (see :mod:`arena.poison`).
+        self.poisoned_end = 0
 
 
 @dataclass(slots=True)

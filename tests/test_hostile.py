@@ -97,3 +97,28 @@ def test_server_factories_stay_bounded() -> None:
             a.get_simultaneous(*specs)
             a.get_simultaneous(*specs)  # the second sighting makes a server
     assert plan.server_factories() <= plan.MAX_SERVER_FACTORIES
+
+
+def test_poison_covers_bytes_the_next_request_does_not_hand_out() -> None:
+    import numpy as np
+
+    with Arena("cpu", framework="numpy", poison=True) as a:
+        (big,) = a.get_simultaneous(((1024,), F32))
+        big[...] = 1.0
+        a.get_simultaneous(((4,), F32))  # covers only the first 16 bytes
+        assert np.isnan(big).all()
+        x, y = a.get_simultaneous(((3,), F32), ((3,), F32))  # a gap between the views
+        x[...] = 1.0
+        y[...] = 1.0
+        a.get_simultaneous(((3,), F32), ((3,), F32))
+        assert np.isnan(x).all() and np.isnan(y).all()
+
+
+def test_jax_zero_d_bfloat16_works_and_complex32_is_a_dtype_error() -> None:
+    pytest.importorskip("jax")
+    pytest.importorskip("torch")  # bfloat16 reaches JAX through torch's DLPack export
+    with Arena("cpu", framework="jax") as a:
+        (scalar,) = a.get_simultaneous(((), "bfloat16"))
+        assert scalar.shape == () and str(scalar.dtype) == "bfloat16"
+        with pytest.raises(arena.DTypeError, match="JAX has no complex32"):
+            a.get_simultaneous(((4,), "complex32"))
