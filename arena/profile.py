@@ -202,17 +202,35 @@ class Recorder:
     def save(self) -> bool:
         """Merge this run into the profile file; warn (never raise) when that fails.
 
-        Returns whether the file was written.
+        An unwritable file, or any unexpected exception while merging or writing, is an
+        :class:`~arena.ArenaWarning` with the reason: ``lock()``, ``close()`` and the exit
+        hook never raise because of the profile.
+
+        Returns
+        -------
+        bool
+            Whether the file was written.
         """
-        run = self.snapshot()
-        self.dirty = False
         try:
+            run = self.snapshot()
+            self.dirty = False
             replaced = write_merged(self.path, run)
         except OSError as exc:  # warned once per attempt; the next lock/close tries again
             warnings.warn(
                 f"cannot write the arena profile {str(self.path)!r} ({exc}); the engine "
                 "continues, but the next start will not be presized. Pass a writable path "
                 "as profile= (or ARENA_PROFILE)",
+                ArenaWarning,
+                stacklevel=2,
+            )
+            return False
+        except Exception as exc:  # lock(), close() and the exit hook must not raise
+            self.dirty = False
+            warnings.warn(
+                f"cannot save the arena profile {str(self.path)!r} "
+                f"({type(exc).__name__}: {exc}); the engine continues, but the next start "
+                "will not be presized. Delete or move the file so the next run writes a "
+                "fresh one",
                 ArenaWarning,
                 stacklevel=2,
             )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import tempfile
 import time
@@ -52,6 +53,7 @@ MAX_LAYOUTS = 8
 #: Growth events kept per run.
 MAX_TIMELINE = 512
 _KEY = ("device", "ubatches", "lanes", "alignment")
+_EVENT_KEYS = ("t", "ubatch", "lane", "old", "new", "caller", "kind")
 
 
 class ProfileError(ArenaError, ValueError):
@@ -73,76 +75,218 @@ def describe_key(key: tuple[Any, ...]) -> str:
 def read_profile(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Load and validate the profile at ``path``.
 
+    Parameters
+    ----------
+    path
+        The profile file.
+
+    Returns
+    -------
+    dict
+        The profile, checked by :func:`check_profile`.
+
     Raises
     ------
     FileNotFoundError
         If there is no file.
     ProfileError
-        With the reason, when it cannot be read or is not a valid profile.
+        With the reason, when it cannot be read or is not a valid profile. Anything the
+        parser or the checks raise (``ValueError`` for an integer of more digits than
+        Python converts, ``RecursionError`` for deep nesting, or any other exception)
+        becomes a ``ProfileError``: a profile never stops the engine.
     """
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"cannot read it ({exc})") from exc
+    except (OSError, UnicodeError) as exc:
+        raise ProfileError(f"cannot read it ({_one_line(exc)})") from exc
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ProfileError(f"it is not valid JSON ({exc})") from exc
-    return check_profile(data)
+        raise ProfileError(f"it is not valid JSON ({_one_line(exc)})") from exc
+    except RecursionError as exc:
+        raise ProfileError(
+            f"it is nested too deeply for the JSON parser ({_one_line(exc)})"
+        ) from exc
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise ProfileError(f"the JSON parser refused it ({_one_line(exc)})") from exc
+    except Exception as exc:  # never let a profile stop the engine
+        raise ProfileError(
+            f"the JSON parser failed on it ({type(exc).__name__}: {_one_line(exc)})"
+        ) from exc
+    try:
+        return check_profile(data)
+    except ProfileError:
+        raise
+    except Exception as exc:  # a check that trips: a bad profile
+        raise ProfileError(
+            f"it could not be checked ({type(exc).__name__}: {_one_line(exc)})"
+        ) from exc
 
 
-def _int(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ProfileError(f"{where} must be an int >= 0, found {value!r}")
+def _one_line(value: object) -> str:
+    """``str(value)`` on one line, at most 200 characters."""
+    text = " ".join(str(value).split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _show(value: Any) -> str:
+    """``repr(value)``, shortened for a message."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        text = f"<deeply nested {type(value).__name__}>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+#: The largest figure a profile may hold: what a buffer can address.
+_LIMIT = 2**63 - 1
+
+
+def _int(value: Any, where: str, low: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= _LIMIT:
+        raise ProfileError(f"{where} must be an int from {low} to 2**63 - 1, found {_show(value)}")
     return value
+
+
+def _index(value: Any, where: str, count: int, what: str) -> int:
+    _int(value, where)
+    if value >= count:
+        raise ProfileError(
+            f"{where} is {value}, but the profile has {count} {what} (0 to {count - 1})"
+        )
+    return int(value)
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ProfileError(f"{where} must be a list, found {_show(value)}")
+    return value
+
+
+def _dict(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ProfileError(f"{where} must be an object, found {_show(value)}")
+    return value
+
+
+def _check_views(views: Any, where: str) -> None:
+    """Views are ``[[shape ints >= 0], "dtype name"]`` pairs."""
+    for view in _list(views, f"{where} 'views'"):
+        if (
+            not isinstance(view, list)
+            or len(view) != 2
+            or not isinstance(view[0], list)
+            or not isinstance(view[1], str)
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in view[0])
+        ):
+            raise ProfileError(
+                f"{where} 'views' must hold [[dims >= 0], \"dtype\"] pairs, found {_show(view)}"
+            )
 
 
 def check_profile(data: Any) -> dict[str, Any]:
     """``data`` if it is a valid profile of this schema version.
 
+    Every field is checked for its type and value: the match key (``ubatches`` and
+    ``lanes`` >= 1, ``alignment`` >= 1), ``runs`` an int >= 0, ``ranks`` a list of ints,
+    one slot per (ubatch, lane) in ubatch-major order, call sites and timeline entries
+    inside those slots, sizes ints >= 0. What passes can be merged, presized from and
+    reported on without further checks.
+
+    Parameters
+    ----------
+    data
+        Parsed JSON.
+
+    Returns
+    -------
+    dict
+        ``data`` itself.
+
     Raises
     ------
     ProfileError
-        Naming the first problem found.
+        Naming the first problem found, with the value found.
     """
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ProfileError(f'it is not an arena profile (no "format": "{FORMAT}")')
     if data.get("version") != VERSION:
         raise ProfileError(
-            f"it has schema version {data.get('version')!r}; this arena reads version {VERSION}"
+            f"it has schema version {_show(data.get('version'))}; "
+            f"this arena reads version {VERSION}"
         )
     if not isinstance(data.get("device"), str):
-        raise ProfileError(f'"device" must be a string, found {data.get("device")!r}')
-    for name in ("ubatches", "lanes", "alignment", "runs"):
-        _int(data.get(name), f'"{name}"')
-    slots = data.get("slots")
-    count = data["ubatches"] * data["lanes"]
-    if not isinstance(slots, list) or len(slots) != count:
-        raise ProfileError(f'"slots" must list {count} slots (ubatches x lanes)')
+        raise ProfileError(f'"device" must be a string, found {_show(data.get("device"))}')
+    for name in ("growth", "updated"):
+        if name in data and not isinstance(data[name], str):
+            raise ProfileError(f'"{name}" must be a string, found {_show(data[name])}')
+    ubatches = _int(data.get("ubatches"), '"ubatches"', 1)
+    lanes = _int(data.get("lanes"), '"lanes"', 1)
+    _int(data.get("alignment"), '"alignment"', 1)
+    _int(data.get("runs"), '"runs"')
+    slots = _list(data.get("slots"), '"slots"')
+    count = ubatches * lanes
+    if len(slots) != count:
+        raise ProfileError(
+            f'"slots" must list {count} slots ({ubatches} ubatches x {lanes} lanes), '
+            f"found {len(slots)}"
+        )
     for i, slot in enumerate(slots):
-        if not isinstance(slot, dict):
-            raise ProfileError(f"slot #{i} must be an object, found {slot!r}")
+        _dict(slot, f"slot #{i}")
         for name in ("ubatch", "lane", "peak", "capacity", "growths"):
             _int(slot.get(name), f"slot #{i} {name!r}")
-    sites = data.get("sites")
-    if not isinstance(sites, list):
-        raise ProfileError('"sites" must be a list')
-    for i, site in enumerate(sites):
+        expected = (i // lanes, i % lanes)
+        if (slot["ubatch"], slot["lane"]) != expected:
+            raise ProfileError(
+                f"slot #{i} must be ubatch {expected[0]}, lane {expected[1]} (one slot per "
+                f"(ubatch, lane), ubatch-major), found ubatch {slot['ubatch']}, "
+                f"lane {slot['lane']}"
+            )
+    for i, site in enumerate(_list(data.get("sites"), '"sites"')):
         if not isinstance(site, dict) or not isinstance(site.get("site"), str):
-            raise ProfileError(f'call site #{i} must be an object with a "site" string')
-        for name in ("ubatch", "lane", "peak"):
-            _int(site.get(name), f"call site #{i} {name!r}")
-        if not isinstance(site.get("layouts"), list):
-            raise ProfileError(f'call site #{i} must have a "layouts" list')
-        for layout in site["layouts"]:
-            if not isinstance(layout, dict) or not isinstance(layout.get("views"), list):
-                raise ProfileError(f"call site #{i} has a malformed layout {layout!r}")
+            raise ProfileError(
+                f'call site #{i} must be an object with a "site" string, found {_show(site)}'
+            )
+        _index(site.get("ubatch"), f"call site #{i} 'ubatch'", ubatches, "ubatches")
+        _index(site.get("lane"), f"call site #{i} 'lane'", lanes, "lanes")
+        _int(site.get("peak"), f"call site #{i} 'peak'")
+        for layout in _list(site.get("layouts"), f"call site #{i} 'layouts'"):
+            _dict(layout, f"call site #{i} layout")
             _int(layout.get("total"), f"call site #{i} layout 'total'")
             _int(layout.get("padding"), f"call site #{i} layout 'padding'")
-    if not isinstance(data.get("timeline"), list) or not isinstance(data.get("ranks"), list):
-        raise ProfileError('"timeline" and "ranks" must be lists')
+            _check_views(layout.get("views"), f"call site #{i} layout")
+    for i, rank in enumerate(_list(data.get("ranks"), '"ranks"')):
+        if isinstance(rank, bool) or not isinstance(rank, int):
+            raise ProfileError(f'"ranks" #{i} must be an int, found {_show(rank)}')
+    for i, event in enumerate(_list(data.get("timeline"), '"timeline"')):
+        where = f"timeline entry #{i}"
+        missing = [k for k in _EVENT_KEYS if k not in _dict(event, where)]
+        if missing:
+            raise ProfileError(
+                f"{where} lacks {', '.join(map(repr, missing))} (every entry needs "
+                f"{', '.join(map(repr, _EVENT_KEYS))}), found {_show(event)}"
+            )
+        t = event["t"]
+        if (
+            isinstance(t, bool)
+            or not isinstance(t, (int, float))
+            or not 0 <= t <= _LIMIT
+            or not math.isfinite(t)
+        ):
+            raise ProfileError(
+                f"{where} 't' must be a finite number of seconds >= 0, found {_show(t)}"
+            )
+        _index(event.get("ubatch"), f"{where} 'ubatch'", ubatches, "ubatches")
+        _index(event.get("lane"), f"{where} 'lane'", lanes, "lanes")
+        for name in ("old", "new"):
+            _int(event.get(name), f"{where} {name!r}")
+        for name in ("caller", "kind"):
+            if not isinstance(event.get(name), str):
+                raise ProfileError(
+                    f"{where} {name!r} must be a string, found {_show(event.get(name))}"
+                )
     return data
 
 

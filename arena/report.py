@@ -36,7 +36,7 @@ def analyse(profile: dict[str, Any]) -> dict[str, Any]:
     }
     for lane in range(lanes):
         own = [s["peak"] for s in slots if s["lane"] == lane]
-        lane_peak[lane] = max(lane_peak[lane], *own)
+        lane_peak[lane] = max([lane_peak[lane], *own])
 
     def steps(site: str, ubatch: int, lane: int) -> int:
         return sum(
@@ -160,7 +160,19 @@ def format_analysis(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point of ``python -m arena report``."""
+    """Command-line entry point of ``python -m arena report``.
+
+    Parameters
+    ----------
+    argv
+        The arguments after ``report`` (``sys.argv[2:]`` when None).
+
+    Returns
+    -------
+    int
+        0 when shown; 1 when there is no file at the path (or ``--plot`` lacks
+        matplotlib); 2 when the file is not a valid profile (one line on stderr says why).
+    """
     parser = argparse.ArgumentParser(
         prog="python -m arena report", description=__doc__.split("\n")[0]
     )
@@ -174,9 +186,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no profile at {args.path!r}: run the engine with profile=PATH", file=sys.stderr)
         return 1
     except ProfileError as exc:
-        print(f"{args.path!r} is not a usable profile: {exc}", file=sys.stderr)
-        return 1
-    report = analyse(profile)
+        print(
+            f"{args.path!r} is not a usable profile: {exc}. Record a new one with "
+            "Arena(profile=PATH)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        report = analyse(profile)
+    except (ArithmeticError, LookupError, TypeError, ValueError) as exc:  # no traceback
+        print(
+            f"{args.path!r} is not a usable profile: the report cannot read it "
+            f"({type(exc).__name__}: {' '.join(str(exc).split())})",
+            file=sys.stderr,
+        )
+        return 2
     report["path"] = args.path
     if args.json:
         print(json.dumps(report, indent=1))

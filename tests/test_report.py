@@ -76,7 +76,7 @@ def test_report_refuses_a_corrupt_or_missing_profile(
 ) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{")
-    assert main([str(bad)]) == 1
+    assert main([str(bad)]) == 2
     assert main([str(tmp_path / "missing.json")]) == 1
     err = capsys.readouterr().err
     assert "not a usable profile" in err and "no profile at" in err
