@@ -110,7 +110,9 @@ def caller_info(skip: int = 1) -> str:
         if internal is None:
             internal = _INTERNAL_FILES[code.co_filename] = _is_internal(code.co_filename)
         if not internal:
-            location = (code, frame.f_lineno)
+            # The instruction offset, not f_lineno: the line is computed from the line
+            # table on every access, the offset is a plain field.
+            location = (code, frame.f_lasti)
             site = _SITES.get(location)
             if site is None:
                 if len(_SITES) >= _MAX_SITES:
@@ -123,7 +125,7 @@ def caller_info(skip: int = 1) -> str:
     return "<unknown>"
 
 
-#: (code object, line) -> "file:line:function".
+#: (code object, instruction offset) -> "file:line:function".
 _SITES: dict[tuple[object, int], str] = {}
 _MAX_SITES = 1 << 16
 #: File name -> whether its frames belong to arena: resolving a path costs about 16 us,
