@@ -72,7 +72,7 @@ class Arena:
         ``ARENA_DEBUG`` variable.
     max_cached_layouts : int, optional
         Prepared view sets kept per slot buffer and front (default 16384). Each costs
-        about 3.3 KB for a 3-view torch request and 2.2 KB for NumPy (measured by the
+        about 2.3 KiB for a 3-view torch request and 2.0 KiB for NumPy (measured by the
         bench), and only layouts seen twice are kept. When full, the oldest eighth is
         swept: sets used since the last sweep stay, the rest go.
     cached_views : bool, optional
