@@ -22,6 +22,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from .cache import remember
 from .dtypes import resolve_dtype
 from .errors import ArenaError
 
@@ -88,10 +89,7 @@ def plan_for(
     except TypeError:  # an unhashable dtype object
         return None
     plan = make_plan(structure, adapter, alignment)
-    if len(plans) >= MAX_PLANS:
-        for old in list(plans)[: MAX_PLANS // 8]:
-            plans.pop(old, None)
-    plans[structure] = plan
+    remember(plans, structure, plan, MAX_PLANS)
     return plan
 
 
@@ -214,9 +212,6 @@ def server(specs: Any, views: list[Any], expression: str, fresh: Any) -> Callabl
     key = (ndims, expression)
     factory = _SERVER_FACTORIES.get(key)
     if factory is None:
-        if len(_SERVER_FACTORIES) >= MAX_SERVER_FACTORIES:
-            for old in list(_SERVER_FACTORIES)[: MAX_SERVER_FACTORIES // 8]:
-                _SERVER_FACTORIES.pop(old, None)
         count = len(ndims)
         names = [f"v{i}" for i in range(count)]
         dims = [[f"d{i}_{k}" for k in range(n)] for i, n in enumerate(ndims)]
@@ -238,5 +233,6 @@ def server(specs: Any, views: list[Any], expression: str, fresh: Any) -> Callabl
         )
         namespace: dict[str, Any] = {}
         exec(compile(code, f"<arena server {count} views>", "exec"), namespace)
-        factory = _SERVER_FACTORIES[key] = namespace["make"]
+        factory = namespace["make"]
+        remember(_SERVER_FACTORIES, key, factory, MAX_SERVER_FACTORIES)
     return factory(fresh, *views)
