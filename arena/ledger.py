@@ -69,10 +69,6 @@ class Ledger:
         """Bytes of the blocks handed out and not yet released."""
         return sum(a.nbytes for a in self._live.values())
 
-    def holds(self, allocation: Allocation) -> bool:
-        """Whether ``allocation`` came from this ledger and was not released."""
-        return self._live.get(id(allocation)) is allocation
-
     def allocate(self, nbytes: int, what: str) -> Allocation:
         """A block of ``nbytes`` from the source, counted as live.
 

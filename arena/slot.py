@@ -242,9 +242,7 @@ class Slot:
         allocation = governor.allocate(target, f"the scratch buffer of slot {self.describe()}")
         if old.allocation is not None:
             self.retired.append(old)
-        self.buffer = Buffer(allocation, target)
-        self.growths += 1
-        self.pending = 0
+        self._install(Buffer(allocation, target))
         return self, old.capacity, target
 
     def take_blocks(self) -> list[Allocation]:
