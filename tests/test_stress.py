@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +29,19 @@ class LockWatchingSource(RecordingSource):
         if self.arena is not None and self.arena.is_locked:
             self.while_locked.append(nbytes)
         return super().allocate(nbytes)
+
+
+def run_for(seconds: float, stop: threading.Event, requester: Any, *others: Any) -> None:
+    """Six ``requester(i)`` threads and one thread per other target, stopped after
+    ``seconds``."""
+    threads = [threading.Thread(target=requester, args=(i,)) for i in range(6)]
+    threads += [threading.Thread(target=other) for other in others]
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join(10)
 
 
 def test_eight_threads_with_lock_unlock_and_growth_underneath() -> None:
@@ -70,14 +84,7 @@ def test_eight_threads_with_lock_unlock_and_growth_underneath() -> None:
             if v.base.nbytes < v.nbytes:
                 errors.append("shared slot: view past its buffer")
 
-    threads = [threading.Thread(target=requester, args=(i,)) for i in range(6)]
-    threads += [threading.Thread(target=toggler), threading.Thread(target=sharer)]
-    for t in threads:
-        t.start()
-    time.sleep(SECONDS)
-    stop.set()
-    for t in threads:
-        t.join(10)
+    run_for(SECONDS, stop, requester, toggler, sharer)
     assert errors == []
     assert source.while_locked == []
     stats = a.stats()
@@ -122,14 +129,7 @@ def test_requests_racing_close_and_reset_get_views_or_closed_errors() -> None:
                 pass
             time.sleep(0.0003)
 
-    threads = [threading.Thread(target=requester, args=(i,)) for i in range(6)]
-    threads += [threading.Thread(target=resetter), threading.Thread(target=closer)]
-    for t in threads:
-        t.start()
-    time.sleep(SECONDS)
-    stop.set()
-    for t in threads:
-        t.join(10)
+    run_for(SECONDS, stop, requester, resetter, closer)
     arena.reset_arena(all_devices=True)
     assert errors == []
     assert counts["views"] > 0 and counts["closed"] > 0
