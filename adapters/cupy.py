@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from arena.devices import Device
-from arena.dtypes import DType
 from arena.errors import DTypeError, FrameworkUnavailableError
-from arena.layout import Layout
-from arena.sources import Allocation
+from arena.memory.devices import Device
+from arena.memory.sources import Allocation
+from arena.views.dtypes import DType
+from arena.views.layout import Layout
 
 try:
     import cupy
@@ -49,7 +49,7 @@ __all__ = [
 
 FRAMEWORK = "cupy"
 
-#: How arena's per-structure plans build one view (``arena.plan``): a format string over
+#: How arena's per-structure plans build one view (``arena.views.plan``): a format string over
 #: ``src`` (from :func:`plan_source`), ``native``, ``shape``, ``strides`` and ``offset`` (in
 #: elements), ``bstrides`` and ``boffset`` (in bytes) and ``numel``; empty for no plan.
 PLAN_EXPRESSION = "_ndarray({shape}, {native}, {src}.data + {boffset}, {bstrides})"

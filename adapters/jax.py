@@ -32,11 +32,11 @@ import jax
 import numpy as np
 from jax._src.array import ArrayImpl
 
-from arena.devices import Device
-from arena.dtypes import DType
 from arena.errors import ArenaError, DTypeError
-from arena.layout import Layout
-from arena.sources import Allocation
+from arena.memory.devices import Device
+from arena.memory.sources import Allocation
+from arena.views.dtypes import DType
+from arena.views.layout import Layout
 
 __all__ = [
     "FRAMEWORK",
@@ -57,7 +57,7 @@ __all__ = [
 
 FRAMEWORK = "jax"
 
-#: How arena's per-structure plans build one view (``arena.plan``): a format string over
+#: How arena's per-structure plans build one view (``arena.views.plan``): a format string over
 #: ``src`` (from :func:`plan_source`), ``native``, ``shape``, ``strides`` and ``offset`` (in
 #: elements), ``bstrides`` and ``boffset`` (in bytes) and ``numel``; empty for no plan.
 PLAN_EXPRESSION = ""

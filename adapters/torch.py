@@ -14,11 +14,11 @@ from typing import Any
 import torch
 from torch.utils.dlpack import from_dlpack
 
-from arena.devices import Device
-from arena.dtypes import DType
 from arena.errors import DTypeError
-from arena.layout import Layout
-from arena.sources import Allocation
+from arena.memory.devices import Device
+from arena.memory.sources import Allocation
+from arena.views.dtypes import DType
+from arena.views.layout import Layout
 
 __all__ = [
     "FRAMEWORK",
@@ -39,7 +39,7 @@ __all__ = [
 
 FRAMEWORK = "torch"
 
-#: How arena's per-structure plans build one view (``arena.plan``): a format string over
+#: How arena's per-structure plans build one view (``arena.views.plan``): a format string over
 #: ``src`` (from :func:`plan_source`), ``native``, ``shape``, ``strides`` and ``offset`` (in
 #: elements), ``bstrides`` and ``boffset`` (in bytes) and ``numel``; empty for no plan.
 PLAN_EXPRESSION = "{src}.as_strided({shape}, {strides}, {offset})"

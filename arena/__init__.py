@@ -10,11 +10,9 @@ arrays over the same bytes.
 
 from __future__ import annotations
 
-from ._version import __version__
-from .core import FRAMEWORKS, Arena
-from .devices import CPU, Device, default_device, parse_device
-from .dtypes import DType, resolve_dtype
-from .errors import (
+from arena._version import __version__
+from arena.core import FRAMEWORKS, Arena
+from arena.errors import (
     ArenaClosedError,
     ArenaError,
     ArenaLockedError,
@@ -31,10 +29,11 @@ from .errors import (
     SlotError,
     SpecError,
 )
-from .front import Front
-from .layout import Layout, ViewLayout, compute_layout
-from .observe import ArenaEvent
-from .process import (
+from arena.memory.devices import CPU, Device, default_device, parse_device
+from arena.memory.sources import Allocation, HostSource, MemorySource
+from arena.observe.events import ArenaEvent
+from arena.observe.stats import ArenaStats, SlotStats
+from arena.process import (
     current_arena,
     init_arena,
     is_arena_initialized,
@@ -42,8 +41,9 @@ from .process import (
     reset_arena,
     unlock_arena,
 )
-from .sources import Allocation, HostSource, MemorySource
-from .stats import ArenaStats, SlotStats
+from arena.views.dtypes import DType, resolve_dtype
+from arena.views.front import Front
+from arena.views.layout import Layout, ViewLayout, compute_layout
 
 __all__ = [
     "CPU",

@@ -32,15 +32,15 @@ def _dispatch(argv: list[str] | None) -> int:
         return 0 if args else 2
     command, rest = args[0], args[1:]
     if command == "demo":
-        from .demo import main as demo_main
+        from arena.tools.demo import main as demo_main
 
         return demo_main(rest)
     if command == "bench":
-        from .bench import main as bench_main
+        from arena.tools.bench import main as bench_main
 
         return bench_main(rest)
     if command == "report":
-        from .report import main as report_main
+        from arena.observe.report import main as report_main
 
         return report_main(rest)
     print(f"unknown command {command!r}\n\n{USAGE}", file=sys.stderr)

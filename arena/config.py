@@ -1,21 +1,29 @@
 """Validation of :class:`arena.Arena`'s settings, the choice of memory source and of the
-default framework."""
+default framework, and the loading of a framework's adapter."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
-from .devices import Device, cupy_device_count, default_device, parse_device, torch_device_count
-from .errors import ConfigError
-from .layout import check_alignment
-from .observe import debug_from_env
-from .poison import poison_from_env
-from .sources import MemorySource
+from arena.errors import ConfigError, FrameworkUnavailableError
+from arena.memory.devices import (
+    Device,
+    cupy_device_count,
+    default_device,
+    parse_device,
+    torch_device_count,
+)
+from arena.memory.sources import MemorySource
+from arena.observe.events import debug_from_env
+from arena.views.layout import check_alignment
+from arena.views.poison import poison_from_env
 
 __all__ = [
     "FRAMEWORKS",
@@ -25,6 +33,7 @@ __all__ = [
     "check_framework",
     "check_growth",
     "check_path",
+    "load_adapter",
     "make_source",
     "pick_framework",
     "positive",
@@ -102,7 +111,7 @@ def settings(
     track_sites = check_flag("track_call_sites", track_call_sites)
     source_object = make_source(device, source)
     if capture_probe is None and source_object.device.is_cuda:
-        from .capture import capture_probe as cuda_capture_probe
+        from arena.memory.capture import capture_probe as cuda_capture_probe
 
         capture_probe = cuda_capture_probe(source_object.device)
     poison = poison_from_env() if poison is None else check_flag("poison", poison)
@@ -188,18 +197,18 @@ def make_source(device: Any, source: MemorySource | str | None) -> MemorySource:
     resolved = default_device() if device is None else parse_device(device)
     if not resolved.is_cuda:
         if source in (None, "host"):
-            from .sources import HostSource
+            from arena.memory.sources import HostSource
 
             return HostSource()
         if source == "pinned":
-            from .cuda import PinnedSource
+            from arena.memory.cuda import PinnedSource
 
             return PinnedSource()
         raise ConfigError(
             f"source={source!r} is not a host source; on device {resolved} use 'host' "
             "(default) or 'pinned', or a CUDA device for 'device', 'pool' or 'torch'"
         )
-    from .cuda import cuda_source
+    from arena.memory.cuda import cuda_source
 
     return cuda_source(resolved, source or _default_cuda_source(resolved))
 
@@ -231,3 +240,25 @@ def _default_cuda_source(device: Device) -> str:
     if cupy_device_count() > device.index or torch_device_count() <= device.index:
         return "device"  # CuPy serves it, or nothing does and "device" explains what to install
     return "torch"
+
+
+def load_adapter(framework: str, device: Device) -> ModuleType:
+    """Import the adapter of ``framework`` (``arena.adapters.<framework>``) and check that it
+    can view ``device``'s memory.
+
+    Raises
+    ------
+    FrameworkUnavailableError
+        If the framework is not installed or cannot view this device's memory.
+    """
+    try:
+        adapter = importlib.import_module(f"arena.adapters.{framework}")
+    except FrameworkUnavailableError:
+        raise  # the adapter's own message already says what to install
+    except ImportError as exc:
+        raise FrameworkUnavailableError(
+            f"the {framework} front needs {framework}, which cannot be imported "
+            f"({exc}); install it (pip install {framework}) or use another front"
+        ) from exc
+    adapter.check_device(device)
+    return adapter

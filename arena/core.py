@@ -3,22 +3,37 @@
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from .config import FRAMEWORKS, check_flag, check_path, pick_framework, settings
-from .devices import Device
-from .front import Front
-from .fronts import FrontTable
-from .layout import DEFAULT_ALIGNMENT, compute_layout
-from .observe import ArenaEvent, format_mb
-from .profile import Recorder, attach_profile, profile_from_env
-from .selector import SlotSelector
-from .slots import SlotTable
-from .snapshot import EventLog
-from .sources import MemorySource
-from .stats import ArenaStats
+from arena.config import (
+    FRAMEWORKS,
+    check_flag,
+    check_framework,
+    check_path,
+    load_adapter,
+    pick_framework,
+    settings,
+)
+from arena.memory.devices import Device
+from arena.memory.sources import MemorySource
+from arena.observe.events import ArenaEvent, format_mb
+from arena.observe.profile import Recorder, attach_profile, profile_from_env
+from arena.observe.requests import RequestLog
+from arena.observe.snapshot import EventLog
+from arena.observe.stats import ArenaStats
+from arena.slots.selector import SlotSelector
+from arena.slots.table import SlotTable
+from arena.views.front import Front
+from arena.views.layout import DEFAULT_ALIGNMENT, compute_layout
+
+if TYPE_CHECKING:
+    import cupy
+    import jax
+    import numpy
+    import torch
 
 __all__ = ["FRAMEWORKS", "Arena"]
 
@@ -141,10 +156,12 @@ class Arena:
         self._ubatches = config.ubatches
         self._lanes = config.lanes
         self._cached_views = config.cached_views
+        self._poison = config.poison
+        self._max_cached = config.max_cached
         event_log = check_path("event_log", event_log)
         profile = check_path("profile", profile)
         self._table = table = SlotTable(config, alloc_context, EventLog(event_log))
-        self._governor = governor = table.governor
+        self._governor = table.governor
         self._selector = SlotSelector(
             table.slots,
             lanes=self._lanes,
@@ -152,13 +169,20 @@ class Arena:
             lane_resolver=lane_resolver,
             name=f"arena_lane_{next(_arena_ids)}",
         )
-        self._fronts = FrontTable(self, self._selector.select, governor, config.max_cached)
+        self._fronts: dict[tuple[str, bool], Front[Any]] = {}
         self._framework = pick_framework(framework, self.device)
-        self._default_front: Front | None = None
+        self._default_front: Front[Any] | None = None
         profile = profile_from_env() if profile is None else profile
         self._recorder: Recorder | None = None
         if profile is not None:
-            self._recorder = attach_profile(self, governor, profile)
+            key = (self.device.kind, self._ubatches, self._lanes, config.alignment)
+            self._recorder = attach_profile(profile, table, key, str(config.growth))
+            # Saved when the arena is collected or the interpreter exits; the finalizer
+            # holds the recorder, never the arena.
+            weakref.finalize(self, self._recorder.save_if_dirty)
+        # Profiles record requests through the call-site log: with track_call_sites=False
+        # a profile keeps capacities only.
+        self._log = RequestLog(self._recorder) if config.track_sites else None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -207,7 +231,7 @@ class Arena:
         return self._governor.closed
 
     # ------------------------------------------------------------------ fronts
-    def front(self, framework: str, *, cached: bool | None = None) -> Front:
+    def front(self, framework: str, *, cached: bool | None = None) -> Front[Any]:
         """The front that hands out views of this arena in ``framework``.
 
         Parameters
@@ -222,33 +246,49 @@ class Arena:
 
         Raises
         ------
+        ConfigError
+            If ``framework`` is not one an arena knows.
         FrameworkUnavailableError
             If the framework is not installed or cannot view this device's memory.
         """
         use_cache = self._cached_views if cached is None else check_flag("cached", cached)
-        return self._fronts.front(framework, use_cache)
+        front = self._fronts.get((framework, use_cache))
+        if front is None:
+            check_framework(framework)
+            front = Front(
+                self,
+                self._selector.select,
+                self._table,
+                load_adapter(framework, self.device),
+                cached=use_cache,
+                max_cached=self._max_cached,
+                poison=self._poison,
+                log=self._log,
+            )
+            front = self._fronts.setdefault((framework, use_cache), front)
+        return front
 
     @property
-    def numpy(self) -> Front:
+    def numpy(self) -> Front[numpy.ndarray]:
         """Views as NumPy arrays (host memory only)."""
         return self.front("numpy")
 
     @property
-    def torch(self) -> Front:
+    def torch(self) -> Front[torch.Tensor]:
         """Views as torch tensors."""
         return self.front("torch")
 
     @property
-    def cupy(self) -> Front:
+    def cupy(self) -> Front[cupy.ndarray]:
         """Views as CuPy arrays (device memory only)."""
         return self.front("cupy")
 
     @property
-    def jax(self) -> Front:
+    def jax(self) -> Front[jax.Array]:
         """Views as JAX arrays (read-only by JAX's contract)."""
         return self.front("jax")
 
-    def _default(self) -> Front:
+    def _default(self) -> Front[Any]:
         front = self._default_front
         if front is None:
             front = self._default_front = self.front(self._framework)
@@ -291,7 +331,7 @@ class Arena:
         ArenaLockedError
             For a new key while locked.
         """
-        return self._selector.select().resource(key, factory)  # type: ignore[no-any-return]
+        return self._selector.select().persistent.resource(key, factory)  # type: ignore[no-any-return]
 
     def reserve(self, *specs: tuple[Any, Any], lane: int | None = None) -> int:
         """Size slots so that this request fits in each of them; returns its bytes.
@@ -387,16 +427,17 @@ class Arena:
         an exception in a listener propagates to the call that caused the event, after
         the event's change is complete.
         """
-        self._governor.add_listener(listener)
+        self._table.add_listener(listener)
 
     def remove_listener(self, listener: Callable[[ArenaEvent], None]) -> None:
         """Stop calling ``listener``; a listener never added is ignored."""
-        self._governor.remove_listener(listener)
+        self._table.remove_listener(listener)
 
     # ------------------------------------------------------------------ stats
     def stats(self) -> ArenaStats:
         """A snapshot of capacities, growths, allocations and per-call-site peaks."""
-        return self._table.stats()
+        peaks = self._log.snapshot()[0] if self._log is not None else {}
+        return self._table.stats(peaks)
 
     def memory_snapshot(self) -> dict[str, Any]:
         """The arena's memory in the format of ``torch.cuda.memory._snapshot()``.
@@ -407,7 +448,8 @@ class Arena:
         ``torch.cuda._memory_viz`` (``segsum``, ``segment_plot``, ``trace_plot``, ...)
         renders it; pickle it for the https://pytorch.org/memory_viz page.
         """
-        return self._table.memory_snapshot()
+        last = self._log.snapshot()[1] if self._log is not None else {}
+        return self._table.memory_snapshot(last)
 
     def save_profile(self) -> bool:
         """Merge what was recorded so far into the profile file now.
@@ -446,7 +488,7 @@ class Arena:
     def __repr__(self) -> str:
         governor = self._governor
         state = "closed" if governor.closed else ("locked" if governor.locked else "unlocked")
-        sizes = ", ".join(format_mb(c) for c in governor.sizes())
+        sizes = ", ".join(format_mb(c) for c in self._table.sizes())
         return (
             f"Arena(device='{self.device}', ubatches={self._ubatches}, lanes={self._lanes}, "
             f"alignment={self.alignment}, framework='{self._framework}', {state}, "

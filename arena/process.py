@@ -6,9 +6,9 @@ import threading
 import warnings
 from typing import Any
 
-from .core import Arena
-from .devices import Device, default_device, parse_device
-from .errors import ArenaWarning, NotInitializedError
+from arena.core import Arena
+from arena.errors import ArenaWarning, NotInitializedError
+from arena.memory.devices import Device, default_device, parse_device
 
 __all__ = [
     "current_arena",

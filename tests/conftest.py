@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import arena
-from arena.devices import cuda_device_count, cuda_unavailable_reason
+from arena.memory.devices import cuda_device_count, cuda_unavailable_reason
 
 REQUIRE_GPU = os.environ.get("ARENA_REQUIRE_GPU", "") == "1"
 

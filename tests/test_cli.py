@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from arena.bench import format_result, run_bench
-from arena.demo import format_report, run_demo
+from arena.tools.bench import format_result, run_bench
+from arena.tools.demo import format_report, run_demo
 
 
 @pytest.mark.parametrize("framework", ["numpy", "torch"])

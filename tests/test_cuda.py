@@ -12,7 +12,7 @@ import pytest
 
 import arena
 from arena import Arena, ArenaLockedError, DeviceUnavailableError, GraphCaptureError
-from arena.devices import cuda_device_count
+from arena.memory.devices import cuda_device_count
 
 gpu = pytest.mark.gpu
 MiB = 1 << 20

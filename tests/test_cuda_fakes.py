@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from arena import Device, GraphCaptureError, devices
-from arena import cuda as arena_cuda
+from arena import Device, GraphCaptureError
+from arena.memory import cuda as arena_cuda
+from arena.memory import devices
 
 CUDA0 = Device("cuda", 0)
 

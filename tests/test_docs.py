@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.devices import cuda_device_count
+from arena.memory.devices import cuda_device_count
 
 ROOT = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^```python( gpu)?\n(.*?)^```", re.S | re.M)

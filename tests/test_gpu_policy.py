@@ -79,7 +79,7 @@ def _run(tmp_path: Path, require: str) -> dict[str, str]:
 
 
 def test_a_gpu_run_turns_unlisted_skips_into_failures(tmp_path: Path) -> None:
-    from arena.devices import cuda_device_count
+    from arena.memory.devices import cuda_device_count
 
     outcomes = _run(tmp_path, "1")
     assert outcomes["test_listed_skip"] == "skipped"
@@ -91,7 +91,7 @@ def test_a_gpu_run_turns_unlisted_skips_into_failures(tmp_path: Path) -> None:
 
 
 def test_a_cpu_run_keeps_its_skips(tmp_path: Path) -> None:
-    from arena.devices import cuda_device_count
+    from arena.memory.devices import cuda_device_count
 
     outcomes = _run(tmp_path, "")
     assert outcomes["test_adapter_cannot_load"] == "skipped"

@@ -87,7 +87,7 @@ def test_a_source_returning_too_few_bytes_is_refused_and_given_back() -> None:
 
 
 def test_server_factories_stay_bounded() -> None:
-    from arena import plan
+    from arena.views import plan
 
     with Arena("cpu", framework="numpy") as a:
         a.reserve_bytes(1 << 16)

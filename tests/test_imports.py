@@ -48,7 +48,7 @@ class cuda:
 COUNT = """
 import json, sys
 import arena
-from arena.devices import cuda_device_count, default_device
+from arena.memory.devices import cuda_device_count, default_device
 print(json.dumps([cuda_device_count(), str(default_device()), "torch" in sys.modules]))
 """
 

@@ -108,7 +108,7 @@ def test_jax_persistent_buffer(shared: Arena) -> None:
 
 
 def test_out_of_memory_hint_names_jax_preallocation(monkeypatch: pytest.MonkeyPatch) -> None:
-    from arena.ledger import oom_hint
+    from arena.memory.ledger import oom_hint
 
     cuda = arena.Device("cuda", 0)
     monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 
 from arena import SpecError, compute_layout
-from arena.dtypes import KNOWN_DTYPES
-from arena.layout import round_up
+from arena.views.dtypes import KNOWN_DTYPES
+from arena.views.layout import round_up
 
 DTYPES = sorted(KNOWN_DTYPES)
 shapes = st.lists(st.integers(0, 64), min_size=0, max_size=4).map(tuple)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arena import Arena, SpecError, compute_layout
-from arena.cache import remember
+from arena.views.prepared import Prepared, remember
 from tests.sources import RecordingSource
 
 DTYPES = ["float32", "float16", "int8", "int64", "bfloat16", "uint16"]
@@ -122,10 +122,12 @@ def test_a_layout_is_remembered_from_its_second_sighting() -> None:
 
 
 def test_the_cache_sweeps_in_part_and_spares_what_was_used() -> None:
-    cache: dict[Any, list[Any]] = {}
+    cache: dict[Any, Prepared] = {}
     for key in range(64):
-        remember(cache, key, [0, [], (), key < 8], 64)  # keys 0..7 were used
-    remember(cache, "new", [0, [], (), False], 64)
+        entry = Prepared(0, [])
+        entry.used = key < 8  # keys 0..7 were used
+        remember(cache, key, entry, 64)
+    remember(cache, "new", Prepared(0, []), 64)
     assert len(cache) <= 64 and "new" in cache
     assert all(key in cache for key in range(8))  # used: a second chance
     assert sum(1 for key in range(8, 64) if key in cache) >= 48  # only a part was swept

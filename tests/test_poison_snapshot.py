@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import arena
-from arena.poison import NAN_BYTE, NAN_BYTE_FNUZ, PATTERN_BYTE, sentinel
+from arena.views.poison import NAN_BYTE, NAN_BYTE_FNUZ, PATTERN_BYTE, sentinel
 
 
 @pytest.mark.parametrize("cached", [False, True])

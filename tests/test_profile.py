@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import arena
-from arena.profilefile import MAX_LAYOUTS, read_profile
+from arena.observe.profilefile import MAX_LAYOUTS, read_profile
 
 #: A warm-up as an engine runs it: two micro-batches, two call sites, one sibling.
 WARM_UP = textwrap.dedent(

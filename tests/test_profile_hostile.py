@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 import arena
-from arena import profilefile
-from arena.profilefile import ProfileError, check_profile, read_profile
-from arena.report import main
+from arena.observe import profilefile
+from arena.observe.profilefile import ProfileError, check_profile, read_profile
+from arena.observe.report import main
 
 
 def _valid(ubatches: int = 1, lanes: int = 1) -> dict[str, Any]:
@@ -184,7 +184,7 @@ def test_the_exit_hook_does_not_raise_on_a_bad_profile(tmp_path: Path) -> None:
     path = tmp_path / "p.json"
     code = (
         "import json, sys, warnings, arena\n"
-        "from arena import profilefile\n"
+        "from arena.observe import profilefile\n"
         "warnings.simplefilter('always')\n"
         "ws = arena.Arena('cpu', framework='numpy', profile=sys.argv[1])\n"
         "ws.get_simultaneous(((100,), 'float32'))\n"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import arena
-from arena.profilefile import read_profile
-from arena.report import analyse, main
+from arena.observe.profilefile import read_profile
+from arena.observe.report import analyse, main
 
 
 def _big(ws: arena.Arena) -> None:

@@ -141,7 +141,7 @@ def test_lock_sizes_siblings_to_exactly_the_largest_capacity(growth: str | int) 
 
 
 def test_cuda_out_of_memory_errors_become_memory_errors() -> None:
-    from arena.cuda import _out_of_memory_as_memory_error
+    from arena.memory.cuda import _out_of_memory_as_memory_error
 
     class CUDARuntimeError(RuntimeError):  # the shape of CuPy's runtime error
         status = 2

@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 import arena
-from arena import Arena, Device, FrameworkUnavailableError, devices
-from arena.cuda import TorchSource
-from arena.sources import empty_allocation
+from arena import Arena, Device, FrameworkUnavailableError
+from arena.memory import devices
+from arena.memory.cuda import TorchSource
+from arena.memory.sources import empty_allocation
 
 torch = pytest.importorskip("torch")
 

@@ -34,10 +34,10 @@ from typing import Any, TypeVar
 
 import torch
 
-from ..core import Arena
-from ..devices import parse_device
-from ..errors import ArenaLockedError, PersistentMismatchError
-from ..observe import MB, ArenaEvent, debug_from_env
+from arena.core import Arena
+from arena.errors import ArenaLockedError, PersistentMismatchError
+from arena.memory.devices import parse_device
+from arena.observe.events import MB, ArenaEvent, debug_from_env
 
 __all__ = [
     "WorkspaceManager",

@@ -1,0 +1,143 @@
+"""Memory sources: where slot buffers come from.
+
+A source is a small object in the style of Numba's External Memory Management plugins:
+``allocate(nbytes)`` returns an :class:`Allocation` and ``release(allocation)`` gives it
+back. The arena calls nothing else, so a test can substitute a recording or failing source
+and check exactly which allocations and frees happen.
+
+Release semantics: the arena drops its own references before calling ``release``; memory
+actually returns to the system once no view still references ``allocation.owner``. That is
+what makes views outlive growth and :meth:`~arena.Arena.close` safely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from arena.memory.devices import CPU, Device
+
+__all__ = ["HOST_ALIGNMENT", "Allocation", "HostSource", "MemorySource", "empty_allocation"]
+
+#: Base-address alignment of host allocations: one page, enough for every SIMD width and
+#: for JAX's 64-byte zero-copy requirement.
+HOST_ALIGNMENT = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """One block of memory handed out by a source.
+
+    Attributes
+    ----------
+    ptr : int
+        Address of the first byte.
+    nbytes : int
+        Usable size in bytes.
+    owner : Any
+        A 1-D ``uint8`` array of exactly ``nbytes`` over the block. Holding it keeps the
+        memory alive; adapters build every view from it. Its type depends on the memory:
+
+        - host memory (including pinned): a NumPy array;
+        - device memory where CuPy is installed and sees the device: a CuPy array (the
+          torch source wraps its tensor in one, so the CuPy front works too);
+        - device memory from the torch source without a usable CuPy: the ``torch.uint8``
+          CUDA tensor itself (torch, JAX and, once CuPy is installed, CuPy adapters accept
+          it: each reads it through DLPack or its pointer).
+
+        Code that touches ``owner`` directly must not assume more than a 1-D ``uint8``
+        array with ``__dlpack__``: zero it with the framework's own call (``fill(0)`` on
+        NumPy and CuPy, ``zero_()`` on torch).
+    device : Device
+        Where the memory lives.
+    """
+
+    ptr: int
+    nbytes: int
+    owner: Any
+    device: Device
+
+
+@runtime_checkable
+class MemorySource(Protocol):
+    """What the arena needs from a memory provider."""
+
+    @property
+    def device(self) -> Device:
+        """The device the memory lives on."""
+        ...
+
+    def allocate(self, nbytes: int) -> Allocation:
+        """Return a block of at least ``nbytes`` (``nbytes >= 1``) aligned to >= 256 bytes.
+
+        Raises ``MemoryError`` (or a subclass) when the memory is not available.
+        """
+        ...
+
+    def release(self, allocation: Allocation) -> None:
+        """Take back a block the arena no longer references.
+
+        Views built from ``allocation.owner`` may still exist: the memory must stay valid
+        until the last reference to ``allocation.owner`` is gone (refcounted memory such
+        as NumPy, CuPy and torch blocks does this by itself).
+        """
+        ...
+
+
+class HostSource:
+    """Host memory from NumPy, page-aligned.
+
+    ``np.empty`` only guarantees 16-byte alignment, so each block over-allocates one page
+    and starts at the first page boundary inside it.
+    """
+
+    @property
+    def device(self) -> Device:
+        """Always the host."""
+        return CPU
+
+    def allocate(self, nbytes: int) -> Allocation:
+        """Allocate ``nbytes`` of page-aligned host memory."""
+        import numpy as np
+
+        try:
+            raw = np.empty(nbytes + HOST_ALIGNMENT, dtype=np.uint8)
+        except (ValueError, OverflowError) as exc:  # past what NumPy can index
+            raise MemoryError(f"cannot allocate {nbytes} bytes of host memory: {exc}") from exc
+        address = int(raw.__array_interface__["data"][0])
+        start = -address % HOST_ALIGNMENT
+        block = raw[start : start + nbytes]
+        return Allocation(address + start, nbytes, block, CPU)
+
+    def release(self, allocation: Allocation) -> None:
+        """Nothing to do: NumPy frees the block once the last view of it is gone."""
+
+    def __repr__(self) -> str:
+        return "HostSource()"
+
+
+def empty_allocation(device: Device) -> Allocation:
+    """A zero-byte block on ``device`` that no memory source is asked for.
+
+    Zero-byte requests on a slot that never grew get their (empty) views from it, so they
+    work even while locked and never allocate a slot buffer. On CUDA its owner follows the
+    rule of :attr:`Allocation.owner`: a CuPy array where CuPy sees the device, else an
+    empty torch CUDA tensor (a torch-backed arena without CuPy).
+    """
+    if device.is_cuda:
+        from arena.memory.devices import cupy_device_count
+
+        if cupy_device_count() > device.index:
+            import cupy
+
+            with cupy.cuda.Device(device.index):
+                array = cupy.ndarray((0,), dtype=cupy.uint8)
+            return Allocation(int(array.data.ptr), 0, array, device)
+        import torch
+
+        tensor = torch.empty(0, dtype=torch.uint8, device=f"cuda:{device.index}")
+        return Allocation(int(tensor.data_ptr()), 0, tensor, device)
+    import numpy as np
+
+    array = np.empty(0, dtype=np.uint8)
+    return Allocation(int(array.__array_interface__["data"][0]), 0, array, device)

@@ -1,0 +1,148 @@
+"""Logging, debug switches and caller attribution.
+
+Everything here runs on slow paths only (growth, lock, unlocked bookkeeping).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "MB",
+    "ArenaEvent",
+    "caller_info",
+    "debug_from_env",
+    "format_mb",
+    "log_event",
+    "logger",
+]
+
+logger = logging.getLogger("arena")
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ArenaEvent:
+    """What listeners registered with :meth:`arena.Arena.add_listener` receive.
+
+    Attributes
+    ----------
+    kind : str
+        ``"resize"``, ``"lock"``, ``"unlock"`` or ``"close"``.
+    caller : str
+        ``file:line:function`` of the first frame outside arena.
+    slot : tuple of int or None
+        ``(ubatch, lane)`` for a resize; None otherwise.
+    old_bytes, new_bytes : int
+        Slot capacity before and after a resize (0 for other events).
+    sizes : tuple of int
+        Every slot's capacity after the event, ubatch-major.
+    """
+
+    kind: str
+    caller: str
+    slot: tuple[int, int] | None
+    old_bytes: int
+    new_bytes: int
+    sizes: tuple[int, ...]
+
+
+_internal_dirs: tuple[str, ...] | None = None
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+# Files inside the package that play user code (their frames are the callers to name).
+_CONSUMER_FILES = (str(_PACKAGE_DIR / "tools" / "demo.py"),)
+
+
+def format_mb(nbytes: int) -> str:
+    """Bytes as ``"12.50 MB"`` (MiB, as vLLM prints them)."""
+    return f"{nbytes / MB:.2f} MB"
+
+
+def debug_from_env(variable: str = "ARENA_DEBUG") -> bool:
+    """Whether the debug environment variable is set to a true value."""
+    return os.environ.get(variable, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def log_event(message: str, *, debug: bool, prefix: str = "[arena]") -> None:
+    """Log a resize/lock/unlock event: at INFO when ``debug`` is on, else at DEBUG.
+
+    With debug on and no logging configured, a stderr handler is attached so the lines
+    show up, as the environment variable promises.
+    """
+    if debug:
+        if not logger.handlers and not logging.getLogger().handlers:
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("%(message)s"))
+            logger.addHandler(handler)
+            logger.setLevel(logging.INFO)
+        logger.info("%s %s", prefix, message)
+    else:
+        logger.debug("%s %s", prefix, message)
+
+
+def _internal() -> tuple[str, ...]:
+    global _internal_dirs
+    if _internal_dirs is None:
+        dirs = [str(_PACKAGE_DIR) + os.sep]
+        spec = importlib.util.find_spec("arena.adapters")
+        if spec is not None and spec.origin:
+            dirs.append(str(Path(spec.origin).resolve().parent) + os.sep)
+        dirs.append(str(Path(logging.__file__).resolve().parent.parent / "contextlib.py"))
+        _internal_dirs = tuple(dirs)
+    return _internal_dirs
+
+
+def caller_info(skip: int = 1) -> str:
+    """``file:line:function`` of the first frame outside arena and its adapters.
+
+    Memoised per code location: after the first time, naming a caller costs the walk
+    over arena's own frames and one dictionary lookup. ``skip`` frames above the caller
+    of this function are known to be arena's own and are not looked at.
+    """
+    frame = sys._getframe(skip)
+    while frame is not None:
+        code = frame.f_code
+        internal = _INTERNAL_FILES.get(code.co_filename)
+        if internal is None:
+            internal = _INTERNAL_FILES[code.co_filename] = _is_internal(code.co_filename)
+        if not internal:
+            # The instruction offset, not f_lineno: the line is computed from the line
+            # table on every access, the offset is a plain field.
+            location = (code, frame.f_lasti)
+            site = _SITES.get(location)
+            if site is None:
+                if len(_SITES) >= _MAX_SITES:
+                    _SITES.clear()  # code locations are few; this guards a pathological loop
+                site = _SITES[location] = (
+                    f"{os.path.basename(code.co_filename)}:{frame.f_lineno}:{code.co_name}"
+                )
+            return site
+        frame = frame.f_back  # type: ignore[assignment]
+    return "<unknown>"
+
+
+#: (code object, instruction offset) -> "file:line:function".
+_SITES: dict[tuple[object, int], str] = {}
+_MAX_SITES = 1 << 16
+#: File name -> whether its frames belong to arena: resolving a path costs about 16 us,
+#: so each file is resolved once per process.
+_INTERNAL_FILES: dict[str, bool] = {}
+
+
+def _is_internal(path: str) -> bool:
+    if path in _CONSUMER_FILES:
+        return False
+    internal = _internal()
+    if path.startswith(internal):
+        return True
+    if path.startswith("<"):
+        return False
+    try:
+        return str(Path(path).resolve()).startswith(internal)
+    except OSError:
+        return False

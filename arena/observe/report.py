@@ -1,0 +1,220 @@
+"""``python -m arena report PATH [--plot FILE.png] [--json]``: what a profile says.
+
+Per slot: capacity, its own peak request, the call site that sizes it (the largest peak
+in its lane: :meth:`~arena.Arena.lock` brings every micro-batch of a lane to that size),
+growth steps, alignment padding, bytes the growth policy (or ``reserve``) left unused, and
+bytes held only because a sibling micro-batch needed them. Per call site: peak bytes,
+share of the slot, growth steps it caused, distinct layouts, padding. Per lane: the bytes
+duplicated across micro-batches.
+
+``--plot`` draws the demand per call site and the capacity timeline of the warm-up
+(:mod:`arena.observe.plot`, needs matplotlib: ``pip install cupy-arena[plot]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from arena.observe.events import MB
+from arena.observe.profilefile import ProfileError, read_profile
+
+__all__ = ["analyse", "format_analysis", "main"]
+
+
+def analyse(profile: dict[str, Any]) -> dict[str, Any]:
+    """The report's figures for a validated profile (JSON-ready)."""
+    lanes = profile["lanes"]
+    slots = profile["slots"]
+    timeline = profile["timeline"]
+    sites = profile["sites"]
+    lane_peak = {
+        lane: max([0, *(s["peak"] for s in sites if s["lane"] == lane)], default=0)
+        for lane in range(lanes)
+    }
+    for lane in range(lanes):
+        own = [s["peak"] for s in slots if s["lane"] == lane]
+        lane_peak[lane] = max([lane_peak[lane], *own])
+
+    def steps(site: str, ubatch: int, lane: int) -> int:
+        return sum(
+            1
+            for e in timeline
+            if e["caller"] == site and e["ubatch"] == ubatch and e["lane"] == lane
+        )
+
+    site_rows = []
+    for site in sites:
+        slot = slots[site["ubatch"] * lanes + site["lane"]]
+        largest = site["layouts"][0] if site["layouts"] else None
+        site_rows.append(
+            {
+                "site": site["site"],
+                "ubatch": site["ubatch"],
+                "lane": site["lane"],
+                "peak": site["peak"],
+                "share": site["peak"] / slot["capacity"] if slot["capacity"] else 0.0,
+                "sizes_slot": site["peak"] == lane_peak[site["lane"]] and site["peak"] > 0,
+                "growth_steps": steps(site["site"], site["ubatch"], site["lane"]),
+                "layouts": len(site["layouts"]),
+                "padding": largest["padding"] if largest else 0,
+                "largest_layout": largest["views"] if largest else [],
+            }
+        )
+    site_rows.sort(key=lambda r: (r["ubatch"], r["lane"], -r["peak"], r["site"]))
+    slot_rows = []
+    for slot in slots:
+        lane = slot["lane"]
+        sizing = [r for r in site_rows if r["lane"] == lane and r["sizes_slot"]]
+        mine = [r for r in site_rows if r["lane"] == lane and r["ubatch"] == slot["ubatch"]]
+        slot_rows.append(
+            {
+                "ubatch": slot["ubatch"],
+                "lane": lane,
+                "capacity": slot["capacity"],
+                "peak": slot["peak"],
+                "sized_by": sizing[0]["site"] if sizing else None,
+                "growth_steps": slot["growths"],
+                "padding": max((r["padding"] for r in mine if r["sizes_slot"]), default=0),
+                "unused_by_policy": max(0, slot["capacity"] - lane_peak[lane]),
+                "held_for_siblings": max(0, min(slot["capacity"], lane_peak[lane]) - slot["peak"]),
+            }
+        )
+    lane_rows = []
+    for lane in range(lanes):
+        capacities = [s["capacity"] for s in slots if s["lane"] == lane]
+        lane_rows.append(
+            {
+                "lane": lane,
+                "ubatches": len(capacities),
+                "total": sum(capacities),
+                "duplicated": sum(capacities) - max(capacities, default=0),
+            }
+        )
+    return {
+        "path": None,
+        "device": profile["device"],
+        "ubatches": profile["ubatches"],
+        "lanes": lanes,
+        "alignment": profile["alignment"],
+        "growth": profile.get("growth", "?"),
+        "runs": profile["runs"],
+        "ranks": profile["ranks"],
+        "slots": slot_rows,
+        "sites": site_rows,
+        "lanes_summary": lane_rows,
+        "timeline": timeline,
+    }
+
+
+def _mb(nbytes: int) -> str:
+    return f"{nbytes / MB:.2f}"
+
+
+def format_analysis(report: dict[str, Any]) -> str:
+    """The report as tables for people."""
+    lines = [
+        f"arena profile {report['path'] or ''}".rstrip(),
+        f"{report['device']}, {report['ubatches']} ubatches x {report['lanes']} lanes, "
+        f"alignment {report['alignment']}, growth {report['growth']!r}; "
+        f"{report['runs']} run(s), ranks {report['ranks']}",
+        "",
+        "slots (MB)",
+        f"{'slot':<8}{'capacity':>10}{'own peak':>10}{'growths':>9}{'padding B':>11}"
+        f"{'unused':>8}{'siblings':>10}  sized by",
+    ]
+    for s in report["slots"]:
+        lines.append(
+            f"{'u' + str(s['ubatch']) + ' l' + str(s['lane']):<8}{_mb(s['capacity']):>10}"
+            f"{_mb(s['peak']):>10}{s['growth_steps']:>9}{s['padding']:>11}"
+            f"{_mb(s['unused_by_policy']):>8}{_mb(s['held_for_siblings']):>10}  "
+            f"{s['sized_by'] or '-'}"
+        )
+    lines += [
+        "  slot u0 l1 = ubatch 0, lane 1. padding: alignment bytes in the layout that sizes",
+        "  the slot; unused: capacity above the lane's peak (growth policy or reserve);",
+        "  siblings: held because another micro-batch of the lane needed it",
+        "",
+        "call sites (MB)",
+        f"{'slot':<8}{'peak':>10}{'share':>8}{'growths':>9}{'layouts':>9}{'padding B':>11}  site",
+    ]
+    for r in report["sites"]:
+        mark = "  <- sizes the slot" if r["sizes_slot"] else ""
+        lines.append(
+            f"{'u' + str(r['ubatch']) + ' l' + str(r['lane']):<8}{_mb(r['peak']):>10}"
+            f"{r['share']:>8.0%}{r['growth_steps']:>9}{r['layouts']:>9}"
+            f"{r['padding']:>11}  {r['site']}{mark}"
+        )
+    if not report["sites"]:
+        lines.append("  (none recorded: the arena had track_call_sites=False)")
+    lines += ["", "micro-batch duplication"]
+    for lane in report["lanes_summary"]:
+        lines.append(
+            f"  lane {lane['lane']}: {lane['ubatches']} micro-batch buffers hold "
+            f"{_mb(lane['total'])} MB, of which {_mb(lane['duplicated'])} MB are copies "
+            "for the other micro-batches"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point of ``python -m arena report``.
+
+    Parameters
+    ----------
+    argv
+        The arguments after ``report`` (``sys.argv[2:]`` when None).
+
+    Returns
+    -------
+    int
+        0 when shown; 1 when there is no file at the path (or ``--plot`` lacks
+        matplotlib); 2 when the file is not a valid profile (one line on stderr says why).
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m arena report", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("path", help="a profile written by Arena(profile=PATH)")
+    parser.add_argument("--plot", metavar="FILE.png", help="also draw the report (matplotlib)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    try:
+        profile = read_profile(args.path)
+    except FileNotFoundError:
+        print(f"no profile at {args.path!r}: run the engine with profile=PATH", file=sys.stderr)
+        return 1
+    except ProfileError as exc:
+        print(
+            f"{args.path!r} is not a usable profile: {exc}. Record a new one with "
+            "Arena(profile=PATH)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        report = analyse(profile)
+    except (ArithmeticError, LookupError, TypeError, ValueError) as exc:  # no traceback
+        print(
+            f"{args.path!r} is not a usable profile: the report cannot read it "
+            f"({type(exc).__name__}: {' '.join(str(exc).split())})",
+            file=sys.stderr,
+        )
+        return 2
+    report["path"] = args.path
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print(format_analysis(report))
+    if args.plot:
+        try:
+            from arena.observe.plot import plot_report
+        except ImportError as exc:
+            print(
+                f"--plot needs matplotlib ({exc}); pip install 'cupy-arena[plot]'",
+                file=sys.stderr,
+            )
+            return 1
+        plot_report(report, args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr)
+    return 0

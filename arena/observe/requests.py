@@ -1,0 +1,56 @@
+"""The request log: what unlocked requests asked for, noted by the fronts directly.
+
+Per call site (``file:line:function`` of the first frame outside arena) the peak bytes
+requested; per slot the last request (for :meth:`arena.Arena.memory_snapshot`); and, when
+the arena records a profile, every request goes to the :class:`~arena.observe.profile.Recorder`.
+Locked requests are never noted: the hot path pays nothing for it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from arena.observe.events import caller_info
+from arena.observe.profile import Recorder
+
+__all__ = ["RequestLog"]
+
+
+class RequestLog:
+    """Call-site peaks and each slot's last request, fed by the fronts while unlocked.
+
+    Parameters
+    ----------
+    recorder : Recorder, optional
+        The profile recorder to tell of every noted request.
+    """
+
+    __slots__ = ("_mutex", "last_requests", "peaks", "recorder")
+
+    def __init__(self, recorder: Recorder | None = None) -> None:
+        self._mutex = threading.Lock()
+        #: Call site -> the largest request's bytes.
+        self.peaks: dict[str, int] = {}
+        #: Slot index -> (call site, specs) of its last request noted.
+        self.last_requests: dict[int, tuple[str, Any]] = {}
+        self.recorder = recorder
+
+    def note(self, required: int, index: int, specs: Any) -> None:
+        """A request of ``required`` bytes in slot ``index``, made by the caller's caller."""
+        # Two frames are arena's own for sure: this method and the request that called it.
+        site = caller_info(2)
+        peaks = self.peaks
+        if peaks.get(site, -1) < required:
+            with self._mutex:
+                if peaks.get(site, -1) < required:
+                    peaks[site] = required
+        self.last_requests[index] = (site, specs)
+        recorder = self.recorder
+        if recorder is not None:
+            recorder.note(site, index, specs, required)
+
+    def snapshot(self) -> tuple[dict[str, int], dict[int, tuple[str, Any]]]:
+        """Copies of the call-site peaks and the last requests, taken together."""
+        with self._mutex:
+            return dict(self.peaks), dict(self.last_requests)

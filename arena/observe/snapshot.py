@@ -1,0 +1,206 @@
+"""Memory snapshots and event logs in formats that existing tools read.
+
+* :func:`build_snapshot` returns a dict in the format of ``torch.cuda.memory._snapshot()``:
+  one segment per slot buffer, retired buffer and persistent buffer, one block per view of
+  the slot's last request recorded while unlocked (the locked hot path records nothing),
+  and a device trace of the slot-buffer allocations and frees. torch's own viewers read
+  it: ``torch.cuda._memory_viz.segsum``, ``segments``, ``memory``, ``trace``,
+  ``segment_plot`` and ``trace_plot`` (the HTML page of https://pytorch.org/memory_viz).
+* :class:`EventLog` watches the ledger (the only object that calls the memory source)
+  and keeps the recent allocations and frees for the trace; with a path it also appends
+  them to a CSV file in RMM's schema, ``Thread,Time,Action,Pointer,Size,Stream``, which
+  RMM's replay benchmark and ordinary CSV tools read.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from arena.errors import ArenaWarning
+from arena.views.layout import compute_layout
+
+if TYPE_CHECKING:
+    from arena.memory.devices import Device
+    from arena.slots.slot import Buffer, Slot
+
+__all__ = ["CSV_HEADER", "EventLog", "build_snapshot"]
+
+#: The header line of RMM's ``logging_resource_adaptor`` CSV files.
+CSV_HEADER = "Thread,Time,Action,Pointer,Size,Stream"
+_TRACE_LIMIT = 4096
+_TRACE_ACTIONS = {"allocate": "segment_alloc", "free": "segment_free", "allocate failure": "oom"}
+
+
+class EventLog:
+    """Records every allocation and free of one arena's ledger.
+
+    Parameters
+    ----------
+    path : str or os.PathLike, optional
+        Append the events to this CSV file (created with RMM's header line when new).
+
+    Notes
+    -----
+    Called by the ledger with the arena's mutex held, on the slow paths only. A file that
+    cannot be written warns once (:class:`~arena.ArenaWarning`) and is not retried; the
+    arena keeps working.
+    """
+
+    __slots__ = ("events", "path")
+
+    def __init__(self, path: Any = None) -> None:
+        self.path = None if path is None else Path(path)
+        self.events: deque[dict[str, Any]] = deque(maxlen=_TRACE_LIMIT)
+        if self.path is not None:
+            try:
+                if not self.path.exists() or self.path.stat().st_size == 0:
+                    self.path.write_text(CSV_HEADER + "\n", encoding="utf-8")
+            except OSError as exc:
+                self._fail(exc)
+
+    def __call__(self, action: str, ptr: int, nbytes: int, what: str) -> None:
+        now = time.time()
+        self.events.append(
+            {
+                "action": _TRACE_ACTIONS[action],
+                "addr": ptr,
+                "size": nbytes,
+                "stream": 0,
+                "time_us": int(now * 1e6),
+                "device_free": 0,
+                "frames": [{"filename": "arena", "line": 0, "name": what}] if what else [],
+            }
+        )
+        if self.path is None:
+            return
+        stamp = time.strftime("%H:%M:%S", time.gmtime(now)) + f":{int(now % 1 * 1e6):06d}"
+        pointer = f"{ptr:#x}" if ptr else "(nil)"
+        line = f"{threading.get_ident()},{stamp},{action},{pointer},{nbytes},0\n"
+        try:  # opened per event: slow paths only, and no handle outlives the arena
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(line)
+        except OSError as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        path, self.path = self.path, None  # warned once, not retried
+        warnings.warn(
+            f"cannot write the arena event log {str(path)!r} ({exc}); the arena "
+            "keeps working without it. Pass a writable path as event_log=",
+            ArenaWarning,
+            stacklevel=4,
+        )
+
+
+def build_snapshot(
+    slots: Sequence[Slot],
+    device: Device,
+    alignment: int,
+    last_requests: dict[int, tuple[str, Any]],
+    trace: Sequence[dict[str, Any]],
+) -> dict[str, Any]:
+    """A ``torch.cuda.memory._snapshot()``-format dict of the arena's memory.
+
+    Call with the arena's mutex held, so the slots do not change meanwhile.
+    """
+    segments: list[dict[str, Any]] = []
+    for slot in slots:
+        where = f"slot (ubatch {slot.ubatch}, lane {slot.lane})"
+        buffer = slot.buffer
+        if buffer.allocation is not None:
+            blocks = _request_blocks(buffer, alignment, last_requests.get(slot.index))
+            segments.append(_segment(device, buffer.allocation.ptr, blocks, f"{where} scratch"))
+        for old in slot.retired:
+            if old.allocation is not None:
+                hold = [_block(old.allocation.ptr, old.capacity, 0, "inactive", [])]
+                segments.append(_segment(device, old.allocation.ptr, hold, f"{where} retired"))
+        for key, entry in list(slot.persistent.buffers.items()):
+            allocation = entry.allocation
+            frames = [_frame(f"{where} persistent {key!r}")]
+            view = entry.layout.views[0]
+            state = "active_allocated"
+            block = _block(allocation.ptr, allocation.nbytes, view.nbytes, state, frames)
+            segments.append(_segment(device, allocation.ptr, [block], f"{where} persistent"))
+    traces: list[list[dict[str, Any]]] = [[] for _ in range(device.index + 1)]
+    traces[device.index] = [dict(e) for e in trace]
+    return {
+        "segments": segments,
+        "device_traces": traces,
+        "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "", "arena_alignment": alignment},
+    }
+
+
+def _request_blocks(
+    buffer: Buffer, alignment: int, last: tuple[str, Any] | None
+) -> list[dict[str, Any]]:
+    """Blocks covering ``buffer``: one per view of the last request, then the free rest."""
+    allocation = buffer.allocation
+    assert allocation is not None
+    base, capacity = allocation.ptr, buffer.capacity
+    blocks: list[dict[str, Any]] = []
+    used = 0
+    if last is not None:
+        site, specs = last
+        layout = compute_layout(specs, alignment)
+        if layout.total <= capacity:
+            frames = [_site_frame(site)]
+            ends = [v.offset for v in layout.views[1:]] + [layout.total]
+            for view, end in zip(layout.views, ends, strict=True):
+                if end > view.offset:
+                    state = "active_allocated"
+                    size = end - view.offset
+                    blocks.append(_block(base + view.offset, size, view.nbytes, state, frames))
+            used = layout.total
+    if capacity > used:
+        blocks.append(_block(base + used, capacity - used, 0, "inactive", []))
+    return blocks
+
+
+def _segment(
+    device: Device, address: int, blocks: list[dict[str, Any]], what: str
+) -> dict[str, Any]:
+    total = sum(b["size"] for b in blocks)
+    active = sum(b["size"] for b in blocks if b["state"] == "active_allocated")
+    return {
+        "device": device.index,
+        "address": address,
+        "total_size": total,
+        "allocated_size": active,
+        "active_size": active,
+        "requested_size": sum(b["requested_size"] for b in blocks),
+        "stream": 0,
+        "segment_type": "large",
+        "segment_pool_id": (0, 0),
+        "is_expandable": False,
+        "frames": [_frame(what)],
+        "blocks": blocks,
+    }
+
+
+def _block(
+    address: int, size: int, requested: int, state: str, frames: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "address": address,
+        "size": size,
+        "requested_size": requested,
+        "state": state,
+        "frames": frames,
+    }
+
+
+def _frame(name: str) -> dict[str, Any]:
+    return {"filename": "arena", "line": 0, "name": name}
+
+
+def _site_frame(site: str) -> dict[str, Any]:
+    """``file:line:function`` as a torch frame."""
+    filename, _, rest = site.partition(":")
+    line, _, name = rest.partition(":")
+    return {"filename": filename, "line": int(line) if line.isdigit() else 0, "name": name}

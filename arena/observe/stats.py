@@ -1,0 +1,116 @@
+"""Statistics snapshots returned by :meth:`arena.Arena.stats`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from arena.observe.events import MB
+
+__all__ = ["ArenaStats", "SlotStats"]
+
+
+@dataclass(frozen=True, slots=True)
+class SlotStats:
+    """One slot's figures.
+
+    Attributes
+    ----------
+    ubatch, lane : int
+        The slot's coordinates.
+    capacity : int
+        Bytes of the current scratch buffer (0 before the first allocation).
+    high_water : int
+        Largest layout (bytes) ever requested from this slot.
+    growths : int
+        How many times the scratch buffer was (re)allocated.
+    calls : int
+        ``get_simultaneous`` calls served by this slot.
+    persistent_bytes : int
+        Bytes held by this slot's persistent buffers.
+    persistent_keys : int
+        Number of persistent buffers and resources in this slot.
+    retired_bytes : int
+        Bytes of replaced scratch buffers kept alive because a CUDA graph may read them
+        (see :meth:`arena.Arena.release_retired`).
+    retired_buffers : int
+        How many such buffers.
+    """
+
+    ubatch: int
+    lane: int
+    capacity: int
+    high_water: int
+    growths: int
+    calls: int
+    persistent_bytes: int
+    persistent_keys: int
+    retired_bytes: int = 0
+    retired_buffers: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ArenaStats:
+    """A snapshot of an arena's memory and activity.
+
+    Attributes
+    ----------
+    device : str
+        The arena's device.
+    locked, closed : bool
+        State at the time of the snapshot.
+    slots : tuple of SlotStats
+        One entry per (ubatch, lane) slot, ubatch-major.
+    allocations, frees : int
+        Calls made to the memory source's ``allocate`` and ``release``.
+    allocations_while_locked : int
+        Source allocations made while locked. Always 0: growth while locked is refused,
+        under the same mutex that ``lock()`` takes.
+    calls : int
+        ``get_simultaneous`` calls over all slots.
+    call_sites : dict of str to int
+        Peak bytes requested per ``file:line:function``, recorded only while unlocked.
+    live_blocks, live_bytes : int
+        Blocks (and their bytes) taken from the source and not released:
+        ``allocations == frees + live_blocks`` always holds.
+    cached_layouts, cached_views : int
+        Prepared requests kept over the slots' current buffers (all fronts), and the view
+        objects they hold: the memory the view caches cost besides the buffers (each
+        bounded by ``max_cached_layouts`` per slot and front).
+    """
+
+    device: str
+    locked: bool
+    closed: bool
+    slots: tuple[SlotStats, ...]
+    allocations: int
+    frees: int
+    allocations_while_locked: int
+    calls: int
+    call_sites: dict[str, int] = field(default_factory=dict)
+    live_blocks: int = 0
+    live_bytes: int = 0
+    cached_layouts: int = 0
+    cached_views: int = 0
+
+    @property
+    def reserved_bytes(self) -> int:
+        """Scratch, retired and persistent bytes held by all slots."""
+        return sum(s.capacity + s.retired_bytes + s.persistent_bytes for s in self.slots)
+
+    @property
+    def growths(self) -> int:
+        """Scratch buffer (re)allocations over all slots."""
+        return sum(s.growths for s in self.slots)
+
+    def table(self) -> str:
+        """A plain-text table of the slots, for people."""
+        header = f"{'slot':<14}{'capacity MB':>13}{'high-water MB':>15}{'growths':>9}{'calls':>10}"
+        header += f"{'persistent MB':>15}{'retired MB':>12}"
+        lines = [header, "-" * len(header)]
+        for s in self.slots:
+            lines.append(
+                f"{f'ubatch {s.ubatch} lane {s.lane}':<14}{s.capacity / MB:>13.2f}"
+                f"{s.high_water / MB:>15.2f}{s.growths:>9}{s.calls:>10}"
+                f"{s.persistent_bytes / MB:>15.2f}{s.retired_bytes / MB:>12.2f}"
+            )
+        return "\n".join(lines)

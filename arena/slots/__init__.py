@@ -1,0 +1,3 @@
+"""Who owns which bytes: one :class:`~arena.slots.slot.Slot` per (micro-batch, lane), the
+table of an arena's slots, the selector that picks the caller's slot, and the governor
+that every slot of one arena shares (mutex, lock state, growth policy)."""

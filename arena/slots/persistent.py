@@ -1,0 +1,206 @@
+"""One slot's persistent buffers and resources: state that outlives requests.
+
+A persistent buffer has its own allocation, never part of the slot's scratch buffer, so
+scratch growth never moves it; the same key returns the same memory until the arena
+closes. A persistent resource is any object a factory builds once per key and slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from arena.errors import ArenaLockedError, PersistentMismatchError, SpecError
+from arena.memory.sources import Allocation
+from arena.observe.events import caller_info
+from arena.slots.governor import Governor
+from arena.views.layout import Layout
+
+__all__ = ["PersistentBuffer", "PersistentStore", "check_key"]
+
+
+@dataclass(slots=True)
+class PersistentBuffer:
+    """A persistent buffer: its own allocation, never part of the scratch buffer.
+
+    Attributes
+    ----------
+    allocation : Allocation
+        The block.
+    layout : Layout
+        The one view the buffer holds.
+    views : dict
+        Framework name -> the view handed out (the same object every time).
+    """
+
+    allocation: Allocation
+    layout: Layout
+    views: dict[str, Any] = field(default_factory=dict)
+
+
+class PersistentStore:
+    """The persistent buffers and resources of one slot.
+
+    Parameters
+    ----------
+    governor : Governor
+        The arena's shared machinery (mutex, lock state, ledger).
+    ubatch, lane : int
+        Which slot the store belongs to, for messages.
+
+    Every method that creates takes the governor's mutex and re-checks under it.
+    """
+
+    __slots__ = ("buffers", "governor", "lane", "resources", "ubatch")
+
+    def __init__(self, governor: Governor, ubatch: int, lane: int) -> None:
+        self.governor = governor
+        self.ubatch = ubatch
+        self.lane = lane
+        self.buffers: dict[Any, PersistentBuffer] = {}
+        self.resources: dict[Any, Any] = {}
+
+    def describe(self) -> str:
+        """``"(ubatch 0, lane 1)"``, for messages."""
+        return f"(ubatch {self.ubatch}, lane {self.lane})"
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by persistent buffers."""
+        return sum(p.allocation.nbytes for p in list(self.buffers.values()))
+
+    @property
+    def keys(self) -> int:
+        """How many persistent keys (buffers and resources) exist."""
+        return len(self.buffers) + len(self.resources)
+
+    # ------------------------------------------------------------------ buffers
+    def buffer(self, key: Any, layout: Layout, zero_init: bool) -> PersistentBuffer:
+        """The persistent buffer for ``key``, created on first use.
+
+        Raises
+        ------
+        PersistentMismatchError
+            ``key`` exists with another shape or dtype.
+        ArenaLockedError
+            ``key`` is new and the arena is locked.
+        ArenaClosedError
+            The arena is closed.
+        """
+        check_key(key)
+        entry = self.buffers.get(key)
+        if entry is None:
+            governor = self.governor
+            with governor.mutex:
+                governor.check_open()
+                entry = self.buffers.get(key)
+                if entry is None:
+                    if governor.locked:
+                        raise self.new_key_refused(key, "buffer")
+                    return self._create(key, layout, zero_init)
+        self._check_same(key, entry.layout, layout)
+        return entry
+
+    def _create(self, key: Any, layout: Layout, zero_init: bool) -> PersistentBuffer:
+        governor = self.governor
+        allocation = governor.allocate(
+            max(layout.total, governor.alignment),
+            f"persistent buffer {key!r} of slot {self.describe()}",
+        )
+        try:
+            if zero_init:
+                _zero(allocation.owner)
+            entry = PersistentBuffer(allocation, layout)
+            self.buffers[key] = entry
+        except BaseException:
+            self.buffers.pop(key, None)
+            governor.ledger.release(allocation)
+            raise
+        return entry
+
+    def _check_same(self, key: Any, existing: Layout, requested: Layout) -> None:
+        old, new = existing.views[0], requested.views[0]
+        if old.shape != new.shape or old.dtype != new.dtype:
+            raise PersistentMismatchError(
+                f"persistent buffer {key!r} in slot {self.describe()} was created as "
+                f"shape {old.shape} {old.dtype.name}, now requested as {new.shape} "
+                f"{new.dtype.name}; use another key for a different buffer",
+                key=key,
+                existing=(old.shape, old.dtype.name),
+                requested=(new.shape, new.dtype.name),
+            )
+
+    # ------------------------------------------------------------------ resources
+    def resource(self, key: Any, factory: Callable[[], Any]) -> Any:
+        """The object ``factory()`` built for ``key`` in this slot (built once).
+
+        Raises
+        ------
+        ArenaLockedError
+            For a new key while locked.
+        """
+        check_key(key)
+        try:
+            return self.resources[key]
+        except KeyError:
+            pass
+        if not callable(factory):
+            raise SpecError(f"factory must be callable with no arguments, got {factory!r}")
+        governor = self.governor
+        with governor.mutex:
+            governor.check_open()
+            if key in self.resources:
+                return self.resources[key]
+            if governor.locked:
+                raise self.new_key_refused(key, "resource")
+        # Built with no lock held: a factory may be slow, or use the arena from another
+        # thread. If two threads build the same key at once, the first stored wins.
+        resource = factory()
+        with governor.mutex:
+            governor.check_open()
+            return self.resources.setdefault(key, resource)
+
+    # ------------------------------------------------------------------ lifetime
+    def take_blocks(self) -> list[Allocation]:
+        """Empty the store for close(): every block it holds, to be released."""
+        blocks = [p.allocation for p in self.buffers.values()]
+        self.buffers = {}
+        self.resources = {}
+        return blocks
+
+    def new_key_refused(self, key: Any, what: str) -> ArenaLockedError:
+        """The error for a new persistent key while locked."""
+        caller = caller_info()
+        return ArenaLockedError(
+            f"arena is locked but '{caller}' asks for a new persistent {what} {key!r} in slot "
+            f"{self.describe()}; create persistent {what}s during warm-up, before lock()",
+            caller=caller,
+            slot=(self.ubatch, self.lane),
+            key=key,
+        )
+
+
+def check_key(key: Any) -> None:
+    """Refuse a persistent key that cannot be looked up.
+
+    Raises
+    ------
+    SpecError
+        For an unhashable key, naming it.
+    """
+    try:
+        hash(key)
+    except TypeError:
+        raise SpecError(
+            f"persistent key {key!r} ({type(key).__name__}) is not hashable; use a str, an "
+            "int or a tuple of them"
+        ) from None
+
+
+def _zero(owner: Any) -> None:
+    fill = getattr(owner, "fill", None)
+    if fill is not None:
+        fill(0)  # NumPy and CuPy arrays
+    else:
+        owner.zero_()  # a torch tensor

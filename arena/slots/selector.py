@@ -1,0 +1,139 @@
+"""Which slot a request uses: the micro-batch (per thread, or a resolver) and the lane
+(per context, or a resolver)."""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from arena.errors import SlotError
+from arena.slots.slot import Slot
+
+__all__ = ["SlotSelector", "check_index"]
+
+
+class _UbatchBinding(threading.local):
+    """Per-thread micro-batch binding; the class attribute is every thread's default."""
+
+    ubatch = 0
+
+
+class SlotSelector:
+    """Resolves the calling thread and context to one of an arena's slots.
+
+    Parameters
+    ----------
+    slots : sequence of Slot
+        Ubatch-major: slot ``ubatch * lanes + lane``.
+    lanes : int
+        Lanes per micro-batch (the number of micro-batches follows from ``slots``).
+    ubatch_resolver, lane_resolver : callable or None
+        Called on every request instead of the per-thread binding / the lane context.
+    name : str
+        Names the lane context variable.
+    """
+
+    __slots__ = ("_lane", "_lane_resolver", "_lanes", "_resolver", "_slots", "_tls", "select")
+
+    def __init__(
+        self,
+        slots: Sequence[Slot],
+        *,
+        lanes: int,
+        ubatch_resolver: Callable[[], int] | None,
+        lane_resolver: Callable[[], int] | None,
+        name: str,
+    ) -> None:
+        self._slots = tuple(slots)
+        self._lanes = lanes
+        self._resolver = ubatch_resolver
+        self._lane_resolver = lane_resolver
+        self._tls = _UbatchBinding()
+        self._lane: contextvars.ContextVar[int] = contextvars.ContextVar(name, default=0)
+        #: ``select()`` -> the calling thread's slot. A single-slot arena answers from C.
+        self.select: Callable[[], Slot]
+        if len(self._slots) == 1 and ubatch_resolver is None and lane_resolver is None:
+            self.select = itertools.repeat(self._slots[0]).__next__
+        else:
+            self.select = self._select
+
+    @property
+    def ubatches(self) -> int:
+        """Number of micro-batch slots."""
+        return len(self._slots) // self._lanes
+
+    def _select(self) -> Slot:
+        ubatches = len(self._slots) // self._lanes
+        if self._resolver is None:
+            ubatch = self._tls.ubatch
+        else:
+            ubatch = self._resolver()
+            if ubatch.__class__ is not int or not 0 <= ubatch < ubatches:
+                raise SlotError(
+                    f"ubatch_resolver returned {ubatch!r}, but this arena has "
+                    f"{ubatches} ubatch slot(s) (0..{ubatches - 1}); "
+                    "construct the arena with a larger ubatches="
+                )
+        if self._lane_resolver is None:
+            lane = self._lane.get()
+        else:
+            lane = self._lane_resolver()
+            if lane.__class__ is not int or not 0 <= lane < self._lanes:
+                raise SlotError(
+                    f"lane_resolver returned {lane!r}, but this arena has {self._lanes} "
+                    f"lane(s) (0..{self._lanes - 1}); construct the arena with a larger lanes="
+                )
+        return self._slots[ubatch * self._lanes + lane]
+
+    def bind_ubatch(self, ubatch: int) -> None:
+        """Bind the calling thread to a micro-batch slot."""
+        check_index("ubatch", ubatch, self.ubatches)
+        self._tls.ubatch = ubatch
+
+    @contextmanager
+    def ubatch(self, ubatch: int) -> Iterator[None]:
+        """Bind the calling thread to ``ubatch`` inside the block, then restore."""
+        check_index("ubatch", ubatch, self.ubatches)
+        previous = self._tls.ubatch
+        self._tls.ubatch = ubatch
+        try:
+            yield
+        finally:
+            self._tls.ubatch = previous
+
+    @contextmanager
+    def lane(self, lane: int) -> Iterator[None]:
+        """Use ``lane`` inside the block (context-local: threads and tasks stay apart)."""
+        check_index("lane", lane, self._lanes)
+        token = self._lane.set(lane)
+        try:
+            yield
+        finally:
+            self._lane.reset(token)
+
+
+def check_index(what: str, value: Any, count: int) -> None:
+    """Validate a ubatch or lane index.
+
+    Raises
+    ------
+    SlotError
+        With the value, the valid range and the fix.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SlotError(f"{what} must be an int, got {type(value).__name__} {value!r}")
+    if not 0 <= value < count:
+        fix = (
+            f"{what} indices start at 0"
+            if value < 0
+            else f"construct the arena with {what}{'es' if what == 'ubatch' else 's'}="
+            f"{value + 1} or more"
+        )
+        raise SlotError(
+            f"{what} {value} is out of range: this arena has {count} {what} slot(s) "
+            f"(0..{count - 1}); {fix}"
+        )

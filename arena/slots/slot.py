@@ -1,0 +1,381 @@
+"""One (micro-batch, lane) slot: its scratch buffer and the grow/retire protocol.
+
+A slot's scratch memory is a :class:`Buffer`: an allocation with a fixed capacity and the
+framework views prepared over it. Growth never changes a buffer; it replaces the slot's
+buffer with a new one (one attribute store, under the arena's mutex). The hot path reads
+``slot.buffer`` once and builds views from that buffer alone, so its views are always in
+bounds of, and keep alive, the memory they were built on.
+
+What happens to the buffer a growth replaces:
+
+* released to the memory source *before* the new one is allocated, so the peak is the
+  new size (plus whatever live views still hold of the old one);
+* retired instead (kept until :meth:`~arena.Arena.close` or
+  :meth:`~arena.Arena.release_retired`) when a request was served from it while a CUDA
+  graph was being captured, or when :meth:`~arena.Arena.lock` resizes a sibling: a graph
+  may read it, and ``lock()`` releases nothing.
+
+If the new allocation fails, whatever the failure (out of memory, ``alloc_context``, an
+interrupt), the slot gets a buffer of its old capacity back before the error propagates.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+from arena.errors import (
+    ArenaError,
+    ArenaLockedError,
+    SlotError,
+)
+from arena.memory.sources import Allocation
+from arena.observe.events import caller_info, format_mb
+from arena.slots.governor import Governor
+from arena.slots.persistent import PersistentStore
+from arena.views.layout import Layout
+
+__all__ = ["Buffer", "Resize", "Slot", "SlotHolder", "check_in_bounds"]
+
+#: A finished resize, announced after the mutex is released: (slot, old bytes, new bytes).
+Resize = tuple["Slot", int, int]
+
+
+class Buffer:
+    """A slot's scratch memory: one allocation of a fixed capacity, and views over it.
+
+    Attributes
+    ----------
+    allocation : Allocation or None
+        The block; None for a slot that holds no memory (capacity 0).
+    capacity : int
+        Bytes usable; never changes.
+    wrappers : dict
+        Framework name -> that framework's handle on the whole block (one import each);
+        plan key -> the view sources of that plan.
+    prepared : dict
+        Front key -> {request signature: :class:`~arena.views.prepared.Prepared`}.
+    captured : bool
+        A request was served from this buffer while a CUDA graph was being captured.
+    """
+
+    __slots__ = ("allocation", "capacity", "captured", "poisoned_end", "prepared", "wrappers")
+
+    def __init__(self, allocation: Allocation | None, capacity: int) -> None:
+        self.allocation = allocation
+        self.capacity = capacity
+        self.wrappers: dict[Any, Any] = {}
+        self.prepared: dict[str, dict[Any, Any]] = {}
+        self.captured = False
+        #: Poisoning: the end of the last request's bytes (see :mod:`arena.views.poison`).
+        self.poisoned_end = 0
+
+
+class Slot:
+    """State of one (ubatch, lane) slot and the protocol that grows it.
+
+    Every method that changes state takes the governor's mutex and re-checks what it
+    read before acting. Reading :attr:`buffer` needs no lock.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_siblings",
+        "buffer",
+        "calls",
+        "governor",
+        "growths",
+        "high_water",
+        "holder",
+        "index",
+        "lane",
+        "pending",
+        "persistent",
+        "retired",
+        "ubatch",
+    )
+
+    def __init__(self, governor: Governor, index: int, ubatch: int, lane: int) -> None:
+        self.governor = governor
+        self.index = index
+        self.ubatch = ubatch
+        self.lane = lane
+        self.buffer = Buffer(None, 0)
+        # Bytes a sibling grew to: this slot grows to match at its own next call.
+        self.pending = 0
+        # Weak: slots of one lane must not keep each other alive (a reference cycle would
+        # hold every buffer until the cycle collector runs, after the arena is dropped).
+        self._siblings: tuple[weakref.ref[Slot], ...] = ()
+        self.retired: list[Buffer] = []
+        self.persistent = PersistentStore(governor, ubatch, lane)
+        self.calls = 0
+        self.growths = 0
+        self.high_water = 0
+        self.holder = SlotHolder()
+
+    def describe(self) -> str:
+        """``"(ubatch 0, lane 1)"``, for messages."""
+        return f"(ubatch {self.ubatch}, lane {self.lane})"
+
+    def set_siblings(self, siblings: list[Slot]) -> None:
+        """The other slots of this slot's lane: they grow to match at their next call."""
+        self._siblings = tuple(weakref.ref(s) for s in siblings if s is not self)
+
+    def siblings(self) -> list[Slot]:
+        """The other slots of this slot's lane."""
+        return [s for s in (ref() for ref in self._siblings) if s is not None]
+
+    @property
+    def persistent_bytes(self) -> int:
+        """Bytes held by persistent buffers."""
+        return self.persistent.nbytes
+
+    @property
+    def retired_bytes(self) -> int:
+        """Bytes held by retired scratch buffers."""
+        return sum(b.capacity for b in list(self.retired))
+
+    # ------------------------------------------------------------------ requests
+    def ensure(self, required: int) -> tuple[Buffer | None, list[Resize]]:
+        """A buffer holding at least ``required`` bytes, growing the slot if needed.
+
+        Returns ``(buffer, resizes)``: ``buffer`` is None when growth is needed while the
+        arena is locked; ``resizes`` are to be announced once the mutex is released.
+        A zero-byte request never grows the slot.
+
+        Raises
+        ------
+        ArenaClosedError, GraphCaptureError, ArenaOutOfMemoryError
+        """
+        governor = self.governor
+        resizes: list[Resize] = []
+        with governor.mutex:
+            governor.check_open()
+            # No local reference to the current buffer across _grow(): it would keep the
+            # old block alive while the new one is allocated (peak old + new).
+            capacity = self.buffer.capacity
+            target = max(required, self.pending) if required else 0
+            if target <= capacity:
+                if self.pending <= capacity:
+                    self.pending = 0
+            elif not governor.locked:
+                resizes.append(self._grow(target))
+            elif required > capacity:
+                return None, resizes
+            self.high_water = max(self.high_water, required)
+            return self.buffer, resizes
+
+    def note_high_water(self, required: int) -> None:
+        """Raise the high-water mark to ``required`` (a request served without growth)."""
+        with self.governor.mutex:
+            self.high_water = max(self.high_water, required)
+
+    def reserve(self, nbytes: int) -> Resize | None:
+        """Grow to hold ``nbytes`` (mutex held by the caller, lock already checked)."""
+        if self.buffer.capacity >= nbytes:
+            return None
+        return self._grow(nbytes)
+
+    def _grow(self, target: int) -> Resize:
+        """Replace the buffer by one holding ``target`` bytes; the mutex is held."""
+        governor = self.governor
+        capacity = governor.grown_size(target)
+        governor.check_not_capturing(f"growing slot {self.describe()} to {capacity} bytes")
+        old = self.buffer
+        old_capacity = old.capacity
+        kept = old if old.captured and old.allocation is not None else None
+        self.buffer = Buffer(None, 0)  # concurrent readers take the slow path meanwhile
+        try:
+            if kept is not None:
+                self.retired.append(kept)
+            elif old.allocation is not None:
+                governor.ledger.release(old.allocation)
+            del old  # the old block goes back before the new one is asked for
+            allocation = governor.allocate(
+                capacity, f"the scratch buffer of slot {self.describe()}"
+            )
+        except BaseException as exc:
+            self._restore(old_capacity, kept, exc)
+            raise
+        self._install(Buffer(allocation, capacity))
+        return self, old_capacity, capacity
+
+    def _restore(self, old_capacity: int, kept: Buffer | None, exc: BaseException) -> None:
+        """After a failed growth, give the slot a buffer of its old capacity again."""
+        if kept is not None:
+            self.retired.remove(kept)
+            self.buffer = kept
+            return
+        if old_capacity == 0:
+            return
+        governor = self.governor
+        try:
+            allocation = governor.ledger.allocate(
+                old_capacity, f"the restored scratch buffer of slot {self.describe()}"
+            )
+        except BaseException:
+            _note(
+                exc,
+                f"arena: slot {self.describe()} could not get its old {old_capacity}-byte "
+                "buffer back either; it holds no memory now",
+            )
+            return
+        self.buffer = Buffer(allocation, old_capacity)
+        _note(exc, f"arena: slot {self.describe()} keeps a buffer of its old {old_capacity} bytes")
+
+    def _install(self, buffer: Buffer) -> None:
+        self.buffer = buffer
+        self.growths += 1
+        if self.pending <= buffer.capacity:
+            self.pending = 0
+        for sibling in self.siblings():
+            if sibling.buffer.capacity < buffer.capacity:
+                sibling.pending = max(sibling.pending, buffer.capacity)
+
+    def size_for_lock(self, target: int) -> Resize | None:
+        """Hold ``target`` bytes before the arena locks, releasing nothing.
+
+        The new buffer is allocated first; the old one, if any, is retired (a CUDA graph
+        captured before ``lock()`` may read it). The mutex is held by the caller.
+        """
+        old = self.buffer
+        if old.capacity >= target:
+            self.pending = 0
+            return None
+        governor = self.governor
+        allocation = governor.allocate(target, f"the scratch buffer of slot {self.describe()}")
+        if old.allocation is not None:
+            self.retired.append(old)
+        self._install(Buffer(allocation, target))
+        return self, old.capacity, target
+
+    def take_blocks(self) -> list[Allocation]:
+        """Empty the slot for close(): every block it holds, to be released."""
+        blocks = [b.allocation for b in (self.buffer, *self.retired) if b.allocation is not None]
+        blocks.extend(self.persistent.take_blocks())
+        self.buffer = Buffer(None, 0)
+        self.retired = []
+        self.pending = 0
+        return blocks
+
+    def take_retired(self, include_captured: bool) -> list[Allocation]:
+        """Remove retired buffers (captured ones only if asked); return their blocks."""
+        keep = [b for b in self.retired if b.captured and not include_captured]
+        gone = [b.allocation for b in self.retired if b not in keep and b.allocation is not None]
+        self.retired = keep
+        return gone
+
+    # ------------------------------------------------------------------ captures
+    def mark_captured(self, buffer: Buffer) -> bool:
+        """Mark ``buffer`` as read by a CUDA graph being captured, atomically with every act
+        that could free it (growth, reserve, release_retired all decide under the mutex).
+
+        Returns False when ``buffer`` is no longer this slot's buffer: a growth replaced
+        it between the caller's read and now, and the caller must serve its request again
+        from the current buffer (a graph must never read a buffer the arena let go).
+        """
+        with self.governor.mutex:
+            if self.buffer is not buffer:
+                return False
+            buffer.captured = True
+            return True
+
+    # ------------------------------------------------------------------ errors
+    def locked_error(self, required: int) -> ArenaLockedError:
+        """The error for a request that would grow this slot while the arena is locked."""
+        caller = caller_info()
+        capacity = self.buffer.capacity
+        return ArenaLockedError(
+            f"arena is locked but allocation from '{caller}' requires "
+            f"{format_mb(required)} ({required} bytes), current size is "
+            f"{format_mb(capacity)} in slot {self.describe()} on {self.governor.device}"
+            + (" (this slot was never sized during warm-up)" if self.growths == 0 else "")
+            + "; growth after lock() is refused. Warm up this size before locking, presize "
+            "with reserve(), or use try_get_simultaneous() to fall back",
+            caller=caller,
+            required=required,
+            current=capacity,
+            slot=(self.ubatch, self.lane),
+        )
+
+    # ------------------------------------------------------------------ debug
+    def enter(self) -> None:
+        """Debug mode: mark the calling thread as using this slot (re-entrant).
+
+        Raises
+        ------
+        SlotError
+            Another thread is inside a request on this slot at the same time.
+        """
+        self.holder.enter(self)
+
+    def leave(self) -> None:
+        """Debug mode: the calling thread's request on this slot is done."""
+        self.holder.leave()
+
+
+class SlotHolder:
+    """Debug mode's check that no two threads are inside requests on one slot at once:
+    they would overwrite each other's views (docs/overview.md, "Threads and safety").
+
+    Records which thread is inside a request on one slot, and how deeply (re-entrant).
+    """
+
+    __slots__ = ("depth", "guard", "thread")
+
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+        self.depth = 0
+        self.guard = threading.Lock()
+
+    def enter(self, slot: Slot) -> None:
+        """Mark the calling thread as inside a request on ``slot``.
+
+        Raises
+        ------
+        SlotError
+            Another thread is inside a request on ``slot`` at the same time.
+        """
+        me = threading.current_thread()
+        with self.guard:
+            holder = self.thread
+            if holder is not None and holder is not me:
+                raise SlotError(
+                    f"threads {holder.name!r} (id {holder.ident}) and {me.name!r} (id "
+                    f"{me.ident}) use slot {slot.describe()} at the same time; each would "
+                    "overwrite the other's views. Bind each thread to its own micro-batch "
+                    "(Arena.bind_ubatch(i), or with Arena.ubatch(i)) or lane, and construct "
+                    "the arena with enough ubatches/lanes"
+                )
+            self.thread = me
+            self.depth += 1
+
+    def leave(self) -> None:
+        """The calling thread's request is done."""
+        with self.guard:
+            self.depth -= 1
+            if self.depth <= 0:
+                self.depth = 0
+                self.thread = None
+
+
+def check_in_bounds(slot: Slot, buffer: Buffer, layout: Layout) -> None:
+    """Refuse to build views past the end of ``buffer``: the core's last line of defence.
+
+    Raises
+    ------
+    ArenaError
+        Naming the slot, the layout's bytes and the buffer's capacity.
+    """
+    if layout.total > buffer.capacity and layout.total:
+        raise ArenaError(
+            f"refusing to build views of {layout.total} bytes over the {buffer.capacity}-byte "
+            f"buffer of slot {slot.describe()}; this is a bug in arena, please report it"
+        )
+
+
+def _note(exc: BaseException, text: str) -> None:
+    add_note = getattr(exc, "add_note", None)  # Python >= 3.11
+    if add_note is not None:
+        add_note(text)

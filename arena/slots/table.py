@@ -1,0 +1,257 @@
+"""The :class:`SlotTable`: every slot of one arena, and the operations on all of them.
+
+:class:`~arena.Arena` composes one. Each operation takes the governor's mutex, re-checks
+the arena's state under it, and announces its resizes and event once the mutex is
+released (see docs/overview.md, "Threads and safety").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from arena.config import Settings
+from arena.errors import ConfigError, SpecError
+from arena.memory.ledger import Ledger
+from arena.memory.sources import Allocation
+from arena.observe.events import MB, ArenaEvent, caller_info, format_mb, log_event
+from arena.observe.snapshot import EventLog, build_snapshot
+from arena.observe.stats import ArenaStats, SlotStats
+from arena.slots.governor import Governor
+from arena.slots.selector import check_index
+from arena.slots.slot import Resize, Slot
+from arena.views.layout import MAX_BYTES
+
+__all__ = ["SlotTable", "release_all"]
+
+
+class SlotTable:
+    """An arena's slots, ubatch-major (slot ``ubatch * lanes + lane``), the governor and
+    event log they share, and the listeners told of every resize, lock, unlock and close.
+
+    Parameters
+    ----------
+    config : Settings
+        The arena's validated settings.
+    alloc_context : callable or None
+        Called around every allocation (see :class:`arena.Arena`).
+    events : EventLog
+        Records the ledger's allocations and frees. Made by the arena itself, so that the
+        warning of an unwritable file points at the arena's caller.
+    """
+
+    __slots__ = ("events", "governor", "lanes", "listeners", "slots", "ubatches")
+
+    def __init__(
+        self,
+        config: Settings,
+        alloc_context: Callable[[], AbstractContextManager[Any]] | None,
+        events: EventLog,
+    ) -> None:
+        self.events = events
+        self.governor = governor = Governor(
+            Ledger(config.source, alloc_context, observer=events),
+            alignment=config.alignment,
+            growth=config.growth,
+            capture_probe=config.capture_probe,
+            debug=config.debug,
+        )
+        self.ubatches = ubatches = config.ubatches
+        self.lanes = lanes = config.lanes
+        self.listeners: list[Callable[[ArenaEvent], None]] = []
+        self.slots = [
+            Slot(governor, ub * lanes + lane, ub, lane)
+            for ub in range(ubatches)
+            for lane in range(lanes)
+        ]
+        for slot in self.slots:
+            slot.set_siblings([s for s in self.slots if s.lane == slot.lane])
+
+    def reserve(self, nbytes: int, lane: int | None) -> None:
+        """Grow every slot (or ``lane``'s slots) to hold ``nbytes``; see
+        :meth:`arena.Arena.reserve_bytes` for the errors."""
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+            raise ConfigError(f"nbytes must be an int >= 0, got {nbytes!r}")
+        if nbytes > MAX_BYTES:
+            raise SpecError(
+                f"nbytes={nbytes} is more than the {MAX_BYTES} bytes a buffer can address"
+            )
+        if lane is not None:
+            check_index("lane", lane, self.lanes)
+        governor = self.governor
+        resizes: list[Resize] = []
+        try:
+            with governor.mutex:
+                governor.check_open()
+                short = [
+                    s
+                    for s in self.slots
+                    if s.buffer.capacity < nbytes and (lane is None or s.lane == lane)
+                ]
+                if short and governor.locked:
+                    raise short[0].locked_error(nbytes)
+                for slot in short:
+                    resize = slot.reserve(nbytes)
+                    if resize is not None:
+                        resizes.append(resize)
+        finally:
+            self.announce("resize", resizes)
+
+    def lock(self) -> None:
+        """Bring each lane's slots to the largest of them, retiring (never releasing) the
+        smaller buffers, then refuse growth; see :meth:`arena.Arena.lock`."""
+        governor = self.governor
+        resizes: list[Resize] = []
+        try:
+            with governor.mutex:
+                governor.check_open()
+                for lane in range(self.lanes):
+                    group = [s for s in self.slots if s.lane == lane]
+                    target = max(s.buffer.capacity for s in group)
+                    for slot in group:
+                        resize = slot.size_for_lock(target)
+                        if resize is not None:
+                            resizes.append(resize)
+                governor.locked = True
+        finally:
+            self.announce("resize", resizes)
+        self.announce("lock")
+
+    def unlock(self) -> None:
+        """Allow growth again."""
+        governor = self.governor
+        with governor.mutex:
+            governor.check_open()
+            governor.locked = False
+        self.announce("unlock")
+
+    def release_retired(self, include_captured: bool) -> int:
+        """Release retired buffers (captured ones only if asked); return their bytes."""
+        governor = self.governor
+        with governor.mutex:
+            blocks = [a for s in self.slots for a in s.take_retired(include_captured)]
+            release_all(governor.ledger, blocks)
+        return sum(a.nbytes for a in blocks)
+
+    def close(self) -> None:
+        """Mark the arena closed and release every block (once; later calls do nothing)."""
+        governor = self.governor
+        with governor.mutex:
+            if governor.closed:
+                return
+            governor.closed = True
+            blocks = [a for s in self.slots for a in s.take_blocks()]
+            release_all(governor.ledger, blocks)
+        self.announce("close")
+
+    def stats(self, call_sites: dict[str, int]) -> ArenaStats:
+        """A snapshot of every slot's figures and the arena's counters, with the peak bytes
+        per call site the arena's request log recorded."""
+        governor = self.governor
+        with governor.mutex:
+            slots = tuple(
+                SlotStats(
+                    s.ubatch,
+                    s.lane,
+                    s.buffer.capacity,
+                    s.high_water,
+                    s.growths,
+                    s.calls,
+                    s.persistent_bytes,
+                    s.persistent.keys,
+                    s.retired_bytes,
+                    len(s.retired),
+                )
+                for s in self.slots
+            )
+            ledger = governor.ledger
+            caches = [c for s in self.slots for c in list(s.buffer.prepared.values())]
+            return ArenaStats(
+                device=str(governor.device),
+                locked=governor.locked,
+                closed=governor.closed,
+                slots=slots,
+                allocations=ledger.allocations,
+                frees=ledger.frees,
+                allocations_while_locked=governor.allocations_while_locked,
+                calls=sum(s.calls for s in self.slots),
+                call_sites=call_sites,
+                live_blocks=ledger.live_blocks,
+                live_bytes=ledger.live_bytes,
+                cached_layouts=sum(len(c) for c in caches),
+                cached_views=sum(len(e.views) for c in caches for e in list(c.values())),
+            )
+
+    def memory_snapshot(self, last_requests: dict[int, tuple[str, Any]]) -> dict[str, Any]:
+        """See :meth:`arena.Arena.memory_snapshot`; ``last_requests`` maps a slot index to
+        the call site and specs of its last request recorded while unlocked."""
+        governor = self.governor
+        with governor.mutex:
+            return build_snapshot(
+                self.slots,
+                governor.device,
+                governor.alignment,
+                last_requests,
+                list(self.events.events),
+            )
+
+    # ------------------------------------------------------------------ events
+    def add_listener(self, listener: Callable[[ArenaEvent], None]) -> None:
+        """Register ``listener``; see :meth:`arena.Arena.add_listener`."""
+        if not callable(listener):
+            raise ConfigError(f"listener must be callable, got {listener!r}")
+        with self.governor.mutex:
+            self.listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[ArenaEvent], None]) -> None:
+        """Unregister ``listener`` (ignored if it was never added)."""
+        with self.governor.mutex:
+            if listener in self.listeners:
+                self.listeners.remove(listener)
+
+    def sizes(self) -> tuple[int, ...]:
+        """Every slot's capacity, ubatch-major."""
+        return tuple(s.buffer.capacity for s in self.slots)
+
+    def announce(self, kind: str, resizes: Sequence[Resize] = ()) -> None:
+        """Log and emit ``resizes`` then one ``kind`` event (skipped when ``kind`` is
+        ``"resize"``). Called with the mutex released, so a listener may use the arena."""
+        debug = self.governor.debug
+        for slot, old, new in resizes:
+            log_event(
+                f"resized slot {slot.describe()} from '{caller_info()}': "
+                f"{format_mb(old)} -> {format_mb(new)} ({self.ubatches} ubatches x "
+                f"{self.lanes} lanes, total memory {format_mb(sum(self.sizes()))})",
+                debug=debug,
+            )
+            self._emit("resize", (slot.ubatch, slot.lane), old, new)
+        if kind != "resize":
+            if kind in ("lock", "unlock"):
+                sizes = [round(s / MB, 2) for s in self.sizes()]
+                log_event(f"{kind}ed. Current sizes (MB): {sizes}", debug=debug)
+            else:
+                log_event(f"{kind}d arena on {self.governor.device}", debug=debug)
+            self._emit(kind, None, 0, 0)
+
+    def _emit(self, kind: str, slot: tuple[int, int] | None, old: int, new: int) -> None:
+        listeners = self.listeners
+        if not listeners:
+            return
+        event = ArenaEvent(kind, caller_info(), slot, old, new, self.sizes())
+        for listener in list(listeners):
+            listener(event)
+
+
+def release_all(ledger: Ledger, blocks: list[Allocation]) -> None:
+    """Release every block, even if releasing one raises (an interrupt included); the
+    first such error propagates after all were attempted."""
+    first: BaseException | None = None
+    for allocation in blocks:
+        try:
+            ledger.release(allocation)
+        except BaseException as exc:  # keep releasing: an interrupt must not leak the rest
+            if first is None:
+                first = exc
+    if first is not None:
+        raise first

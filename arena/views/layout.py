@@ -1,0 +1,268 @@
+"""Layout arithmetic: ``(shape, dtype)`` requests to aligned byte offsets.
+
+Standard library only. Every request is rounded up to the alignment, offsets are the
+running sum starting at 0, and each view covers exactly its own (unrounded) bytes. Layouts
+are memoised per signature, so a request seen before costs one dictionary lookup plus a
+type check of its dimensions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from arena.errors import ConfigError, SpecError
+from arena.views.dtypes import DType, resolve_dtype
+
+__all__ = [
+    "DEFAULT_ALIGNMENT",
+    "MAX_ALIGNMENT",
+    "MAX_BYTES",
+    "MIN_ALIGNMENT",
+    "Layout",
+    "ViewLayout",
+    "check_alignment",
+    "clear_layout_memo",
+    "compute_layout",
+    "round_up",
+]
+
+DEFAULT_ALIGNMENT = 256
+MIN_ALIGNMENT = 16
+#: Largest alignment accepted: 1 GiB, far beyond any page or huge page.
+MAX_ALIGNMENT = 1 << 30
+#: Largest byte count a layout may reach: frameworks index memory with signed 64-bit ints.
+MAX_BYTES = 2**63 - 1
+_MEMO_LIMIT = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class ViewLayout:
+    """Where one view lives in a slot buffer.
+
+    Attributes
+    ----------
+    shape : tuple of int
+        The view's shape.
+    dtype : DType
+        The view's dtype.
+    offset : int
+        Byte offset of the view's first element from the start of the buffer.
+    nbytes : int
+        Exact bytes the view covers (``prod(shape) * itemsize``, not rounded).
+    strides : tuple of int
+        C-contiguous strides in elements.
+    """
+
+    shape: tuple[int, ...]
+    dtype: DType
+    offset: int
+    nbytes: int
+    strides: tuple[int, ...]
+
+    @property
+    def byte_strides(self) -> tuple[int, ...]:
+        """C-contiguous strides in bytes."""
+        return tuple(s * self.dtype.itemsize for s in self.strides)
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The placement of several views in one buffer.
+
+    Attributes
+    ----------
+    views : tuple of ViewLayout
+        One entry per request, in request order.
+    total : int
+        Bytes the buffer must hold: the sum of every request rounded up to ``alignment``.
+    alignment : int
+        The alignment every offset is a multiple of.
+    """
+
+    views: tuple[ViewLayout, ...]
+    total: int
+    alignment: int
+
+
+_MEMO: dict[tuple[Any, int], Layout] = {}
+
+
+def clear_layout_memo() -> None:
+    """Forget every memoised layout (for benchmarks that time the computation itself)."""
+    _MEMO.clear()
+
+
+def round_up(nbytes: int, alignment: int) -> int:
+    """Round ``nbytes`` up to a multiple of ``alignment`` (a power of two)."""
+    return (nbytes + alignment - 1) & ~(alignment - 1)
+
+
+def check_alignment(alignment: Any) -> int:
+    """Validate an alignment: a power of two from :data:`MIN_ALIGNMENT` to
+    :data:`MAX_ALIGNMENT` bytes.
+
+    Raises
+    ------
+    ConfigError
+        With the value and the nearest valid alignment.
+    """
+    if isinstance(alignment, bool) or not isinstance(alignment, int):
+        raise ConfigError(
+            f"alignment must be an int power of two >= {MIN_ALIGNMENT}, got "
+            f"{alignment!r} ({type(alignment).__name__}); use e.g. alignment={DEFAULT_ALIGNMENT}"
+        )
+    if alignment > MAX_ALIGNMENT:
+        raise ConfigError(
+            f"alignment must be at most {MAX_ALIGNMENT} (1 GiB), got {alignment}; offsets "
+            f"are rounded up to it, so use e.g. alignment={DEFAULT_ALIGNMENT} or 4096"
+        )
+    if alignment < MIN_ALIGNMENT or alignment & (alignment - 1):
+        suggestion = max(MIN_ALIGNMENT, 1 << max(0, alignment - 1).bit_length())
+        raise ConfigError(
+            f"alignment must be a power of two >= {MIN_ALIGNMENT}, got {alignment}; "
+            f"use alignment={suggestion}"
+        )
+    return alignment
+
+
+def compute_layout(specs: Sequence[Any], alignment: int = DEFAULT_ALIGNMENT) -> Layout:
+    """Lay out ``(shape, dtype)`` requests in one buffer.
+
+    Parameters
+    ----------
+    specs : sequence of (shape, dtype)
+        ``shape`` is a tuple of non-negative ints, ``dtype`` anything
+        :func:`~arena.views.dtypes.resolve_dtype` accepts.
+    alignment : int, optional
+        Power of two from 16 to 2**30 that every offset is a multiple of (default 256).
+
+    Returns
+    -------
+    Layout
+        Memoised: the same signature returns the same object.
+
+    Raises
+    ------
+    SpecError
+        For malformed specs, negative or non-integer dimensions, or layouts too large.
+    ConfigError
+        For an invalid alignment.
+    DTypeError
+        For unknown dtypes.
+    """
+    key = (specs, alignment)
+    try:
+        layout = _MEMO[key]
+    except (KeyError, TypeError):
+        return _compute_and_memoise(specs, alignment)
+    # 1.0 == 1 and True == 1 hash alike: a hit only counts for plain int dimensions.
+    for shape, _ in specs:
+        for dim in shape:
+            if dim.__class__ is not int:
+                return _compute_and_memoise(specs, alignment)
+    return layout
+
+
+def _compute_and_memoise(specs: Any, alignment: int) -> Layout:
+    check_alignment(alignment)
+    if not isinstance(specs, (tuple, list)):
+        raise SpecError(
+            f"specs must be a sequence of (shape, dtype) tuples, got {type(specs).__name__}"
+        )
+    views: list[ViewLayout] = []
+    offset = 0
+    canonical = []
+    for index, spec in enumerate(specs):
+        shape, dtype = _split_spec(index, spec)
+        nbytes = _count_bytes(index, shape, dtype)
+        views.append(ViewLayout(shape, dtype, offset, nbytes, _c_strides(shape)))
+        offset += round_up(nbytes, alignment)
+        if offset > MAX_BYTES:
+            raise SpecError(
+                f"spec #{index} brings the layout to {offset} bytes, more than the "
+                f"{MAX_BYTES} a buffer can address; split the request or shrink the shapes"
+            )
+        canonical.append((shape, spec[1]))
+    layout = Layout(tuple(views), offset, alignment)
+    if len(_MEMO) >= _MEMO_LIMIT:
+        # Drop the oldest quarter, never the whole memo: a working set that fits stays.
+        for old in list(itertools.islice(_MEMO, _MEMO_LIMIT // 4)):
+            _MEMO.pop(old, None)
+    try:
+        _MEMO[(tuple(canonical), alignment)] = layout
+    except TypeError:  # unhashable dtype object: valid, just not memoisable
+        pass
+    return layout
+
+
+def _split_spec(index: int, spec: Any) -> tuple[tuple[int, ...], DType]:
+    if not isinstance(spec, (tuple, list)) or len(spec) != 2:
+        raise SpecError(
+            f"spec #{index} must be a (shape, dtype) tuple (or 2-item list), got {spec!r}; "
+            "write e.g. ((4, 128), 'float32')"
+        )
+    raw_shape, raw_dtype = spec
+    if not isinstance(raw_shape, (tuple, list)):
+        hint = f"({raw_shape!r},)" if isinstance(raw_shape, int) else "a tuple such as (4, 128)"
+        raise SpecError(
+            f"spec #{index}: shape must be a tuple or list of ints, got "
+            f"{type(raw_shape).__name__} {raw_shape!r}; pass {hint}"
+        )
+    shape = tuple(_check_dim(index, axis, dim) for axis, dim in enumerate(raw_shape))
+    return shape, resolve_dtype(raw_dtype)
+
+
+def _check_dim(index: int, axis: int, dim: Any) -> int:
+    if dim.__class__ is int and 0 <= dim <= MAX_BYTES:
+        return int(dim)
+    if isinstance(dim, bool) or type(dim).__name__ == "bool_":
+        raise SpecError(f"spec #{index}: dimension {axis} is a bool ({dim!r}); pass an int")
+    if isinstance(dim, (tuple, list)):
+        raise SpecError(
+            f"spec #{index}: dimension {axis} is a tuple {dim!r}: the specs look like they "
+            "were passed as one sequence; pass each (shape, dtype) as its own argument, "
+            "get_simultaneous(spec0, spec1, ...) or get_simultaneous(*specs)"
+        )
+    try:
+        value = operator.index(dim)
+    except TypeError:
+        fix = f"; use {int(dim)}" if isinstance(dim, float) and dim.is_integer() else ""
+        raise SpecError(
+            f"spec #{index}: dimension {axis} must be an int, got {type(dim).__name__} {dim!r}{fix}"
+        ) from None
+    if value < 0:
+        raise SpecError(
+            f"spec #{index}: dimension {axis} is negative ({value}); sizes are >= 0 "
+            "(arena does not infer -1 dimensions)"
+        )
+    if value > MAX_BYTES:
+        raise SpecError(f"spec #{index}: dimension {axis} = {value} exceeds {MAX_BYTES}")
+    return value
+
+
+def _count_bytes(index: int, shape: tuple[int, ...], dtype: DType) -> int:
+    count = dtype.itemsize
+    extent = dtype.itemsize  # the frameworks index every dimension: zeros do not excuse
+    for dim in shape:
+        count *= dim
+        extent *= max(dim, 1)
+    if extent > MAX_BYTES:
+        raise SpecError(
+            f"spec #{index}: shape {shape} of {dtype.name} spans {extent} bytes of strides, "
+            f"more than the {MAX_BYTES} a framework can index (even with a zero dimension); "
+            "the shape probably overflowed upstream"
+        )
+    return count
+
+
+def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides = []
+    step = 1
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= max(dim, 1)
+    return tuple(reversed(strides))

@@ -1,0 +1,153 @@
+"""Poisoning: every request's views are filled with a sentinel before they are returned.
+
+With ``Arena(poison=True)`` (or ``ARENA_POISON=1``) reading scratch memory before writing
+it, or reading a view after the next request on the same slot, shows at once:
+
+* floating dtypes (float16/32/64, bfloat16, complex, the float8 types with a NaN) read
+  NaN: every byte is ``0xFF`` (a NaN in every IEEE-like format), or ``0x80`` for the
+  ``fnuz`` float8 types, whose only NaN is that byte;
+* every other dtype (integers, bool, ``float4_e2m1fn_x2``, which has no NaN) reads the
+  byte pattern ``0xA5`` repeated (``int32`` ``-1515870811``, ``uint8`` ``165``);
+* the bytes the previous request on the slot covered and this one does not (a larger
+  earlier request, the gaps between views) are ``0xFF`` too, so a view kept from the
+  previous request reads NaN there. Where the new request hands those bytes out as an
+  integer view, the kept float view reads that view's ``0xA5`` pattern (a tiny float) until
+  it is written.
+
+The fill is one call per view: a byte view's ``fill`` for NumPy and CuPy (on CuPy's
+current stream), torch's ``fill_`` on a GPU (on torch's current stream), a ``memset``
+for host torch tensors and for JAX arrays. It costs a memory write of every byte requested:
+a debugging aid, off by default.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from arena.views.dtypes import resolve_dtype
+
+__all__ = [
+    "NAN_BYTE",
+    "NAN_BYTE_FNUZ",
+    "PATTERN_BYTE",
+    "fill_views",
+    "poison_from_env",
+    "poison_stale_bytes",
+    "poisoned",
+    "sentinel",
+]
+
+#: Byte written to the views of floating dtypes: all bits set is a NaN in IEEE formats.
+NAN_BYTE = 0xFF
+#: The ``fnuz`` float8 formats have one NaN: the byte ``0x80``.
+NAN_BYTE_FNUZ = 0x80
+#: Byte written to the views of every other dtype.
+PATTERN_BYTE = 0xA5
+
+_NO_NAN = {"float4_e2m1fn_x2"}
+_BYTE_OF: dict[Any, int] = {}
+
+
+def poison_from_env(variable: str = "ARENA_POISON") -> bool:
+    """Whether the poison environment variable is set to a true value."""
+    return os.environ.get(variable, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def sentinel(dtype: Any) -> int:
+    """The byte a view of ``dtype`` is filled with (any dtype :func:`resolve_dtype` takes)."""
+    name = resolve_dtype(dtype).name
+    if name.startswith(("float", "bfloat", "complex")) and name not in _NO_NAN:
+        return NAN_BYTE_FNUZ if name.endswith("fnuz") else NAN_BYTE
+    return PATTERN_BYTE
+
+
+def _byte(dtype: Any) -> int:
+    try:
+        return _BYTE_OF[dtype]
+    except KeyError:
+        value = _BYTE_OF[dtype] = sentinel(dtype)
+        return value
+    except TypeError:  # unhashable dtype object
+        return sentinel(dtype)
+
+
+def fill_views(framework: str, views: Sequence[Any]) -> None:
+    """Fill every view in ``views`` (arrays of ``framework``) with its sentinel bytes."""
+    if framework == "torch":
+        import torch
+
+        for view in views:
+            if view.is_cuda:  # on the tensor's stream, like any torch kernel
+                view.view(-1).view(torch.uint8).fill_(_byte(view.dtype))
+            elif view.numel():
+                # One memset: torch's own CPU fill runs on its intra-op thread pool, which
+                # costs milliseconds per call when the cores are busy elsewhere.
+                ctypes.memset(view.data_ptr(), _byte(view.dtype), view.numel() * view.itemsize)
+    elif framework == "jax":
+        for view in views:
+            _fill_jax(view)
+    else:  # NumPy and CuPy arrays share this API
+        for view in views:
+            view.reshape(-1).view("uint8").fill(_byte(view.dtype))
+
+
+def poison_stale_bytes(
+    buffer: Any, framework: str, views: Sequence[Any], address: Callable[[Any], int]
+) -> None:
+    """Poison what the previous request on this buffer left beyond the new views' bytes.
+
+    Every byte from the buffer's start to the end of the previous request or of this one,
+    whichever is further, is set to :data:`NAN_BYTE` (a NaN for every IEEE float), then the
+    new views get their own sentinels again. So a view kept from the previous request reads
+    NaN wherever the new request does not hand out those bytes as an integer view.
+    """
+    allocation = buffer.allocation
+    if allocation is None:
+        return
+    end = max((address(v) - allocation.ptr + v.nbytes for v in views if v.nbytes), default=0)
+    reach = max(end, buffer.poisoned_end)
+    buffer.poisoned_end = end
+    if reach:
+        owner = allocation.owner
+        if hasattr(owner, "fill_"):  # a torch tensor owner (a torch-only CUDA arena)
+            owner[:reach].fill_(NAN_BYTE)
+        elif hasattr(owner, "fill"):  # NumPy and CuPy
+            owner[:reach].fill(NAN_BYTE)
+        fill_views(framework, views)
+
+
+def poisoned(
+    framework: str, fresh: Callable[[Sequence[Any]], list[Any]]
+) -> Callable[[Sequence[Any]], list[Any]]:
+    """``fresh`` (a front's view maker), followed by :func:`fill_views` of its result.
+
+    A poisoning front uses this in place of its view maker, so an arena without poison
+    pays nothing on its hot path, not even a test.
+    """
+
+    def fresh_and_filled(prepared: Sequence[Any]) -> list[Any]:
+        views = fresh(prepared)
+        fill_views(framework, views)
+        return views
+
+    return fresh_and_filled
+
+
+def _fill_jax(view: Any) -> None:
+    """JAX arrays are immutable: write the bytes behind them (as ``write_into`` does)."""
+    nbytes = int(view.nbytes)
+    if not nbytes:
+        return
+    address = int(view.unsafe_buffer_pointer())
+    byte = _byte(view.dtype)
+    device = next(iter(view.devices()))
+    if device.platform in {"gpu", "cuda"}:
+        import cupy
+
+        with cupy.cuda.Device(int(device.local_hardware_id)):
+            cupy.cuda.runtime.memset(address, byte, nbytes)
+        return
+    ctypes.memset(address, byte, nbytes)

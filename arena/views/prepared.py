@@ -1,0 +1,141 @@
+"""Prepared requests: views built once over a slot buffer and served again on every hit.
+
+A front remembers each request it served over the slot's current buffer as a
+:class:`Prepared` entry (the typed views and the generated function that hands out fresh
+copies of them), kept in a bounded dict per buffer and front:
+
+* The cache is a plain dict, so a hit stays one C lookup. When it is full, the oldest
+  eighth is swept as a CLOCK: entries used since the last sweep get a second chance
+  (moved to the back, flag cleared), the others are dropped. A working set that fits is
+  never evicted wholesale, and cyclic access over more layouts than fit keeps most of
+  them instead of none.
+* Cached fronts hand the same view objects to every caller, so a caller that changes one
+  in place (shape, dtype, strides, start, ``requires_grad``) would change it for all. In
+  debug mode the front remembers each view's :func:`metadata` and checks it on every hit;
+  a changed view warns and its request is rebuilt (:func:`unchanged`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from itertools import islice
+from typing import Any
+
+from arena.errors import ArenaWarning
+
+__all__ = ["Prepared", "array_start", "metadata", "remember", "unchanged", "warn_changed"]
+
+
+class Prepared:
+    """One remembered request over one slot buffer.
+
+    Attributes
+    ----------
+    required : int
+        Bytes the request needs.
+    views : list
+        The typed views built for it, over the buffer.
+    serve : callable
+        ``serve(specs)`` -> fresh views of :attr:`views`, or None when ``specs`` must take
+        the general path (see :func:`arena.views.plan.server`).
+    metadata : tuple
+        Debug mode, cached fronts: each view's :func:`metadata` when it was made.
+    used : bool
+        Served since the cache's last sweep.
+    """
+
+    __slots__ = ("metadata", "required", "serve", "used", "views")
+
+    def __init__(self, required: int, views: list[Any]) -> None:
+        self.required = required
+        self.views = views
+        self.serve: Callable[[Any], Any] = _unset
+        self.metadata: tuple[Any, ...] = ()
+        self.used = False
+
+
+def _unset(specs: Any) -> None:
+    """The server of an entry not finished yet: every request takes the general path."""
+    return None
+
+
+def remember(cache: dict[Any, Any], key: Any, entry: Any, limit: int) -> None:
+    """Insert ``entry`` under ``key``, sweeping the oldest part first when full.
+
+    Entries that are not :class:`Prepared` (a front's set of layouts seen once, plans,
+    server factories) have no *used* flag: the sweep simply drops the oldest of them.
+
+    Unhashable keys are not cached. Safe against a concurrent sweep of the same cache
+    (two threads on one slot): keys that vanished are skipped.
+    """
+    if len(cache) >= limit:
+        chunk = max(1, limit // 8)
+        for old in list(islice(cache, chunk)):
+            found = cache.pop(old, None)
+            if found.__class__ is Prepared and found.used:
+                found.used = False
+                cache[old] = found
+        # Whatever the flags said, free a whole chunk: the next sweep is `chunk` inserts
+        # away, so a sweep costs O(1) per insert.
+        while len(cache) > limit - chunk:
+            try:
+                del cache[next(iter(cache))]
+            except (KeyError, StopIteration, RuntimeError):
+                break
+    try:
+        cache[key] = entry
+    except TypeError:  # unhashable but valid (e.g. list shapes)
+        pass
+
+
+# ---------------------------------------------------------------------- debug guard
+def unchanged(cache: dict[Any, Any], specs: Any, entry: Prepared) -> bool:
+    """Whether cached views still have the metadata they were made with.
+
+    ``entry`` is the :class:`Prepared` of ``specs`` in ``cache``. When a view changed,
+    warns (:class:`~arena.ArenaWarning`), drops the entry and returns False.
+    """
+    for index, view in enumerate(entry.views):
+        expected = entry.metadata[index]
+        found = metadata(view)
+        if found != expected:
+            warn_changed(expected, found)
+            cache.pop(specs, None)
+            return False
+    return True
+
+
+def metadata(view: Any) -> tuple[Any, ...]:
+    """What a caller could change in place on a shared view: shape, dtype, strides and
+    where it starts."""
+    strides = getattr(view, "strides", None)
+    if strides is None or callable(strides):
+        strides = view.stride()  # torch
+    start = view.data_ptr() if hasattr(view, "data_ptr") else array_start(view)
+    return (tuple(view.shape), str(view.dtype), tuple(strides), start)
+
+
+def array_start(view: Any) -> int:
+    """Address of a NumPy or CuPy array's first element."""
+    interface = getattr(view, "__array_interface__", None)
+    if interface is not None:
+        return int(interface["data"][0])
+    return int(view.data.ptr)  # CuPy
+
+
+def warn_changed(expected: Any, found: Any) -> None:
+    """Warn that a cached view's metadata went from ``expected`` to ``found``.
+
+    Called through :func:`unchanged` from the front's debug request path; the warning is
+    attributed five frames up, to the front's ``get_simultaneous`` or
+    ``try_get_simultaneous``.
+    """
+    warnings.warn(
+        f"a cached arena view was changed in place (shape, dtype, strides, start: {expected} "
+        f"-> {found}); cached views are shared by every caller of the same request, so "
+        "never change their metadata in place (take .view()/.reshape() instead). The views "
+        "were rebuilt",
+        ArenaWarning,
+        stacklevel=5,
+    )
