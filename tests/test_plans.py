@@ -131,3 +131,34 @@ def test_the_cache_sweeps_in_part_and_spares_what_was_used() -> None:
     assert len(cache) <= 64 and "new" in cache
     assert all(key in cache for key in range(8))  # used: a second chance
     assert sum(1 for key in range(8, 64) if key in cache) >= 48  # only a part was swept
+
+
+class LyingDimension:
+    """Equal to 4 and hashing like 4, but indexing as 1000."""
+
+    def __eq__(self, other: object) -> bool:
+        return other == 4
+
+    def __hash__(self) -> int:
+        return hash(4)
+
+    def __index__(self) -> int:
+        return 1000
+
+
+@pytest.mark.parametrize("cached", [False, True])
+@pytest.mark.parametrize("planned", [False, True], ids=["no-plan", "plan"])
+def test_a_dimension_that_lies_about_its_value_never_aliases_a_plain_one(
+    cached: bool, planned: bool
+) -> None:
+    with Arena("cpu", framework="numpy", cached_views=cached) as a:
+        if planned:  # the structure has a plan and a remembered entry already
+            a.get_simultaneous(((8,), "float32"))
+            a.get_simultaneous(((8,), "float32"))
+        (odd,) = a.get_simultaneous(((LyingDimension(),), "float32"))
+        assert odd.shape == (1000,)
+        for _ in range(3):  # first sighting, second sighting, remembered
+            (plain,) = a.get_simultaneous(((4,), "float32"))
+            assert plain.shape == (4,)
+        (odd,) = a.get_simultaneous(((LyingDimension(),), "float32"))
+        assert odd.shape == (1000,)

@@ -516,3 +516,138 @@ def test_debug_mode_allows_threads_on_their_own_slots() -> None:
         t.join(TIMEOUT)
     assert a.stats().calls == 2 * 199
     a.close()
+
+
+# ---------------------------------------------------------------------- 9. capture window
+class PausingProbe:
+    """A capture probe that says "capturing" to one thread only (as a stream probe does)
+    and holds that thread inside its first call until released."""
+
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+        self.paused = False
+        self.inside = threading.Event()
+        self.go = threading.Event()
+
+    def __call__(self) -> bool:
+        if threading.current_thread() is not self.thread:
+            return False
+        if not self.paused:
+            self.paused = True
+            self.inside.set()
+            assert self.go.wait(TIMEOUT)
+        return True
+
+
+def _live_block_of(source: RecordingSource, ptr: int) -> tuple[int, int] | None:
+    for start, nbytes in source.live.items():
+        if start <= ptr < start + nbytes:
+            return start, nbytes
+    return None
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["fresh", "cached"])
+@pytest.mark.parametrize("shape", [(256,), (200,)], ids=["hit", "miss"])
+def test_a_growth_inside_the_capture_window_never_frees_what_the_capture_reads(
+    shape: tuple[int, ...], cached: bool
+) -> None:
+    """The capturing thread is paused between building its views and learning that it
+    captures; another thread grows the slot by a request in that window. The capture must
+    end up on a buffer the arena keeps until close(), never on one it released."""
+    source = RecordingSource()
+    probe = PausingProbe()
+    a = Arena(source=source, framework="numpy", capture_probe=probe, cached_views=cached)
+    a.get_simultaneous(((256,), F32))  # warm-up, eager: (256,) is now remembered
+
+    def capture() -> Any:
+        probe.thread = threading.current_thread()
+        return a.get_simultaneous((shape, F32))
+
+    thread, out = run(capture)
+    assert probe.inside.wait(TIMEOUT)
+    a.get_simultaneous(((1 << 18,), F32))  # another thread grows the slot in the window
+    probe.go.set()
+    thread.join(TIMEOUT)
+    (view,) = out[0]
+    block = _live_block_of(source, a.numpy.data_ptr(view))
+    assert block is not None, "the capture reads a buffer the arena released"
+    a.reserve_bytes(1 << 22)  # a later growth, not capturing, must retire it
+    assert _live_block_of(source, a.numpy.data_ptr(view)) == block
+    assert a.release_retired() == 0  # captured: kept until close()
+    check_books(a, source)
+    a.close()
+    assert source.live == {}
+
+
+def test_a_reserve_inside_the_capture_window_fails_the_capture_by_name() -> None:
+    """reserve_bytes() from another thread replaces the buffer before the capturing
+    request could mark it: the request must not hand out views of the released buffer.
+    The new buffer has no NumPy handle yet and cannot get one during a capture, so the
+    request fails, naming the race."""
+    source = RecordingSource()
+    probe = PausingProbe()
+    a = Arena(source=source, framework="numpy", capture_probe=probe)
+    a.get_simultaneous(((256,), F32))
+
+    def capture() -> Any:
+        probe.thread = threading.current_thread()
+        return a.get_simultaneous(((256,), F32))
+
+    thread, out = run(capture)
+    assert probe.inside.wait(TIMEOUT)
+    a.reserve_bytes(1 << 20)
+    probe.go.set()
+    thread.join(TIMEOUT)
+    assert isinstance(out[0], GraphCaptureError)
+    assert "another thread" in str(out[0]) and "(ubatch 0, lane 0)" in str(out[0])
+    check_books(a, source)
+    a.close()
+
+
+# ---------------------------------------------------------------------- 10. dropped arenas
+class WatchedSource(RecordingSource):
+    """Records a weak reference to the memory behind every block it hands out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.owners: list[Any] = []
+
+    def allocate(self, nbytes: int) -> arena.Allocation:
+        allocation = super().allocate(nbytes)
+        import weakref
+
+        self.owners.append(weakref.ref(allocation.owner))
+        return allocation
+
+
+@pytest.mark.parametrize("ubatches", [1, 2])
+def test_dropping_an_arena_frees_its_memory_without_the_cycle_collector(
+    tmp_path: Any, ubatches: int
+) -> None:
+    torch = pytest.importorskip("torch")
+    source = WatchedSource()
+    gc.collect()
+    gc.disable()  # only reference counting may free the memory
+    try:
+        a = Arena(
+            source=source,
+            framework="numpy",
+            ubatches=ubatches,
+            lanes=2,
+            profile=tmp_path / "profile.json",
+            event_log=tmp_path / "events.csv",
+        )
+        a.get_simultaneous(((1 << 20,), F32))
+        a.torch.get_simultaneous(((64,), torch.float32))
+        a.front("numpy", cached=True).get_simultaneous(((64,), F32))
+        a.get_persistent("p", (16,), F32)
+        a.get_persistent_resource("r", dict)
+        with a.lane(1):
+            a.get_simultaneous(((128,), F32))
+        a.lock()
+        assert source.owners and any(ref() is not None for ref in source.owners)
+        del a
+        alive = [ref for ref in source.owners if ref() is not None]
+        assert alive == [], f"{len(alive)} blocks outlive the dropped arena until gc runs"
+    finally:
+        gc.enable()

@@ -37,7 +37,7 @@ class SlotSelector:
         Names the lane context variable.
     """
 
-    __slots__ = ("_lane", "_lane_resolver", "_lanes", "_resolver", "_slots", "_tls", "select")
+    __slots__ = ("_lane", "_lane_resolver", "_lanes", "_only", "_resolver", "_slots", "_tls")
 
     def __init__(
         self,
@@ -54,17 +54,21 @@ class SlotSelector:
         self._lane_resolver = lane_resolver
         self._tls = _UbatchBinding()
         self._lane: contextvars.ContextVar[int] = contextvars.ContextVar(name, default=0)
-        #: ``select()`` -> the calling thread's slot. A single-slot arena answers from C.
-        self.select: Callable[[], Slot]
+        # A single-slot arena answers from C. Not a bound method of self stored on self:
+        # that would be a reference cycle, holding every buffer until the cycle collector.
+        self._only: Callable[[], Slot] | None = None
         if len(self._slots) == 1 and ubatch_resolver is None and lane_resolver is None:
-            self.select = itertools.repeat(self._slots[0]).__next__
-        else:
-            self.select = self._select
+            self._only = itertools.repeat(self._slots[0]).__next__
 
     @property
     def ubatches(self) -> int:
         """Number of micro-batch slots."""
         return len(self._slots) // self._lanes
+
+    @property
+    def select(self) -> Callable[[], Slot]:
+        """``select()`` -> the calling thread's slot (fetch it once: a callable to keep)."""
+        return self._only or self._select
 
     def _select(self) -> Slot:
         ubatches = len(self._slots) // self._lanes

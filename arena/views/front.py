@@ -249,7 +249,17 @@ class Front(Generic[ViewT]):
         probe = self._probe
         if probe is not None and probe() and not slot.mark_captured(buffer):
             slot.calls -= 1  # counted again by the request that replaces this one
-            return self._request(slot, specs, strict)
+            try:
+                return self._request(slot, specs, strict)
+            except GraphCaptureError as exc:
+                raise GraphCaptureError(
+                    f"slot {slot.describe()} was resized by another thread while this "
+                    "thread was capturing a CUDA graph (between building this request's "
+                    "views and marking them captured), and the new buffer cannot serve it "
+                    f"during the capture: {exc}. Finish growth before capturing (warm-up "
+                    "or reserve()), and keep other threads from growing the arena during a "
+                    "capture (lock() it first)"
+                ) from exc
         log = self._log
         if log is not None and not self._governor.locked:
             log.note(required, slot.index, specs)
