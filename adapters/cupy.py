@@ -27,7 +27,7 @@ except ImportError as _exc:
     raise FrameworkUnavailableError(
         f"the CuPy front needs CuPy, which cannot be imported here ({_exc}): pip install "
         "'cupy-arena[cuda12]' (CUDA 12) or 'cupy-arena[cuda13]' (CUDA 13), or use the torch "
-        "front (arena.torch) for views of a torch-backed CUDA arena"
+        "front (ws.torch) for views of a torch-backed CUDA arena"
     ) from _exc
 
 __all__ = [
@@ -74,7 +74,7 @@ def check_device(device: Device) -> None:
     """CuPy views need device memory."""
     if not device.is_cuda:
         raise FrameworkUnavailableError(
-            f"CuPy cannot view host memory ({device}); use arena.numpy or arena.torch for "
+            f"CuPy cannot view host memory ({device}); use ws.numpy or ws.torch for "
             "this arena, or make the arena on a CUDA device"
         )
 

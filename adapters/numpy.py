@@ -67,7 +67,7 @@ def check_device(device: Device) -> None:
     """NumPy views need host memory."""
     if device.is_cuda:
         raise FrameworkUnavailableError(
-            f"NumPy cannot view device memory on {device}; use arena.cupy or arena.torch "
+            f"NumPy cannot view device memory on {device}; use ws.cupy or ws.torch "
             "for this arena, or an arena on device='cpu' for NumPy views"
         )
 

@@ -220,10 +220,35 @@ def check_framework(framework: str) -> str:
     return framework
 
 
+#: Frameworks that can view only one kind of memory: "cpu" (host) or "cuda".
+_MEMORY_OF = {"numpy": "cpu", "cupy": "cuda"}
+
+
 def pick_framework(framework: str | None, device: Device) -> str:
-    """The framework of an arena's default views (see ``Arena(framework=...)``)."""
+    """The framework of an arena's default views (see ``Arena(framework=...)``).
+
+    Raises
+    ------
+    ConfigError
+        For an unknown framework, or one that cannot view ``device``'s memory (checked
+        here, at construction, without importing the framework).
+    """
     if framework is not None:
-        return check_framework(framework)
+        framework = check_framework(framework)
+        kind = _MEMORY_OF.get(framework)
+        if kind is not None and kind != device.kind:
+            other = "numpy" if framework == "cupy" else "cupy"
+            raise ConfigError(
+                f"framework={framework!r} cannot view {device} memory: "
+                + (
+                    "CuPy views device memory only"
+                    if framework == "cupy"
+                    else "NumPy views host memory only"
+                )
+                + f"; use framework='torch' or {other!r} for this arena, or make the arena "
+                f"on {'a CUDA device' if framework == 'cupy' else 'the host'}"
+            )
+        return framework
     if "torch" in sys.modules:
         return "torch"
     if not device.is_cuda:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from arena.config import (
@@ -24,6 +24,7 @@ from arena.observe.profile import Recorder, attach_profile, profile_from_env
 from arena.observe.requests import RequestLog
 from arena.observe.snapshot import EventLog
 from arena.observe.stats import ArenaStats
+from arena.slots.governor import StateFlag, StateSwitch
 from arena.slots.selector import SlotSelector
 from arena.slots.table import SlotTable
 from arena.views.front import Front
@@ -184,7 +185,6 @@ class Arena:
         # a profile keeps capacities only.
         self._log = RequestLog(self._recorder) if config.track_sites else None
 
-    # ------------------------------------------------------------------ properties
     @property
     def device(self) -> Device:
         """The device the arena's memory lives on."""
@@ -221,16 +221,18 @@ class Arena:
         return self._governor.debug
 
     @property
-    def is_locked(self) -> bool:
-        """Whether growth is refused."""
-        return self._governor.locked
+    def is_locked(self) -> StateFlag:
+        """Whether growth is refused: ``if ws.is_locked:``, or ``ws.is_locked()`` as in
+        vLLM (both read the same)."""
+        governor = self._governor
+        return StateFlag(lambda: governor.locked)
 
     @property
-    def is_closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self._governor.closed
+    def is_closed(self) -> StateFlag:
+        """Whether :meth:`close` was called: ``if ws.is_closed:`` or ``ws.is_closed()``."""
+        governor = self._governor
+        return StateFlag(lambda: governor.closed)
 
-    # ------------------------------------------------------------------ fronts
     def front(self, framework: str, *, cached: bool | None = None) -> Front[Any]:
         """The front that hands out views of this arena in ``framework``.
 
@@ -366,7 +368,14 @@ class Arena:
 
     # ------------------------------------------------------------------ slots
     def current_slot(self) -> tuple[int, int]:
-        """``(ubatch, lane)`` of the slot the calling thread and context use."""
+        """``(ubatch, lane)`` of the slot the calling thread and context use.
+
+        Raises
+        ------
+        ArenaClosedError
+            The arena is closed.
+        """
+        self._governor.check_open()
         slot = self._selector.select()
         return slot.ubatch, slot.lane
 
@@ -386,10 +395,14 @@ class Arena:
     def lock(self) -> None:
         """Freeze sizes: size every slot like its siblings, then refuse growth.
 
-        Slots of one lane are brought to the largest of them first, so no micro-batch is
-        left unsized; a sibling's smaller buffer is retired, not released (a CUDA graph
-        captured before the lock may read it). ``lock()`` releases nothing, and after it
-        returns nothing allocates until :meth:`unlock`.
+        What it covers, per lane: every micro-batch's scratch buffer is brought to the
+        largest of them (a sibling's smaller buffer is retired, not released: a CUDA graph
+        captured before the lock may read it), and every micro-batch gets each persistent
+        buffer a sibling created (same key, shape, dtype and zeroing). Persistent
+        *resources* are not built for siblings (their factories may depend on the caller);
+        a micro-batch asking for one it never created raises ``ArenaLockedError`` naming
+        the sibling that has it. ``lock()`` releases nothing, and after it returns nothing
+        allocates until :meth:`unlock`.
         """
         self._table.lock()
 
@@ -397,27 +410,17 @@ class Arena:
         """Allow growth again (for a new warm-up, e.g. after elastic re-sharding)."""
         self._table.unlock()
 
-    @contextmanager
-    def locked(self: _A) -> Iterator[_A]:
-        """Lock inside the block; restore the previous state after."""
-        was_locked = self.is_locked
-        self.lock()
-        try:
-            yield self
-        finally:
-            if not was_locked and not self.is_closed:
-                self.unlock()
+    @property
+    def locked(self: _A) -> StateSwitch[_A]:
+        """``with ws.locked():`` locks inside the block and restores the previous state
+        after. Not a state: ``if ws.locked:`` raises TypeError (use :attr:`is_locked`)."""
+        return StateSwitch("locked", self, True, self._table)
 
-    @contextmanager
-    def unlocked(self: _A) -> Iterator[_A]:
-        """Unlock inside the block (re-warm-up); lock again after if it was locked."""
-        was_locked = self.is_locked
-        self.unlock()
-        try:
-            yield self
-        finally:
-            if was_locked and not self.is_closed:
-                self.lock()
+    @property
+    def unlocked(self: _A) -> StateSwitch[_A]:
+        """``with ws.unlocked():`` unlocks inside the block (re-warm-up) and locks again
+        after if it was locked. ``if ws.unlocked:`` raises TypeError."""
+        return StateSwitch("unlocked", self, False, self._table)
 
     # ------------------------------------------------------------------ events
     def add_listener(self, listener: Callable[[ArenaEvent], None]) -> None:

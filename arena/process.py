@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import warnings
 from typing import Any
 
 from arena.core import Arena
 from arena.errors import ArenaWarning, NotInitializedError
+from arena.forks import after_fork
 from arena.memory.devices import Device, default_device, parse_device
 
 __all__ = [
@@ -21,6 +23,14 @@ __all__ = [
 
 _arenas: dict[Device, Arena] = {}
 _registry_lock = threading.Lock()
+
+
+def _renew_registry_lock(module: object) -> None:
+    global _registry_lock
+    _registry_lock = threading.Lock()
+
+
+after_fork(sys.modules[__name__], _renew_registry_lock)
 
 
 def _key(device: Any) -> Device:

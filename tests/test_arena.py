@@ -389,3 +389,51 @@ def test_call_site_tracking_can_be_turned_off() -> None:
         a.get_simultaneous(((100,), F32))
         assert a.stats().call_sites == {}
         assert a.stats().calls == 2
+
+
+def test_lock_gives_every_micro_batch_the_persistent_buffers_a_sibling_registered() -> None:
+    with Arena("cpu", framework="numpy", ubatches=2, lanes=2) as a:
+        kv = a.get_persistent("kv", (8,), "float32", zero_init=True)  # ubatch 0, lane 0
+        kv[:] = 5.0
+        with a.lane(1):
+            a.get_persistent("draft", (4,), "int32")
+        a.lock()
+        with a.ubatch(1):  # never ran during warm-up
+            mine = a.get_persistent("kv", (8,), "float32")
+            assert mine.shape == (8,) and np.all(mine == 0)  # zeroed like its sibling's
+            assert a.numpy.data_ptr(mine) != a.numpy.data_ptr(kv)  # its own block
+            assert a.get_persistent("kv", (8,), "float32") is mine
+            with a.lane(1):
+                assert a.get_persistent("draft", (4,), "int32").shape == (4,)
+            with pytest.raises(ArenaLockedError):
+                a.get_persistent("kv-other", (8,), "float32")
+        assert np.all(kv == 5.0)
+        assert a.stats().slots[2].persistent_keys == 1  # (ubatch 1, lane 0)
+
+
+def test_a_resource_missing_on_a_micro_batch_after_lock_names_the_fix() -> None:
+    with Arena("cpu", framework="numpy", ubatches=2) as a:
+        a.get_persistent_resource("plan", dict)
+        a.lock()
+        with a.ubatch(1), pytest.raises(ArenaLockedError) as info:
+            a.get_persistent_resource("plan", dict)
+        message = str(info.value)
+        assert "(ubatch 1, lane 0)" in message and "'plan'" in message
+        assert "(ubatch 0, lane 0) created it during warm-up" in message
+        assert "Arena.ubatch(i)" in message
+
+
+def test_lock_state_reads_the_same_as_a_property_and_as_vllms_method(host: Arena) -> None:
+    assert not host.is_locked and host.is_locked() is False and host.is_locked == False  # noqa: E712
+    host.lock()
+    assert host.is_locked and host.is_locked() is True and host.is_locked == True  # noqa: E712
+    assert repr(host.is_locked) == "True"
+    with pytest.raises(TypeError, match=r"ws\.is_locked"):
+        bool(host.locked)
+    with pytest.raises(TypeError, match="context manager"):
+        if host.unlocked:
+            pass
+    with host.unlocked() as same:
+        assert same is host and not host.is_locked
+    assert host.is_locked
+    assert not host.is_closed and not host.is_closed()

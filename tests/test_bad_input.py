@@ -133,7 +133,7 @@ def test_calls_after_close_and_reset() -> None:
 def test_numpy_front_on_device_memory_is_refused() -> None:
     from arena.adapters import numpy as numpy_adapter
 
-    with pytest.raises(arena.FrameworkUnavailableError, match=r"arena\.cupy"):
+    with pytest.raises(arena.FrameworkUnavailableError, match=r"ws\.cupy"):
         numpy_adapter.check_device(arena.Device("cuda", 0))
 
 
@@ -195,3 +195,53 @@ def test_the_command_line_ends_a_missing_framework_in_one_line() -> None:
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert run.returncode == 1
     assert "Traceback" not in run.stderr and run.stderr.startswith("python -m arena:")
+
+
+def test_cpu_with_an_ordinal_is_the_host() -> None:
+    assert arena.parse_device("cpu:0") == arena.CPU
+    torch = pytest.importorskip("torch")
+    assert arena.parse_device(torch.device("cpu", 0)) == arena.CPU
+    with Arena(torch.device("cpu", 0), framework="numpy") as a:
+        assert str(a.device) == "cpu"
+    with pytest.raises(DeviceError, match="the host is one device"):
+        arena.parse_device("cpu:1")
+
+
+@pytest.mark.parametrize(
+    ("device", "framework", "pattern"),
+    [
+        ("cpu", "cupy", "CuPy views device memory only.*framework='torch' or 'numpy'"),
+    ],
+)
+def test_a_framework_that_cannot_view_the_device_is_refused_at_construction(
+    device: str, framework: str, pattern: str
+) -> None:
+    with pytest.raises(ConfigError, match=pattern):
+        Arena(device, framework=framework)
+
+
+def test_current_slot_of_a_closed_arena_is_a_closed_error() -> None:
+    a = Arena("cpu", framework="numpy")
+    a.close()
+    with pytest.raises(ArenaClosedError):
+        a.current_slot()
+
+
+def test_resolvers_may_return_integer_likes_and_name_what_is_wrong() -> None:
+    np = pytest.importorskip("numpy")
+    value: Any = np.int64(1)
+    with Arena("cpu", framework="numpy", ubatches=2, ubatch_resolver=lambda: value) as a:
+        assert a.current_slot() == (1, 0)
+        a.get_simultaneous(((4,), F32))
+        value = np.int64(2)
+        with pytest.raises(SlotError, match=r"returned 2, .* 2 ubatch slot\(s\) \(0\.\.1\)"):
+            a.current_slot()
+        value = 1.0
+        with pytest.raises(SlotError, match="not an integer"):
+            a.current_slot()
+        value = True
+        with pytest.raises(SlotError, match="bool"):
+            a.current_slot()
+        value = -1
+        with pytest.raises(SlotError, match="start at 0"):
+            a.current_slot()

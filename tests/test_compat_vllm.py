@@ -341,3 +341,16 @@ def test_vllm_call_site_on_cuda() -> None:
     vllm_style_attention(128)
     with pytest.raises(AssertionError, match="Workspace is locked"):
         vllm_style_attention(1 << 16)
+
+
+def test_a_micro_batch_that_missed_warm_up_gets_its_persistent_tensor_after_lock() -> None:
+    m = WorkspaceManager(CPU, num_ubatches=2)
+    acc = m.get_persistent("acc", (4,), torch.float32, zero_init=True)
+    acc.fill_(3.0)
+    m.lock()
+    ws._THREAD_ID_TO_CONTEXT[threading.get_ident()] = 1  # the second micro-batch's thread
+    mine = m.get_persistent("acc", (4,), torch.float32)
+    assert mine.data_ptr() != acc.data_ptr() and torch.all(mine == 0)
+    assert m.get_persistent("acc", (4,), torch.float32) is mine
+    with pytest.raises(AssertionError, match="was not allocated during warmup"):
+        m.get_persistent("never", (4,), torch.float32)

@@ -279,3 +279,15 @@ def test_torch_cuda_graph_with_arena_views() -> None:
             assert torch.all(ys == 3 * value)
         with pytest.raises(ArenaLockedError):
             a.get_simultaneous(((1 << 24,), torch.float16))
+
+
+def test_a_cuda_arena_without_a_gpu_says_first_that_no_device_is_visible() -> None:
+    from arena.memory.devices import cuda_device_count
+
+    if cuda_device_count() > 0 or importlib.util.find_spec("cupy") is not None:
+        pytest.skip("needs a machine without CuPy and without a CUDA device")
+    with pytest.raises(arena.DeviceUnavailableError) as info:
+        arena.Arena("cuda")
+    message = str(info.value)
+    assert message.startswith("cuda:0 is not available: no CUDA device is visible here")
+    assert message.index("device='cpu'") < message.index("pip install")

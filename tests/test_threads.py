@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -67,3 +70,80 @@ def test_thread_binding_is_per_thread() -> None:
     assert a.current_slot() == (1, 0)
     a.bind_ubatch(0)
     a.close()
+
+
+FORK_WHILE_HELD = """
+import os, signal, sys, threading, time, warnings
+from contextlib import contextmanager
+from arena import Arena
+
+inside, go, armed = threading.Event(), threading.Event(), [False]
+
+@contextmanager
+def gate():
+    if armed[0]:
+        armed[0] = False
+        inside.set()
+        go.wait(30)
+    yield
+
+a = Arena("cpu", framework="numpy", alloc_context=gate, debug=DEBUG, ubatches=2)
+a.get_simultaneous(((16,), "float32"))
+armed[0] = True
+
+def grow():
+    with a.ubatch(1):
+        a.get_simultaneous(((1 << 16,), "float32"))
+
+thread = threading.Thread(target=grow)
+thread.start()
+assert inside.wait(30)
+with warnings.catch_warnings():
+    # Python 3.12+ warns that forking a multi-threaded process may deadlock: that is
+    # exactly the case under test.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    pid = os.fork()
+if pid == 0:  # the child: exit 0 only if every request completes
+    code = 1
+    try:
+        (x,) = a.get_simultaneous(((1 << 12,), "float32"))
+        x[:] = 1.0
+        with a.ubatch(1):
+            a.get_simultaneous(((64,), "float32"))
+        a.get_persistent("p", (4,), "float32")
+        a.lock()
+        a.stats()
+        a.close()
+        code = 0
+    finally:
+        os._exit(code)
+go.set()
+thread.join(30)
+deadline = time.monotonic() + 20
+while True:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    if time.monotonic() > deadline:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        sys.exit("the forked child hung on the copied mutex")
+    time.sleep(0.01)
+a.close()
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.parametrize("debug", [False, True])
+def test_fork_while_another_thread_holds_the_mutex_never_deadlocks_the_child(
+    debug: bool,
+) -> None:
+    """A thread is held inside a growth (the arena's mutex taken) while the main thread
+    forks; the child's own requests must complete, not wait forever on a copied lock. In
+    a fresh interpreter: frameworks loaded by other tests (JAX) object to fork."""
+    script = FORK_WHILE_HELD.replace("DEBUG", str(debug))
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]

@@ -203,7 +203,7 @@ class WorkspaceManager:
 
     def is_locked(self) -> bool:
         """Check if workspace is locked."""
-        return self._arena.is_locked
+        return self._arena.is_locked()
 
     def get_simultaneous(
         self, *shapes_and_dtypes: tuple[tuple[int, ...], torch.dtype]
@@ -254,14 +254,24 @@ class WorkspaceManager:
         Stored as vLLM stores it: the persistent resource ``(torch.Tensor, key)``, so
         ``get_persistent_resource((torch.Tensor, key), factory)`` returns this tensor (and a
         tensor a factory registered there first is what this returns). The memory is an
-        arena persistent block of its own, outside the scratch buffer.
+        arena persistent block of its own, outside the scratch buffer. After ``lock()``, a
+        micro-batch that did not run during warm-up gets the block ``lock()`` made for it
+        from its siblings' (same key, shape and dtype).
         """
 
         def make() -> torch.Tensor:
             return self._front.get_persistent(key, shape, dtype, zero_init)  # type: ignore[no-any-return]
 
         try:
-            workspace = self.get_persistent_resource((torch.Tensor, key), make)
+            try:
+                workspace = self._arena.get_persistent_resource((torch.Tensor, key), make)
+            except ArenaLockedError:
+                # A micro-batch that did not run during warm-up: lock() gave it the block
+                # its siblings registered (same key, shape, dtype), if any.
+                try:
+                    workspace = make()
+                except ArenaLockedError:
+                    raise _not_warmed_up((torch.Tensor, key)) from None
         except PersistentMismatchError as exc:  # the arena block exists under another shape
             old_shape, old_dtype = exc.existing
             raise _persistent_mismatch(

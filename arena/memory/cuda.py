@@ -71,10 +71,18 @@ def require_cuda(device: Device) -> Any:
         Saying which CuPy package to install, or to use the host device.
     """
     if importlib.util.find_spec("cupy") is None:
+        if cuda_device_count() <= device.index:
+            raise DeviceUnavailableError(
+                f"{device} is not available: no CUDA device is visible here "
+                f"({cuda_unavailable_reason()}). Use device='cpu' (or device=None, which "
+                "picks the host when there is no GPU) for a host arena; on a machine with a "
+                "GPU, install CuPy: pip install 'cupy-arena[cuda12]' (CUDA 12) or "
+                "'cupy-arena[cuda13]' (CUDA 13)"
+            )
         raise DeviceUnavailableError(
             f"a {device} arena with this source needs CuPy: pip install 'cupy-arena[cuda12]' "
-            "(CUDA 12) or 'cupy-arena[cuda13]' (CUDA 13), use source='torch' where torch "
-            "sees the GPU, or use device='cpu' for a host arena"
+            "(CUDA 12) or 'cupy-arena[cuda13]' (CUDA 13), use source='torch' (torch sees "
+            "the GPU), or use device='cpu' for a host arena"
         )
     count = cupy_device_count()
     if device.index >= count:

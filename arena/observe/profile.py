@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from arena.errors import ArenaError, ArenaWarning
+from arena.forks import after_fork
 from arena.observe.events import ArenaEvent
 from arena.observe.profilefile import (
     FORMAT,
@@ -104,6 +105,7 @@ class Recorder:
     def __init__(self, path: Path, key: tuple[str, int, int, int], growth: str) -> None:
         self.path = path
         self._mutex = threading.Lock()
+        after_fork(self, Recorder._renew)
         _, ubatches, lanes, self._alignment = key
         self._lanes = lanes
         self._growth = growth
@@ -118,6 +120,9 @@ class Recorder:
         self.warned = False
         self.dirty = False
         self.saved = False
+
+    def _renew(self) -> None:
+        self._mutex = threading.Lock()
 
     # ------------------------------------------------------------------ recording
     def note(self, site: str, index: int, specs: Any, required: int) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from arena.forks import after_fork
 from arena.observe.events import caller_info
 from arena.observe.profile import Recorder
 
@@ -26,15 +27,19 @@ class RequestLog:
         The profile recorder to tell of every noted request.
     """
 
-    __slots__ = ("_mutex", "last_requests", "peaks", "recorder")
+    __slots__ = ("__weakref__", "_mutex", "last_requests", "peaks", "recorder")
 
     def __init__(self, recorder: Recorder | None = None) -> None:
         self._mutex = threading.Lock()
+        after_fork(self, RequestLog._renew)
         #: Call site -> the largest request's bytes.
         self.peaks: dict[str, int] = {}
         #: Slot index -> (call site, specs) of its last request noted.
         self.last_requests: dict[int, tuple[str, Any]] = {}
         self.recorder = recorder
+
+    def _renew(self) -> None:
+        self._mutex = threading.Lock()
 
     def note(self, required: int, index: int, specs: Any) -> None:
         """A request of ``required`` bytes in slot ``index``, made by the caller's caller."""

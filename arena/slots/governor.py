@@ -18,19 +18,24 @@ The governor knows nothing of slots: slots hold it, never the other way round.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Generic, Protocol, TypeVar
 
 from arena.errors import (
     ArenaClosedError,
     ArenaOutOfMemoryError,
     GraphCaptureError,
 )
+from arena.forks import after_fork
 from arena.memory.devices import Device
 from arena.memory.ledger import Ledger
 from arena.memory.sources import Allocation, empty_allocation
 from arena.views.layout import MAX_BYTES, round_up
 
-__all__ = ["Governor"]
+__all__ = ["Governor", "Lockable", "StateFlag", "StateSwitch"]
+
+_T = TypeVar("_T")
 
 
 class Governor:
@@ -51,6 +56,7 @@ class Governor:
     """
 
     __slots__ = (
+        "__weakref__",
         "_empty",
         "alignment",
         "allocations_while_locked",
@@ -78,6 +84,7 @@ class Governor:
         self.capture_probe = capture_probe
         self.debug = debug
         self.mutex = threading.RLock()
+        after_fork(self, _renew_mutex)
         self.locked = False
         self.closed = False
         self.allocations_while_locked = 0
@@ -158,3 +165,94 @@ class Governor:
             f"this arena on {self.device} is closed (close() or reset_arena() was called); "
             "views made before stay valid, but new requests need a new Arena or init_arena()"
         )
+
+
+def _renew_mutex(governor: Governor) -> None:
+    governor.mutex = threading.RLock()
+
+
+class StateFlag:
+    """A yes/no state of an arena that reads the same as a property and as a call.
+
+    ``if ws.is_locked:`` and vLLM's ``ws.is_locked()`` agree, so neither spelling can be
+    misread (a bound method is always true). Compares equal to the bool it stands for.
+    """
+
+    __slots__ = ("_read",)
+
+    def __init__(self, read: Callable[[], bool]) -> None:
+        self._read = read
+
+    def __bool__(self) -> bool:
+        return self._read()
+
+    def __call__(self) -> bool:
+        return self._read()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (bool, StateFlag)):
+            return bool(self) == bool(other)
+        return NotImplemented
+
+    # The state changes, so a hash would too: unhashable, like a mutable value.
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(bool(self))
+
+
+class Lockable(Protocol):
+    """What :class:`StateSwitch` locks and unlocks (an arena's slot table)."""
+
+    governor: Governor
+
+    def lock(self) -> None:
+        """Size every slot, then refuse growth."""
+
+    def unlock(self) -> None:
+        """Allow growth again."""
+
+
+class StateSwitch(Generic[_T]):
+    """``ws.locked()`` and ``ws.unlocked()``: call it for a context manager that puts the
+    arena in one lock state inside the block and restores the previous one after (unless
+    the arena was closed inside).
+
+    Testing it as a bool (``if ws.locked:``, always true for a method) raises a
+    TypeError that gives the spelling meant: ``ws.is_locked``.
+    """
+
+    __slots__ = ("_locked", "_name", "_owner", "_slots")
+
+    def __init__(self, name: str, owner: _T, locked: bool, slots: Lockable) -> None:
+        self._name = name
+        self._owner = owner
+        self._locked = locked
+        self._slots = slots
+
+    def _set(self, locked: bool) -> None:
+        if locked:
+            self._slots.lock()
+        else:
+            self._slots.unlock()
+
+    @contextmanager
+    def __call__(self) -> Iterator[_T]:
+        governor = self._slots.governor
+        was = governor.locked
+        self._set(self._locked)
+        try:
+            yield self._owner
+        finally:
+            if was != self._locked and not governor.closed:
+                self._set(was)
+
+    def __bool__(self) -> bool:
+        raise TypeError(
+            f"ws.{self._name} is a context manager (with ws.{self._name}(): ...), not a "
+            "state; to test whether the arena is locked use ws.is_locked (or vLLM's "
+            "ws.is_locked())"
+        )
+
+    def __repr__(self) -> str:
+        return f"<context manager factory ws.{self._name}()>"

@@ -7,6 +7,7 @@ closes. A persistent resource is any object a factory builds once per key and sl
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,12 +31,15 @@ class PersistentBuffer:
         The block.
     layout : Layout
         The one view the buffer holds.
+    zero_init : bool
+        Whether it was zeroed when created (siblings created at lock() are too).
     views : dict
         Framework name -> the view handed out (the same object every time).
     """
 
     allocation: Allocation
     layout: Layout
+    zero_init: bool = False
     views: dict[str, Any] = field(default_factory=dict)
 
 
@@ -52,7 +56,7 @@ class PersistentStore:
     Every method that creates takes the governor's mutex and re-checks under it.
     """
 
-    __slots__ = ("buffers", "governor", "lane", "resources", "ubatch")
+    __slots__ = ("__weakref__", "_siblings", "buffers", "governor", "lane", "resources", "ubatch")
 
     def __init__(self, governor: Governor, ubatch: int, lane: int) -> None:
         self.governor = governor
@@ -60,6 +64,13 @@ class PersistentStore:
         self.lane = lane
         self.buffers: dict[Any, PersistentBuffer] = {}
         self.resources: dict[Any, Any] = {}
+        # The stores of the other slots of this lane, for messages. Weak: stores of one
+        # lane must not keep each other (and their blocks) alive in a reference cycle.
+        self._siblings: tuple[weakref.ref[PersistentStore], ...] = ()
+
+    def set_siblings(self, siblings: list[PersistentStore]) -> None:
+        """The stores of the other slots of this store's lane."""
+        self._siblings = tuple(weakref.ref(s) for s in siblings if s is not self)
 
     def describe(self) -> str:
         """``"(ubatch 0, lane 1)"``, for messages."""
@@ -98,11 +109,13 @@ class PersistentStore:
                 if entry is None:
                     if governor.locked:
                         raise self.new_key_refused(key, "buffer")
-                    return self._create(key, layout, zero_init)
+                    return self.create(key, layout, zero_init)
         self._check_same(key, entry.layout, layout)
         return entry
 
-    def _create(self, key: Any, layout: Layout, zero_init: bool) -> PersistentBuffer:
+    def create(self, key: Any, layout: Layout, zero_init: bool) -> PersistentBuffer:
+        """Allocate the buffer of a new ``key``; the caller holds the mutex and checked
+        that the arena is open and unlocked."""
         governor = self.governor
         allocation = governor.allocate(
             max(layout.total, governor.alignment),
@@ -111,7 +124,7 @@ class PersistentStore:
         try:
             if zero_init:
                 _zero(allocation.owner)
-            entry = PersistentBuffer(allocation, layout)
+            entry = PersistentBuffer(allocation, layout, zero_init)
             self.buffers[key] = entry
         except BaseException:
             self.buffers.pop(key, None)
@@ -170,11 +183,26 @@ class PersistentStore:
         return blocks
 
     def new_key_refused(self, key: Any, what: str) -> ArenaLockedError:
-        """The error for a new persistent key while locked."""
+        """The error for a new persistent key while locked; names the sibling slots that
+        have the key (a micro-batch that did not run during warm-up)."""
         caller = caller_info()
+        siblings = [s for s in (ref() for ref in self._siblings) if s is not None]
+        owners = [
+            s.describe()
+            for s in siblings
+            if key in (s.buffers if what == "buffer" else s.resources)
+        ]
+        if owners:
+            fix = (
+                f"slot {', '.join(owners)} created it during warm-up but this one never "
+                f"ran then. Warm up every micro-batch before lock() (one step with each "
+                f"ubatch bound: Arena.ubatch(i)), or create the {what} on each ubatch first"
+            )
+        else:
+            fix = f"create persistent {what}s during warm-up, before lock()"
         return ArenaLockedError(
             f"arena is locked but '{caller}' asks for a new persistent {what} {key!r} in slot "
-            f"{self.describe()}; create persistent {what}s during warm-up, before lock()",
+            f"{self.describe()}; {fix}",
             caller=caller,
             slot=(self.ubatch, self.lane),
             key=key,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextvars
 import itertools
+import operator
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -77,20 +78,13 @@ class SlotSelector:
         else:
             ubatch = self._resolver()
             if ubatch.__class__ is not int or not 0 <= ubatch < ubatches:
-                raise SlotError(
-                    f"ubatch_resolver returned {ubatch!r}, but this arena has "
-                    f"{ubatches} ubatch slot(s) (0..{ubatches - 1}); "
-                    "construct the arena with a larger ubatches="
-                )
+                ubatch = _resolved("ubatch", ubatch, ubatches)
         if self._lane_resolver is None:
             lane = self._lane.get()
         else:
             lane = self._lane_resolver()
             if lane.__class__ is not int or not 0 <= lane < self._lanes:
-                raise SlotError(
-                    f"lane_resolver returned {lane!r}, but this arena has {self._lanes} "
-                    f"lane(s) (0..{self._lanes - 1}); construct the arena with a larger lanes="
-                )
+                lane = _resolved("lane", lane, self._lanes)
         return self._slots[ubatch * self._lanes + lane]
 
     def bind_ubatch(self, ubatch: int) -> None:
@@ -118,6 +112,32 @@ class SlotSelector:
             yield
         finally:
             self._lane.reset(token)
+
+
+def _resolved(what: str, value: Any, count: int) -> int:
+    """A resolver's answer that is not a plain in-range int: an integer-like (NumPy or
+    torch integer) is taken as its int; anything else, or out of range, is a SlotError."""
+    plural = "ubatches" if what == "ubatch" else "lanes"
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        raise SlotError(
+            f"{what}_resolver returned the bool {value!r}; return the {what} index as an int"
+        )
+    try:
+        index = operator.index(value)
+    except TypeError:
+        raise SlotError(
+            f"{what}_resolver returned {value!r} ({type(value).__name__}), not an integer; "
+            f"return the {what} index as an int in 0..{count - 1}"
+        ) from None
+    if not 0 <= index < count:
+        raise SlotError(
+            f"{what}_resolver returned {index}, but this arena has {count} {what} slot(s) "
+            f"(0..{count - 1}); construct the arena with {plural}={max(index + 1, count)} or "
+            "more"
+            if index >= 0
+            else f"{what}_resolver returned {index}; {what} indices start at 0"
+        )
+    return index
 
 
 def check_index(what: str, value: Any, count: int) -> None:

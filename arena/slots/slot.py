@@ -30,6 +30,7 @@ from arena.errors import (
     ArenaLockedError,
     SlotError,
 )
+from arena.forks import after_fork
 from arena.memory.sources import Allocation
 from arena.observe.events import caller_info, format_mb
 from arena.slots.governor import Governor
@@ -322,10 +323,17 @@ class SlotHolder:
     Records which thread is inside a request on one slot, and how deeply (re-entrant).
     """
 
-    __slots__ = ("depth", "guard", "thread")
+    __slots__ = ("__weakref__", "depth", "guard", "thread")
 
     def __init__(self) -> None:
         self.thread: threading.Thread | None = None
+        self.depth = 0
+        self.guard = threading.Lock()
+        after_fork(self, SlotHolder._forget)
+
+    def _forget(self) -> None:
+        """After a fork: the threads of the parent do not exist in the child."""
+        self.thread = None
         self.depth = 0
         self.guard = threading.Lock()
 

@@ -66,7 +66,9 @@ class SlotTable:
             for lane in range(lanes)
         ]
         for slot in self.slots:
-            slot.set_siblings([s for s in self.slots if s.lane == slot.lane])
+            lane_slots = [s for s in self.slots if s.lane == slot.lane and s is not slot]
+            slot.set_siblings(lane_slots)
+            slot.persistent.set_siblings([s.persistent for s in lane_slots])
 
     def reserve(self, nbytes: int, lane: int | None) -> None:
         """Grow every slot (or ``lane``'s slots) to hold ``nbytes``; see
@@ -100,7 +102,8 @@ class SlotTable:
 
     def lock(self) -> None:
         """Bring each lane's slots to the largest of them, retiring (never releasing) the
-        smaller buffers, then refuse growth; see :meth:`arena.Arena.lock`."""
+        smaller buffers, give every slot of a lane the persistent buffers any of them has,
+        then refuse growth; see :meth:`arena.Arena.lock`."""
         governor = self.governor
         resizes: list[Resize] = []
         try:
@@ -113,6 +116,7 @@ class SlotTable:
                         resize = slot.size_for_lock(target)
                         if resize is not None:
                             resizes.append(resize)
+                    _share_persistent_buffers(group)
                 governor.locked = True
         finally:
             self.announce("resize", resizes)
@@ -241,6 +245,17 @@ class SlotTable:
         event = ArenaEvent(kind, caller_info(), slot, old, new, self.sizes())
         for listener in list(listeners):
             listener(event)
+
+
+def _share_persistent_buffers(group: list[Slot]) -> None:
+    """Give every slot of ``group`` (one lane) each persistent buffer one of them has: same
+    key, shape, dtype and zeroing. A micro-batch that did not run during warm-up then finds
+    its buffers after lock(). The mutex is held by the caller."""
+    for slot in group:
+        for key, entry in list(slot.persistent.buffers.items()):
+            for sibling in group:
+                if key not in sibling.persistent.buffers:
+                    sibling.persistent.create(key, entry.layout, entry.zero_init)
 
 
 def release_all(ledger: Ledger, blocks: list[Allocation]) -> None:

@@ -1,6 +1,6 @@
 """Fronts: one arena, seen through one framework.
 
-``arena.torch``, ``arena.numpy``, ``arena.cupy`` and ``arena.jax`` are :class:`Front`
+``ws.torch``, ``ws.numpy``, ``ws.cupy`` and ``ws.jax`` are :class:`Front`
 objects over the same slots. The request path reads top to bottom:
 front (this module) -> :class:`~arena.slots.slot.Slot` -> :mod:`~arena.views.layout` -> adapter.
 
@@ -30,14 +30,14 @@ from arena.views.prepared import Prepared, metadata, remember, unchanged
 
 __all__ = ["Front", "ViewT", "plain_key"]
 
-#: The type of the views a front hands out (``torch.Tensor`` for ``arena.torch``, ...).
+#: The type of the views a front hands out (``torch.Tensor`` for ``ws.torch``, ...).
 ViewT = TypeVar("ViewT")
 
 
 class Front(Generic[ViewT]):
     """Hands out views of an arena's slots as one framework's arrays.
 
-    Obtain one with ``arena.torch``, ``arena.numpy``, ``arena.cupy``, ``arena.jax`` or
+    Obtain one with ``ws.torch``, ``ws.numpy``, ``ws.cupy``, ``ws.jax`` or
     :meth:`arena.Arena.front`; do not construct it directly. A type checker sees
     ``ws.torch`` as ``Front[torch.Tensor]``, so its requests are lists of tensors.
     """
