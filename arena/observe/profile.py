@@ -7,8 +7,13 @@ process-wide ones included):
   and alignment, every slot is presized from it with one allocation (each slot of a lane
   to the largest size recorded in that lane, under the arena's growth policy), so a
   restarted engine does not grow and ``lock()`` has nothing to size. A profile for another
-  configuration, or a corrupt one, warns (:class:`~arena.ArenaWarning`, with the reason)
-  and is ignored; the run's own profile replaces it later. Nothing here stops the engine.
+  configuration warns (:class:`~arena.ArenaWarning`, with the reason) and is ignored; the
+  run's own profile replaces it later. A profile with fields out of range or entries this
+  arena cannot use is repaired (warned) and presizes from what is left. Anything else at
+  ``PATH`` (a FIFO, a device, a directory, a file that is not a profile of this schema
+  version) warns, is never read past its type or
+  :data:`~arena.observe.profilefile.MAX_PROFILE_BYTES` and is never overwritten: the
+  arena runs unsized and saves no profile there. Nothing here stops the engine.
 * while unlocked, the arena records per slot and per call site the peak bytes and the
   :data:`~arena.observe.profilefile.MAX_LAYOUTS` largest distinct layouts, and the capacity
   timeline (every resize, with the call site that caused it). Locked requests record
@@ -46,8 +51,9 @@ from arena.observe.profilefile import (
     VERSION,
     ProfileError,
     describe_key,
+    describe_repairs,
     key_of,
-    read_profile,
+    load_profile,
     write_merged,
 )
 from arena.views.layout import compute_layout
@@ -244,7 +250,17 @@ class Recorder:
         try:
             run = self.snapshot()
             self.dirty = False
-            replaced = write_merged(self.path, run)
+            changed = write_merged(self.path, run)
+        except ProfileError as exc:  # not a profile this arena may touch: left as it is
+            if not self.warned:
+                self.warned = True
+                warnings.warn(
+                    f"arena profile {str(self.path)!r} is left as it is and this run is not "
+                    f"saved: {exc}. {_MOVE_IT}",
+                    ArenaWarning,
+                    stacklevel=2,
+                )
+            return False
         except OSError as exc:  # warned once per attempt; the next lock/close tries again
             warnings.warn(
                 f"cannot write the arena profile {str(self.path)!r} ({exc}); the engine "
@@ -266,10 +282,10 @@ class Recorder:
             )
             return False
         self.saved = True
-        if replaced is not None and not self.warned:
+        if changed is not None and not self.warned:
             self.warned = True
             warnings.warn(
-                f"arena profile {str(self.path)!r} was replaced by this run's profile: {replaced}",
+                f"arena profile {str(self.path)!r} was saved, but {changed}",
                 ArenaWarning,
                 stacklevel=2,
             )
@@ -279,6 +295,12 @@ class Recorder:
         """For the finalizer: save when something was recorded since the last save."""
         if self.dirty:
             self.save()
+
+
+_MOVE_IT = (
+    "The arena runs unsized and never overwrites a file it cannot read as its own "
+    "profile: move or delete it, or pass another path as profile= (or ARENA_PROFILE)"
+)
 
 
 def _rank() -> int:
@@ -317,25 +339,30 @@ def _load_matching(recorder: Recorder) -> dict[str, Any] | None:
     path = recorder.path
     what = f"arena profile {str(path)!r}"
     try:
-        profile = read_profile(path)
-    except FileNotFoundError:
-        return None
+        found = load_profile(path)
     except ProfileError as exc:
-        reason = f"{what} is ignored: {exc}"
+        reason = f"{what} is ignored and left as it is: {exc}. {_MOVE_IT}"
     else:
+        if found is None:
+            return None
+        profile, repairs = found
         if key_of(profile) == recorder.key:
+            if repairs:
+                recorder.warned = True
+                warnings.warn(
+                    f"{what} was repaired: {describe_repairs(repairs)}. The rest presizes "
+                    "this arena; lock() or close() saves the repaired profile with this run",
+                    ArenaWarning,
+                    stacklevel=4,
+                )
             return profile
         reason = (
             f"{what} is ignored: it was recorded for {describe_key(key_of(profile))}, "
-            f"this arena has {describe_key(recorder.key)}"
+            f"this arena has {describe_key(recorder.key)}. The arena starts unsized and "
+            "this run's profile replaces the file at lock() or close()"
         )
     recorder.warned = True
-    warnings.warn(
-        f"{reason}. The arena starts unsized and this run's profile replaces the file at "
-        "lock() or close()",
-        ArenaWarning,
-        stacklevel=4,
-    )
+    warnings.warn(reason, ArenaWarning, stacklevel=4)
     return None
 
 

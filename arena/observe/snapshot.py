@@ -9,11 +9,13 @@
 * :class:`EventLog` watches the ledger (the only object that calls the memory source)
   and keeps the recent allocations and frees for the trace; with a path it also appends
   them to a CSV file in RMM's schema, ``Thread,Time,Action,Pointer,Size,Stream``, which
-  RMM's replay benchmark and ordinary CSV tools read.
+  RMM's replay benchmark and ordinary CSV tools read. Only a regular file is written: a
+  FIFO, a device or a directory warns and the arena runs without the log (never blocked).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import warnings
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from arena.errors import ArenaWarning
+from arena.observe.files import open_append
 from arena.views.layout import compute_layout
 
 if TYPE_CHECKING:
@@ -43,13 +46,15 @@ class EventLog:
     Parameters
     ----------
     path : str or os.PathLike, optional
-        Append the events to this CSV file (created with RMM's header line when new).
+        Append the events to this CSV file (created with RMM's header line when new or
+        empty). It must be a regular file.
 
     Notes
     -----
     Called by the ledger with the arena's mutex held, on the slow paths only. A file that
-    cannot be written warns once (:class:`~arena.ArenaWarning`) and is not retried; the
-    arena keeps working.
+    cannot be written, or a path that is not a regular file (a FIFO, ``/dev/null``, a
+    directory), warns once (:class:`~arena.ArenaWarning`) and is not retried; the arena
+    keeps working. The file is opened without blocking, so a FIFO never stalls the arena.
     """
 
     __slots__ = ("events", "path")
@@ -58,11 +63,7 @@ class EventLog:
         self.path = None if path is None else Path(path)
         self.events: deque[dict[str, Any]] = deque(maxlen=_TRACE_LIMIT)
         if self.path is not None:
-            try:
-                if not self.path.exists() or self.path.stat().st_size == 0:
-                    self.path.write_text(CSV_HEADER + "\n", encoding="utf-8")
-            except OSError as exc:
-                self._fail(exc)
+            self._append(None)
 
     def __call__(self, action: str, ptr: int, nbytes: int, what: str) -> None:
         now = time.time()
@@ -81,10 +82,18 @@ class EventLog:
             return
         stamp = time.strftime("%H:%M:%S", time.gmtime(now)) + f":{int(now % 1 * 1e6):06d}"
         pointer = f"{ptr:#x}" if ptr else "(nil)"
-        line = f"{threading.get_ident()},{stamp},{action},{pointer},{nbytes},0\n"
+        self._append(f"{threading.get_ident()},{stamp},{action},{pointer},{nbytes},0\n")
+
+    def _append(self, line: str | None) -> None:
+        """Append ``line`` (None: only the header, when the file is new or empty)."""
+        assert self.path is not None
         try:  # opened per event: slow paths only, and no handle outlives the arena
-            with self.path.open("a", encoding="utf-8") as handle:
-                handle.write(line)
+            descriptor = open_append(self.path)
+            with os.fdopen(descriptor, "a", encoding="utf-8") as handle:
+                if os.fstat(descriptor).st_size == 0:
+                    handle.write(CSV_HEADER + "\n")
+                if line is not None:
+                    handle.write(line)
         except OSError as exc:
             self._fail(exc)
 
@@ -92,9 +101,9 @@ class EventLog:
         path, self.path = self.path, None  # warned once, not retried
         warnings.warn(
             f"cannot write the arena event log {str(path)!r} ({exc}); the arena "
-            "keeps working without it. Pass a writable path as event_log=",
+            "keeps working without it. Pass a writable regular file as event_log=",
             ArenaWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
 
 

@@ -1,0 +1,161 @@
+"""Files the arena reads and writes on the user's behalf: profiles and event logs.
+
+A path may name anything: a FIFO, ``/dev/zero``, a directory, a symlink. These helpers
+never block on one (``O_NONBLOCK``), read or append only regular files (checked with
+``fstat`` on the opened descriptor, so a file swapped in meanwhile is caught), read at
+most a stated number of bytes, and take a lock file that they remove when done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Iterator
+
+from arena.errors import ArenaError
+
+__all__ = [
+    "FileRefused",
+    "exclusive",
+    "file_kind",
+    "open_append",
+    "read_regular",
+    "refuse_special",
+]
+
+_NONBLOCK = os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+
+
+class FileRefused(ArenaError, OSError):
+    """A path that is not a regular file, or a file larger than the caller reads."""
+
+
+def file_kind(mode: int) -> str:
+    """``"a FIFO"``, ``"a character device"``, ... for an ``st_mode``."""
+    kinds = (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def _regular(info: os.stat_result) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        raise FileRefused(f"it is {file_kind(info.st_mode)}, not a regular file")
+
+
+def refuse_special(path: str | os.PathLike[str]) -> None:
+    """Raise :class:`FileRefused` when ``path`` exists and is not a regular file.
+
+    Checked before opening, so that nothing opens a device; the opened descriptor is
+    checked again (the path may change in between).
+    """
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return
+    _regular(info)
+
+
+def read_regular(path: str | os.PathLike[str], limit: int, limit_name: str) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` of them.
+
+    Raises
+    ------
+    FileNotFoundError
+        If there is no file.
+    FileRefused
+        If it is not a regular file, or holds more than ``limit`` bytes (``limit_name``
+        names the bound in the message).
+    OSError
+        If it cannot be opened or read.
+    """
+    refuse_special(path)
+    descriptor = os.open(path, os.O_RDONLY | _NONBLOCK)
+    try:
+        info = os.fstat(descriptor)
+        _regular(info)
+        too_large = FileRefused(f"it holds more than {limit_name} ({limit} bytes)")
+        if info.st_size > limit:
+            raise too_large
+        chunks: list[bytes] = []
+        total = 0
+        while chunk := os.read(descriptor, min(1 << 20, limit + 1 - total)):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:  # it grew while read
+                raise too_large
+        return b"".join(chunks)
+    finally:
+        os.close(descriptor)
+
+
+def open_append(path: str | os.PathLike[str]) -> int:
+    """A descriptor appending to the regular file ``path`` (created when missing).
+
+    Raises
+    ------
+    FileRefused
+        If ``path`` is not a regular file (a FIFO without a reader fails to open instead
+        of blocking: ``OSError`` ``ENXIO``).
+    OSError
+        If it cannot be opened.
+    """
+    refuse_special(path)
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NONBLOCK, 0o666)
+    try:
+        _regular(os.fstat(descriptor))
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+@contextlib.contextmanager
+def exclusive(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the lock file ``path``; remove it when done.
+
+    The lock file exists only while a writer holds it. Removing it is safe because every
+    holder checks, once it has the lock, that ``path`` still names the file it locked: a
+    writer that waited on a file the previous holder removed (or that another writer has
+    since replaced by a new one) lets go and locks the file ``path`` names now. Only a
+    holder removes the file, while it still holds the lock. Where ``fcntl`` is missing
+    (not POSIX) there is no lock.
+
+    Raises
+    ------
+    FileRefused
+        If ``path`` is something other than a regular file.
+    OSError
+        If the lock file cannot be created.
+    """
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: the caller's atomic replace only
+        yield
+        return
+    while True:
+        refuse_special(path)
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | _NONBLOCK, 0o666)
+        try:
+            held = os.fstat(descriptor)
+            _regular(held)
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            try:
+                now = os.stat(path)
+            except FileNotFoundError:
+                continue  # removed by the holder we waited for
+            if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+                continue  # a newer lock file took its place
+            try:
+                yield
+            finally:
+                with contextlib.suppress(OSError):  # a read-only directory keeps it
+                    os.unlink(path)
+            return
+        finally:
+            os.close(descriptor)  # releases the flock, after the unlink
