@@ -21,6 +21,8 @@ from arena.errors import DTypeError, FrameworkUnavailableError
 from arena.layout import Layout
 from arena.sources import Allocation
 
+from . import check_write
+
 try:
     import cupy
 except ImportError as _exc:
@@ -161,8 +163,10 @@ def data_ptr(view: Any) -> int:
 
 
 def write_into(view: Any, value: Any) -> Any:
-    """Copy ``value`` into ``view``: CUDA DLPack producers (torch, JAX) zero-copy on the
-    device, host arrays through a host-to-device copy. Returns ``view``."""
+    """Copy ``value`` (an array of ``view``'s dtype and shape: see
+    :func:`arena.adapters.check_write`) into ``view``: CUDA DLPack producers (torch, JAX)
+    zero-copy on the device, host arrays through a host-to-device copy. Returns ``view``."""
+    check_write(view, value)
     if not isinstance(value, cupy.ndarray):
         dlpack_device = getattr(value, "__dlpack_device__", None)
         if dlpack_device is not None and dlpack_device()[0] in _CUDA_DLPACK_DEVICES:

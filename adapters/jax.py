@@ -38,6 +38,8 @@ from arena.errors import ArenaError, DTypeError
 from arena.layout import Layout
 from arena.sources import Allocation
 
+from . import check_write
+
 __all__ = [
     "FRAMEWORK",
     "FRESH_EXPRESSION",
@@ -226,8 +228,9 @@ def data_ptr(view: Any) -> int:
 def write_into(view: Any, value: Any) -> Any:
     """Write ``value`` (e.g. a JAX result) into the arena bytes behind ``view``.
 
-    One copy, straight into the arena memory: no intermediate array. ``value`` is
-    blocked on first.
+    One copy, straight into the arena memory: no intermediate array. ``value`` must
+    have ``view``'s dtype and shape (:func:`arena.adapters.check_write`: nothing is cast
+    or broadcast); it is blocked on first.
 
     Returns
     -------
@@ -236,6 +239,7 @@ def write_into(view: Any, value: Any) -> Any:
         contents with. ``view`` itself may already hold a host copy cached by an earlier
         read (``print``, ``np.asarray`` on a GPU), which JAX would keep showing.
     """
+    check_write(view, value)
     value = jax.block_until_ready(value)  # type: ignore[no-untyped-call]
     address = int(view.unsafe_buffer_pointer())
     nbytes = int(view.nbytes)
@@ -246,7 +250,7 @@ def write_into(view: Any, value: Any) -> Any:
     if nbytes:
         raw = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(address))
         target = raw.view(view.dtype).reshape(view.shape)
-        np.copyto(target, np.asarray(value), casting="same_kind")
+        np.copyto(target, np.asarray(value), casting="no")
     return _fresh(view)
 
 

@@ -14,6 +14,8 @@ from arena.errors import DTypeError, FrameworkUnavailableError
 from arena.layout import Layout
 from arena.sources import Allocation
 
+from . import check_write
+
 __all__ = [
     "FRAMEWORK",
     "FRESH_EXPRESSION",
@@ -144,6 +146,8 @@ def data_ptr(view: Any) -> int:
 
 
 def write_into(view: Any, value: Any) -> Any:
-    """Copy ``value`` (anything ``np.asarray`` accepts) into ``view``; returns ``view``."""
-    np.copyto(view, np.asarray(value), casting="same_kind")
+    """Copy ``value`` (an array of any framework NumPy can read, of ``view``'s dtype and
+    shape: see :func:`arena.adapters.check_write`) into ``view``; returns ``view``."""
+    check_write(view, value)
+    np.copyto(view, np.asarray(value), casting="no")
     return view

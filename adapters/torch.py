@@ -20,6 +20,8 @@ from arena.errors import DTypeError
 from arena.layout import Layout
 from arena.sources import Allocation
 
+from . import check_write
+
 __all__ = [
     "FRAMEWORK",
     "FRESH_EXPRESSION",
@@ -146,7 +148,9 @@ def data_ptr(view: Any) -> int:
 
 
 def write_into(view: Any, value: Any) -> Any:
-    """Copy ``value`` (a tensor or anything ``torch.as_tensor`` accepts) into ``view``."""
+    """Copy ``value`` (a tensor, or an array ``torch.as_tensor`` reads, of ``view``'s dtype
+    and shape: see :func:`arena.adapters.check_write`) into ``view``; returns ``view``."""
+    check_write(view, value)
     if not isinstance(value, torch.Tensor):
         value = torch.as_tensor(value)
     view.copy_(value)

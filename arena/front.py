@@ -404,8 +404,8 @@ class Front:
         view
             A view this front handed out (or any array of this framework over arena memory).
         value
-            What to write: an array of any framework, or anything this framework converts
-            (same shape, or broadcastable; same-kind dtype casts).
+            What to write: an array of any framework with exactly ``view``'s dtype and
+            shape. Nothing is cast or broadcast (convert first, e.g. ``value.astype``).
 
         Returns
         -------
@@ -413,6 +413,13 @@ class Front:
             The view to read the new contents through: ``view`` itself for NumPy, torch and
             CuPy; for JAX a new array over the same bytes (``view`` may hold a host copy
             cached by an earlier read).
+
+        Raises
+        ------
+        DTypeError
+            ``value`` has another dtype than ``view``, or none (a number, a list).
+        SpecError
+            ``value`` has another shape than ``view``.
         """
         return self._adapter.write_into(view, value)
 
