@@ -16,7 +16,10 @@ Each module exposes the same public names with the same signatures (checked by a
 ``typed_views(buffer, layout)``
     One typed view per entry of a layout.
 ``fresh_views(views)``
-    New view objects over the same memory (cheap; metadata not shared).
+    New view objects over the same memory (cheap; metadata not shared), or None when a
+    prepared view can no longer be used (a JAX array deleted by donation or ``delete()``):
+    the front then builds the views again. Raises when no view may be handed out now
+    (JAX: :class:`~arena.errors.TracedRequestError` while JAX traces a function).
 ``data_ptr(view)``
     Address of a view's first element.
 ``write_into(view, value)``

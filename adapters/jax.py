@@ -4,7 +4,10 @@ JAX treats imported buffers as immutable. The contract (see docs/jax.md):
 
 * write through another framework's view (NumPy, torch, CuPy) or :func:`write_into`, then
   read in JAX;
-* never donate an arena-backed array to a jitted function;
+* never donate an arena-backed array to a jitted function; if one is donated anyway, the
+  imports it deleted are made again by the next request (never a deleted array);
+* request views outside traced functions and pass them in: a request while JAX traces
+  raises :class:`~arena.errors.TracedRequestError` (the view would be a baked-in constant);
 * JAX dispatch is asynchronous: block on results (``jax.block_until_ready``) before the
   next ``get_simultaneous`` on the same slot reuses the bytes.
 
@@ -25,16 +28,20 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import numpy as np
-from jax._src.array import ArrayImpl
+
+try:
+    from jax.extend.core import find_top_trace as _find_top_trace
+except ImportError:  # JAX releases whose jax.extend.core does not export it yet
+    from jax.core import find_top_trace as _find_top_trace
 
 from arena.devices import Device
 from arena.dtypes import DType
-from arena.errors import ArenaError, DTypeError
+from arena.errors import ArenaError, DTypeError, TracedRequestError
 from arena.layout import Layout
 from arena.sources import Allocation
 
@@ -74,6 +81,14 @@ CPU_ZERO_COPY_ALIGNMENT = 64
 _SIXTY_FOUR_BIT = {"int64", "uint64", "float64", "complex128"}
 #: Dtypes JAX cannot hold (XLA has no complex with 16-bit parts).
 _UNSUPPORTED = {"complex32"}
+#: The trace JAX runs under now: given no arrays, the innermost active trace.
+_top_trace: Callable[[tuple[()]], Any] = _find_top_trace
+
+# The type of trace JAX runs eagerly under; any other (jit, make_jaxpr, vmap, grad, loop
+# bodies) is tracing. Taken inside eval_context, so importing the adapter under a trace
+# cannot take the wrong one.
+with jax.core.eval_context():
+    _EVAL_TRACE = type(_top_trace(()))
 
 
 def is_available() -> bool:
@@ -133,6 +148,7 @@ def typed_views(buffer: Any, layout: Layout) -> list[Any]:
     The prepared arrays are uncommitted; :func:`fresh_views` hands out new objects over
     them per request.
     """
+    _check_not_tracing()
     allocation: Allocation = buffer
     views: list[Any] = []
     for v in layout.views:
@@ -206,17 +222,50 @@ def _import(source: Any, dtype: DType) -> Any:
 
 def _fresh(array: Any) -> Any:
     """A new uncommitted ``jax.Array`` object over ``array``'s device buffer (no copy)."""
-    # Positional arguments: (aval, sharding, arrays, committed, _skip_checks); keywords cost
-    # 40 % more in this C++ constructor.
-    return ArrayImpl(array.aval, array.sharding, [array], False, True)
+    # The class of the array itself (jaxlib's ArrayImpl), not an import of JAX's private
+    # module path. Positional arguments: (aval, sharding, arrays, committed, _skip_checks);
+    # keywords cost 40 % more in this C++ constructor. The public
+    # jax.make_array_from_single_device_arrays makes committed arrays, 4x slower.
+    return array.__class__(array.aval, array.sharding, [array], False, True)
 
 
-def fresh_views(views: Sequence[Any]) -> list[Any]:
+def _check_not_tracing() -> None:
+    """Raise :class:`TracedRequestError` while JAX traces a function."""
+    trace = _top_trace(())
+    if trace.__class__ is not _EVAL_TRACE:
+        raise TracedRequestError(
+            f"a JAX view of arena memory was requested while JAX traces a function "
+            f"({type(trace).__name__}: jax.jit, make_jaxpr, vmap, grad or a lax loop body). "
+            "The view would be baked into the traced function as a constant, and later "
+            "writes to the arena would never be seen. Request the view outside the traced "
+            "function and pass the view in as an argument: "
+            "(x,) = ws.jax.get_simultaneous(...); f(x)"
+        )
+
+
+def fresh_views(views: Sequence[Any]) -> list[Any] | None:
     """New uncommitted ``jax.Array`` objects over the prepared ones' buffers (no copy).
 
     New objects carry no host copy cached from an earlier read, so they never show
     bytes from before this request.
+
+    Returns
+    -------
+    list or None
+        None when a prepared array was deleted (donated to a jitted function, or
+        ``delete()``): a new object over it would be deleted too, so the front imports
+        the views again.
+
+    Raises
+    ------
+    TracedRequestError
+        While JAX traces a function.
     """
+    if _top_trace(()).__class__ is not _EVAL_TRACE:
+        _check_not_tracing()
+    for view in views:
+        if view.is_deleted():
+            return None
     return list(map(_fresh, views))
 
 

@@ -135,7 +135,7 @@ def typed_views(buffer: Any, layout: Layout) -> list[Any]:
     ]
 
 
-def fresh_views(views: Sequence[Any]) -> list[Any]:
+def fresh_views(views: Sequence[Any]) -> list[Any] | None:
     """``a.view()`` of each prepared view: new array objects, same memory."""
     return list(map(_view, views))
 

@@ -137,7 +137,7 @@ def typed_views(buffer: Any, layout: Layout) -> list[Any]:
     return views
 
 
-def fresh_views(views: Sequence[Any]) -> list[Any]:
+def fresh_views(views: Sequence[Any]) -> list[Any] | None:
     """``t.detach()`` of each prepared view: new tensor objects, same memory."""
     return list(map(_detach, views))
 

@@ -30,6 +30,7 @@ from .errors import (
     PersistentMismatchError,
     SlotError,
     SpecError,
+    TracedRequestError,
 )
 from .front import Front
 from .layout import Layout, ViewLayout, compute_layout
@@ -74,6 +75,7 @@ __all__ = [
     "SlotError",
     "SlotStats",
     "SpecError",
+    "TracedRequestError",
     "ViewLayout",
     "__version__",
     "compute_layout",

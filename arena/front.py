@@ -363,8 +363,9 @@ class Front:
     ) -> Any:
         """A buffer of its own that keeps its contents across requests.
 
-        The same key in the same slot returns the same view object every time. It never
-        overlaps the scratch buffer, and scratch growth does not move it.
+        The same key in the same slot returns the same view object every time (for JAX:
+        until a jitted function's donation deletes it; the next call builds it again). It
+        never overlaps the scratch buffer, and scratch growth does not move it.
 
         Parameters
         ----------
@@ -385,7 +386,9 @@ class Front:
         layout = compute_layout(((shape, dtype),), self._governor.alignment)
         entry = self._select().persistent_buffer(key, layout, zero_init)
         view = entry.views.get(self._name)
-        if view is None:
+        # A kept view passes the same check as a prepared one: a JAX array deleted by
+        # donation is built again (and none is handed out while JAX traces).
+        if view is None or self._adapter.fresh_views((view,)) is None:
             buffer = self._adapter.wrap(entry.allocation)
             view = entry.views[self._name] = self._adapter.typed_views(buffer, entry.layout)[0]
         return view

@@ -63,7 +63,8 @@ def warn_changed(expected: Any, found: Any) -> None:
     """
     warnings.warn(
         "a cached arena view was changed in place (shape, dtype, strides, start, "
-        f"requires_grad: {expected} -> {found}); cached views are shared by every caller of the same request, so "
+        f"requires_grad: {expected} -> {found}); cached views are shared by every caller "
+        "of the same request, so "
         "never change their metadata in place (take .view()/.reshape() instead; for "
         "gradients, .detach().requires_grad_() gives a tensor of your own). The views were "
         "rebuilt",
