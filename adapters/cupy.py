@@ -21,6 +21,8 @@ from arena.memory.sources import Allocation
 from arena.views.dtypes import DType
 from arena.views.layout import Layout
 
+from . import check_write
+
 try:
     import cupy
 except ImportError as _exc:
@@ -150,7 +152,7 @@ def typed_views(buffer: Any, layout: Layout) -> list[Any]:
     ]
 
 
-def fresh_views(views: Sequence[Any]) -> list[Any]:
+def fresh_views(views: Sequence[Any]) -> list[Any] | None:
     """``a.view()`` of each prepared view: new array objects, same memory."""
     return list(map(_view, views))
 
@@ -161,8 +163,10 @@ def data_ptr(view: Any) -> int:
 
 
 def write_into(view: Any, value: Any) -> Any:
-    """Copy ``value`` into ``view``: CUDA DLPack producers (torch, JAX) zero-copy on the
-    device, host arrays through a host-to-device copy. Returns ``view``."""
+    """Copy ``value`` (an array of ``view``'s dtype and shape: see
+    :func:`arena.adapters.check_write`) into ``view``: CUDA DLPack producers (torch, JAX)
+    zero-copy on the device, host arrays through a host-to-device copy. Returns ``view``."""
+    check_write(view, value)
     if not isinstance(value, cupy.ndarray):
         dlpack_device = getattr(value, "__dlpack_device__", None)
         if dlpack_device is not None and dlpack_device()[0] in _CUDA_DLPACK_DEVICES:

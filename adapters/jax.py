@@ -4,7 +4,10 @@ JAX treats imported buffers as immutable. The contract (see docs/jax.md):
 
 * write through another framework's view (NumPy, torch, CuPy) or :func:`write_into`, then
   read in JAX;
-* never donate an arena-backed array to a jitted function;
+* never donate an arena-backed array to a jitted function; if one is donated anyway, the
+  imports it deleted are made again by the next request (never a deleted array);
+* request views outside traced functions and pass them in: a request while JAX traces
+  raises :class:`~arena.errors.TracedRequestError` (the view would be a baked-in constant);
 * JAX dispatch is asynchronous: block on results (``jax.block_until_ready``) before the
   next ``get_simultaneous`` on the same slot reuses the bytes.
 
@@ -25,18 +28,24 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import numpy as np
-from jax._src.array import ArrayImpl
 
-from arena.errors import ArenaError, DTypeError
+try:
+    from jax.extend.core import find_top_trace as _find_top_trace
+except ImportError:  # JAX releases whose jax.extend.core does not export it yet
+    from jax.core import find_top_trace as _find_top_trace
+
+from arena.errors import ArenaError, DTypeError, TracedRequestError
 from arena.memory.devices import Device
 from arena.memory.sources import Allocation
 from arena.views.dtypes import DType
 from arena.views.layout import Layout
+
+from . import check_write
 
 __all__ = [
     "FRAMEWORK",
@@ -72,6 +81,14 @@ CPU_ZERO_COPY_ALIGNMENT = 64
 _SIXTY_FOUR_BIT = {"int64", "uint64", "float64", "complex128"}
 #: Dtypes JAX cannot hold (XLA has no complex with 16-bit parts).
 _UNSUPPORTED = {"complex32"}
+#: The trace JAX runs under now: given no arrays, the innermost active trace.
+_top_trace: Callable[[tuple[()]], Any] = _find_top_trace
+
+# The type of trace JAX runs eagerly under; any other (jit, make_jaxpr, vmap, grad, loop
+# bodies) is tracing. Taken inside eval_context, so importing the adapter under a trace
+# cannot take the wrong one.
+with jax.core.eval_context():
+    _EVAL_TRACE = type(_top_trace(()))
 
 
 def is_available() -> bool:
@@ -131,6 +148,7 @@ def typed_views(buffer: Any, layout: Layout) -> list[Any]:
     The prepared arrays are uncommitted; :func:`fresh_views` hands out new objects over
     them per request.
     """
+    _check_not_tracing()
     allocation: Allocation = buffer
     views: list[Any] = []
     for v in layout.views:
@@ -204,17 +222,50 @@ def _import(source: Any, dtype: DType) -> Any:
 
 def _fresh(array: Any) -> Any:
     """A new uncommitted ``jax.Array`` object over ``array``'s device buffer (no copy)."""
-    # Positional arguments: (aval, sharding, arrays, committed, _skip_checks); keywords cost
-    # 40 % more in this C++ constructor.
-    return ArrayImpl(array.aval, array.sharding, [array], False, True)
+    # The class of the array itself (jaxlib's ArrayImpl), not an import of JAX's private
+    # module path. Positional arguments: (aval, sharding, arrays, committed, _skip_checks);
+    # keywords cost 40 % more in this C++ constructor. The public
+    # jax.make_array_from_single_device_arrays makes committed arrays, 4x slower.
+    return array.__class__(array.aval, array.sharding, [array], False, True)
 
 
-def fresh_views(views: Sequence[Any]) -> list[Any]:
+def _check_not_tracing() -> None:
+    """Raise :class:`TracedRequestError` while JAX traces a function."""
+    trace = _top_trace(())
+    if trace.__class__ is not _EVAL_TRACE:
+        raise TracedRequestError(
+            f"a JAX view of arena memory was requested while JAX traces a function "
+            f"({type(trace).__name__}: jax.jit, make_jaxpr, vmap, grad or a lax loop body). "
+            "The view would be baked into the traced function as a constant, and later "
+            "writes to the arena would never be seen. Request the view outside the traced "
+            "function and pass the view in as an argument: "
+            "(x,) = ws.jax.get_simultaneous(...); f(x)"
+        )
+
+
+def fresh_views(views: Sequence[Any]) -> list[Any] | None:
     """New uncommitted ``jax.Array`` objects over the prepared ones' buffers (no copy).
 
     New objects carry no host copy cached from an earlier read, so they never show
     bytes from before this request.
+
+    Returns
+    -------
+    list or None
+        None when a prepared array was deleted (donated to a jitted function, or
+        ``delete()``): a new object over it would be deleted too, so the front imports
+        the views again.
+
+    Raises
+    ------
+    TracedRequestError
+        While JAX traces a function.
     """
+    if _top_trace(()).__class__ is not _EVAL_TRACE:
+        _check_not_tracing()
+    for view in views:
+        if view.is_deleted():
+            return None
     return list(map(_fresh, views))
 
 
@@ -226,8 +277,9 @@ def data_ptr(view: Any) -> int:
 def write_into(view: Any, value: Any) -> Any:
     """Write ``value`` (e.g. a JAX result) into the arena bytes behind ``view``.
 
-    One copy, straight into the arena memory: no intermediate array. ``value`` is
-    blocked on first.
+    One copy, straight into the arena memory: no intermediate array. ``value`` must
+    have ``view``'s dtype and shape (:func:`arena.adapters.check_write`: nothing is cast
+    or broadcast); it is blocked on first.
 
     Returns
     -------
@@ -236,6 +288,7 @@ def write_into(view: Any, value: Any) -> Any:
         contents with. ``view`` itself may already hold a host copy cached by an earlier
         read (``print``, ``np.asarray`` on a GPU), which JAX would keep showing.
     """
+    check_write(view, value)
     value = jax.block_until_ready(value)  # type: ignore[no-untyped-call]
     address = int(view.unsafe_buffer_pointer())
     nbytes = int(view.nbytes)
@@ -246,7 +299,7 @@ def write_into(view: Any, value: Any) -> Any:
     if nbytes:
         raw = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(address))
         target = raw.view(view.dtype).reshape(view.shape)
-        np.copyto(target, np.asarray(value), casting="same_kind")
+        np.copyto(target, np.asarray(value), casting="no")
     return _fresh(view)
 
 

@@ -14,6 +14,8 @@ from arena.memory.sources import Allocation
 from arena.views.dtypes import DType
 from arena.views.layout import Layout
 
+from . import check_write
+
 __all__ = [
     "FRAMEWORK",
     "FRESH_EXPRESSION",
@@ -133,7 +135,7 @@ def typed_views(buffer: Any, layout: Layout) -> list[Any]:
     ]
 
 
-def fresh_views(views: Sequence[Any]) -> list[Any]:
+def fresh_views(views: Sequence[Any]) -> list[Any] | None:
     """``a.view()`` of each prepared view: new array objects, same memory."""
     return list(map(_view, views))
 
@@ -144,6 +146,8 @@ def data_ptr(view: Any) -> int:
 
 
 def write_into(view: Any, value: Any) -> Any:
-    """Copy ``value`` (anything ``np.asarray`` accepts) into ``view``; returns ``view``."""
-    np.copyto(view, np.asarray(value), casting="same_kind")
+    """Copy ``value`` (an array of any framework NumPy can read, of ``view``'s dtype and
+    shape: see :func:`arena.adapters.check_write`) into ``view``; returns ``view``."""
+    check_write(view, value)
+    np.copyto(view, np.asarray(value), casting="no")
     return view

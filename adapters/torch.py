@@ -20,6 +20,8 @@ from arena.memory.sources import Allocation
 from arena.views.dtypes import DType
 from arena.views.layout import Layout
 
+from . import check_write
+
 __all__ = [
     "FRAMEWORK",
     "FRESH_EXPRESSION",
@@ -135,7 +137,7 @@ def typed_views(buffer: Any, layout: Layout) -> list[Any]:
     return views
 
 
-def fresh_views(views: Sequence[Any]) -> list[Any]:
+def fresh_views(views: Sequence[Any]) -> list[Any] | None:
     """``t.detach()`` of each prepared view: new tensor objects, same memory."""
     return list(map(_detach, views))
 
@@ -146,7 +148,9 @@ def data_ptr(view: Any) -> int:
 
 
 def write_into(view: Any, value: Any) -> Any:
-    """Copy ``value`` (a tensor or anything ``torch.as_tensor`` accepts) into ``view``."""
+    """Copy ``value`` (a tensor, or an array ``torch.as_tensor`` reads, of ``view``'s dtype
+    and shape: see :func:`arena.adapters.check_write`) into ``view``; returns ``view``."""
+    check_write(view, value)
     if not isinstance(value, torch.Tensor):
         value = torch.as_tensor(value)
     view.copy_(value)

@@ -28,6 +28,7 @@ from arena.errors import (
     PersistentMismatchError,
     SlotError,
     SpecError,
+    TracedRequestError,
 )
 from arena.memory.devices import CPU, Device, default_device, parse_device
 from arena.memory.sources import Allocation, HostSource, MemorySource
@@ -74,6 +75,7 @@ __all__ = [
     "SlotError",
     "SlotStats",
     "SpecError",
+    "TracedRequestError",
     "ViewLayout",
     "__version__",
     "compute_layout",

@@ -23,6 +23,7 @@ __all__ = [
     "PersistentMismatchError",
     "SlotError",
     "SpecError",
+    "TracedRequestError",
 ]
 
 
@@ -130,6 +131,13 @@ class DeviceUnavailableError(ArenaError, RuntimeError):
 
 class GraphCaptureError(ArenaError, RuntimeError):
     """Memory was requested while a CUDA stream is capturing a graph."""
+
+
+class TracedRequestError(ArenaError, RuntimeError):
+    """A JAX view was requested while JAX traces a function (``jax.jit``, ``make_jaxpr``,
+    ``vmap``, ``grad``, a ``lax`` loop body): the view would be baked into the traced
+    function as a constant, and later writes to the arena would never be seen. Request the
+    view outside the traced function and pass it in as an argument."""
 
 
 class ArenaWarning(UserWarning):

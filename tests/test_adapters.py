@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 from typing import Any
 
 import numpy as np
 import pytest
 
-from arena import Arena
+from arena import Arena, DTypeError, SpecError
 
 HOST_FRAMEWORKS = ["numpy", "torch", "jax"]
 
@@ -72,6 +73,7 @@ def test_writes_through_one_framework_are_seen_by_another(writer: str, reader: s
         specs = (((3, 5), "float32"), ((7,), "int64" if reader != "jax" else "int32"))
         w = a.front(writer).get_simultaneous(*specs)
         payload = [np.arange(15, dtype=np.float32).reshape(3, 5), np.arange(7) * 11]
+        payload[1] = payload[1].astype(specs[1][1])  # write_into never casts
         for view, value in zip(w, payload, strict=True):
             a.front(writer)._adapter.write_into(view, value)
         r = a.front(reader).get_simultaneous(*specs)
@@ -88,7 +90,14 @@ def test_low_precision_dtypes(framework: str, dtype: str) -> None:
     with Arena("cpu", framework="numpy") as a:
         (view,) = a.front(framework).get_simultaneous(((4, 4), dtype))
         assert str(view.dtype).endswith(dtype)
-        a.front(framework)._adapter.write_into(view, np.ones((4, 4), dtype=np.float32))
+        ones = np.ones((4, 4), dtype=np.float32)
+        if framework == "torch":
+            import torch
+
+            ones = torch.from_numpy(ones).to(view.dtype)
+        else:
+            ones = ones.astype(view.dtype)
+        a.front(framework)._adapter.write_into(view, ones)
         (raw,) = a.numpy.get_simultaneous(
             (
                 (4 * 4 * view.itemsize if framework == "numpy" else 16 * view.element_size(),),
@@ -135,3 +144,60 @@ def test_torch_persistent_is_the_same_tensor() -> None:
         p += 1
         assert a.get_persistent("acc", (8,), torch.float32) is p
         assert float(a.torch.get_persistent("acc", (8,), "float32").sum()) == 8.0
+
+
+def _array(framework: str, values: Any, dtype: str) -> Any:
+    """``values`` as an array of ``framework`` with ``dtype``."""
+    array = np.asarray(values, dtype=dtype)
+    if framework == "torch":
+        import torch
+
+        return torch.from_numpy(array)
+    if framework == "jax":
+        import jax.numpy as jnp
+
+        return jnp.asarray(array)
+    return array
+
+
+@pytest.mark.parametrize("framework", HOST_FRAMEWORKS)
+@pytest.mark.parametrize("source", HOST_FRAMEWORKS)
+def test_write_into_refuses_another_dtype_naming_both(framework: str, source: str) -> None:
+    _load(framework)
+    _load(source)
+    with Arena("cpu", framework="numpy") as a:
+        front = a.front(framework)
+        (view,) = front.get_simultaneous(((2, 3), "float32"))
+        (raw,) = a.numpy.get_simultaneous(((2, 3), "float32"))
+        raw[...] = -1.0
+        with pytest.raises(DTypeError, match=r"int32.*float32.*never casts"):
+            front.write_into(view, _array(source, np.arange(6).reshape(2, 3), "int32"))
+        with pytest.raises(DTypeError, match=r"float16.*float32"):
+            front._adapter.write_into(view, _array(source, np.ones((2, 3)), "float16"))
+        assert (raw == -1.0).all()  # nothing was written
+        seen = front.write_into(view, _array(source, np.arange(6).reshape(2, 3), "float32"))
+        assert front.data_ptr(seen) == front.data_ptr(view)
+        assert raw.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+
+
+@pytest.mark.parametrize("framework", HOST_FRAMEWORKS)
+def test_write_into_refuses_another_shape_naming_both(framework: str) -> None:
+    _load(framework)
+    with Arena("cpu", framework="numpy") as a:
+        front = a.front(framework)
+        (view,) = front.get_simultaneous(((2, 3), "float32"))
+        for wrong in [(3,), (1, 3), (3, 2), (), (2, 3, 1)]:
+            value = _array(framework, np.zeros(wrong), "float32")
+            with pytest.raises(SpecError, match=rf"shape {re.escape(str(wrong))}.*\(2, 3\)"):
+                front.write_into(view, value)
+
+
+@pytest.mark.parametrize("framework", HOST_FRAMEWORKS)
+@pytest.mark.parametrize("value", [1.0, [[1.0, 2.0, 3.0]] * 2, None])
+def test_write_into_refuses_what_has_no_dtype(framework: str, value: Any) -> None:
+    _load(framework)
+    with Arena("cpu", framework="numpy") as a:
+        front = a.front(framework)
+        (view,) = front.get_simultaneous(((2, 3), "float32"))
+        with pytest.raises(DTypeError, match=r"no dtype.*float32.*\(2, 3\)"):
+            front.write_into(view, value)

@@ -36,7 +36,7 @@ REQUESTS: list[tuple[str, tuple[Any, ...], type[Exception], str]] = [
     ("second spec bad", (((4,), F32), ((-2,), F32)), SpecError, "spec #1"),
     ("unknown dtype name", (((4,), "float12"),), DTypeError, "unknown dtype 'float12'"),
     ("dtype None", (((4,), None),), DTypeError, "unknown dtype None"),
-    ("dtype int", (((4,), 3),), DTypeError, "unknown dtype 3"),
+    ("dtype int", (((4,), 3),), DTypeError, "3 is a value"),
     ("structured dtype", (((4,), [("a", "f4")]),), DTypeError, "unknown dtype|structured"),
     (
         "byte-swapped dtype",

@@ -98,3 +98,17 @@ def test_without_debug_cached_views_are_not_checked() -> None:
         x.shape = (32,)
         (y,) = a.get_simultaneous(((4, 8), "float32"))
         assert y is x and y.shape == (32,)  # the documented hazard: the caller broke the contract
+
+
+def test_torch_requires_grad_is_detected_so_the_next_in_place_write_works() -> None:
+    torch = pytest.importorskip("torch")
+    with Arena("cpu", framework="torch", cached_views=True, debug=True) as a:
+        (x,) = a.get_simultaneous(((4, 8), torch.float32))
+        x.requires_grad_()  # one caller wants gradients for its tensor ...
+        with pytest.warns(ArenaWarning, match=r"requires_grad.*False\) -> .*True\)"):
+            (y,) = a.get_simultaneous(((4, 8), torch.float32))
+        assert y is not x and not y.requires_grad
+        y.add_(1.0)  # ... the next caller's in-place write must still work
+        y.copy_(torch.ones(4, 8))
+        (z,) = a.get_simultaneous(((4, 8), torch.float32))
+        assert z is y

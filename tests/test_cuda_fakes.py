@@ -1,6 +1,8 @@
 """CUDA code paths checked on the CPU with stand-in CuPy and torch modules: device
-counting, the capture probe, stream-ordered release, portable pinned memory, and a
-torch-backed CUDA arena without CuPy. Nothing here touches a GPU."""
+counting, the capture probe, stream-ordered release, portable pinned memory, a
+torch-backed CUDA arena without CuPy, and the CuPy front's views (``tests/fakecupy.py``
+over host memory, compared with NumPy's views of the same bytes). Nothing here touches a
+GPU."""
 
 from __future__ import annotations
 
@@ -12,11 +14,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import pytest
+from arena.adapters import numpy as numpy_adapter
 
-from arena import Device, GraphCaptureError
+from arena import Allocation, Arena, Device, DTypeError, GraphCaptureError, SpecError
 from arena.memory import cuda as arena_cuda
 from arena.memory import devices
+from arena.views.layout import compute_layout
+from tests.fakecupy import with_arrays
 
 CUDA0 = Device("cuda", 0)
 
@@ -257,3 +263,105 @@ def test_pinned_memory_is_portable(monkeypatch: pytest.MonkeyPatch) -> None:
     allocation = arena_cuda.PinnedSource().allocate(64)
     assert allocation.nbytes == 64 and allocation.ptr == 4096
     assert flags_seen == [cupy.cuda.runtime.hostAllocPortable]
+
+
+# ---------------------------------------------------------------- the CuPy front's views
+class HostMemoryAsCuda:
+    """A ``cuda:0`` memory source that hands out page-aligned host blocks, owned by
+    stand-in CuPy arrays (as the CuPy sources do) or by plain NumPy arrays (an owner the
+    adapter wraps with ``UnownedMemory``, as it does torch's)."""
+
+    def __init__(self, cupy: Any, cupy_owner: bool) -> None:
+        self.cupy = cupy
+        self.cupy_owner = cupy_owner
+        self.live: dict[int, np.ndarray] = {}
+
+    @property
+    def device(self) -> Device:
+        return CUDA0
+
+    def allocate(self, nbytes: int) -> Allocation:
+        raw = np.zeros(nbytes + 4096, np.uint8)
+        start = -raw.ctypes.data % 4096
+        block = raw[start : start + nbytes]
+        owner: Any = block
+        if self.cupy_owner:
+            memory = self.cupy.cuda.UnownedMemory(block.ctypes.data, nbytes, block, 0)
+            pointer = self.cupy.cuda.MemoryPointer(memory, 0)
+            owner = self.cupy.ndarray((nbytes,), self.cupy.uint8, pointer)
+        self.live[block.ctypes.data] = block
+        return Allocation(block.ctypes.data, nbytes, owner, CUDA0)
+
+    def release(self, allocation: Allocation) -> None:
+        del self.live[allocation.ptr]
+
+    def block(self) -> np.ndarray:
+        (block,) = self.live.values()
+        return block
+
+
+#: Requests the comparison walks: several dtypes (bool, 8- to 64-bit, ml_dtypes' bfloat16),
+#: 0-d, zero-size and 3-D views; the second has the first's structure with new sizes (a
+#: plan builds it), the third a new structure.
+CUPY_REQUESTS = [
+    (((4, 8), "float32"), ((5,), "int64"), ((), "float16"), ((2, 3, 4), "bool")),
+    (((16, 2), "float32"), ((1,), "int64"), ((), "float16"), ((0, 3, 4), "bool")),
+    (((7,), "uint8"), ((3, 3), "bfloat16"), ((2, 2, 2), "complex64"), ((9,), "int16")),
+]
+
+
+def _load_cupy_front(monkeypatch: pytest.MonkeyPatch, cupy: Any) -> None:
+    """Import ``arena.adapters.cupy`` against ``cupy`` for this test only: the module and
+    the package attribute are put back afterwards, so no later test sees the stand-in."""
+    import arena.adapters
+
+    install(monkeypatch, cupy=cupy, torch=None)
+    monkeypatch.delitem(sys.modules, "arena.adapters.cupy", raising=False)
+    monkeypatch.setattr(arena.adapters, "cupy", None, raising=False)
+
+
+@pytest.mark.parametrize("cached", [False, True])
+@pytest.mark.parametrize("cupy_owner", [True, False], ids=["cupy owner", "other owner"])
+def test_cupy_views_are_numpys_views_of_the_same_bytes(
+    monkeypatch: pytest.MonkeyPatch, cupy_owner: bool, cached: bool
+) -> None:
+    pytest.importorskip("ml_dtypes")
+    cupy = with_arrays(fake_cupy())
+    _load_cupy_front(monkeypatch, cupy)
+    source = HostMemoryAsCuda(cupy, cupy_owner)
+    with Arena(source=source, framework="cupy", capture_probe=lambda: False) as a:
+        front = a.front("cupy", cached=cached)
+        (nothing,) = front.get_simultaneous(((0, 3), "float32"))  # before any memory
+        assert nothing.shape == (0, 3) and nothing.strides == (12, 4) and not source.live
+        for specs in CUPY_REQUESTS * 2:  # new: general path or plan; again: a hit
+            views = front.get_simultaneous(*specs)
+            twins = numpy_adapter.typed_views(source.block(), compute_layout(specs))
+            for k, (view, twin) in enumerate(zip(views, twins, strict=True)):
+                assert isinstance(view, cupy.ndarray)
+                assert front.data_ptr(view) == numpy_adapter.data_ptr(twin), (specs, k)
+                assert view.data.ptr == twin.__array_interface__["data"][0]
+                assert view.shape == twin.shape and view.strides == twin.strides
+                assert view.dtype == twin.dtype
+                twin[...] = np.arange(twin.size).reshape(twin.shape).astype(twin.dtype)
+            for view, twin in zip(views, twins, strict=True):  # all written, then read
+                assert np.array_equal(view.get(), twin)
+        (empty,) = front.get_simultaneous(((0,), "float32"))
+        assert empty.shape == (0,) and empty.dtype == np.float32
+
+
+def test_cupy_write_into_fills_the_bytes_numpy_sees(monkeypatch: pytest.MonkeyPatch) -> None:
+    cupy = with_arrays(fake_cupy())
+    _load_cupy_front(monkeypatch, cupy)
+    source = HostMemoryAsCuda(cupy, cupy_owner=True)
+    with Arena(source=source, framework="cupy", capture_probe=lambda: False) as a:
+        specs = (((3,), "int32"), ((2, 3), "float32"))
+        ints, floats = a.cupy.get_simultaneous(*specs)
+        assert a.cupy.write_into(floats, np.ones((2, 3), np.float32) * 2) is floats
+        a.cupy.write_into(ints, cupy.asarray(np.array([7, 8, 9], np.int32)))
+        _, host = numpy_adapter.typed_views(source.block(), compute_layout(specs))
+        assert host.tolist() == [[2.0] * 3] * 2
+        assert ints.get().tolist() == [7, 8, 9]
+        with pytest.raises(DTypeError, match=r"float64.*float32"):
+            a.cupy.write_into(floats, np.ones((2, 3)))
+        with pytest.raises(SpecError, match=r"shape \(3,\).*\(2, 3\)"):
+            a.cupy.write_into(floats, np.ones(3, np.float32))

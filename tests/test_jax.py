@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import warnings
 
 import numpy as np
 import pytest
@@ -251,3 +252,87 @@ def test_a_cached_jax_front_still_hands_out_new_arrays() -> None:
         (second,) = front.get_simultaneous(((8,), "float32"))
         assert first is not second  # a shared object could carry a stale host copy
         assert front.data_ptr(first) == front.data_ptr(second)
+
+
+def _donate(view: object) -> object:
+    """Call a jitted function that donates ``view`` (what the contract says not to do)."""
+    double = jax.jit(lambda x: x * 2, donate_argnums=0)
+    with warnings.catch_warnings():
+        # A backend that cannot reuse the buffer says so and keeps it; JAX 0.10 on CPU
+        # donates (deletes) it, which is what this file checks the arena survives.
+        warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
+        return jax.block_until_ready(double(view))
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_a_donated_view_is_rebuilt_never_handed_out_deleted(shared: Arena, cached: bool) -> None:
+    front = shared.front("jax", cached=cached)
+    specs = (((8,), "float32"), ((4,), "int32"))
+    host, ints = shared.numpy.get_simultaneous(*specs)
+    host[...] = 3.0
+    ints[...] = 5
+    shared.lock()  # the rebuild imports again: it allocates nothing
+    x, _ = front.get_simultaneous(*specs)
+    doubled = _donate(x)
+    assert x.is_deleted()  # JAX 0.10 on CPU donates: the shared import is gone
+    assert np.asarray(doubled).tolist() == [6.0] * 8
+    for _ in range(3):
+        again, again_ints = front.get_simultaneous(*specs)
+        assert not again.is_deleted() and not again_ints.is_deleted()
+        assert again.unsafe_buffer_pointer() == shared.numpy.data_ptr(host)
+        assert float(jnp.sum(again)) == 24.0 and int(jnp.sum(again_ints)) == 20
+    (explicit, _) = front.get_simultaneous(*specs)
+    explicit.delete()  # an explicit delete is the same case
+    (after, _) = front.get_simultaneous(*specs)
+    assert float(jnp.sum(after)) == 24.0
+    assert shared.stats().allocations_while_locked == 0
+
+
+def test_a_donated_persistent_view_is_rebuilt(shared: Arena) -> None:
+    table = shared.jax.get_persistent("table", (8,), "float32", zero_init=True)
+    _donate(table)
+    assert table.is_deleted()
+    again = shared.jax.get_persistent("table", (8,), "float32")
+    assert not again.is_deleted() and float(jnp.sum(again)) == 0.0
+    assert again.unsafe_buffer_pointer() == table_pointer(shared)
+    assert shared.jax.get_persistent("table", (8,), "float32") is again
+
+
+def table_pointer(a: Arena) -> int:
+    return a.numpy.data_ptr(a.numpy.get_persistent("table", (8,), "float32"))
+
+
+@pytest.mark.parametrize("cached", [False, True])
+@pytest.mark.parametrize("seen_before", [False, True])
+def test_a_request_under_a_trace_is_refused(shared: Arena, cached: bool, seen_before: bool) -> None:
+    front = shared.front("jax", cached=cached)
+    specs = (((4,), "float32"),)
+    if seen_before:  # the request inside is a hit
+        front.get_simultaneous(*specs)
+
+    @jax.jit
+    def reads_the_arena(x: object) -> object:
+        (view,) = front.get_simultaneous(*specs)
+        return view * x
+
+    with pytest.raises(arena.TracedRequestError, match=r"outside.*pass the view in"):
+        reads_the_arena(2.0)
+    with pytest.raises(arena.TracedRequestError):
+        jax.make_jaxpr(lambda: front.try_get_simultaneous(*specs))()
+    with pytest.raises(arena.TracedRequestError):
+        jax.jit(lambda: front.get_persistent("kept", (4,), "float32"))()
+
+    # The way that works: request outside, pass the view in; later writes are seen.
+    (host,) = shared.numpy.get_simultaneous(*specs)
+    host[...] = 1.0
+    scale = jax.jit(lambda view, x: view * x)
+    (view,) = front.get_simultaneous(*specs)
+    assert np.asarray(scale(view, 2.0)).tolist() == [2.0] * 4
+    host[...] = 5.0
+    (view,) = front.get_simultaneous(*specs)
+    assert np.asarray(scale(view, 2.0)).tolist() == [10.0] * 4
+
+
+def test_the_traced_request_error_is_an_arena_runtime_error() -> None:
+    assert issubclass(arena.TracedRequestError, arena.ArenaError)
+    assert issubclass(arena.TracedRequestError, RuntimeError)

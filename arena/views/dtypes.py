@@ -4,10 +4,28 @@ The core only needs a dtype's canonical name and item size. This module turns Nu
 torch, JAX and ml_dtypes dtype objects, and strings, into a :class:`DType` without
 importing any framework: torch dtypes are recognised by their type, NumPy-like objects
 by duck typing, and NumPy (a hard dependency) parses the strings the table does not know.
+
+What a dtype is:
+
+* a name (``"float32"``, ``"bf16"``, ``"<f4"``), a NumPy dtype, a torch dtype, a
+  :class:`DType`, or a scalar *type* (``np.float32``, ``jnp.bfloat16``,
+  ``ml_dtypes.float8_e5m2``);
+* Python's own types read as their names do: ``bool`` is ``"bool"``, ``complex`` is
+  ``"complex"`` (complex128), and ``float`` and ``int`` are refused like ``"float"`` and
+  ``"int"``, because NumPy reads them as 64-bit and torch (``torch.float``,
+  ``torch.int``) as 32-bit;
+* never a value: ``np.float32(1.0)``, an array, a tensor, ``1``, ``True`` or ``1.0`` is a
+  :class:`~arena.errors.DTypeError` naming it (pass its ``.dtype``).
+
+Resolutions are cached by ``(type, object)``, so objects that compare and hash alike
+but are of different types (``np.dtype("float64") == "float" == float``) never answer
+for one another.
 """
 
 from __future__ import annotations
 
+import numbers
+import reprlib
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -84,8 +102,12 @@ _AMBIGUOUS: dict[str, str] = {
     "long": "C's long is 32 bits on Windows and 64 elsewhere",
 }
 
+#: Python's own types read as the names they are spelled with (see the module docstring).
+_PYTHON_TYPES: dict[type, str] = {bool: "bool", int: "int", float: "float", complex: "complex"}
+
 _TYPES: dict[str, DType] = {name: DType(name, size) for name, size in KNOWN_DTYPES.items()}
-_CACHE: dict[Any, DType] = {}
+#: (type of the object, object) -> DType: equal objects of different types never alias.
+_CACHE: dict[tuple[type, Any], DType] = {}
 _CACHE_LIMIT = 1024
 
 
@@ -96,7 +118,9 @@ def resolve_dtype(dtype: Any) -> DType:
     ----------
     dtype : Any
         A :class:`DType`, a string (``"float32"``, ``"bf16"``, ``"<f4"``), a NumPy dtype or
-        scalar type, a torch dtype, a JAX dtype or an ml_dtypes type.
+        scalar type, a torch dtype, a JAX dtype or an ml_dtypes type; Python's ``bool``
+        and ``complex`` (``float`` and ``int`` are ambiguous, like ``"float"`` and
+        ``"int"``).
 
     Returns
     -------
@@ -106,20 +130,20 @@ def resolve_dtype(dtype: Any) -> DType:
     Raises
     ------
     DTypeError
-        If the dtype is unknown, has a non-native byte order or is structured.
+        If the dtype is unknown, ambiguous, has a non-native byte order or is structured,
+        or if it is a value (a scalar, an array) rather than a dtype.
     """
+    key = (dtype.__class__, dtype)
     try:
-        return _CACHE[dtype]
+        return _CACHE[key]
     except KeyError:
         pass
     except TypeError:  # unhashable: resolve without caching
         return _resolve_uncached(dtype)
-    resolved = _resolve_uncached(dtype)
+    resolved = _resolve_uncached(dtype)  # values raise: they are never cached
     if len(_CACHE) >= _CACHE_LIMIT:
         _CACHE.clear()
-    # bool and int compare equal to 1/0 and would alias cached entries; never cache them.
-    if not isinstance(dtype, (bool, int, float)):
-        _CACHE[dtype] = resolved
+    _CACHE[key] = resolved
     return resolved
 
 
@@ -131,18 +155,29 @@ def _resolve_uncached(dtype: Any) -> DType:
     kind = type(dtype)
     if kind.__module__ == "torch" and kind.__name__ == "dtype":
         return _from_name(str(dtype).removeprefix("torch."), dtype)
-    if isinstance(dtype, (bool, int, float)) or dtype is None:
+    if isinstance(dtype, type):
+        name = _PYTHON_TYPES.get(dtype)
+        if name is not None:  # bool, int, float, complex: as their names read
+            return _from_string(name, f"{name} (the Python type)")
+        return _from_numpy_like(dtype)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(dtype, numpy.dtype):
+        return _from_numpy_dtype(dtype, dtype)
+    if isinstance(dtype, numbers.Number) or hasattr(dtype, "dtype"):
+        raise DTypeError(_value_message(dtype))
+    if dtype is None:
         raise DTypeError(_unknown_message(dtype))
     return _from_numpy_like(dtype)
 
 
-def _from_string(text: str) -> DType:
+def _from_string(text: str, shown: str = "") -> DType:
     key = text.strip().lower()
     if key in _AMBIGUOUS:
         raise DTypeError(
-            f"dtype {text!r} is ambiguous ({_AMBIGUOUS[key]}); name the width, e.g. "
-            f"{'float32' if key == 'float' else 'int32'!r} or "
-            f"{'float64' if key == 'float' else 'int64'!r}"
+            f"dtype {shown or repr(text)} is ambiguous ({_AMBIGUOUS[key]}); name the width, "
+            f"e.g. {'float32' if key == 'float' else 'int32'!r} or "
+            f"{'float64' if key == 'float' else 'int64'!r}. Python's float and int types "
+            "are refused like the strings 'float' and 'int'"
         )
     key = _ALIASES.get(key, key)
     if key in _TYPES:
@@ -189,6 +224,25 @@ def _from_name(name: str, original: Any) -> DType:
     if resolved is None:
         raise DTypeError(_unknown_message(original))
     return resolved
+
+
+def _value_message(value: Any) -> str:
+    inner = getattr(value, "dtype", None)
+    if inner is not None:
+        fix = f"pass its dtype (.dtype, here {inner})"
+    else:
+        fix = "pass a dtype such as 'float32', np.float32 or torch.float32"
+    return (
+        f"{_short_repr(value)} is a value ({type(value).__name__}), not a dtype; {fix}. "
+        "Values are refused, never read as their type: 1, 1.0, True and np.float32(1.0) "
+        "compare equal but would mean different dtypes"
+    )
+
+
+def _short_repr(value: Any) -> str:
+    shorten = reprlib.Repr()
+    shorten.maxother = shorten.maxstring = 80
+    return shorten.repr(value)
 
 
 def _unknown_message(dtype: Any) -> str:

@@ -410,8 +410,9 @@ class Front(Generic[ViewT]):
     ) -> Any:
         """A buffer of its own that keeps its contents across requests.
 
-        The same key in the same slot returns the same view object every time. It never
-        overlaps the scratch buffer, and scratch growth does not move it.
+        The same key in the same slot returns the same view object every time (for JAX:
+        until a jitted function's donation deletes it; the next call builds it again). It
+        never overlaps the scratch buffer, and scratch growth does not move it.
 
         Parameters
         ----------
@@ -432,7 +433,9 @@ class Front(Generic[ViewT]):
         layout = compute_layout(((shape, dtype),), self._governor.alignment)
         entry = self._select().persistent.buffer(key, layout, zero_init)
         view = entry.views.get(self._name)
-        if view is None:
+        # A kept view passes the same check as a prepared one: a JAX array deleted by
+        # donation is built again (and none is handed out while JAX traces).
+        if view is None or self._adapter.fresh_views((view,)) is None:
             buffer = self._adapter.wrap(entry.allocation)
             view = entry.views[self._name] = self._adapter.typed_views(buffer, entry.layout)[0]
         return view
@@ -451,8 +454,8 @@ class Front(Generic[ViewT]):
         view
             A view this front handed out (or any array of this framework over arena memory).
         value
-            What to write: an array of any framework, or anything this framework converts
-            (same shape, or broadcastable; same-kind dtype casts).
+            What to write: an array of any framework with exactly ``view``'s dtype and
+            shape. Nothing is cast or broadcast (convert first, e.g. ``value.astype``).
 
         Returns
         -------
@@ -460,6 +463,13 @@ class Front(Generic[ViewT]):
             The view to read the new contents through: ``view`` itself for NumPy, torch and
             CuPy; for JAX a new array over the same bytes (``view`` may hold a host copy
             cached by an earlier read).
+
+        Raises
+        ------
+        DTypeError
+            ``value`` has another dtype than ``view``, or none (a number, a list).
+        SpecError
+            ``value`` has another shape than ``view``.
         """
         return self._adapter.write_into(view, value)
 

@@ -130,7 +130,8 @@ def poisoned(
 
     def fresh_and_filled(prepared: Sequence[Any]) -> list[Any]:
         views = fresh(prepared)
-        fill_views(framework, views)
+        if views is not None:  # None: the prepared views are gone, the front rebuilds
+            fill_views(framework, views)
         return views
 
     return fresh_and_filled

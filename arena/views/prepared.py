@@ -13,6 +13,9 @@ copies of them), kept in a bounded dict per buffer and front:
   in place (shape, dtype, strides, start, ``requires_grad``) would change it for all. In
   debug mode the front remembers each view's :func:`metadata` and checks it on every hit;
   a changed view warns and its request is rebuilt (:func:`unchanged`).
+  ``requires_grad_()`` is covered because it breaks the next caller outright: torch
+  refuses in-place writes to a leaf that requires grad. Outside debug mode nothing is
+  checked (the check costs about a third of a cached request).
 """
 
 from __future__ import annotations
@@ -107,13 +110,14 @@ def unchanged(cache: dict[Any, Any], specs: Any, entry: Prepared) -> bool:
 
 
 def metadata(view: Any) -> tuple[Any, ...]:
-    """What a caller could change in place on a shared view: shape, dtype, strides and
-    where it starts."""
+    """What a caller could change in place on a shared view: shape, dtype, strides, where
+    it starts, and whether it requires grad (torch; False for other frameworks)."""
     strides = getattr(view, "strides", None)
     if strides is None or callable(strides):
         strides = view.stride()  # torch
     start = view.data_ptr() if hasattr(view, "data_ptr") else array_start(view)
-    return (tuple(view.shape), str(view.dtype), tuple(strides), start)
+    requires_grad = bool(getattr(view, "requires_grad", False))
+    return (tuple(view.shape), str(view.dtype), tuple(strides), start, requires_grad)
 
 
 def array_start(view: Any) -> int:
@@ -132,10 +136,11 @@ def warn_changed(expected: Any, found: Any) -> None:
     ``try_get_simultaneous``.
     """
     warnings.warn(
-        f"a cached arena view was changed in place (shape, dtype, strides, start: {expected} "
-        f"-> {found}); cached views are shared by every caller of the same request, so "
-        "never change their metadata in place (take .view()/.reshape() instead). The views "
-        "were rebuilt",
+        "a cached arena view was changed in place (shape, dtype, strides, start, "
+        f"requires_grad: {expected} -> {found}); cached views are shared by every caller "
+        "of the same request, so never change their metadata in place (take "
+        ".view()/.reshape() instead; for gradients, .detach().requires_grad_() gives a "
+        "tensor of your own). The views were rebuilt",
         ArenaWarning,
         stacklevel=5,
     )
