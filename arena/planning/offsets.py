@@ -41,12 +41,13 @@ size puts every layer's MLP blocks at the bottom, so the residual streams of nei
 layers, live together, stack above them; moving one first lets alternate layers flip.
 
 Cost. Each placement of ``n`` blocks with ``p`` co-live pairs walks the conflict graph in
-Python when ``p <= SPARSE_PAIRS * n`` (cost about ``n/2 + p/4`` microseconds here),
+Python when ``p <= SPARSE_PAIRS * n`` (about ``n + p/2`` microseconds on a slow core),
 otherwise it keeps the placed blocks in NumPy arrays sorted by offset and finds the co-live
-ones with one vectorised mask (about ``16 n + p/64``). Both paths give the same plan.
-Orders and search moves run while their estimated cost fits in :data:`WORK_BUDGET`; greedy
-by size always runs, so a plan of 10\ :sup:`4` blocks takes well under a second. Planning
-stops as soon as a plan reaches the lower bound, since none can beat it.
+ones with one vectorised mask (about ``20 n + p/32``). Both paths give the same plan.
+Orders and search moves after greedy by size run while these estimates, summed, fit in
+:data:`WORK_BUDGET`; greedy by size always runs. 10\ :sup:`4` blocks take 0.3 to 0.6 s on
+a slow core, the dense cases with greedy by size alone. Planning stops as soon as a plan
+reaches the lower bound, since none can beat it.
 
 Guarantees
 ----------
@@ -85,7 +86,7 @@ STRATEGIES = ("size", "peak", "area", "lifetime", "first")
 WORK_BUDGET = 250_000
 #: Up to this many co-live pairs per block, placement walks the conflict graph in Python;
 #: above, it scans the placed blocks with NumPy. Both give the same plan.
-SPARSE_PAIRS = 48
+SPARSE_PAIRS = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,7 +359,7 @@ class _Placer:
         self.last_arr = np.array(last, dtype=np.int64)
         self.neighbours, pairs = _neighbours(self.first_arr, self.last_arr, SPARSE_PAIRS * n)
         #: Estimated work of one placement (see the module docstring).
-        self.cost = n // 2 + pairs // 4 if self.neighbours is not None else 16 * n + pairs // 64
+        self.cost = n + pairs // 2 if self.neighbours is not None else 20 * n + pairs // 32
 
     def place(self, order: list[int]) -> _Attempt:
         if self.neighbours is not None:
