@@ -222,6 +222,18 @@ def test_greedy_by_size_misses_an_optimum_the_planner_finds() -> None:
     assert plan.total_bytes == plan.lower_bound == 3 * u
 
 
+def test_search_moves_a_block_to_an_earlier_position() -> None:
+    # One layer: residual (0-4), norm (0-1), qkv (1-2), attention (2-3), o_proj (3-4) and
+    # logits (4-5). No order tried reaches the bound, nor does moving a block to the front
+    # of the best; moving the o_proj output earlier, not first, does.
+    blocks = [(8192, 0, 4), (8192, 0, 1), (24576, 1, 2), (8192, 2, 3), (8192, 3, 4), (30000, 4, 5)]
+    assert _optimum(blocks) == _load(blocks) == 46592
+    plan = plan_offsets(blocks)
+    _check(blocks, plan)
+    assert plan.total_bytes == 46592
+    assert plan.moves >= 1
+
+
 def test_plan_is_frozen_and_reports_its_strategy() -> None:
     plan = plan_offsets([(512, 0, 1), (256, 1, 2)])
     assert plan.strategy in STRATEGIES

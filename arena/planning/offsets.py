@@ -33,12 +33,13 @@ Orders, tried in this sequence (an earlier one wins ties):
     First use ascending, then size descending: a sweep in program order.
 
 As TensorFlow Lite's ``GREEDY_BEST`` does, the smallest total wins. Then a local search
-moves one block to the front of the winning order and places again, keeping the change
-when the total drops, or stays the same with fewer blocks reaching it. The blocks tried
-are those that reach the top, then the blocks live at the same time as them, highest
-first; the search stops at a local optimum. Chained transformer layers need it: greedy by
-size puts every layer's MLP blocks at the bottom, so the residual streams of neighbouring
-layers, live together, stack above them; moving one first lets alternate layers flip.
+moves one block earlier in the winning order and places again, keeping the change when
+the total drops, or stays the same with fewer blocks reaching it. The blocks moved are
+those that reach the top, then the blocks live at the same time as them, highest first;
+each goes to the front first, then to every other earlier position. The search stops at a
+local optimum. Chained transformer layers need it: greedy by size puts every layer's MLP
+blocks at the bottom, so the residual streams of neighbouring layers, live together, stack
+above them; moving one first lets alternate layers flip.
 
 Cost. Each placement of ``n`` blocks with ``p`` co-live pairs walks the conflict graph in
 Python when ``p <= SPARSE_PAIRS * n`` (about ``n + p/2`` microseconds on a slow core),
@@ -68,7 +69,7 @@ arrays hold Python objects, slower but never overflowing.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -386,6 +387,18 @@ class _Placer:
         return tops + near
 
 
+def _moves(order: list[int], candidates: list[int]) -> Iterator[list[int]]:
+    """Orders one move away from ``order``: each candidate moved to the front, then each
+    candidate moved to every earlier position."""
+    for block in candidates:
+        if block != order[0]:
+            yield [block, *(i for i in order if i != block)]
+    for block in candidates:
+        rest = [i for i in order if i != block]
+        for pos in range(1, order.index(block)):
+            yield [*rest[:pos], block, *rest[pos:]]
+
+
 def plan_offsets(
     blocks: Iterable[tuple[int, int, int]], *, alignment: int = DEFAULT_ALIGNMENT
 ) -> OffsetPlan:
@@ -449,11 +462,11 @@ def plan_offsets(
             best, name = tried, other
     moves = 0
     while best.score[0] > lower and spent + placer.cost <= WORK_BUDGET:
-        for block in placer.candidates(best):
+        for order in _moves(best.order, placer.candidates(best)):
             if spent + placer.cost > WORK_BUDGET:
                 break
             spent += placer.cost
-            tried = placer.place([block, *(i for i in best.order if i != block)])
+            tried = placer.place(order)
             if tried.score < best.score:
                 best = tried
                 moves += 1
