@@ -352,6 +352,22 @@ def test_both_placement_paths_are_greedy_best_fit(blocks: list[Block], rng: rand
     )
 
 
+@settings(max_examples=200, deadline=None)
+@given(blocks_st.filter(bool))
+def test_peaks_are_the_largest_live_total_in_each_lifetime(blocks: list[Block]) -> None:
+    """The key of the "peak" order and the lower bound, against per-index sums."""
+    size = np.array([_aligned(b[0], 256) for b in blocks], dtype=np.int64)
+    first = np.array([b[1] for b in blocks])
+    last = np.array([b[2] for b in blocks])
+    peak, lower = planner._peaks(size, first, last)
+    live = [
+        sum(int(s) for s, (_, f, la) in zip(size, blocks, strict=True) if f <= t <= la)
+        for t in range(int(last.max()) + 1)
+    ]
+    assert lower == max(live)
+    assert peak.tolist() == [max(live[f : la + 1]) for _, f, la in blocks]
+
+
 def test_dense_path_plans_are_valid() -> None:
     """Many blocks sharing indices take the NumPy path (and its budget)."""
     rng = random.Random(3)
@@ -395,6 +411,7 @@ def test_ten_thousand_blocks() -> None:
         (8, ["block 1", "8", "int", "(nbytes, first, last)"]),
         ("abc", ["block 1", "'abc'", "(nbytes, first, last)"]),
         ({"a": 1, "b": 2, "c": 3}, ["block 1", "dict"]),
+        ({1, 2, 3}, ["block 1", "set", "(nbytes, first, last)"]),
     ],
 )
 def test_bad_blocks_name_the_block_and_value(block: object, words: list[str]) -> None:

@@ -59,7 +59,8 @@ Guarantees
 - ``total_bytes >= lower_bound``, the largest total of aligned sizes live at any single
   index, which any valid plan must hold at once.
 - ``total_bytes`` is never more than greedy by size's (with the tie-breaks above): that
-  order always runs, and nothing replaces a plan but a smaller or equal total.
+  order always runs, and only a plan with a smaller total, or the same total with fewer
+  blocks reaching it, replaces the best.
 - The plan depends only on the input (the budget counts estimated work, not time).
 
 Sizes are exact Python ints throughout: when the aligned sizes sum past ``2**63 - 1`` the
@@ -70,6 +71,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -165,7 +167,7 @@ def _validate(blocks: Iterable[Any]) -> tuple[list[int], list[int], list[int]]:
     firsts: list[int] = []
     lasts: list[int] = []
     for i, block in enumerate(items):
-        if isinstance(block, (str, bytes, Mapping)) or not hasattr(block, "__len__"):
+        if isinstance(block, (str, bytes, Mapping, AbstractSet)) or not hasattr(block, "__len__"):
             raise SpecError(
                 f"block {i}: must be a (nbytes, first, last) tuple, got {block!r} "
                 f"({type(block).__name__}); pass e.g. (4096, 0, 2)"
