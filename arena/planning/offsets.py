@@ -373,8 +373,8 @@ class _Placer:
         return _Attempt((total, reach), order, offsets)
 
     def candidates(self, best: _Attempt) -> list[int]:
-        """Blocks worth moving to the front: those reaching the total (in order), then the
-        blocks live at the same time as them, highest end first."""
+        """Blocks worth moving earlier: those reaching the total (in order), then the blocks
+        live at the same time as them, highest end first."""
         size, offsets, total = self.size, best.offsets, best.score[0]
         tops = [i for i in best.order if offsets[i] + size[i] == total]
         seen = set(tops)
@@ -391,7 +391,7 @@ class _Placer:
 
 def _moves(order: list[int], candidates: list[int]) -> Iterator[list[int]]:
     """Orders one move away from ``order``: each candidate moved to the front, then each
-    candidate moved to every earlier position."""
+    candidate moved to every other earlier position."""
     for block in candidates:
         if block != order[0]:
             yield [block, *(i for i in order if i != block)]
