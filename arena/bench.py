@@ -481,7 +481,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--poison", action="store_true", help="also time poisoned requests (Arena(poison=True))"
     )
+    parser.add_argument(
+        "--render", metavar="PATH", help="print the Markdown tables of a JSON written by --json"
+    )
     args = parser.parse_args(argv)
+    if args.render:
+        from .benchtable import render_markdown
+
+        print(render_markdown(json.loads(Path(args.render).read_text())), end="")
+        return 0
     result = run_bench(
         args.quick,
         args.gpu,
