@@ -466,23 +466,21 @@ def format_result(result: BenchResult) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point of ``python -m arena bench``."""
     parser = argparse.ArgumentParser(
-        prog="python -m arena bench", description=__doc__.split("\n")[0]
+        prog="python -m arena bench",
+        description="Time realistic workloads on a locked arena against the framework "
+        "allocation they replace and a vLLM-style reference, and check the targets.",
     )
-    parser.add_argument("--quick", action="store_true", help="short runs (CI smoke run)")
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
-    parser.add_argument(
-        "--gpu",
-        dest="gpu",
-        action="store_true",
-        default=None,
-        help="run the GPU section (default: when a CUDA device is usable)",
-    )
-    parser.add_argument("--no-gpu", dest="gpu", action="store_false")
-    parser.add_argument(
-        "--poison", action="store_true", help="also time poisoned requests (Arena(poison=True))"
-    )
-    parser.add_argument(
-        "--render", metavar="PATH", help="print the Markdown tables of a JSON written by --json"
+    add = parser.add_argument
+    add("--quick", action="store_true", help="short runs, a CI smoke run (default: full runs)")
+    add("--json", metavar="PATH", help="also write the results as JSON (default: no JSON)")
+    gpu = "(default: run it when a CUDA device is usable)"
+    add("--gpu", dest="gpu", action="store_true", default=None, help=f"run the GPU part {gpu}")
+    add("--no-gpu", dest="gpu", action="store_false", help=f"skip the GPU part {gpu}")
+    add("--poison", action="store_true", help="also time Arena(poison=True) (default: off)")
+    add(
+        "--render",
+        metavar="PATH",
+        help="only print the Markdown tables of a --json file (default: run the bench)",
     )
     args = parser.parse_args(argv)
     if args.render:

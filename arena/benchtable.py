@@ -25,7 +25,9 @@ DEFAULT_SECTIONS = ("rows", "targets")
 
 #: A marked block: ``<!-- bench:begin [SECTION ...] -->`` ... ``<!-- bench:end -->``.
 MARKERS = re.compile(
-    r"(?P<begin><!-- bench:begin(?P<sections>(?: [\w-]+)*) -->\n)(?P<body>.*?)(?P<end><!-- bench:end -->)",
+    r"(?P<begin><!-- bench:begin(?P<sections>(?: [\w-]+)*) -->\n)"
+    r"(?P<body>.*?)"
+    r"(?P<end><!-- bench:end -->)",
     re.S,
 )
 
