@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import platform
 import sys
 
 USAGE = """usage: python -m arena COMMAND [options]
+       python -m arena --version
 
 commands:
   demo    play an inference engine's workspace lifecycle and print what it measured
-  bench   measure the locked hot path against framework allocation (see --help)
-  report  show a recorded profile as tables and a plot (see --help)
+  bench   measure the locked hot path against framework allocation
+  report  show a recorded profile as tables and a plot
+
+options:
+  -h, --help  show this help and exit; COMMAND --help shows a command's options
+  --version   print the arena version, the request hit path in use and Python's version
 """
+
+
+def version_line() -> str:
+    """``arena 0.1.0 (hit path: python; Python 3.11.7)``: what ``--version`` prints."""
+    from ._version import __version__, active_hit_path
+
+    python = platform.python_version()
+    return f"arena {__version__} (hit path: {active_hit_path()}; Python {python})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,6 +44,9 @@ def _dispatch(argv: list[str] | None) -> int:
     if not args or args[0] in {"-h", "--help"}:
         print(USAGE)
         return 0 if args else 2
+    if args[0] == "--version":
+        print(version_line())
+        return 0
     command, rest = args[0], args[1:]
     if command == "demo":
         from arena.tools.demo import main as demo_main

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from arena.tools.bench import format_result, run_bench
 from arena.tools.demo import format_report, run_demo
 
 
-@pytest.mark.parametrize("framework", ["numpy", "torch"])
+@pytest.mark.parametrize("framework", ["numpy", "torch", "jax"])
 def test_demo_keeps_every_guarantee(framework: str) -> None:
     pytest.importorskip(framework)
     report = run_demo("cpu", framework, steps=200, max_tokens=64)
@@ -76,3 +77,85 @@ def test_command_line(tmp_path: Path) -> None:
     assert bench.returncode == 0, bench.stderr
     data = json.loads(out.read_text())
     assert {"meta", "rows", "targets", "memory", "checks"} <= set(data)
+
+
+def test_version_names_the_package_the_hit_path_and_python() -> None:
+    import arena
+
+    result = _run("--version")
+    assert result.returncode == 0, result.stderr
+    expected = f"arena {arena.__version__} (hit path: python; Python {platform.python_version()})"
+    assert result.stdout.strip() == expected
+
+
+HELP_COMMANDS = [[], ["demo"], ["bench"], ["report"]]
+
+
+def _options(help_text: str) -> dict[str, str]:
+    """Each option of an argparse help, with its help text (continuation lines joined)."""
+    options: dict[str, str] = {}
+    section = help_text.split("\noptions:\n", 1)[1]
+    name = ""
+    for line in section.splitlines():
+        if line.startswith("  -"):  # "  --plot FILE.png  help text", help maybe on the next line
+            spec, _, text = line.strip().partition("  ")
+            name = spec.split()[0].rstrip(",")
+            options[name] = text.strip()
+        elif name and line.startswith("   "):
+            options[name] += " " + line.strip()
+    return options
+
+
+@pytest.mark.parametrize("command", HELP_COMMANDS, ids=lambda c: " ".join(c) or "top")
+def test_help_is_plain_text(command: list[str]) -> None:
+    result = _run(*command, "--help")
+    assert result.returncode == 0, result.stderr
+    assert "`" not in result.stdout, result.stdout  # no RST markup shown to users
+    options = _options(result.stdout)
+    assert "--help" in options or "-h" in options
+    if command:  # argparse: every option says what it does and what happens by default
+        for name, text in options.items():
+            if name not in {"-h", "--help"}:
+                assert text and "(default: " in text, (name, text)
+
+
+def test_demo_offers_every_framework() -> None:
+    help_text = _run("demo", "--help").stdout
+    assert "{torch,numpy,cupy,jax}" in help_text
+
+
+def test_bench_render_builds_tables_from_whatever_the_json_holds(tmp_path: Path) -> None:
+    data = {
+        "meta": {"date": "2026-12-01", "versions": {"numpy": "2.4.6"}},
+        "rows": [
+            {
+                "workload": "fixed",
+                "framework": "numpy",
+                "device": "cpu",
+                "median_us": {"arena": 0.91, "alloc": 0.76, "paired": 1.5},
+                "rounds": 3,
+            },
+            {
+                "workload": "varying",
+                "framework": "jax",
+                "device": "cpu",
+                "median_us": {"arena": 14.52},
+                "rounds": 3,
+            },
+        ],
+        "targets": [{"target": "numpy fixed", "measured": 0.0469, "limit": 1.0, "met": True}],
+    }
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(data))
+    result = _run("bench", "--render", str(path))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert (
+        lines[0].startswith("`python -m arena bench`: date 2026-12-01")
+        and "numpy 2.4.6" in lines[0]
+    )
+    assert "| workload | framework | arena | alloc | paired | rounds |" in lines
+    assert "| fixed | numpy | 0.910 | 0.760 | 1.50 | 3 |" in lines
+    assert "| varying | jax | 14.5 | - | - | 3 |" in lines  # not measured: '-'
+    assert "device: cpu in every row." in lines
+    assert "| numpy fixed | 0.0469 | 1.00 | yes |" in lines

@@ -1,4 +1,4 @@
-"""The Python examples in README.md and docs/ run as written.
+"""The Python examples in README.md and docs/ run as written; the docs site is consistent.
 
 Blocks fenced as ```python run, in order, one interpreter per file. Blocks fenced as
 ```python gpu need a CUDA device: they run only when one is usable. A file whose examples
@@ -15,17 +15,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from arena.adapters import ADAPTER_NAMES
 
+import arena
 from arena.memory.devices import cuda_device_count
 
 ROOT = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^```python( gpu)?\n(.*?)^```", re.S | re.M)
 #: Pages with Python examples (pages with none have nothing to run, hence no test).
-FILES = [
-    p
-    for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    if FENCE.search(p.read_text())
-]
+PAGES = sorted((ROOT / "docs").rglob("*.md"))  # the guides, docs/index.md and docs/api/
+FILES = [p for p in [ROOT / "README.md", *PAGES] if FENCE.search(p.read_text())]
 
 
 IMPORT = re.compile(r"^\s*(?:import|from)\s+(torch|jax|cupy|ml_dtypes)\b", re.M)
@@ -41,7 +40,7 @@ def _missing_frameworks(code: str) -> list[str]:
     return sorted({n for n in IMPORT.findall(code) if importlib.util.find_spec(n) is None})
 
 
-@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(ROOT)) for p in FILES])
 def test_examples_run(path: Path, tmp_path: Path) -> None:
     blocks = _blocks(path)
     if not blocks:
@@ -65,3 +64,50 @@ def test_examples_run(path: Path, tmp_path: Path) -> None:
 def test_every_doc_is_covered() -> None:
     python_blocks = sum(len(FENCE.findall(p.read_text())) for p in FILES)
     assert python_blocks >= 10
+
+
+def test_bench_tables_match_the_bench_json() -> None:
+    """README.md's and docs/performance.md's bench tables are what the JSON renders to."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "render-bench"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+API_DIRECTIVE = re.compile(r"^::: (\S+)", re.M)
+
+
+def test_api_pages_name_only_public_objects() -> None:
+    """``::: name`` directives name what ``arena`` exports or an ``arena.adapters`` module.
+
+    Internal module paths would break when modules move; public names stay.
+    """
+    public = {f"arena.{name}" for name in arena.__all__}
+    public |= {"arena.adapters"} | {f"arena.adapters.{name}" for name in ADAPTER_NAMES}
+    named = {
+        (page.name, name)
+        for page in (ROOT / "docs" / "api").glob("*.md")
+        for name in API_DIRECTIVE.findall(page.read_text())
+    }
+    assert len(named) >= 40
+    assert [(page, name) for page, name in sorted(named) if name not in public] == []
+    documented = {name for _, name in named}
+    missing = sorted(
+        public
+        - documented
+        - {"arena.__version__"}
+        - {f"arena.adapters.{name}" for name in ADAPTER_NAMES if name != "numpy"}
+    )
+    assert missing == [], f"public names without an API entry: {missing}"
+
+
+def test_every_page_is_in_the_site_navigation() -> None:
+    nav = set(
+        re.findall(r"^\s*- (?:[^:\n]+: )?(\S+\.md)$", (ROOT / "mkdocs.yml").read_text(), re.M)
+    )
+    pages = {str(p.relative_to(ROOT / "docs")) for p in PAGES}
+    assert pages == nav

@@ -174,11 +174,19 @@ def main(argv: list[str] | None = None) -> int:
         matplotlib); 2 when the file is not a valid profile (one line on stderr says why).
     """
     parser = argparse.ArgumentParser(
-        prog="python -m arena report", description=__doc__.split("\n")[0]
+        prog="python -m arena report",
+        description="Show what a recorded profile says: per slot, per call site and per "
+        "lane, which call site sizes each slot and what memory is left unused.",
     )
     parser.add_argument("path", help="a profile written by Arena(profile=PATH)")
-    parser.add_argument("--plot", metavar="FILE.png", help="also draw the report (matplotlib)")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="also draw the report, needs matplotlib (default: no plot)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the figures as JSON (default: tables)"
+    )
     args = parser.parse_args(argv)
     try:
         profile = read_profile(args.path)

@@ -1,19 +1,15 @@
 """``python -m arena bench``: realistic workloads against the allocation they replace.
 
-For every installed framework it times the workloads of :mod:`arena.tools.workloads` (fixed,
-varying token counts, decode-heavy, CUDA-graph buckets, MoE, 32 views, 10 000 layouts in
-rotation) with four methods, each written as straight-line code the way a user writes it:
+For every installed framework it times the workloads of :mod:`arena.tools.workloads` with
+four methods, each written as straight-line code the way a user writes it:
 
 * ``arena``: a locked, presized ``front.get_simultaneous`` (fresh view objects);
 * ``cached``: the same through a cached front (the very same objects on a repeat);
 * ``alloc``: the framework's own allocation, one direct call per view (``torch.empty``);
 * ``reference``: what vLLM's WorkspaceManager does per call (for JAX: a DLPack import
-  per view, the fair baseline there; ``jnp.empty`` compiles per shape).
+  per view; ``jnp.empty`` compiles per shape).
 
-Ratios are taken within one run, so they compare like with like on the same machine. It
-also checks zero allocations after lock, the unlocked warm-up cost, the cache memory and
-the growth peak.
-"""
+Also: zero allocations after lock, the warm-up cost, the cache memory, the growth peak."""
 
 from __future__ import annotations
 
@@ -466,22 +462,28 @@ def format_result(result: BenchResult) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point of ``python -m arena bench``."""
     parser = argparse.ArgumentParser(
-        prog="python -m arena bench", description=__doc__.split("\n")[0]
+        prog="python -m arena bench",
+        description="Time realistic workloads on a locked arena against the framework "
+        "allocation they replace and a vLLM-style reference, and check the targets.",
     )
-    parser.add_argument("--quick", action="store_true", help="short runs (CI smoke run)")
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
-    parser.add_argument(
-        "--gpu",
-        dest="gpu",
-        action="store_true",
-        default=None,
-        help="run the GPU section (default: when a CUDA device is usable)",
-    )
-    parser.add_argument("--no-gpu", dest="gpu", action="store_false")
-    parser.add_argument(
-        "--poison", action="store_true", help="also time poisoned requests (Arena(poison=True))"
+    add = parser.add_argument
+    add("--quick", action="store_true", help="short runs, a CI smoke run (default: full runs)")
+    add("--json", metavar="PATH", help="also write the results as JSON (default: no JSON)")
+    gpu = "(default: run it when a CUDA device is usable)"
+    add("--gpu", dest="gpu", action="store_true", default=None, help=f"run the GPU part {gpu}")
+    add("--no-gpu", dest="gpu", action="store_false", help=f"skip the GPU part {gpu}")
+    add("--poison", action="store_true", help="also time Arena(poison=True) (default: off)")
+    add(
+        "--render",
+        metavar="PATH",
+        help="only print the Markdown tables of a --json file (default: run the bench)",
     )
     args = parser.parse_args(argv)
+    if args.render:
+        from arena.tools.benchtable import render_markdown
+
+        print(render_markdown(json.loads(Path(args.render).read_text())), end="")
+        return 0
     result = run_bench(
         args.quick,
         args.gpu,

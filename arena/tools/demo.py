@@ -68,7 +68,7 @@ class DemoReport:
 
 
 class _Modules:
-    """The three consumers, written against one front (torch, NumPy or CuPy)."""
+    """The three consumers, written against one front (torch, NumPy or CuPy; JAX below)."""
 
     def __init__(self, arena: Arena, framework: str) -> None:
         self.front = arena.front(framework)
@@ -144,7 +144,7 @@ def run_demo(
         else:
             framework = "cupy" if resolved.is_cuda else "numpy"
     with Arena(resolved, ubatches=2, framework=framework, profile=profile) as arena:
-        modules = _Modules(arena, framework)
+        modules = (_JaxModules if framework == "jax" else _Modules)(arena, framework)
         errors: list[str] = []
 
         def warm_up(ubatch: int) -> None:
@@ -220,6 +220,74 @@ def run_demo(
         )
 
 
+# Defined after run_demo so that the call-site lines the docs show (demo.py:84:attention,
+# demo.py:189:run_demo, ...) stay those of the torch, NumPy and CuPy consumers above.
+class _JaxModules(_Modules):
+    """The same consumers for JAX, whose arrays have no in-place writes.
+
+    Every write goes through ``front.write_into`` (one copy into the arena bytes), which
+    returns the array to read the new bytes through. The values written are computed on
+    the host with NumPy, so no JAX operation is compiled for each of the many token counts.
+    """
+
+    def __init__(self, arena: Arena, framework: str) -> None:
+        super().__init__(arena, framework)
+        # The persistent keys as last written: the object get_persistent returns may hold
+        # a host copy of older bytes on a GPU (docs/jax.md, rule 5).
+        self.keys: dict[int, Any] = {}
+
+    def attention(self, ubatch: int, tokens: int) -> float:
+        import numpy as np
+
+        out, lse = self.front.get_simultaneous(
+            ((tokens, HEADS, HEAD_DIM), self.dtype), ((tokens, HEADS), "float32")
+        )
+        out = self.front.write_into(out, _full(out, 1))
+        lse = self.front.write_into(lse, _full(lse, 2))
+        self._track(ubatch, "attention", out)
+        return float(np.asarray(lse).sum())
+
+    def moe(self, ubatch: int, tokens: int) -> float:
+        import numpy as np
+
+        rows = tokens * EXPERTS_TOP_K
+        workspace13, workspace2 = self.front.get_simultaneous(
+            ((rows, max(MOE_INTERMEDIATE, HIDDEN)), self.dtype),
+            ((rows, MOE_INTERMEDIATE // 2), self.dtype),
+        )
+        self._track(ubatch, "moe", workspace13)
+        gate_up = np.ones(workspace13.shape, workspace13.dtype)  # gate/up projection output
+        self.front.write_into(workspace13, gate_up)
+        self.front.write_into(workspace2, gate_up[:, : MOE_INTERMEDIATE // 2])
+        # fused_out lives in workspace13's first bytes: written through the whole view
+        gate_up.reshape(-1)[: tokens * HIDDEN] = 3
+        workspace13 = self.front.write_into(workspace13, gate_up)
+        fused_out = np.asarray(workspace13).reshape(-1)[: tokens * HIDDEN]
+        return float(fused_out.reshape(tokens, HIDDEN)[0, 0])
+
+    def indexer(self, ubatch: int, tokens: int, warm_up: bool) -> float:
+        import numpy as np
+
+        keys = self.front.get_persistent("indexer.keys", (INDEX_TOP_K, HEAD_DIM), "float32")
+        (scores,) = self.front.get_simultaneous(((tokens, INDEX_TOP_K), "float32"))
+        if warm_up:
+            self.long_lived[ubatch] = scores
+        self.front.write_into(scores, _full(scores, 0.5))
+        self._track(ubatch, "indexer", scores)
+        updated = np.array(self.keys.get(ubatch, keys))
+        updated[0, 0] += 1
+        self.keys[ubatch] = self.front.write_into(keys, updated)
+        return float(np.asarray(self.keys[ubatch])[0, 0])
+
+
+def _full(view: Any, value: float) -> Any:
+    """A host array of ``view``'s shape and dtype holding ``value``: write_into copies
+    exactly that (it never casts or broadcasts)."""
+    import numpy as np
+
+    return np.full(view.shape, value, np.dtype(view.dtype))
+
+
 def format_report(report: DemoReport) -> str:
     """The report as the tables the demo prints."""
     lines = [
@@ -259,15 +327,36 @@ def format_report(report: DemoReport) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point of ``python -m arena demo``."""
     parser = argparse.ArgumentParser(
-        prog="python -m arena demo", description=__doc__.split("\n")[0]
+        prog="python -m arena demo",
+        description="Play an inference engine's workspace lifecycle (warm-up, lock, steady "
+        "state) and print what it measured: capacities, allocations after lock (must be 0), "
+        "pointer stability and the peak demand per call site.",
     )
-    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: GPU if any)")
-    parser.add_argument("--framework", choices=["torch", "numpy", "cupy"], default=None)
-    parser.add_argument("--steps", type=int, default=2000, help="locked steps (default 2000)")
-    parser.add_argument("--max-tokens", type=int, default=512, help="warm-up batch size")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--profile", metavar="PATH", help="record into (and presize from) this profile"
+        "--device", help="cpu, cuda or cuda:N (default: the GPU if there is one, else cpu)"
+    )
+    parser.add_argument(
+        "--framework",
+        choices=["torch", "numpy", "cupy", "jax"],
+        help="the views' framework (default: torch if installed, else cupy on a GPU and "
+        "numpy on cpu)",
+    )
+    parser.add_argument(
+        "--steps", type=int, default=2000, help="locked steps to run (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=512,
+        help="warm-up batch size, the largest batch (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the random batch sizes (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="PATH",
+        help="record into (and presize from) this profile (default: no profile)",
     )
     args = parser.parse_args(argv)
     report = run_demo(
