@@ -2,31 +2,18 @@
 
 from __future__ import annotations
 
-import itertools
 import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from arena.config import (
-    FRAMEWORKS,
-    check_flag,
-    check_framework,
-    check_path,
-    load_adapter,
-    pick_framework,
-    settings,
-)
+from arena.assembly import assemble
+from arena.config import FRAMEWORKS, check_flag, settings
 from arena.memory.devices import Device
 from arena.memory.sources import MemorySource
 from arena.observe.events import ArenaEvent, format_mb
-from arena.observe.profile import Recorder, attach_profile, profile_from_env
-from arena.observe.requests import RequestLog
-from arena.observe.snapshot import EventLog
 from arena.observe.stats import ArenaStats
 from arena.slots.governor import StateFlag, StateSwitch
-from arena.slots.selector import SlotSelector
-from arena.slots.table import SlotTable
 from arena.views.front import Front
 from arena.views.layout import DEFAULT_ALIGNMENT, compute_layout
 
@@ -40,8 +27,6 @@ __all__ = ["FRAMEWORKS", "Arena"]
 
 T = TypeVar("T")
 _A = TypeVar("_A", bound="Arena")
-
-_arena_ids = itertools.count()
 
 
 class Arena:
@@ -154,36 +139,28 @@ class Arena:
             capture_probe=capture_probe,
             poison=poison,
         )
-        self._ubatches = config.ubatches
-        self._lanes = config.lanes
-        self._cached_views = config.cached_views
-        self._poison = config.poison
-        self._max_cached = config.max_cached
-        event_log = check_path("event_log", event_log)
-        profile = check_path("profile", profile)
-        self._table = table = SlotTable(config, alloc_context, EventLog(event_log))
-        self._governor = table.governor
-        self._selector = SlotSelector(
-            table.slots,
-            lanes=self._lanes,
+        parts = assemble(
+            config,
+            framework=framework,
+            profile=profile,
+            event_log=event_log,
+            alloc_context=alloc_context,
             ubatch_resolver=ubatch_resolver,
             lane_resolver=lane_resolver,
-            name=f"arena_lane_{next(_arena_ids)}",
         )
-        self._fronts: dict[tuple[str, bool], Front[Any]] = {}
-        self._framework = pick_framework(framework, self.device)
+        self._config = config
+        self._table = parts.table
+        self._governor = parts.table.governor
+        self._selector = parts.selector
+        self._fronts = parts.fronts
+        self._framework = parts.framework
+        self._recorder = parts.recorder
+        self._log = parts.log
         self._default_front: Front[Any] | None = None
-        profile = profile_from_env() if profile is None else profile
-        self._recorder: Recorder | None = None
-        if profile is not None:
-            key = (self.device.kind, self._ubatches, self._lanes, config.alignment)
-            self._recorder = attach_profile(profile, table, key, str(config.growth))
+        if parts.recorder is not None:
             # Saved when the arena is collected or the interpreter exits; the finalizer
             # holds the recorder, never the arena.
-            weakref.finalize(self, self._recorder.save_if_dirty)
-        # Profiles record requests through the call-site log: with track_call_sites=False
-        # a profile keeps capacities only.
-        self._log = RequestLog(self._recorder) if config.track_sites else None
+            weakref.finalize(self, parts.recorder.save_if_dirty)
 
     @property
     def device(self) -> Device:
@@ -198,12 +175,12 @@ class Arena:
     @property
     def ubatches(self) -> int:
         """Number of micro-batch slots."""
-        return self._ubatches
+        return self._config.ubatches
 
     @property
     def lanes(self) -> int:
         """Number of lanes per micro-batch."""
-        return self._lanes
+        return self._config.lanes
 
     @property
     def alignment(self) -> int:
@@ -253,22 +230,8 @@ class Arena:
         FrameworkUnavailableError
             If the framework is not installed or cannot view this device's memory.
         """
-        use_cache = self._cached_views if cached is None else check_flag("cached", cached)
-        front = self._fronts.get((framework, use_cache))
-        if front is None:
-            check_framework(framework)
-            front = Front(
-                self,
-                self._selector.select,
-                self._table,
-                load_adapter(framework, self.device),
-                cached=use_cache,
-                max_cached=self._max_cached,
-                poison=self._poison,
-                log=self._log,
-            )
-            front = self._fronts.setdefault((framework, use_cache), front)
-        return front
+        use_cache = self._config.cached_views if cached is None else check_flag("cached", cached)
+        return self._fronts.get(self, framework, use_cache)
 
     @property
     def numpy(self) -> Front[numpy.ndarray]:
@@ -493,7 +456,7 @@ class Arena:
         state = "closed" if governor.closed else ("locked" if governor.locked else "unlocked")
         sizes = ", ".join(format_mb(c) for c in self._table.sizes())
         return (
-            f"Arena(device='{self.device}', ubatches={self._ubatches}, lanes={self._lanes}, "
+            f"Arena(device='{self.device}', ubatches={self.ubatches}, lanes={self.lanes}, "
             f"alignment={self.alignment}, framework='{self._framework}', {state}, "
             f"slots=[{sizes}])"
         )

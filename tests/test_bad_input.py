@@ -245,3 +245,28 @@ def test_resolvers_may_return_integer_likes_and_name_what_is_wrong() -> None:
         value = -1
         with pytest.raises(SlotError, match="start at 0"):
             a.current_slot()
+
+
+def test_warnings_point_at_the_users_line(tmp_path: Any) -> None:
+    """Whatever the depth of arena's own frames, a warning names the caller's file."""
+    import warnings
+
+    profile = tmp_path / "profile.json"
+    profile.write_text('{"format": "something else"}')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        a = Arena("cpu", framework="numpy", profile=profile, event_log=tmp_path)
+        cached = a.front("numpy", cached=True)
+        a.lock()
+        a.close()
+    assert caught, "expected warnings for the profile and the event log"
+    for warning in caught:
+        assert warning.filename == __file__, (warning.filename, str(warning.message))
+    debug = Arena("cpu", framework="numpy", cached_views=True, debug=True)
+    (view,) = debug.get_simultaneous(((4, 4), F32))
+    (view,) = debug.get_simultaneous(((4, 4), F32))
+    view.shape = (16,)
+    with pytest.warns(arena.ArenaWarning) as record:
+        debug.get_simultaneous(((4, 4), F32))
+    assert record[0].filename == __file__
+    del cached

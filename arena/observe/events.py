@@ -9,8 +9,11 @@ import importlib.util
 import logging
 import os
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
+
+from arena.errors import ArenaWarning
 
 __all__ = [
     "MB",
@@ -20,6 +23,7 @@ __all__ = [
     "format_mb",
     "log_event",
     "logger",
+    "warn_user",
 ]
 
 logger = logging.getLogger("arena")
@@ -124,6 +128,25 @@ def caller_info(skip: int = 1) -> str:
             return site
         frame = frame.f_back  # type: ignore[assignment]
     return "<unknown>"
+
+
+def warn_user(message: str, category: type[Warning] | None = None) -> None:
+    """Warn, attributed to the first frame outside arena and its adapters (the line of the
+    user's code that led here), whatever the depth of arena's own frames."""
+    if category is None:
+        category = ArenaWarning
+    level = 1
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        internal = _INTERNAL_FILES.get(code.co_filename)
+        if internal is None:
+            internal = _INTERNAL_FILES[code.co_filename] = _is_internal(code.co_filename)
+        if not internal:
+            break
+        level += 1
+        frame = frame.f_back  # type: ignore[assignment]
+    warnings.warn(message, category, stacklevel=level + 1)
 
 
 #: (code object, instruction offset) -> "file:line:function".

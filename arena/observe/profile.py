@@ -35,15 +35,14 @@ import os
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from arena.errors import ArenaError, ArenaWarning
+from arena.errors import ArenaError
 from arena.forks import after_fork
-from arena.observe.events import ArenaEvent
+from arena.observe.events import ArenaEvent, warn_user
 from arena.observe.profilefile import (
     FORMAT,
     MAX_LAYOUTS,
@@ -254,41 +253,31 @@ class Recorder:
         except ProfileError as exc:  # not a profile this arena may touch: left as it is
             if not self.warned:
                 self.warned = True
-                warnings.warn(
+                warn_user(
                     f"arena profile {str(self.path)!r} is left as it is and this run is not "
-                    f"saved: {exc}. {_MOVE_IT}",
-                    ArenaWarning,
-                    stacklevel=2,
+                    f"saved: {exc}. {_MOVE_IT}"
                 )
             return False
         except OSError as exc:  # warned once per attempt; the next lock/close tries again
-            warnings.warn(
+            warn_user(
                 f"cannot write the arena profile {str(self.path)!r} ({exc}); the engine "
                 "continues, but the next start will not be presized. Pass a writable path "
-                "as profile= (or ARENA_PROFILE)",
-                ArenaWarning,
-                stacklevel=2,
+                "as profile= (or ARENA_PROFILE)"
             )
             return False
         except Exception as exc:  # lock(), close() and the exit hook must not raise
             self.dirty = False
-            warnings.warn(
+            warn_user(
                 f"cannot save the arena profile {str(self.path)!r} "
                 f"({type(exc).__name__}: {exc}); the engine continues, but the next start "
                 "will not be presized. Delete or move the file so the next run writes a "
-                "fresh one",
-                ArenaWarning,
-                stacklevel=2,
+                "fresh one"
             )
             return False
         self.saved = True
         if changed is not None and not self.warned:
             self.warned = True
-            warnings.warn(
-                f"arena profile {str(self.path)!r} was saved, but {changed}",
-                ArenaWarning,
-                stacklevel=2,
-            )
+            warn_user(f"arena profile {str(self.path)!r} was saved, but {changed}")
         return True
 
     def save_if_dirty(self) -> None:
@@ -349,11 +338,9 @@ def _load_matching(recorder: Recorder) -> dict[str, Any] | None:
         if key_of(profile) == recorder.key:
             if repairs:
                 recorder.warned = True
-                warnings.warn(
+                warn_user(
                     f"{what} was repaired: {describe_repairs(repairs)}. The rest presizes "
-                    "this arena; lock() or close() saves the repaired profile with this run",
-                    ArenaWarning,
-                    stacklevel=4,
+                    "this arena; lock() or close() saves the repaired profile with this run"
                 )
             return profile
         reason = (
@@ -362,7 +349,7 @@ def _load_matching(recorder: Recorder) -> dict[str, Any] | None:
             "this run's profile replaces the file at lock() or close()"
         )
     recorder.warned = True
-    warnings.warn(reason, ArenaWarning, stacklevel=4)
+    warn_user(reason)
     return None
 
 
@@ -376,11 +363,9 @@ def _presize(slots: ProfiledSlots, recorder: Recorder, profile: dict[str, Any]) 
             if target:
                 slots.reserve(target, lane)
         except ArenaError as exc:  # out of memory: run unsized rather than not at all
-            warnings.warn(
+            warn_user(
                 f"arena profile {str(recorder.path)!r}: could not presize lane {lane} to "
-                f"{target} bytes ({exc}); those slots start unsized and grow on demand",
-                ArenaWarning,
-                stacklevel=4,
+                f"{target} bytes ({exc}); those slots start unsized and grow on demand"
             )
     for index, capacity in enumerate(slots.sizes()):
         if capacity:

@@ -18,13 +18,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-import warnings
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from arena.errors import ArenaWarning
+from arena.observe.events import warn_user
 from arena.observe.files import open_append
 from arena.views.layout import compute_layout
 
@@ -99,11 +98,9 @@ class EventLog:
 
     def _fail(self, exc: BaseException) -> None:
         path, self.path = self.path, None  # warned once, not retried
-        warnings.warn(
+        warn_user(
             f"cannot write the arena event log {str(path)!r} ({exc}); the arena "
-            "keeps working without it. Pass a writable regular file as event_log=",
-            ArenaWarning,
-            stacklevel=5,
+            "keeps working without it. Pass a writable regular file as event_log="
         )
 
 

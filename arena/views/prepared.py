@@ -20,12 +20,11 @@ copies of them), kept in a bounded dict per buffer and front:
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
-from arena.errors import ArenaWarning
+from arena.observe.events import warn_user
 
 __all__ = ["Prepared", "array_start", "metadata", "remember", "unchanged", "warn_changed"]
 
@@ -135,12 +134,10 @@ def warn_changed(expected: Any, found: Any) -> None:
     attributed five frames up, to the front's ``get_simultaneous`` or
     ``try_get_simultaneous``.
     """
-    warnings.warn(
+    warn_user(
         "a cached arena view was changed in place (shape, dtype, strides, start, "
         f"requires_grad: {expected} -> {found}); cached views are shared by every caller "
         "of the same request, so never change their metadata in place (take "
         ".view()/.reshape() instead; for gradients, .detach().requires_grad_() gives a "
-        "tensor of your own). The views were rebuilt",
-        ArenaWarning,
-        stacklevel=5,
+        "tensor of your own). The views were rebuilt"
     )

@@ -1,0 +1,138 @@
+"""How an :class:`~arena.Arena` is put together from its validated settings.
+
+:func:`assemble` builds the parts an arena composes: the slot table (with its governor,
+ledger and event log), the selector that finds the caller's slot, the profile recorder
+and the request log. :class:`Fronts` makes each framework's front on first use. The arena
+keeps the parts and adds only its public methods.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from arena.config import Settings, check_framework, check_path, load_adapter, pick_framework
+from arena.observe.profile import Recorder, attach_profile, profile_from_env
+from arena.observe.requests import RequestLog
+from arena.observe.snapshot import EventLog
+from arena.slots.selector import SlotSelector
+from arena.slots.table import SlotTable
+from arena.views.front import Front
+
+__all__ = ["Fronts", "Parts", "assemble"]
+
+_arena_ids = itertools.count()
+
+
+class Fronts:
+    """An arena's fronts, one per ``(framework, cached)``, each made on first use.
+
+    Parameters
+    ----------
+    table : SlotTable
+        The arena's slots.
+    selector : SlotSelector
+        Finds the caller's slot.
+    config : Settings
+        The arena's settings (view cache size, poisoning).
+    log : RequestLog or None
+        Told of every unlocked request (None: call-site tracking is off).
+    """
+
+    __slots__ = ("_config", "_fronts", "_log", "_selector", "_table")
+
+    def __init__(
+        self,
+        table: SlotTable,
+        selector: SlotSelector,
+        config: Settings,
+        log: RequestLog | None,
+    ) -> None:
+        self._table = table
+        self._selector = selector
+        self._config = config
+        self._log = log
+        self._fronts: dict[tuple[str, bool], Front[Any]] = {}
+
+    def get(self, owner: object, framework: str, cached: bool) -> Front[Any]:
+        """The front of ``framework`` for ``owner`` (the arena, held weakly by the front).
+
+        Raises
+        ------
+        ConfigError
+            If ``framework`` is not one an arena knows.
+        FrameworkUnavailableError
+            If the framework is not installed or cannot view this device's memory.
+        """
+        front = self._fronts.get((framework, cached))
+        if front is None:
+            check_framework(framework)
+            config = self._config
+            front = Front(
+                owner,
+                self._selector.select,
+                self._table,
+                load_adapter(framework, self._table.governor.device),
+                cached=cached,
+                max_cached=config.max_cached,
+                poison=config.poison,
+                log=self._log,
+            )
+            front = self._fronts.setdefault((framework, cached), front)
+        return front
+
+
+@dataclass(slots=True)
+class Parts:
+    """What an arena is made of (see :func:`assemble`)."""
+
+    table: SlotTable
+    selector: SlotSelector
+    fronts: Fronts
+    framework: str
+    recorder: Recorder | None
+    log: RequestLog | None
+
+
+def assemble(
+    config: Settings,
+    *,
+    framework: str | None,
+    profile: Any,
+    event_log: Any,
+    alloc_context: Callable[[], AbstractContextManager[Any]] | None,
+    ubatch_resolver: Callable[[], int] | None,
+    lane_resolver: Callable[[], int] | None,
+) -> Parts:
+    """Build an arena's parts from its validated settings.
+
+    The profile (``profile``, else ``ARENA_PROFILE``) presizes the slots here, before any
+    request. Profiles record requests through the call-site log: with
+    ``track_call_sites=False`` a profile keeps capacities only.
+
+    Raises
+    ------
+    ConfigError
+        For a bad path or framework.
+    """
+    event_log = check_path("event_log", event_log)
+    profile = check_path("profile", profile)
+    table = SlotTable(config, alloc_context, EventLog(event_log))
+    selector = SlotSelector(
+        table.slots,
+        lanes=config.lanes,
+        ubatch_resolver=ubatch_resolver,
+        lane_resolver=lane_resolver,
+        name=f"arena_lane_{next(_arena_ids)}",
+    )
+    chosen = pick_framework(framework, table.governor.device)
+    profile = profile_from_env() if profile is None else profile
+    recorder = None
+    if profile is not None:
+        key = (table.governor.device.kind, config.ubatches, config.lanes, config.alignment)
+        recorder = attach_profile(profile, table, key, str(config.growth))
+    log = RequestLog(recorder) if config.track_sites else None
+    return Parts(table, selector, Fronts(table, selector, config, log), chosen, recorder, log)
