@@ -9,7 +9,6 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 from arena.errors import ConfigError, FrameworkUnavailableError
@@ -267,9 +266,9 @@ def _default_cuda_source(device: Device) -> str:
     return "torch"
 
 
-def load_adapter(framework: str, device: Device) -> ModuleType:
-    """Import the adapter of ``framework`` (``arena.adapters.<framework>``) and check that it
-    can view ``device``'s memory.
+def load_adapter(framework: str, device: Device) -> Any:
+    """The adapter of ``framework`` (``arena.adapters.<framework>.ADAPTER``, an
+    :class:`arena.adapters.base.Adapter`), checked to view ``device``'s memory.
 
     Raises
     ------
@@ -277,7 +276,7 @@ def load_adapter(framework: str, device: Device) -> ModuleType:
         If the framework is not installed or cannot view this device's memory.
     """
     try:
-        adapter = importlib.import_module(f"arena.adapters.{framework}")
+        module = importlib.import_module(f"arena.adapters.{framework}")
     except FrameworkUnavailableError:
         raise  # the adapter's own message already says what to install
     except ImportError as exc:
@@ -285,5 +284,6 @@ def load_adapter(framework: str, device: Device) -> ModuleType:
             f"the {framework} front needs {framework}, which cannot be imported "
             f"({exc}); install it (pip install {framework}) or use another front"
         ) from exc
+    adapter = module.ADAPTER
     adapter.check_device(device)
     return adapter

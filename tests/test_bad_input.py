@@ -134,7 +134,7 @@ def test_numpy_front_on_device_memory_is_refused() -> None:
     from arena.adapters import numpy as numpy_adapter
 
     with pytest.raises(arena.FrameworkUnavailableError, match=r"ws\.cupy"):
-        numpy_adapter.check_device(arena.Device("cuda", 0))
+        numpy_adapter.ADAPTER.check_device(arena.Device("cuda", 0))
 
 
 def test_error_hierarchy() -> None:

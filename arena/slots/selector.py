@@ -69,7 +69,31 @@ class SlotSelector:
     @property
     def select(self) -> Callable[[], Slot]:
         """``select()`` -> the calling thread's slot (fetch it once: a callable to keep)."""
-        return self._only or self._select
+        if self._only is not None:
+            return self._only
+        if self._lanes == 1 and self._resolver is None and self._lane_resolver is None:
+            # One lane, no resolver: the thread's micro-batch is the whole answer (its
+            # binding is checked when it is set). A closure, not a method: no cycle.
+            slots, tls = self._slots, self._tls
+
+            def select() -> Slot:
+                return slots[tls.ubatch]
+
+            return select
+        return self._select
+
+    @property
+    def shortcut(self) -> tuple[tuple[Slot, ...] | None, Any]:
+        """``(slots, tls)`` where the compiled hit path finds the slot without a call:
+        ``slots[tls.ubatch]`` with one lane and no resolver, ``slots[0]`` (``tls`` None)
+        for a single slot; ``(None, None)`` where only :attr:`select` knows."""
+        if self._resolver is not None or self._lane_resolver is not None:
+            return None, None
+        if len(self._slots) == 1:
+            return self._slots, None
+        if self._lanes == 1:
+            return self._slots, self._tls
+        return None, None
 
     def _select(self) -> Slot:
         ubatches = len(self._slots) // self._lanes

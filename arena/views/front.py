@@ -13,28 +13,28 @@ request with new sizes but a known structure is served by the structure's genera
 
 from __future__ import annotations
 
-import functools
 import weakref
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any, Generic, TypeVar
 
 from arena.errors import GraphCaptureError
 from arena.observe.requests import RequestLog
 from arena.slots.slot import Buffer, Slot, check_in_bounds
 from arena.slots.table import SlotTable
+from arena.views import hit
+from arena.views.hit import HitBase, compiled
 from arena.views.layout import compute_layout
 from arena.views.plan import Plan, plan_for, server
-from arena.views.poison import fill_views, poison_stale_bytes, poisoned
-from arena.views.prepared import Prepared, metadata, remember, unchanged
+from arena.views.poison import poison_stale_bytes, poisoned
+from arena.views.prepared import Prepared, guarded_server, plain_key, remember
 
-__all__ = ["Front", "ViewT", "plain_key"]
+__all__ = ["CompiledFront", "Front", "ViewT", "front_class"]
 
 #: The type of the views a front hands out (``torch.Tensor`` for ``ws.torch``, ...).
 ViewT = TypeVar("ViewT")
 
 
-class Front(Generic[ViewT]):
+class Front(HitBase, Generic[ViewT]):
     """Hands out views of an arena's slots as one framework's arrays.
 
     Obtain one with ``ws.torch``, ``ws.numpy``, ``ws.cupy``, ``ws.jax`` or
@@ -45,49 +45,42 @@ class Front(Generic[ViewT]):
     __slots__ = (
         "_adapter",
         "_cached",
-        "_debug",
         "_fresh",
-        "_fresh_expression",
-        "_governor",
         "_guarded",
-        "_key",
         "_last_plan",
-        "_log",
         "_max_cached",
         "_name",
         "_owner",
         "_plans",
         "_poison",
-        "_probe",
+        "_python_hits",
         "_seen",
-        "_select",
         "_table",
     )
-
-    #: Debug mode, cached fronts: whether a hit's views still have the metadata they were
-    #: made with (see :mod:`arena.views.prepared`). A plain function: no extra frame.
-    _unchanged = staticmethod(unchanged)
 
     def __init__(
         self,
         owner: object,
         select: Callable[[], Slot],
         table: SlotTable,
-        adapter: ModuleType,
+        adapter: Any,
         *,
         cached: bool = False,
         max_cached: int = 256,
         poison: bool = False,
         log: RequestLog | None = None,
+        shortcut: tuple[tuple[Slot, ...] | None, Any] = (None, None),
     ) -> None:
         # Weak: the arena holds its fronts, and a cycle would keep every buffer alive
         # until the cycle collector runs after the arena is dropped.
         self._owner = weakref.ref(owner)
         self._select = select
+        # The compiled hit path's way to the caller's slot (see SlotSelector.shortcut).
+        self._slots, self._tls = shortcut
         self._table = table
         self._governor = governor = table.governor
         self._adapter = adapter
-        self._name: str = adapter.FRAMEWORK
+        self._name: str = adapter.framework
         self._cached = cached
         self._max_cached = max_cached
         self._poison = poison
@@ -99,22 +92,26 @@ class Front(Generic[ViewT]):
         self._seen: dict[Any, Any] = {}
         # Debug mode and poisoning take the checked path (_debug_request), off the hot one.
         self._debug = governor.debug or poison
+        # Cached fronts hand out the prepared objects themselves where the adapter allows
+        # it (JAX does not: a shared jax.Array may hold a stale host copy).
+        shared = cached and adapter.shares_views
         # The in-place-change guard costs about 0.1 us per view per call, a third of a
-        # cached request: it runs in debug mode. JAX arrays are immutable.
-        self._guarded = cached and self._name != "jax" and governor.debug
-        # Cached fronts hand out the prepared objects themselves, so they keep their own
-        # entries: a caller's in-place change must never leak into an uncached front.
+        # cached request: it runs in debug mode.
+        self._guarded = shared and governor.debug
+        # Cached fronts keep their own entries: a caller's in-place change must never leak
+        # into an uncached front.
         self._key = f"{self._name}/cached" if cached else self._name
-        # JAX fronts hand out new arrays even when cached: a shared jax.Array may hold a
-        # host copy cached by an earlier read, which would show stale bytes.
-        self._fresh = list if cached and self._name != "jax" else adapter.fresh_views
-        # How a hit makes its fresh views, in the code generated per remembered request.
-        self._fresh_expression: str = (
-            "{view}" if cached and self._name != "jax" else adapter.FRESH_EXPRESSION
-        )
+        #: fresh(views) -> the views a hit hands out (a new list either way).
+        self._fresh: Callable[[Any], list[Any] | None] = list if shared else adapter.fresh_views
+        # How the compiled hit path makes one fresh view (None: the prepared view itself);
+        # False sends every request of this front through Python.
+        fresh_view = adapter.fresh_view
+        self._fresh_view: Any = None if shared else (False if fresh_view is None else fresh_view)
         if poison:  # every request's views are filled with a sentinel on return
-            self._fresh = poisoned(self._name, self._fresh)
-            self._fresh_expression = ""
+            self._fresh = poisoned(adapter, self._fresh)
+            self._fresh_view = False
+        # Whether this front's hits run in Python (generated servers pay off there only).
+        self._python_hits = True
 
     @property
     def cached(self) -> bool:
@@ -167,10 +164,29 @@ class Front(Generic[ViewT]):
         slot = self._select()
         if self._debug:
             return self._debug_request(slot, specs, True)  # type: ignore[return-value]
-        # The hit, inline: one lookup of the exact request in the slot's current buffer.
+        return self._request(slot, specs, True)  # type: ignore[return-value]
+
+    def try_get_simultaneous(self, *specs: tuple[Any, Any]) -> list[ViewT] | None:
+        """Like :meth:`get_simultaneous`, but ``None`` instead of raising when locked and
+        too small. Other errors (bad specs, closed arena) still raise."""
+        slot = self._select()
+        if self._debug:
+            return self._debug_request(slot, specs, False)
+        return self._request(slot, specs, False)
+
+    def _python_request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
+        """A request the compiled hit path leaves to Python whole (debug mode, poisoning,
+        fronts whose fresh views need Python: JAX)."""
+        if self._debug:
+            return self._debug_request(slot, specs, strict)
+        return self._request(slot, specs, strict)
+
+    def _request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
+        """A request on ``slot``: the hit (the one place its bookkeeping is written in
+        Python; arena/views/_hit.c mirrors it), else :meth:`_miss`."""
+        # One lookup of the exact request in the slot's current buffer.
         buffer = slot.buffer
         cache = buffer.prepared.get(self._key)
-        entry: Any = None
         if cache is not None and not slot.pending:
             try:
                 entry = cache[specs]
@@ -185,56 +201,27 @@ class Front(Generic[ViewT]):
                     slot.calls += 1
                     if self._probe is None and (self._log is None or self._governor.locked):
                         return views  # type: ignore[no-any-return]
-                    return self._served(  # type: ignore[return-value]
-                        slot, buffer, specs, entry.required, views, strict=True
-                    )
+                    return self._served(slot, buffer, specs, entry.required, views, strict=strict)
+                entry = None
         # Hold nothing of the current buffer while the slot may grow: the old block must
         # go back before the new one is allocated.
-        buffer = cache = entry = None  # type: ignore[assignment]
-        return self._miss(slot, specs, True)  # type: ignore[return-value]
-
-    def try_get_simultaneous(self, *specs: tuple[Any, Any]) -> list[ViewT] | None:
-        """Like :meth:`get_simultaneous`, but ``None`` instead of raising when locked and
-        too small. Other errors (bad specs, closed arena) still raise."""
-        slot = self._select()
-        if self._debug:
-            return self._debug_request(slot, specs, False)
-        views = self._hit(slot, specs, False)
-        if views is None:
-            views = self._miss(slot, specs, False)
-        return views
+        buffer = cache = None  # type: ignore[assignment]
+        return self._miss(slot, specs, strict)
 
     def _debug_request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
+        """Debug mode and poisoning: the same request, with the check that no two threads
+        share the slot (debug) and the stale bytes poisoned."""
         debug = self._governor.debug
         if debug:
             slot.enter()
         try:
-            views = self._hit(slot, specs, strict)
-            if views is None:
-                views = self._miss(slot, specs, strict)
+            views = self._request(slot, specs, strict)
             if views is not None and self._poison:
-                poison_stale_bytes(slot.buffer, self._name, views, self._adapter.data_ptr)
+                poison_stale_bytes(slot.buffer, self._adapter, views)
             return views
         finally:
             if debug:
                 slot.leave()
-
-    def _hit(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
-        """Fresh views of an entry prepared over the slot's buffer, or None."""
-        buffer = slot.buffer
-        cache = buffer.prepared.get(self._key)
-        if cache is None or slot.pending:
-            return None
-        try:
-            entry = cache[specs]
-        except (KeyError, TypeError):
-            return None
-        views = entry.serve(specs)
-        if views is None:
-            return None
-        entry.used = True
-        slot.calls += 1
-        return self._served(slot, buffer, specs, entry.required, views, strict=strict)
 
     def _served(
         self, slot: Slot, buffer: Buffer, specs: Any, required: int, views: Any, *, strict: bool
@@ -250,7 +237,7 @@ class Front(Generic[ViewT]):
         if probe is not None and probe() and not slot.mark_captured(buffer):
             slot.calls -= 1  # counted again by the request that replaces this one
             try:
-                return self._request(slot, specs, strict)
+                return self._general(slot, specs, strict)
             except GraphCaptureError as exc:
                 raise GraphCaptureError(
                     f"slot {slot.describe()} was resized by another thread while this "
@@ -282,20 +269,20 @@ class Front(Generic[ViewT]):
                     built = self._build(plan, buffer, specs)
                     self._last_plan = plan
             if built:
+                plan.built()  # type: ignore[union-attr]
                 return self._deliver(
                     slot, buffer, specs, built[0], built[1], strict=strict, admit=False
                 )
-        buffer = None  # see get_simultaneous: no reference to the buffer that may be replaced
-        return self._request(slot, specs, strict)
+        buffer = None  # see _request: no reference to the buffer that may be replaced
+        return self._general(slot, specs, strict)
 
     def _build(self, plan: Plan, buffer: Buffer, specs: Any) -> Any:
+        """``plan.build`` over ``buffer``: None for another structure, False for the
+        general path; whatever it raises is an error (nothing is caught)."""
         sources = buffer.wrappers.get(plan.key)
         if sources is None:
             sources = self._plan_sources(buffer, plan)
-        try:
-            return plan.build(specs, buffer.capacity, *sources)
-        except (ValueError, TypeError):  # unpacking: another structure
-            return None
+        return plan.build(specs, buffer.capacity, sources)
 
     def _plan_sources(self, buffer: Buffer, plan: Plan) -> tuple[Any, ...]:
         wrapper = self._wrapper(buffer)
@@ -304,7 +291,7 @@ class Front(Generic[ViewT]):
         buffer.wrappers[plan.key] = sources
         return sources
 
-    def _request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
+    def _general(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
         governor = self._governor
         layout = compute_layout(specs, governor.alignment)
         required = layout.total
@@ -357,7 +344,7 @@ class Front(Generic[ViewT]):
                         remember(seen, specs, True, self._max_cached)
                 if not admit:
                     if self._poison:
-                        fill_views(self._name, views)
+                        self._adapter.fill(views)
                     return views
             if not self._adapter.views_can_be_kept():
                 # e.g. built inside torch.inference_mode(): remember views built outside it
@@ -370,22 +357,11 @@ class Front(Generic[ViewT]):
             cache = buffer.prepared[self._key] = {}
         entry = Prepared(required, views)
         if self._guarded:
-            entry.metadata = tuple(metadata(v) for v in views)
-            entry.serve = functools.partial(self._serve_guarded, cache, entry)
+            entry.serve = guarded_server(cache, specs, entry, self._fresh)
         else:
-            entry.serve = server(specs, views, self._fresh_expression, self._fresh)
+            entry.serve = server(specs, views, self._fresh, self._fresh_view, self._python_hits)
         remember(cache, specs, entry, self._max_cached)
         return self._fresh(views)
-
-    def _serve_guarded(self, cache: dict[Any, Any], entry: Prepared, specs: Any) -> Any:
-        """Debug mode's server for cached fronts: the int check, then the in-place guard."""
-        for shape, _ in specs:
-            for dim in shape:
-                if dim.__class__ is not int:
-                    return None
-        if not self._unchanged(cache, specs, entry):
-            return None
-        return self._fresh(entry.views)
 
     def _wrapper(self, buffer: Buffer) -> Any:
         """The framework's handle on the whole buffer: one import per buffer."""
@@ -479,16 +455,26 @@ class Front(Generic[ViewT]):
         return f"<arena {kind}front {self._name!r} of {owner!r}>"
 
 
-def plain_key(specs: Any) -> bool:
-    """Whether ``specs`` may key a remembered request: hashable, with every dimension a
-    plain ``int``. An object equal to 4 whose ``__index__`` says 1000 must never be the key
-    a later plain ``(4,)`` request finds."""
-    try:
-        for shape, _ in specs:
-            for dim in shape:
-                if dim.__class__ is not int:
-                    return False
-        hash(specs)
-    except TypeError:
-        return False
-    return True
+class CompiledFront(Front[ViewT]):
+    """A :class:`Front` whose :meth:`get_simultaneous` and :meth:`try_get_simultaneous`
+    are the compiled hit path's (``arena.views._hit``); every request that is not a plain
+    hit goes on to the same Python methods. Exists only where the extension is in use."""
+
+    __slots__ = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._python_hits = bool(self._debug) or self._fresh_view is False
+
+    if compiled is not None:
+        get_simultaneous = compiled.HitBase.get_simultaneous
+        try_get_simultaneous = compiled.HitBase.try_get_simultaneous
+
+
+def front_class() -> type[Front[Any]]:
+    """The class of new fronts: :class:`CompiledFront` where the hit path in use
+    (:data:`arena.views.hit.HIT_PATH`) is ``"compiled"``, else :class:`Front` (the
+    pure-Python hit path)."""
+    if hit.HIT_PATH == "compiled" and compiled is not None:
+        return CompiledFront
+    return Front

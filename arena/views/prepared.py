@@ -26,7 +26,16 @@ from typing import Any
 
 from arena.observe.events import warn_user
 
-__all__ = ["Prepared", "array_start", "metadata", "remember", "unchanged", "warn_changed"]
+__all__ = [
+    "Prepared",
+    "array_start",
+    "guarded_server",
+    "metadata",
+    "plain_key",
+    "remember",
+    "unchanged",
+    "warn_changed",
+]
 
 
 class Prepared:
@@ -91,7 +100,42 @@ def remember(cache: dict[Any, Any], key: Any, entry: Any, limit: int) -> None:
         pass
 
 
+def plain_key(specs: Any) -> bool:
+    """Whether ``specs`` may key a remembered request: hashable, with every dimension a
+    plain ``int``. An object equal to 4 whose ``__index__`` says 1000 must never be the key
+    a later plain ``(4,)`` request finds."""
+    try:
+        for shape, _ in specs:
+            for dim in shape:
+                if dim.__class__ is not int:
+                    return False
+        hash(specs)
+    except TypeError:
+        return False
+    return True
+
+
 # ---------------------------------------------------------------------- debug guard
+def guarded_server(
+    cache: dict[Any, Any], specs: Any, entry: Prepared, fresh: Callable[[Any], Any]
+) -> Callable[[Any], Any]:
+    """Debug mode's server for a cached front's ``entry`` (the request ``specs`` in
+    ``cache``): the int check, then the in-place guard (:func:`unchanged`), then
+    ``fresh(entry.views)``. Records the views' :func:`metadata` now."""
+    entry.metadata = tuple(metadata(v) for v in entry.views)
+
+    def serve(request: Any) -> Any:
+        for shape, _ in request:
+            for dim in shape:
+                if dim.__class__ is not int:
+                    return None
+        if not unchanged(cache, specs, entry):
+            return None
+        return fresh(entry.views)
+
+    return serve
+
+
 def unchanged(cache: dict[Any, Any], specs: Any, entry: Prepared) -> bool:
     """Whether cached views still have the metadata they were made with.
 

@@ -1,0 +1,91 @@
+"""Which hit path serves a request seen before: compiled, or pure Python.
+
+A *hit* is a request the front served before on the same slot buffer: one dictionary
+lookup, a check that every dimension is a plain ``int``, and one fresh view per tensor.
+Two implementations serve it, with the same results:
+
+* **compiled**: ``arena.views._hit``, a small C extension (CPython's API only, no NumPy or
+  torch headers) built at install where a C compiler is found. Its ``HitBase`` is the
+  base class of :class:`~arena.views.front.Front`, and its ``get_simultaneous`` and
+  ``try_get_simultaneous`` serve a plain hit without running Python code. Everything
+  else (debug mode, a miss, a dimension that is not an exact ``int``, capture marking,
+  call-site recording) is handed to the front's Python methods, so each guarantee is
+  written once, in Python.
+* **python**: the same hit written in Python (:meth:`~arena.views.front.Front.get_simultaneous`),
+  the fallback where the extension was not built, or when ``ARENA_PURE_PYTHON=1`` is set
+  in the environment before arena is imported.
+
+``python -m arena --version`` names the one in use (:func:`arena._version.active_hit_path`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from arena.slots.governor import Governor
+from arena.slots.slot import Buffer, Slot
+from arena.views.prepared import Prepared
+
+__all__ = ["HIT_PATH", "HitBase", "PyHitBase", "compiled"]
+
+
+class PyHitBase:
+    """The pure-Python twin of the compiled ``HitBase``: the same hit settings, as slots.
+
+    Attributes
+    ----------
+    _select : callable
+        ``_select()`` -> the caller's slot.
+    _slots, _tls
+        The compiled path's shortcut to the slot: the slots and the selector's per-thread
+        micro-batch binding where one lane and no resolver make ``slots[tls.ubatch]`` the
+        answer (``_tls`` None and one slot: that slot); ``_slots`` None otherwise.
+    _key : str
+        The front's key into ``Buffer.prepared``.
+    _fresh_view
+        The per-view function that makes a fresh view, None to hand out the prepared
+        views themselves (cached fronts), False when every request takes the Python path.
+    _debug : bool
+        Every request takes the checked Python path.
+    _probe, _log, _governor
+        The capture probe (or None), the request log (or None) and the governor.
+    """
+
+    __slots__ = (
+        "_debug",
+        "_fresh_view",
+        "_governor",
+        "_key",
+        "_log",
+        "_probe",
+        "_select",
+        "_slots",
+        "_tls",
+    )
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("ARENA_PURE_PYTHON", "").strip() not in ("", "0"):
+        return None
+    try:
+        module = importlib.import_module("arena.views._hit")
+    except ImportError:  # not built (no compiler at install): the pure-Python path
+        return None
+    module.bind(Slot, Buffer, Prepared, Governor)
+    return module
+
+
+#: The compiled extension module, or None where it is not in use.
+compiled: ModuleType | None = _load()
+
+#: ``"compiled"`` or ``"python"``: the hit path new fronts use.
+HIT_PATH = "compiled" if compiled is not None else "python"
+
+if TYPE_CHECKING:
+    HitBase = PyHitBase
+else:
+    #: The base class of :class:`~arena.views.front.Front`.
+    HitBase = compiled.HitBase if compiled is not None else PyHitBase
