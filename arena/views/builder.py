@@ -10,13 +10,13 @@ through the slot (:meth:`~arena.slots.slot.Slot.ensure`), under the arena's mute
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
 from arena.errors import GraphCaptureError
 from arena.observe.requests import RequestLog
-from arena.slots.slot import Buffer, Slot, check_in_bounds
+from arena.slots.slot import Buffer, Resize, Slot, check_in_bounds
 from arena.slots.table import SlotTable
 from arena.views.framework import FrameworkViews
 from arena.views.layout import Layout, compute_layout, shifted
@@ -120,6 +120,15 @@ class ViewBuilder:
             self.fresh = poisoned(self._name, self.fresh)
             self.fresh_expression = ""
 
+    @property
+    def framework(self) -> str:
+        """The framework of the views."""
+        return self._name
+
+    def retire(self, views: Sequence[Any]) -> None:
+        """Debug mode: make ``views`` unusable where the framework allows it."""
+        self._adapter.retire_views(views)
+
     def served(
         self,
         slot: Slot,
@@ -206,12 +215,15 @@ class ViewBuilder:
         strict: bool = True,
         keep: int = NEVER,
         what: str = "",
+        memo: tuple[Any, Any, Any] | None = None,
     ) -> list[Any] | None:
         """Views of ``layout`` (offsets from the buffer's start) in ``slot``, growing it to
         ``layout.total`` bytes if needed: how plain requests, scopes and steps get views.
-        ``keep`` says whether they are remembered (:data:`ALWAYS`, :data:`NEVER`); ``what``
-        names a scope or step request in the locked error (``strict``) that growth while
-        locked raises."""
+        ``keep`` says whether they are remembered as plain requests (:data:`ALWAYS`,
+        :data:`NEVER`); ``memo`` = ``(cache key, entry key, metadata)`` remembers them in
+        ``buffer.prepared[cache key][entry key]`` instead (step replays); ``what`` names a
+        scope or step request in the locked error (``strict``) that growth while locked
+        raises."""
         governor = self._governor
         required = layout.total
         buffer, resizes = slot.ensure(required)
@@ -232,7 +244,23 @@ class ViewBuilder:
             return self.place(slot, layout, specs, strict=strict, what=what)
 
         served = self.served(slot, buffer, specs, required, views, strict=strict, retry=again)
-        return served if served is not views else self.fresh(views)
+        if served is not views:
+            return served
+        if memo is not None and plain_key(specs) and self._adapter.views_can_be_kept():
+            cache_key, entry_key, meta = memo
+            entry = Prepared(required, views)
+            entry.metadata = meta
+            entry.serve = server(specs, views, self.fresh_expression, self.fresh)
+            cache = buffer.prepared.get(cache_key)
+            if cache is None:
+                cache = buffer.prepared[cache_key] = {}
+            remember(cache, entry_key, entry, self._max_cached)
+        return self.fresh(views)
+
+    def announce(self, resizes: Sequence[Resize]) -> None:
+        """Tell the arena's listeners of ``resizes`` (a slot shrunk by step planning)."""
+        if resizes:
+            self._table.announce("resize", resizes)
 
     def deliver(
         self,

@@ -14,11 +14,13 @@ request with new sizes but a known structure is served by the structure's genera
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from types import ModuleType
 from typing import Any, Generic, TypeVar
 
 from arena.observe.requests import RequestLog
+from arena.planning.scopes import Scope
+from arena.planning.steps import Step
 from arena.slots.slot import Slot
 from arena.slots.table import SlotTable
 from arena.views.builder import ViewBuilder
@@ -204,6 +206,51 @@ class Front(Generic[ViewT]):
         entry.used = True
         slot.calls += 1
         return self._builder.served(slot, buffer, specs, entry.required, views, strict=strict)
+
+    def scope(self) -> Scope[ViewT]:
+        """A ``with`` block whose requests stay valid until it exits; nested scopes stack
+        and an exited scope's bytes are the next request's (see docs/planning.md).
+
+        Returns
+        -------
+        Scope
+            Enter it (``with ws.torch.scope() as s:``) and request with
+            ``s.get_simultaneous(...)``.
+        """
+        governor = self._governor
+        return Scope(
+            self._builder,
+            self._select,
+            alignment=governor.alignment,
+            poison=self._poison,
+            debug=governor.debug,
+        )
+
+    def step(self, key: Hashable) -> Step[ViewT]:
+        """One run of the step ``key``: its requests live until released or the step's
+        end, recorded on the first run and placed by a plan from the second (see
+        docs/planning.md).
+
+        Returns
+        -------
+        Step
+            Enter it (``with ws.torch.step("layer") as st:``), request with
+            ``st.get_simultaneous(...)``, end a view's life with ``st.release(view)``.
+
+        Raises
+        ------
+        SpecError
+            ``key`` is not hashable.
+        """
+        governor = self._governor
+        return Step(
+            self._builder,
+            self._select,
+            key,
+            alignment=governor.alignment,
+            poison=self._poison,
+            debug=governor.debug,
+        )
 
     def get_persistent(
         self, key: Any, shape: tuple[int, ...], dtype: Any, zero_init: bool = False
