@@ -96,12 +96,14 @@ def test_a_view_kept_past_its_planned_life_is_a_divergence() -> None:
         layer(ws, 10)
         layer(ws, 10)
         ws.lock()
-        with pytest.raises(ArenaLockedError, match="kept past its planned last use"):
-            with ws.step("layer") as st:
-                st.get_simultaneous(((10, 64), F32))
-                st.get_simultaneous(((10, 256), F32))
-                st.get_simultaneous(((10, 64), F32))
-                st.get_simultaneous(((10, 64), F32))  # h was never released
+        with (
+            pytest.raises(ArenaLockedError, match="kept past its planned last use"),
+            ws.step("layer") as st,
+        ):
+            st.get_simultaneous(((10, 64), F32))
+            st.get_simultaneous(((10, 256), F32))
+            st.get_simultaneous(((10, 64), F32))
+            st.get_simultaneous(((10, 64), F32))  # h was never released
 
 
 def test_divergence_unlocked_records_again_and_keeps_live_views_intact() -> None:
@@ -140,9 +142,9 @@ def test_planning_shrinks_a_slot_larger_than_its_plans_need() -> None:
             (a,) = st.get_simultaneous(((100,), F32))
             (b,) = st.get_simultaneous(((1000,), F32))
             st.release(a)
-            (c,) = st.get_simultaneous(((200,), F32))
+            st.get_simultaneous(((200,), F32))
             st.release(b)
-            (d,) = st.get_simultaneous(((1000,), F32))
+            st.get_simultaneous(((1000,), F32))
         recorded = ws.stats().slots[0].capacity
         planned = ws.plan_steps()["s"]
         capacity = ws.stats().slots[0].capacity
