@@ -107,6 +107,12 @@ class Adapter(abc.ABC):
     def data_ptr(self, view: Any) -> int:
         """Address of a view's first element."""
 
+    def retire_views(self, views: Sequence[Any]) -> None:  # noqa: B027 (a default)
+        """Debug mode, when a scope exits or a step view is released: make the views
+        handed out unusable where the framework allows it (torch: an empty storage; JAX:
+        ``delete()``). Default: nothing (NumPy and CuPy arrays cannot be invalidated;
+        poisoning shows stale reads)."""
+
     @abc.abstractmethod
     def write_into(self, view: Any, value: Any) -> Any:
         """Copy ``value`` into the memory behind ``view``; return what to read the new

@@ -263,6 +263,15 @@ class JaxAdapter(Adapter):
                 return None
         return list(map(_fresh, views))
 
+    def retire_views(self, views: Sequence[Any]) -> None:
+        """Debug mode, at the end of a scope or a step view's life: each array handed out
+        is deleted, so a later use raises JAX's "Array has been deleted" instead of reading
+        bytes that now belong to another request."""
+        for view in views:
+            delete = getattr(view, "delete", None)
+            if delete is not None and not view.is_deleted():
+                delete()
+
     def data_ptr(self, view: Any) -> int:
         """Address of the first element."""
         return int(view.unsafe_buffer_pointer())

@@ -112,6 +112,16 @@ class TorchAdapter(Adapter):
                 views.append(alias.as_strided(v.shape, v.strides, v.offset // v.dtype.itemsize))
         return views
 
+    def retire_views(self, views: Sequence[Any]) -> None:
+        """Debug mode, at the end of a scope or a step view's life: each tensor handed out
+        is set to an empty storage, so a later use fails (a size-0 tensor) instead of
+        reading bytes that now belong to another request. Views taken from it earlier keep
+        working."""
+        for view in views:
+            if isinstance(view, torch.Tensor) and not view.requires_grad:
+                with torch.no_grad():
+                    view.set_()  # type: ignore[call-overload]
+
     def data_ptr(self, view: Any) -> int:
         """Address of the first element."""
         return int(view.data_ptr())

@@ -24,6 +24,7 @@
  *   _probe       the capture probe or None
  *   _log         the request log or None
  *   _governor    the arena's governor (its `locked` flag)
+ *   _builder     the front's ViewBuilder: its miss() and served()
  *
  * bind() tells the module where Slot, Buffer, Prepared and Governor keep the attributes
  * a hit reads (their __slots__ offsets), so it reads them without a name lookup. Objects
@@ -44,13 +45,15 @@ typedef struct {
     PyObject *probe;
     PyObject *log;
     PyObject *governor;
+    PyObject *builder;
 } HitBase;
 
 /* Where the hit reads its Python objects' attributes (set by bind()). */
 static PyTypeObject *slot_type, *buffer_type, *prepared_type, *governor_type;
-static Py_ssize_t slot_buffer, slot_pending, slot_calls, buffer_prepared;
+static Py_ssize_t slot_buffer, slot_detour, slot_calls, buffer_prepared;
 static Py_ssize_t prepared_views, prepared_used, prepared_required, governor_locked;
-static PyObject *str_ubatch, *str_miss, *str_python_request, *str_served, *strict_name, *zero, *one;
+static PyObject *str_ubatch, *str_miss, *str_python_request, *str_served, *strict_name;
+static PyObject *zero, *one;
 
 #define FIELD(object, offset) (*(PyObject **)((char *)(object) + (offset)))
 
@@ -76,7 +79,7 @@ static PyObject *bind(PyObject *module, PyObject *args) {
                           &PyType_Type, &types[2], &PyType_Type, &types[3]))
         return NULL;
     if (member_offset(types[0], "buffer", &slot_buffer) < 0 ||
-        member_offset(types[0], "pending", &slot_pending) < 0 ||
+        member_offset(types[0], "detour", &slot_detour) < 0 ||
         member_offset(types[0], "calls", &slot_calls) < 0 ||
         member_offset(types[1], "prepared", &buffer_prepared) < 0 ||
         member_offset(types[2], "views", &prepared_views) < 0 ||
@@ -130,10 +133,11 @@ static PyObject *select_slot(HitBase *self) {
  * request is not a plain hit (the Python path serves it); NULL with one on error. */
 static PyObject *serve(HitBase *self, PyObject *slot, PyObject *specs, PyObject **entry_out) {
     if (!Py_IS_TYPE(slot, slot_type)) return NULL;
-    PyObject *pending = FIELD(slot, slot_pending);
+    PyObject *detour = FIELD(slot, slot_detour);
     PyObject *buffer = FIELD(slot, slot_buffer);
-    /* Any growth a sibling left pending takes the Python path (0 is a cached object). */
-    if (pending != zero || buffer == NULL || !Py_IS_TYPE(buffer, buffer_type)) return NULL;
+    /* A pending growth or open scopes and steps take the Python path (0 is a cached
+     * object). */
+    if (detour != zero || buffer == NULL || !Py_IS_TYPE(buffer, buffer_type)) return NULL;
     PyObject *prepared = FIELD(buffer, buffer_prepared);
     if (prepared == NULL || !PyDict_CheckExact(prepared)) return NULL;
     PyObject *cache = PyDict_GetItemWithError(prepared, self->key);
@@ -181,7 +185,8 @@ static PyObject *request(HitBase *self, PyObject *specs, PyObject *strict) {
     PyObject *slot = select_slot(self);
     if (slot == NULL) return NULL;
     PyObject *result;
-    if (self->debug != Py_False || self->fresh_view == NULL || self->fresh_view == Py_False) {
+    if (self->debug != Py_False || self->fresh_view == NULL || self->fresh_view == Py_False ||
+        self->builder == NULL) {
         PyObject *call[4] = {(PyObject *)self, slot, specs, strict};
         result = PyObject_VectorcallMethod(str_python_request, call,
                                            4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
@@ -195,7 +200,7 @@ static PyObject *request(HitBase *self, PyObject *specs, PyObject *strict) {
             Py_DECREF(slot);
             return NULL;
         }
-        PyObject *call[4] = {(PyObject *)self, slot, specs, strict};
+        PyObject *call[4] = {self->builder, slot, specs, strict};
         result = PyObject_VectorcallMethod(str_miss, call, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                            NULL);
         Py_DECREF(slot);
@@ -239,7 +244,7 @@ static PyObject *request(HitBase *self, PyObject *specs, PyObject *strict) {
     }
     Py_INCREF(buffer);
     Py_INCREF(required);
-    PyObject *call[7] = {(PyObject *)self, slot, buffer, specs, required, views, strict};
+    PyObject *call[7] = {self->builder, slot, buffer, specs, required, views, strict};
     result = PyObject_VectorcallMethod(str_served, call, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                        strict_name);
     Py_DECREF(buffer);
@@ -268,6 +273,7 @@ static int traverse(HitBase *self, visitproc visit, void *arg) {
     Py_VISIT(self->probe);
     Py_VISIT(self->log);
     Py_VISIT(self->governor);
+    Py_VISIT(self->builder);
     return 0;
 }
 
@@ -281,6 +287,7 @@ static int clear(HitBase *self) {
     Py_CLEAR(self->probe);
     Py_CLEAR(self->log);
     Py_CLEAR(self->governor);
+    Py_CLEAR(self->builder);
     return 0;
 }
 
@@ -311,6 +318,7 @@ static PyMemberDef hit_members[] = {
     MEMBER("_probe", probe),
     MEMBER("_log", log),
     MEMBER("_governor", governor),
+    MEMBER("_builder", builder),
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -348,9 +356,9 @@ PyMODINIT_FUNC PyInit__hit(void) {
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) return NULL;
     str_ubatch = PyUnicode_InternFromString("ubatch");
-    str_miss = PyUnicode_InternFromString("_miss");
+    str_miss = PyUnicode_InternFromString("miss");
     str_python_request = PyUnicode_InternFromString("_python_request");
-    str_served = PyUnicode_InternFromString("_served");
+    str_served = PyUnicode_InternFromString("served");
     strict_name = Py_BuildValue("(s)", "strict");
     zero = PyLong_FromLong(0);
     one = PyLong_FromLong(1);

@@ -4,29 +4,30 @@
 objects over the same slots. The request path reads top to bottom:
 front (this module) -> :class:`~arena.slots.slot.Slot` -> :mod:`~arena.views.layout` -> adapter.
 
-A request seen before in the same slot costs one dictionary lookup and one call of code
-generated for it (an int check of its dimensions and one cheap fresh view per tensor). A
-request with new sizes but a known structure is served by the structure's generated plan
-(:mod:`arena.views.plan`). Neither takes a lock: both read the slot's current
-:class:`~arena.slots.slot.Buffer` once and build views over that buffer only.
+A request seen before in the same slot (a *hit*) costs one dictionary lookup, an int check
+of its dimensions and one cheap fresh view per tensor: in C where the compiled hit path is
+in use (:mod:`arena.views.hit`), else in :meth:`Front._request`. A request with new sizes
+but a known structure is served by the structure's plan (:mod:`arena.views.plan`).
+Neither takes a lock: both read the slot's current :class:`~arena.slots.slot.Buffer` once
+and build views over that buffer only.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
-from arena.errors import GraphCaptureError
 from arena.observe.requests import RequestLog
-from arena.slots.slot import Buffer, Slot, check_in_bounds
+from arena.planning.scopes import Scope
+from arena.planning.steps import Step
+from arena.slots.slot import Slot
 from arena.slots.table import SlotTable
 from arena.views import hit
+from arena.views.builder import ViewBuilder
 from arena.views.hit import HitBase, compiled
 from arena.views.layout import compute_layout
-from arena.views.plan import Plan, plan_for, server
-from arena.views.poison import poison_stale_bytes, poisoned
-from arena.views.prepared import Prepared, guarded_server, plain_key, remember
+from arena.views.poison import poison_stale_bytes
 
 __all__ = ["CompiledFront", "Front", "ViewT", "front_class"]
 
@@ -42,21 +43,9 @@ class Front(HitBase, Generic[ViewT]):
     ``ws.torch`` as ``Front[torch.Tensor]``, so its requests are lists of tensors.
     """
 
-    __slots__ = (
-        "_adapter",
-        "_cached",
-        "_fresh",
-        "_guarded",
-        "_last_plan",
-        "_max_cached",
-        "_name",
-        "_owner",
-        "_plans",
-        "_poison",
-        "_python_hits",
-        "_seen",
-        "_table",
-    )
+    # The hit's settings (_select, _key, _debug, _probe, _log, _governor, _builder, ...)
+    # are the base's: arena.views.hit.PyHitBase, or the compiled HitBase.
+    __slots__ = ("_adapter", "_cached", "_name", "_owner", "_poison")
 
     def __init__(
         self,
@@ -77,41 +66,21 @@ class Front(HitBase, Generic[ViewT]):
         self._select = select
         # The compiled hit path's way to the caller's slot (see SlotSelector.shortcut).
         self._slots, self._tls = shortcut
-        self._table = table
         self._governor = governor = table.governor
         self._adapter = adapter
         self._name: str = adapter.framework
         self._cached = cached
-        self._max_cached = max_cached
         self._poison = poison
+        self._builder = builder = ViewBuilder(
+            table, adapter, cached=cached, max_cached=max_cached, poison=poison, log=log
+        )
+        # What the hot path reads, kept here: one attribute load each.
+        self._key = builder.key
         self._log = log
         self._probe = governor.capture_probe
-        self._plans: dict[Any, Plan | None] = {}
-        self._last_plan: Plan | None = None
-        # Layouts a plan served once and did not remember yet (see _deliver).
-        self._seen: dict[Any, Any] = {}
         # Debug mode and poisoning take the checked path (_debug_request), off the hot one.
         self._debug = governor.debug or poison
-        # Cached fronts hand out the prepared objects themselves where the adapter allows
-        # it (JAX does not: a shared jax.Array may hold a stale host copy).
-        shared = cached and adapter.shares_views
-        # The in-place-change guard costs about 0.1 us per view per call, a third of a
-        # cached request: it runs in debug mode.
-        self._guarded = shared and governor.debug
-        # Cached fronts keep their own entries: a caller's in-place change must never leak
-        # into an uncached front.
-        self._key = f"{self._name}/cached" if cached else self._name
-        #: fresh(views) -> the views a hit hands out (a new list either way).
-        self._fresh: Callable[[Any], list[Any] | None] = list if shared else adapter.fresh_views
-        # How the compiled hit path makes one fresh view (None: the prepared view itself);
-        # False sends every request of this front through Python.
-        fresh_view = adapter.fresh_view
-        self._fresh_view: Any = None if shared else (False if fresh_view is None else fresh_view)
-        if poison:  # every request's views are filled with a sentinel on return
-            self._fresh = poisoned(adapter, self._fresh)
-            self._fresh_view = False
-        # Whether this front's hits run in Python (generated servers pay off there only).
-        self._python_hits = True
+        self._fresh_view = builder.fresh_view
 
     @property
     def cached(self) -> bool:
@@ -182,31 +151,32 @@ class Front(HitBase, Generic[ViewT]):
         return self._request(slot, specs, strict)
 
     def _request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
-        """A request on ``slot``: the hit (the one place its bookkeeping is written in
-        Python; arena/views/_hit.c mirrors it), else :meth:`_miss`."""
-        # One lookup of the exact request in the slot's current buffer.
+        """A request on ``slot``: the hit, else the builder's miss path. The one place the
+        hit's bookkeeping is written in Python (arena/views/_hit.c mirrors it)."""
         buffer = slot.buffer
         cache = buffer.prepared.get(self._key)
-        if cache is not None and not slot.pending:
+        if cache is not None and not slot.detour:
             try:
                 entry = cache[specs]
             except (KeyError, TypeError):
                 pass
             else:
                 # The entry's server checks every dimension is a plain int (1.0 == 1 and
-                # True == 1 hash alike) and returns fresh views, in one generated call.
+                # True == 1 hash alike) and returns fresh views.
                 views = entry.serve(specs)
                 if views is not None:
                     entry.used = True
                     slot.calls += 1
                     if self._probe is None and (self._log is None or self._governor.locked):
                         return views  # type: ignore[no-any-return]
-                    return self._served(slot, buffer, specs, entry.required, views, strict=strict)
+                    return self._builder.served(
+                        slot, buffer, specs, entry.required, views, strict=strict
+                    )
                 entry = None
         # Hold nothing of the current buffer while the slot may grow: the old block must
         # go back before the new one is allocated.
         buffer = cache = None  # type: ignore[assignment]
-        return self._miss(slot, specs, strict)
+        return self._builder.miss(slot, specs, strict)
 
     def _debug_request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
         """Debug mode and poisoning: the same request, with the check that no two threads
@@ -223,163 +193,50 @@ class Front(HitBase, Generic[ViewT]):
             if debug:
                 slot.leave()
 
-    def _served(
-        self, slot: Slot, buffer: Buffer, specs: Any, required: int, views: Any, *, strict: bool
-    ) -> list[Any] | None:
-        """The bookkeeping of a served request off the locked hot path: mark a capture and
-        note the request while unlocked.
+    def scope(self) -> Scope[ViewT]:
+        """A ``with`` block whose requests stay valid until it exits; nested scopes stack
+        and an exited scope's bytes are the next request's (see docs/planning.md).
 
-        A buffer read by a CUDA graph being captured is marked under the arena's mutex, so
-        no concurrent growth can release it unmarked; when a growth replaced it between
-        the read and the mark, the request is served again from the current buffer.
+        Returns
+        -------
+        Scope
+            Enter it (``with ws.torch.scope() as s:``) and request with
+            ``s.get_simultaneous(...)``.
         """
-        probe = self._probe
-        if probe is not None and probe() and not slot.mark_captured(buffer):
-            slot.calls -= 1  # counted again by the request that replaces this one
-            try:
-                return self._general(slot, specs, strict)
-            except GraphCaptureError as exc:
-                raise GraphCaptureError(
-                    f"slot {slot.describe()} was resized by another thread while this "
-                    "thread was capturing a CUDA graph (between building this request's "
-                    "views and marking them captured), and the new buffer cannot serve it "
-                    f"during the capture: {exc}. Finish growth before capturing (warm-up "
-                    "or reserve()), and keep other threads from growing the arena during a "
-                    "capture (lock() it first)"
-                ) from exc
-        log = self._log
-        if log is not None and not self._governor.locked:
-            log.note(required, slot.index, specs)
-        return views  # type: ignore[no-any-return]
-
-    def _miss(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
-        """A request not prepared over the slot's buffer: the structure's plan if it fits,
-        else the general path (layout, growth, typed views)."""
-        buffer: Buffer | None = slot.buffer
-        # A slot holding no memory (never sized, or closed) takes the general path, which
-        # serves zero-byte requests and raises ArenaClosedError.
-        if buffer is not None and buffer.allocation is not None and not slot.pending:
-            built: Any = None
-            plan = self._last_plan
-            if plan is not None:
-                built = self._build(plan, buffer, specs)
-            if built is None:  # another structure than last time
-                plan = plan_for(self._plans, specs, self._adapter, self._governor.alignment)
-                if plan is not None:
-                    built = self._build(plan, buffer, specs)
-                    self._last_plan = plan
-            if built:
-                plan.built()  # type: ignore[union-attr]
-                return self._deliver(
-                    slot, buffer, specs, built[0], built[1], strict=strict, admit=False
-                )
-        buffer = None  # see _request: no reference to the buffer that may be replaced
-        return self._general(slot, specs, strict)
-
-    def _build(self, plan: Plan, buffer: Buffer, specs: Any) -> Any:
-        """``plan.build`` over ``buffer``: None for another structure, False for the
-        general path; whatever it raises is an error (nothing is caught)."""
-        sources = buffer.wrappers.get(plan.key)
-        if sources is None:
-            sources = self._plan_sources(buffer, plan)
-        return plan.build(specs, buffer.capacity, sources)
-
-    def _plan_sources(self, buffer: Buffer, plan: Plan) -> tuple[Any, ...]:
-        wrapper = self._wrapper(buffer)
-        source = self._adapter.plan_source
-        sources = tuple(source(wrapper, native) for native in plan.natives)
-        buffer.wrappers[plan.key] = sources
-        return sources
-
-    def _general(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
         governor = self._governor
-        layout = compute_layout(specs, governor.alignment)
-        required = layout.total
-        buffer, resizes = slot.ensure(required)
-        if resizes:
-            self._table.announce("resize", resizes)
-            governor.check_open()  # a listener may have closed the arena
-        if buffer is None:
-            if strict:
-                raise slot.locked_error(required)
-            return None
-        check_in_bounds(slot, buffer, layout)
-        views = self._adapter.typed_views(self._wrapper(buffer), layout)
-        return self._deliver(slot, buffer, specs, required, views, strict=strict)
+        return Scope(
+            self._builder,
+            self._select,
+            alignment=governor.alignment,
+            poison=self._poison,
+            debug=governor.debug,
+        )
 
-    def _deliver(
-        self,
-        slot: Slot,
-        buffer: Buffer,
-        specs: Any,
-        required: int,
-        views: list[Any],
-        *,
-        strict: bool,
-        admit: bool = True,
-    ) -> list[Any] | None:
-        """Count the call, mark a capture, and hand out the views.
+    def step(self, key: Hashable) -> Step[ViewT]:
+        """One run of the step ``key``: its requests live until released or the step's
+        end, recorded on the first run and placed by a plan from the second (see
+        docs/planning.md).
 
-        Views built by the general path are remembered when the request is keyed by plain
-        ints (anything else could alias a plain request it is equal to but does not mean).
-        Views built by a plan are remembered from a layout's second sighting on (or at once
-        by a cached front): a layout seen once is handed out as built, which saves the
-        copies a remembered set needs and keeps one-off layouts from sweeping the cache.
+        Returns
+        -------
+        Step
+            Enter it (``with ws.torch.step("layer") as st:``), request with
+            ``st.get_simultaneous(...)``, end a view's life with ``st.release(view)``.
+
+        Raises
+        ------
+        SpecError
+            ``key`` is not hashable.
         """
-        if required > slot.high_water:
-            slot.note_high_water(required)
-        slot.calls += 1
-        served = self._served(slot, buffer, specs, required, views, strict=strict)
-        if served is not views:  # the buffer was replaced during a capture: served again
-            return served
-        if not admit:  # built by a plan
-            if not self._cached:
-                seen = self._seen
-                try:
-                    admit = seen.pop(specs, False)
-                except TypeError:  # unhashable (list shapes): never remembered
-                    admit = False
-                else:
-                    if not admit:
-                        remember(seen, specs, True, self._max_cached)
-                if not admit:
-                    if self._poison:
-                        self._adapter.fill(views)
-                    return views
-            if not self._adapter.views_can_be_kept():
-                # e.g. built inside torch.inference_mode(): remember views built outside it
-                layout = compute_layout(specs, self._governor.alignment)
-                views = self._adapter.typed_views(self._wrapper(buffer), layout)
-        elif not plain_key(specs):
-            return self._fresh(views)
-        cache = buffer.prepared.get(self._key)
-        if cache is None:
-            cache = buffer.prepared[self._key] = {}
-        entry = Prepared(required, views)
-        if self._guarded:
-            entry.serve = guarded_server(cache, specs, entry, self._fresh)
-        else:
-            entry.serve = server(specs, views, self._fresh, self._fresh_view, self._python_hits)
-        remember(cache, specs, entry, self._max_cached)
-        return self._fresh(views)
-
-    def _wrapper(self, buffer: Buffer) -> Any:
-        """The framework's handle on the whole buffer: one import per buffer."""
-        wrapper = buffer.wrappers.get(self._name)
-        if wrapper is None:
-            allocation = buffer.allocation
-            if allocation is None:
-                # A slot that holds no memory serves only zero-byte requests.
-                allocation = self._governor.empty_allocation()
-            elif self._probe is not None and self._probe():
-                raise GraphCaptureError(
-                    f"the first {self._name} view of a {buffer.capacity}-byte slot buffer "
-                    f"was requested while a CUDA graph is being captured; importing it into "
-                    f"{self._name} may record work on another stream. Make the same request "
-                    "once eagerly (warm-up) before capturing"
-                )
-            wrapper = buffer.wrappers[self._name] = self._adapter.wrap(allocation)
-        return wrapper
+        governor = self._governor
+        return Step(
+            self._builder,
+            self._select,
+            key,
+            alignment=governor.alignment,
+            poison=self._poison,
+            debug=governor.debug,
+        )
 
     def get_persistent(
         self, key: Any, shape: tuple[int, ...], dtype: Any, zero_init: bool = False
@@ -458,13 +315,14 @@ class Front(HitBase, Generic[ViewT]):
 class CompiledFront(Front[ViewT]):
     """A :class:`Front` whose :meth:`get_simultaneous` and :meth:`try_get_simultaneous`
     are the compiled hit path's (``arena.views._hit``); every request that is not a plain
-    hit goes on to the same Python methods. Exists only where the extension is in use."""
+    hit goes on to the same Python methods. Made only where the extension is in use."""
 
     __slots__ = ()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._python_hits = bool(self._debug) or self._fresh_view is False
+        # Python serves this front's hits only where C leaves every request to it.
+        self._builder.python_hits = bool(self._debug) or self._fresh_view is False
 
     if compiled is not None:
         get_simultaneous = compiled.HitBase.get_simultaneous

@@ -52,9 +52,13 @@ class PyHitBase:
         Every request takes the checked Python path.
     _probe, _log, _governor
         The capture probe (or None), the request log (or None) and the governor.
+    _builder : ViewBuilder
+        Serves what the hit does not (``miss``) and the bookkeeping off the locked hot
+        path (``served``).
     """
 
     __slots__ = (
+        "_builder",
         "_debug",
         "_fresh_view",
         "_governor",

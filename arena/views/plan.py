@@ -352,7 +352,7 @@ def server_factories() -> int:
 
 
 def server(
-    specs: Any, views: list[Any], fresh: Callable[[Any], Any], fresh_view: Any, straight: bool
+    specs: Any, views: list[Any], fresh: Callable[[Any], Any], fresh_view: Any, *, straight: bool
 ) -> Callable[[Any], Any]:
     """The function that serves a remembered request on a hit: ``serve(specs)`` checks that
     every dimension is a plain int (``2.0`` and ``True`` hash and compare like ``2`` and
