@@ -20,11 +20,16 @@ options:
 
 
 def version_line() -> str:
-    """``arena 0.1.0 (hit path: python; Python 3.11.7)``: what ``--version`` prints."""
+    """``arena 0.1.0 (hit path: compiled; Python 3.11.7)``: what ``--version`` prints; a
+    pure-Python hit path says why (``hit path: python, ARENA_PURE_PYTHON is set``)."""
+    from arena.views.hit import WHY_PYTHON
+
     from ._version import __version__, active_hit_path
 
-    python = platform.python_version()
-    return f"arena {__version__} (hit path: {active_hit_path()}; Python {python})"
+    path = active_hit_path()
+    if path == "python" and WHY_PYTHON:
+        path = f"python, {WHY_PYTHON}"
+    return f"arena {__version__} (hit path: {path}; Python {platform.python_version()})"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -79,13 +81,29 @@ def test_command_line(tmp_path: Path) -> None:
     assert {"meta", "rows", "targets", "memory", "checks"} <= set(data)
 
 
-def test_version_names_the_package_the_hit_path_and_python() -> None:
+@pytest.mark.parametrize("pure", [False, True], ids=["default", "ARENA_PURE_PYTHON=1"])
+def test_version_names_the_package_the_hit_path_and_python(pure: bool) -> None:
     import arena
 
-    result = _run("--version")
+    env = {k: v for k, v in os.environ.items() if k != "ARENA_PURE_PYTHON"}
+    if pure:
+        env["ARENA_PURE_PYTHON"] = "1"
+        path = "python, ARENA_PURE_PYTHON is set"
+    elif importlib.util.find_spec("arena.views._hit") is not None:
+        path = "compiled"
+    else:
+        path = "python, the extension arena.views._hit is not built"
+    result = subprocess.run(
+        [sys.executable, "-m", "arena", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
-    expected = f"arena {arena.__version__} (hit path: python; Python {platform.python_version()})"
-    assert result.stdout.strip() == expected
+    python = platform.python_version()
+    assert result.stdout.strip() == f"arena {arena.__version__} (hit path: {path}; Python {python})"
 
 
 HELP_COMMANDS = [[], ["demo"], ["bench"], ["report"]]

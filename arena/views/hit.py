@@ -29,7 +29,7 @@ from arena.slots.governor import Governor
 from arena.slots.slot import Buffer, Slot
 from arena.views.prepared import Prepared
 
-__all__ = ["HIT_PATH", "HitBase", "PyHitBase", "compiled"]
+__all__ = ["HIT_PATH", "WHY_PYTHON", "HitBase", "PyHitBase", "compiled"]
 
 
 class PyHitBase:
@@ -71,19 +71,19 @@ class PyHitBase:
     )
 
 
-def _load() -> ModuleType | None:
+def _load() -> tuple[ModuleType | None, str]:
     if os.environ.get("ARENA_PURE_PYTHON", "").strip() not in ("", "0"):
-        return None
+        return None, "ARENA_PURE_PYTHON is set"
     try:
         module = importlib.import_module("arena.views._hit")
     except ImportError:  # not built (no compiler at install): the pure-Python path
-        return None
+        return None, "the extension arena.views._hit is not built"
     module.bind(Slot, Buffer, Prepared, Governor)
-    return module
+    return module, ""
 
 
-#: The compiled extension module, or None where it is not in use.
-compiled: ModuleType | None = _load()
+#: The compiled extension module, or None where it is not in use; and why not.
+compiled, WHY_PYTHON = _load()
 
 #: ``"compiled"`` or ``"python"``: the hit path new fronts use.
 HIT_PATH = "compiled" if compiled is not None else "python"
