@@ -166,6 +166,35 @@ def test_unlocked_hits_record_their_call_site(hit_path: str) -> None:
         assert sorted(sites.values()) == [4096, 8192]
 
 
+def _last_request_line(a: Arena) -> int:
+    (segment,) = a.memory_snapshot()["segments"]
+    (block,) = segment["blocks"]
+    (frame,) = block["frames"]
+    return int(frame["line"])
+
+
+def test_the_last_request_per_slot_follows_every_hit(hit_path: str) -> None:
+    """Hits noted without Python (the compiled path, a known call site) move the slot's
+    last request too: here from line Y (a site's first hit, noted in Python) to line X."""
+    with Arena("cpu", framework="numpy") as a:
+        first = sys._getframe().f_lineno + 2
+        for i in range(3):
+            a.numpy.get_simultaneous(((1000,), F32))  # X
+            if i == 0:
+                a.numpy.get_simultaneous(((1000,), F32))  # Y: the last request after i == 0
+                assert _last_request_line(a) == first + 2
+        assert _last_request_line(a) == first
+
+
+def test_a_hit_that_raises_its_site_s_peak_is_recorded(hit_path: str) -> None:
+    with Arena("cpu", framework="numpy") as a:
+        a.numpy.get_simultaneous(((2000,), F32))  # remembered (a site of its own)
+        for size in (10, 2000):  # a known site, then a hit larger than its peak
+            a.numpy.get_simultaneous(((size,), F32))
+        peaks = sorted(a.stats().call_sites.values())
+        assert peaks == [8192, 8192]
+
+
 def test_debug_mode_and_poison_serve_hits_through_python(hit_path: str) -> None:
     with Arena("cpu", framework="numpy", poison=True) as a:
         (x,) = a.get_simultaneous(((8,), F32))

@@ -6,21 +6,15 @@ from __future__ import annotations
 import contextvars
 import itertools
 import operator
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from arena.errors import SlotError
 from arena.slots.slot import Slot
+from arena.views.hit import Binding
 
 __all__ = ["SlotSelector", "check_index"]
-
-
-class _UbatchBinding(threading.local):
-    """Per-thread micro-batch binding; the class attribute is every thread's default."""
-
-    ubatch = 0
 
 
 class SlotSelector:
@@ -53,7 +47,9 @@ class SlotSelector:
         self._lanes = lanes
         self._resolver = ubatch_resolver
         self._lane_resolver = lane_resolver
-        self._tls = _UbatchBinding()
+        # Each thread's micro-batch (0 until it binds one); the compiled hit path's own
+        # binding type where it is in use, so that it reads it without a lookup.
+        self._tls = Binding()
         self._lane: contextvars.ContextVar[int] = contextvars.ContextVar(name, default=0)
         # A single-slot arena answers from C. Not a bound method of self stored on self:
         # that would be a reference cycle, holding every buffer until the cycle collector.

@@ -4,10 +4,10 @@
  * lookup, a check that every dimension is a plain int, and one fresh view per tensor.
  * In pure Python that costs about a third more than the fresh views alone; here it costs
  * a few pointer reads. Everything that is not a plain hit (debug mode, a miss, a dimension
- * that is not an exact int, a capture probe that says "capturing", an unlocked arena
- * recording call sites) goes to the same Python methods the pure-Python path uses, so the
- * hit's guarantees are written once, in arena/views/front.py, and this file only skips
- * work on the one path where nothing can go wrong.
+ * that is not an exact int, a capture probe, a caller whose call site is not known yet)
+ * goes to the same Python methods the pure-Python path uses, so every guarantee is
+ * written once, in Python (arena/views/front.py, builder.py, observe/requests.py), and
+ * this file only skips work on the paths where the outcome is already decided.
  *
  * HitBase is the base class of arena.views.front.Front when this module is in use. Its
  * fields are the front's hit settings, readable and writable from Python under the same
@@ -15,24 +15,125 @@
  *
  *   _select      callable -> the caller's slot (the general selection)
  *   _slots       tuple of slots, or None: selection the C way (see select_slot)
- *   _tls         the selector's thread-local micro-batch binding, or None
+ *   _tls         the selector's per-thread micro-batch binding (a Binding), or None
  *   _key         the front's key into Buffer.prepared
  *   _fresh_view  per-view callable that makes a fresh view (torch.Tensor.detach,
  *                numpy.ndarray.view); None: hand out the prepared view itself (cached
  *                fronts); False: this front takes the Python path for every request
  *   _debug       True: every request takes the Python path
  *   _probe       the capture probe or None
- *   _log         the request log or None
+ *   _log         the request log (arena.observe.requests.RequestLog) or None
  *   _governor    the arena's governor (its `locked` flag)
  *   _builder     the front's ViewBuilder: its miss() and served()
  *
- * bind() tells the module where Slot, Buffer, Prepared and Governor keep the attributes
- * a hit reads (their __slots__ offsets), so it reads them without a name lookup. Objects
- * of any other type take the Python path.
+ * Binding is the per-thread micro-batch binding (arena.slots.selector): an int per thread,
+ * kept in the thread state's dict under a key object of its own, read here without a
+ * Python attribute lookup.
+ *
+ * bind() tells the module where Slot, Buffer, Prepared, Governor and RequestLog keep the
+ * attributes a hit reads (their __slots__ offsets), so it reads them without a name
+ * lookup, and hands it the memos arena.observe.events.caller_info keeps. Objects of any
+ * other type take the Python path.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <frameobject.h>
 #include <structmember.h>
+
+/* ------------------------------------------------------------------ Binding */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *key; /* the key of this binding in every thread state's dict */
+} Binding;
+
+static PyTypeObject *binding_type;
+
+/* The calling thread's micro-batch: a borrowed int (0 where it never bound), or NULL with
+ * an exception set. */
+static PyObject *binding_value(Binding *self) {
+    PyObject *state = PyThreadState_GetDict();
+    if (state == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "arena: no thread state dict");
+        return NULL;
+    }
+    PyObject *value = PyDict_GetItemWithError(state, self->key);
+    if (value != NULL || PyErr_Occurred()) return value;
+    static PyObject *zero_ubatch;
+    if (zero_ubatch == NULL && (zero_ubatch = PyLong_FromLong(0)) == NULL) return NULL;
+    return zero_ubatch;
+}
+
+static PyObject *binding_get(PyObject *self, void *closure) {
+    PyObject *value = binding_value((Binding *)self);
+    Py_XINCREF(value);
+    return value;
+}
+
+static int binding_set(PyObject *self, PyObject *value, void *closure) {
+    PyObject *state = PyThreadState_GetDict();
+    if (state == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "arena: no thread state dict");
+        return -1;
+    }
+    if (value == NULL) {
+        if (PyDict_DelItem(state, ((Binding *)self)->key) < 0) {
+            if (!PyErr_ExceptionMatches(PyExc_KeyError)) return -1;
+            PyErr_Clear();
+        }
+        return 0;
+    }
+    if (!PyLong_CheckExact(value)) {
+        PyErr_Format(PyExc_TypeError, "ubatch must be an int, got %s", Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    return PyDict_SetItem(state, ((Binding *)self)->key, value);
+}
+
+static PyObject *binding_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    if (PyTuple_GET_SIZE(args) || (kwds != NULL && PyDict_GET_SIZE(kwds))) {
+        PyErr_SetString(PyExc_TypeError, "Binding() takes no arguments");
+        return NULL;
+    }
+    Binding *self = (Binding *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    /* A fresh object: hashed by identity, equal to nothing else in any thread's dict. It
+     * stays in the dicts of threads that bound until they end (an object of 16 bytes). */
+    self->key = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    if (self->key == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static void binding_dealloc(Binding *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    Py_CLEAR(self->key);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+static PyGetSetDef binding_getset[] = {
+    {"ubatch", binding_get, binding_set,
+     "The calling thread's micro-batch (0 where the thread never bound one).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot binding_slots[] = {
+    {Py_tp_doc, "A per-thread micro-batch binding: `ubatch` reads and writes the calling "
+                "thread's value (see arena.views.hit)."},
+    {Py_tp_new, binding_new},
+    {Py_tp_dealloc, binding_dealloc},
+    {Py_tp_getset, binding_getset},
+    {0, NULL},
+};
+
+static PyType_Spec binding_spec = {
+    "arena.views._hit.Binding", sizeof(Binding), 0, Py_TPFLAGS_DEFAULT, binding_slots,
+};
+
+/* ------------------------------------------------------------------ HitBase */
 
 typedef struct {
     PyObject_HEAD
@@ -46,14 +147,19 @@ typedef struct {
     PyObject *log;
     PyObject *governor;
     PyObject *builder;
+    /* The call site of the last unlocked hit (a one-entry memo of caller_info's). */
+    PyObject *site_code;
+    int site_lasti;
+    PyObject *site;
 } HitBase;
 
 /* Where the hit reads its Python objects' attributes (set by bind()). */
-static PyTypeObject *slot_type, *buffer_type, *prepared_type, *governor_type;
-static Py_ssize_t slot_buffer, slot_detour, slot_calls, buffer_prepared;
+static PyTypeObject *slot_type, *buffer_type, *prepared_type, *governor_type, *log_type;
+static Py_ssize_t slot_buffer, slot_detour, slot_calls, slot_index, buffer_prepared;
 static Py_ssize_t prepared_views, prepared_used, prepared_required, governor_locked;
-static PyObject *str_ubatch, *str_miss, *str_python_request, *str_served, *strict_name;
-static PyObject *zero, *one;
+static Py_ssize_t log_peaks, log_last_requests, log_recorder;
+static PyObject *sites_memo, *internal_memo;
+static PyObject *str_miss, *str_python_request, *str_served, *strict_name, *zero, *one;
 
 #define FIELD(object, offset) (*(PyObject **)((char *)(object) + (offset)))
 
@@ -73,27 +179,39 @@ static int member_offset(PyTypeObject *type, const char *name, Py_ssize_t *offse
     return 0;
 }
 
+static void keep(PyObject **target, PyObject *value) {
+    PyObject *old = *target;
+    Py_INCREF(value);
+    *target = value;
+    Py_XDECREF(old);
+}
+
 static PyObject *bind(PyObject *module, PyObject *args) {
-    PyTypeObject *types[4];
-    if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyType_Type, &types[0], &PyType_Type, &types[1],
-                          &PyType_Type, &types[2], &PyType_Type, &types[3]))
+    PyTypeObject *types[5];
+    PyObject *sites, *internal;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!", &PyType_Type, &types[0], &PyType_Type,
+                          &types[1], &PyType_Type, &types[2], &PyType_Type, &types[3],
+                          &PyType_Type, &types[4], &PyDict_Type, &sites, &PyDict_Type,
+                          &internal))
         return NULL;
     if (member_offset(types[0], "buffer", &slot_buffer) < 0 ||
         member_offset(types[0], "detour", &slot_detour) < 0 ||
         member_offset(types[0], "calls", &slot_calls) < 0 ||
+        member_offset(types[0], "index", &slot_index) < 0 ||
         member_offset(types[1], "prepared", &buffer_prepared) < 0 ||
         member_offset(types[2], "views", &prepared_views) < 0 ||
         member_offset(types[2], "used", &prepared_used) < 0 ||
         member_offset(types[2], "required", &prepared_required) < 0 ||
-        member_offset(types[3], "locked", &governor_locked) < 0)
+        member_offset(types[3], "locked", &governor_locked) < 0 ||
+        member_offset(types[4], "peaks", &log_peaks) < 0 ||
+        member_offset(types[4], "last_requests", &log_last_requests) < 0 ||
+        member_offset(types[4], "recorder", &log_recorder) < 0)
         return NULL;
-    PyTypeObject **targets[4] = {&slot_type, &buffer_type, &prepared_type, &governor_type};
-    for (int i = 0; i < 4; i++) {
-        PyTypeObject *old = *targets[i];
-        Py_INCREF(types[i]);
-        *targets[i] = types[i];
-        Py_XDECREF(old);
-    }
+    PyTypeObject **targets[5] = {&slot_type, &buffer_type, &prepared_type, &governor_type,
+                                 &log_type};
+    for (int i = 0; i < 5; i++) keep((PyObject **)targets[i], (PyObject *)types[i]);
+    keep(&sites_memo, sites);
+    keep(&internal_memo, internal);
     Py_RETURN_NONE;
 }
 
@@ -108,30 +226,27 @@ static PyObject *select_slot(HitBase *self) {
                 Py_INCREF(slot);
                 return slot;
             }
-        } else {
+        } else if (Py_IS_TYPE(tls, binding_type)) {
             /* One lane, no resolver: the thread's micro-batch indexes the slots. */
-            PyObject *ubatch = PyObject_GetAttr(tls, str_ubatch);
+            PyObject *ubatch = binding_value((Binding *)tls);
             if (ubatch == NULL) return NULL;
-            if (PyLong_CheckExact(ubatch)) {
-                Py_ssize_t index = PyLong_AsSsize_t(ubatch);
-                Py_DECREF(ubatch);
-                if (index >= 0 && index < PyTuple_GET_SIZE(slots)) {
-                    PyObject *slot = PyTuple_GET_ITEM(slots, index);
-                    Py_INCREF(slot);
-                    return slot;
-                }
-                PyErr_Clear();
-            } else {
-                Py_DECREF(ubatch);
+            Py_ssize_t index = PyLong_AsSsize_t(ubatch);
+            if (index == -1 && PyErr_Occurred()) return NULL;
+            if (index >= 0 && index < PyTuple_GET_SIZE(slots)) {
+                PyObject *slot = PyTuple_GET_ITEM(slots, index);
+                Py_INCREF(slot);
+                return slot;
             }
         }
     }
     return PyObject_CallNoArgs(self->select);
 }
 
-/* Fresh views of a prepared entry for `specs`, or NULL without an exception when the
- * request is not a plain hit (the Python path serves it); NULL with one on error. */
-static PyObject *serve(HitBase *self, PyObject *slot, PyObject *specs, PyObject **entry_out) {
+/* A hit: its entry (a new reference), the buffer it was found in (a new reference) and
+ * fresh views (returned, a new reference); NULL without an exception when the request is
+ * not a plain hit (the Python path serves it), NULL with one on error. */
+static PyObject *serve(HitBase *self, PyObject *slot, PyObject *specs, PyObject **entry_out,
+                       PyObject **buffer_out) {
     if (!Py_IS_TYPE(slot, slot_type)) return NULL;
     PyObject *detour = FIELD(slot, slot_detour);
     PyObject *buffer = FIELD(slot, slot_buffer);
@@ -161,24 +276,91 @@ static PyObject *serve(HitBase *self, PyObject *slot, PyObject *specs, PyObject 
     PyObject *views = FIELD(entry, prepared_views);
     if (views == NULL || !PyList_CheckExact(views) || PyList_GET_SIZE(views) != count)
         return NULL;
+    /* Held while fresh views are made: that may run code that lets another thread sweep
+     * the cache or replace the buffer. */
+    Py_INCREF(entry);
+    Py_INCREF(buffer);
+    Py_INCREF(views);
     PyObject *out = PyList_New(count);
-    if (out == NULL) return NULL;
     PyObject *fresh = self->fresh_view;
-    for (Py_ssize_t i = 0; i < count; i++) {
+    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
         PyObject *view = PyList_GET_ITEM(views, i);
         if (fresh == Py_None) {
             Py_INCREF(view);
-        } else {
-            view = PyObject_Vectorcall(fresh, &view, 1, NULL);
-            if (view == NULL) {
-                Py_DECREF(out);
-                return NULL;
-            }
+        } else if ((view = PyObject_Vectorcall(fresh, &view, 1, NULL)) == NULL) {
+            Py_CLEAR(out);
+            break;
         }
         PyList_SET_ITEM(out, i, view);
     }
+    Py_DECREF(views);
+    if (out == NULL) {
+        Py_DECREF(entry);
+        Py_DECREF(buffer);
+        return NULL;
+    }
     *entry_out = entry;
+    *buffer_out = buffer;
     return out;
+}
+
+/* Note an unlocked hit in the request log without Python code where the outcome is
+ * decided: the caller's site is known (caller_info's memos), it is user code, the peak
+ * of that site does not rise and no profile records. Then RequestLog.note would only
+ * set last_requests[slot.index] = (site, specs), which this does. Returns 1 when noted,
+ * 0 when RequestLog.note must run, -1 on error. */
+static int note_hit(HitBase *self, PyObject *log, PyObject *slot, PyObject *specs,
+                    PyObject *required) {
+#if PY_VERSION_HEX < 0x030B0000
+    return 0; /* no PyFrame_GetLasti: caller_info's key cannot be formed here */
+#else
+    if (!Py_IS_TYPE(log, log_type) || sites_memo == NULL) return 0;
+    PyObject *recorder = FIELD(log, log_recorder);
+    if (recorder != Py_None) return 0;
+    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller of this request */
+    if (frame == NULL) return 0;
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    int lasti = PyFrame_GetLasti(frame);
+    if ((PyObject *)code != self->site_code || lasti != self->site_lasti) {
+        /* Another call site than last time: caller_info's memos, or Python. */
+        PyObject *internal = PyDict_GetItemWithError(internal_memo, code->co_filename);
+        if (internal != Py_False) {
+            Py_DECREF(code);
+            return PyErr_Occurred() ? -1 : 0;
+        }
+        PyObject *offset = PyLong_FromLong(lasti);
+        PyObject *location = offset == NULL ? NULL : PyTuple_Pack(2, (PyObject *)code, offset);
+        Py_XDECREF(offset);
+        if (location == NULL) {
+            Py_DECREF(code);
+            return -1;
+        }
+        PyObject *site = PyDict_GetItemWithError(sites_memo, location);
+        Py_DECREF(location);
+        if (site == NULL) {
+            Py_DECREF(code);
+            return PyErr_Occurred() ? -1 : 0;
+        }
+        keep(&self->site, site);
+        keep(&self->site_code, (PyObject *)code);
+        self->site_lasti = lasti;
+    }
+    Py_DECREF(code);
+    PyObject *peaks = FIELD(log, log_peaks);
+    PyObject *last = FIELD(log, log_last_requests);
+    if (peaks == NULL || last == NULL || !PyDict_CheckExact(peaks) || !PyDict_CheckExact(last))
+        return 0;
+    PyObject *peak = PyDict_GetItemWithError(peaks, self->site);
+    if (peak == NULL) return PyErr_Occurred() ? -1 : 0;
+    int lower = PyObject_RichCompareBool(peak, required, Py_LT);
+    if (lower != 0) return lower < 0 ? -1 : 0; /* a new peak: RequestLog.note, under its lock */
+    PyObject *index = FIELD(slot, slot_index);
+    PyObject *noted = index == NULL ? NULL : PyTuple_Pack(2, self->site, specs);
+    if (noted == NULL) return index == NULL ? 0 : -1;
+    int failed = PyDict_SetItem(last, index, noted);
+    Py_DECREF(noted);
+    return failed ? -1 : 1;
+#endif
 }
 
 static PyObject *request(HitBase *self, PyObject *specs, PyObject *strict) {
@@ -193,8 +375,8 @@ static PyObject *request(HitBase *self, PyObject *specs, PyObject *strict) {
         Py_DECREF(slot);
         return result;
     }
-    PyObject *entry = NULL;
-    PyObject *views = serve(self, slot, specs, &entry);
+    PyObject *entry = NULL, *buffer = NULL;
+    PyObject *views = serve(self, slot, specs, &entry, &buffer);
     if (views == NULL) {
         if (PyErr_Occurred()) {
             Py_DECREF(slot);
@@ -208,50 +390,47 @@ static PyObject *request(HitBase *self, PyObject *specs, PyObject *strict) {
     }
     /* The bookkeeping of a hit: the entry was used (the cache's CLOCK sweep spares it),
      * the slot served one more request. */
-    PyObject *used = FIELD(entry, prepared_used);
-    Py_INCREF(Py_True);
-    FIELD(entry, prepared_used) = Py_True;
-    Py_XDECREF(used);
+    keep(&FIELD(entry, prepared_used), Py_True);
     PyObject *calls = FIELD(slot, slot_calls);
     if (calls != NULL) {
         PyObject *more = PyNumber_Add(calls, one);
-        if (more == NULL) {
-            Py_DECREF(views);
-            Py_DECREF(slot);
-            return NULL;
-        }
+        if (more == NULL) goto error;
         FIELD(slot, slot_calls) = more;
         Py_DECREF(calls);
     }
-    int quiet = self->probe == Py_None;
-    if (quiet && self->log != Py_None) {
-        PyObject *governor = self->governor;
-        quiet = Py_IS_TYPE(governor, governor_type) &&
-                FIELD(governor, governor_locked) == Py_True;
-    }
-    if (quiet) {
-        Py_DECREF(slot);
-        return views;
-    }
-    /* A capture probe or an unlocked arena's request log: the Python bookkeeping. */
-    PyObject *buffer = FIELD(slot, slot_buffer);
+    result = views;
     PyObject *required = FIELD(entry, prepared_required);
-    if (buffer == NULL || required == NULL) {
-        Py_DECREF(views);
-        Py_DECREF(slot);
-        PyErr_SetString(PyExc_RuntimeError, "arena: a slot or entry lost its buffer");
-        return NULL;
+    if (self->probe != Py_None || required == NULL) {
+        result = NULL; /* the capture marking: Python */
+    } else if (self->log != Py_None &&
+               !(Py_IS_TYPE(self->governor, governor_type) &&
+                 FIELD(self->governor, governor_locked) == Py_True)) {
+        int noted = note_hit(self, self->log, slot, specs, required);
+        if (noted < 0) goto error;
+        if (noted == 0) result = NULL; /* RequestLog.note: Python */
     }
-    Py_INCREF(buffer);
-    Py_INCREF(required);
-    PyObject *call[7] = {self->builder, slot, buffer, specs, required, views, strict};
-    result = PyObject_VectorcallMethod(str_served, call, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                       strict_name);
+    if (result == NULL) {
+        /* A capture probe or a request to note in Python: the builder's bookkeeping,
+         * with the buffer these views were built over. */
+        PyObject *call[7] = {self->builder, slot, buffer, specs, required, views, strict};
+        if (required == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "arena: a remembered request has no size");
+            goto error;
+        }
+        result = PyObject_VectorcallMethod(str_served, call,
+                                           6 | PY_VECTORCALL_ARGUMENTS_OFFSET, strict_name);
+        Py_DECREF(views);
+    }
+    Py_DECREF(entry);
     Py_DECREF(buffer);
-    Py_DECREF(required);
-    Py_DECREF(views);
     Py_DECREF(slot);
     return result;
+error:
+    Py_DECREF(views);
+    Py_DECREF(entry);
+    Py_DECREF(buffer);
+    Py_DECREF(slot);
+    return NULL;
 }
 
 static PyObject *get_simultaneous(PyObject *self, PyObject *specs) {
@@ -274,6 +453,8 @@ static int traverse(HitBase *self, visitproc visit, void *arg) {
     Py_VISIT(self->log);
     Py_VISIT(self->governor);
     Py_VISIT(self->builder);
+    Py_VISIT(self->site_code);
+    Py_VISIT(self->site);
     return 0;
 }
 
@@ -288,6 +469,8 @@ static int clear(HitBase *self) {
     Py_CLEAR(self->log);
     Py_CLEAR(self->governor);
     Py_CLEAR(self->builder);
+    Py_CLEAR(self->site_code);
+    Py_CLEAR(self->site);
     return 0;
 }
 
@@ -342,7 +525,8 @@ static PyType_Spec hit_spec = {
 
 static PyMethodDef module_methods[] = {
     {"bind", bind, METH_VARARGS,
-     "bind(Slot, Buffer, Prepared, Governor): where a hit reads their attributes."},
+     "bind(Slot, Buffer, Prepared, Governor, RequestLog, sites, internal_files): where a "
+     "hit reads their attributes, and caller_info's memos."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -355,7 +539,6 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__hit(void) {
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) return NULL;
-    str_ubatch = PyUnicode_InternFromString("ubatch");
     str_miss = PyUnicode_InternFromString("miss");
     str_python_request = PyUnicode_InternFromString("_python_request");
     str_served = PyUnicode_InternFromString("served");
@@ -363,10 +546,17 @@ PyMODINIT_FUNC PyInit__hit(void) {
     zero = PyLong_FromLong(0);
     one = PyLong_FromLong(1);
     PyObject *type = PyType_FromSpec(&hit_spec);
-    if (str_ubatch == NULL || str_miss == NULL || str_python_request == NULL ||
-        str_served == NULL || strict_name == NULL || zero == NULL || one == NULL || type == NULL ||
-        PyModule_AddObject(module, "HitBase", type) < 0) {
+    binding_type = (PyTypeObject *)PyType_FromSpec(&binding_spec);
+    if (str_miss == NULL || str_python_request == NULL || str_served == NULL ||
+        strict_name == NULL || zero == NULL || one == NULL || type == NULL ||
+        binding_type == NULL || PyModule_AddObject(module, "HitBase", type) < 0) {
         Py_XDECREF(type);
+        Py_DECREF(module);
+        return NULL;
+    }
+    Py_INCREF(binding_type);
+    if (PyModule_AddObject(module, "Binding", (PyObject *)binding_type) < 0) {
+        Py_DECREF(binding_type);
         Py_DECREF(module);
         return NULL;
     }

@@ -7,10 +7,12 @@ Two implementations serve it, with the same results:
 * **compiled**: ``arena.views._hit``, a small C extension (CPython's API only, no NumPy or
   torch headers) built at install where a C compiler is found. Its ``HitBase`` is the
   base class of :class:`~arena.views.front.Front`, and its ``get_simultaneous`` and
-  ``try_get_simultaneous`` serve a plain hit without running Python code. Everything
-  else (debug mode, a miss, a dimension that is not an exact ``int``, capture marking,
-  call-site recording) is handed to the front's Python methods, so each guarantee is
-  written once, in Python.
+  ``try_get_simultaneous`` serve a plain hit without running Python code: the slot (its
+  ``Binding`` holds each thread's micro-batch in the thread state), the lookup, the
+  exact-int check, one ``fresh_view`` call per view, and, while unlocked, the request
+  log's note when the call site is already known. Everything else (debug mode, a miss, a
+  dimension that is not an exact ``int``, capture marking, a new call site or peak) is
+  handed to the front's Python methods, so each guarantee is written once, in Python.
 * **python**: the same hit written in Python (:meth:`~arena.views.front.Front.get_simultaneous`),
   the fallback where the extension was not built, or when ``ARENA_PURE_PYTHON=1`` is set
   in the environment before arena is imported.
@@ -22,14 +24,17 @@ from __future__ import annotations
 
 import importlib
 import os
+import threading
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from arena.observe.events import caller_memos
+from arena.observe.requests import RequestLog
 from arena.slots.governor import Governor
 from arena.slots.slot import Buffer, Slot
 from arena.views.prepared import Prepared
 
-__all__ = ["HIT_PATH", "WHY_PYTHON", "HitBase", "PyHitBase", "compiled"]
+__all__ = ["HIT_PATH", "WHY_PYTHON", "Binding", "HitBase", "PyBinding", "PyHitBase", "compiled"]
 
 
 class PyHitBase:
@@ -71,6 +76,13 @@ class PyHitBase:
     )
 
 
+class PyBinding(threading.local):
+    """The pure-Python per-thread micro-batch binding: ``ubatch`` is the calling thread's
+    (the class attribute is every thread's default)."""
+
+    ubatch = 0
+
+
 def _load() -> tuple[ModuleType | None, str]:
     if os.environ.get("ARENA_PURE_PYTHON", "").strip() not in ("", "0"):
         return None, "ARENA_PURE_PYTHON is set"
@@ -78,7 +90,7 @@ def _load() -> tuple[ModuleType | None, str]:
         module = importlib.import_module("arena.views._hit")
     except ImportError:  # not built (no compiler at install): the pure-Python path
         return None, "the extension arena.views._hit is not built"
-    module.bind(Slot, Buffer, Prepared, Governor)
+    module.bind(Slot, Buffer, Prepared, Governor, RequestLog, *caller_memos())
     return module, ""
 
 
@@ -90,6 +102,10 @@ HIT_PATH = "compiled" if compiled is not None else "python"
 
 if TYPE_CHECKING:
     HitBase = PyHitBase
+    Binding = PyBinding
 else:
     #: The base class of :class:`~arena.views.front.Front`.
     HitBase = compiled.HitBase if compiled is not None else PyHitBase
+    #: The per-thread micro-batch binding of :class:`~arena.slots.selector.SlotSelector`
+    #: (the compiled path reads the compiled one without an attribute lookup).
+    Binding = compiled.Binding if compiled is not None else PyBinding
