@@ -195,6 +195,28 @@ def test_a_hit_that_raises_its_site_s_peak_is_recorded(hit_path: str) -> None:
         assert peaks == [8192, 8192]
 
 
+@pytest.mark.parametrize("locked", [True, False], ids=["locked", "unlocked"])
+def test_a_hit_during_a_capture_keeps_its_buffer_until_close(hit_path: str, locked: bool) -> None:
+    from tests.sources import RecordingSource
+
+    capturing = [False]
+    source = RecordingSource()
+    with Arena(source=source, framework="numpy", capture_probe=lambda: capturing[0]) as a:
+        for _ in range(3):  # remembered, and this call site known
+            a.numpy.get_simultaneous(((256,), F32))
+        if locked:
+            a.lock()
+        capturing[0] = True
+        for _ in range(2):
+            (view,) = a.numpy.get_simultaneous(((256,), F32))  # hits during a capture
+        capturing[0] = False
+        a.unlock()
+        a.reserve_bytes(1 << 20)  # growth retires a captured buffer instead of releasing it
+        assert a.release_retired() == 0
+        ptr = a.numpy.data_ptr(view)
+        assert any(start <= ptr < start + n for start, n in source.live.items())
+
+
 def test_debug_mode_and_poison_serve_hits_through_python(hit_path: str) -> None:
     with Arena("cpu", framework="numpy", poison=True) as a:
         (x,) = a.get_simultaneous(((8,), F32))

@@ -159,7 +159,7 @@ static Py_ssize_t slot_buffer, slot_detour, slot_calls, slot_index, buffer_prepa
 static Py_ssize_t prepared_views, prepared_used, prepared_required, governor_locked;
 static Py_ssize_t log_peaks, log_last_requests, log_recorder;
 static PyObject *sites_memo, *internal_memo;
-static PyObject *str_miss, *str_python_request, *str_served, *strict_name, *zero, *one;
+static PyObject *str_miss, *str_python_request, *str_served, *served_names, *zero, *one;
 
 #define FIELD(object, offset) (*(PyObject **)((char *)(object) + (offset)))
 
@@ -400,25 +400,34 @@ static PyObject *request(HitBase *self, PyObject *specs, PyObject *strict) {
     }
     result = views;
     PyObject *required = FIELD(entry, prepared_required);
-    if (self->probe != Py_None || required == NULL) {
-        result = NULL; /* the capture marking: Python */
-    } else if (self->log != Py_None &&
-               !(Py_IS_TYPE(self->governor, governor_type) &&
-                 FIELD(self->governor, governor_locked) == Py_True)) {
+    int capturing = 0;
+    if (required == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "arena: a remembered request has no size");
+        goto error;
+    }
+    if (self->probe != Py_None) {
+        /* Asked after the views were built, as the Python path does. */
+        PyObject *answer = PyObject_CallNoArgs(self->probe);
+        capturing = answer == NULL ? -1 : PyObject_IsTrue(answer);
+        Py_XDECREF(answer);
+        if (capturing < 0) goto error;
+        if (capturing) result = NULL; /* the capture marking: Python */
+    }
+    if (result != NULL && self->log != Py_None &&
+        !(Py_IS_TYPE(self->governor, governor_type) &&
+          FIELD(self->governor, governor_locked) == Py_True)) {
         int noted = note_hit(self, self->log, slot, specs, required);
         if (noted < 0) goto error;
         if (noted == 0) result = NULL; /* RequestLog.note: Python */
     }
     if (result == NULL) {
-        /* A capture probe or a request to note in Python: the builder's bookkeeping,
-         * with the buffer these views were built over. */
-        PyObject *call[7] = {self->builder, slot, buffer, specs, required, views, strict};
-        if (required == NULL) {
-            PyErr_SetString(PyExc_RuntimeError, "arena: a remembered request has no size");
-            goto error;
-        }
+        /* A capture or a request to note in Python: the builder's bookkeeping, with the
+         * buffer these views were built over and the probe's answer. */
+        PyObject *call[8] = {self->builder, slot,   buffer,
+                             specs,         required, views,
+                             strict,        capturing ? Py_True : Py_False};
         result = PyObject_VectorcallMethod(str_served, call,
-                                           6 | PY_VECTORCALL_ARGUMENTS_OFFSET, strict_name);
+                                           6 | PY_VECTORCALL_ARGUMENTS_OFFSET, served_names);
         Py_DECREF(views);
     }
     Py_DECREF(entry);
@@ -542,13 +551,13 @@ PyMODINIT_FUNC PyInit__hit(void) {
     str_miss = PyUnicode_InternFromString("miss");
     str_python_request = PyUnicode_InternFromString("_python_request");
     str_served = PyUnicode_InternFromString("served");
-    strict_name = Py_BuildValue("(s)", "strict");
+    served_names = Py_BuildValue("(ss)", "strict", "capturing");
     zero = PyLong_FromLong(0);
     one = PyLong_FromLong(1);
     PyObject *type = PyType_FromSpec(&hit_spec);
     binding_type = (PyTypeObject *)PyType_FromSpec(&binding_spec);
     if (str_miss == NULL || str_python_request == NULL || str_served == NULL ||
-        strict_name == NULL || zero == NULL || one == NULL || type == NULL ||
+        served_names == NULL || zero == NULL || one == NULL || type == NULL ||
         binding_type == NULL || PyModule_AddObject(module, "HitBase", type) < 0) {
         Py_XDECREF(type);
         Py_DECREF(module);

@@ -136,6 +136,7 @@ class ViewBuilder:
         *,
         strict: bool,
         retry: Callable[[], list[Any] | None] | None = None,
+        capturing: bool | None = None,
     ) -> list[Any] | None:
         """The bookkeeping of a served request off the locked hot path: mark a capture and
         note the request while unlocked.
@@ -143,10 +144,14 @@ class ViewBuilder:
         A buffer read by a CUDA graph being captured is marked under the arena's mutex, so
         no concurrent growth can release it unmarked; when a growth replaced it between
         the read and the mark, the request is served again from the current buffer
-        (``retry``, by default the plain request).
+        (``retry``, by default the plain request). ``capturing`` is the capture probe's
+        answer where the caller asked it already (the compiled hit path), after the views
+        were built.
         """
-        probe = self.probe
-        if probe is not None and probe() and not slot.mark_captured(buffer):
+        if capturing is None:
+            probe = self.probe
+            capturing = probe is not None and bool(probe())
+        if capturing and not slot.mark_captured(buffer):
             slot.calls -= 1  # counted again by the request that replaces this one
             try:
                 if retry is not None:
