@@ -39,22 +39,37 @@ def test_bench_quick_run_measures_every_method_and_target() -> None:
     frameworks = {row.framework for row in result.rows}
     assert "numpy" in frameworks
     workloads = {row.workload for row in result.rows if row.framework == "numpy"}
-    assert {"fixed", "varying", "decode-heavy", "graph buckets", "10^4 layouts"} <= workloads
+    expected_workloads = {"fixed", "varying <32 MiB", "varying", "graph buckets", "2 slots"}
+    assert expected_workloads | {"decode-heavy", "10^4 layouts"} <= workloads
     for row in result.rows:
         expected = {"arena", "cached", "reference"} | (
             set() if row.framework == "jax" and row.workload != "fixed" else {"alloc"}
         )
         assert set(row.median_us) == expected, (row.workload, row.framework)
         assert all(v > 0 for v in row.median_us.values())
+        for baseline in ("alloc", "ref"):  # paired: a median inside its own spread
+            name = f"arena/{baseline}"
+            if baseline == "ref" or "alloc" in expected:
+                low, mid, high = (
+                    row.ratios[f"{name} p10"],
+                    row.ratios[name],
+                    row.ratios[f"{name} p90"],
+                )
+                assert 0 < low <= mid <= high, (row.workload, row.framework, name)
     names = [t["target"] for t in result.targets]
-    assert any("allocations after lock" in n for n in names)
-    assert any("unlocked hit / locked hit" in n for n in names)
+    for wanted in ("allocations after lock", "unlocked hit / locked hit", "2-slot hit"):
+        assert any(wanted in n for n in names), wanted
+    assert any(n.startswith("never-seen 2000-view") for n in names)
+    for target in result.targets:
+        if target["p10"] is not None:
+            assert target["p10"] <= target["measured"] <= target["p90"], target
     zero = result.checks["zero_allocations"]
     assert zero["allocations_after_lock"] == 0 and zero["steps"] == 10_000
     growth = [m for m in result.memory if "growth" in m]
     assert growth and growth[0]["peak_over_new_size"] < 1.1
+    assert result.meta["hit path"] in ("compiled", "python")
     text = format_result(result)
-    assert "arena / reference" in text or "ar/ref" in text
+    assert "arena / reference" in text and "(p10-p90)" in text
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
