@@ -67,7 +67,7 @@ class Buffer:
         self.allocation = allocation
         self.capacity = capacity
         self.wrappers: dict[Any, Any] = {}
-        self.prepared: dict[Any, dict[Any, Any]] = {}
+        self.prepared: dict[Any, Any] = {}
         self.captured = False
         #: Poisoning: the end of the last request's bytes (see :mod:`arena.views.poison`).
         self.poisoned_end = 0

@@ -196,7 +196,13 @@ class SlotTable:
                 for s in self.slots
             )
             ledger = governor.ledger
-            caches = [c for s in self.slots for c in list(s.buffer.prepared.values())]
+            # A front's cache is {specs: Prepared}; a step replay's, one such dict per request.
+            caches = [
+                inner
+                for s in self.slots
+                for c in list(s.buffer.prepared.values())
+                for inner in (list(c) if isinstance(c, list) else [c])
+            ]
             return ArenaStats(
                 device=str(governor.device),
                 locked=governor.locked,
