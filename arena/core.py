@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from arena.assembly import assemble
 from arena.config import FRAMEWORKS, check_flag, settings
+from arena.kernels.methods import KernelLibraryMethods
 from arena.memory.devices import Device
 from arena.memory.sources import MemorySource
 from arena.observe.events import ArenaEvent, format_mb
@@ -29,7 +30,7 @@ T = TypeVar("T")
 _A = TypeVar("_A", bound="Arena")
 
 
-class Arena:
+class Arena(KernelLibraryMethods):
     """A workspace of preallocated byte buffers carved into typed, zero-copy views.
 
     One buffer per (micro-batch, lane) slot, allocated lazily and grown on demand during
@@ -55,10 +56,11 @@ class Arena:
         Framework of :meth:`get_simultaneous`'s views: ``"numpy"``, ``"torch"``,
         ``"cupy"`` or ``"jax"``. By default torch when it is already imported, else
         CuPy for a CUDA arena (torch where CuPy is not installed), else NumPy.
-    source : MemorySource or str, optional
+    source : MemorySource, str or RMM-style resource, optional
         Where memory comes from. Default: page-aligned NumPy memory on the host, direct
         ``cudaMalloc`` through CuPy on a GPU. Strings name the built-in CUDA sources
-        (``"device"``, ``"pool"``, ``"torch"``, ``"pinned"``).
+        (``"device"``, ``"pool"``, ``"torch"``, ``"pinned"``); an object with RMM's
+        ``allocate``/``deallocate`` (``rmm.mr.DeviceMemoryResource``) is wrapped.
     ubatch_resolver : callable, optional
         Called on every request to get the current micro-batch id (like vLLM's
         ``dbo_current_ubatch_id``); replaces the per-thread binding.
@@ -98,6 +100,10 @@ class Arena:
     event_log : str or os.PathLike, optional
         Append every slot-buffer allocation and free to this CSV file in RMM's schema
         (``Thread,Time,Action,Pointer,Size,Stream``).
+    max_bytes : int or str, optional
+        Cap on every byte the arena holds (``"4GiB"`` works too): growth past it raises
+        ``ArenaOutOfMemoryError`` and the slot keeps its capacity. Default: the
+        ``ARENA_MAX_BYTES`` variable, else no cap.
     """
 
     def __init__(
@@ -121,6 +127,7 @@ class Arena:
         profile: Any = None,
         poison: bool | None = None,
         event_log: Any = None,
+        max_bytes: int | str | None = None,
     ) -> None:
         config = settings(
             device,
@@ -138,6 +145,7 @@ class Arena:
             track_call_sites=track_call_sites,
             capture_probe=capture_probe,
             poison=poison,
+            max_bytes=max_bytes,
         )
         parts = assemble(
             config,
@@ -156,6 +164,7 @@ class Arena:
         self._framework = parts.framework
         self._recorder = parts.recorder
         self._log = parts.log
+        self._workspaces = parts.workspaces
         self._default_front: Front[Any] | None = None
         if parts.recorder is not None:
             # Saved when the arena is collected or the interpreter exits; the finalizer
@@ -408,7 +417,8 @@ class Arena:
     def memory_snapshot(self) -> dict[str, Any]:
         """The arena's memory in the format of ``torch.cuda.memory._snapshot()``.
 
-        One segment per slot buffer, retired buffer and persistent buffer; one block per
+        One segment per slot buffer, retired buffer, persistent buffer, library workspace
+        and Triton block; one block per
         view of each slot's last request recorded while unlocked (the locked hot path
         records nothing); a device trace of slot-buffer allocations and frees. torch's
         ``torch.cuda._memory_viz`` (``segsum``, ``segment_plot``, ``trace_plot``, ...)
