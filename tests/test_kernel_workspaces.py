@@ -5,6 +5,7 @@ the library, the capture rule, lock, faults at every allocation, threads, profil
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import threading
 from collections.abc import Iterator
@@ -56,7 +57,7 @@ def span(view: Any) -> range:
 
 def disjoint(*views: Any) -> bool:
     spans = sorted((span(v) for v in views), key=lambda r: r.start)
-    return all(a.stop <= b.start for a, b in zip(spans, spans[1:], strict=False))
+    return all(a.stop <= b.start for a, b in itertools.pairwise(spans))
 
 
 class Probe:
@@ -309,7 +310,8 @@ def test_stats_snapshot_and_events_show_workspaces() -> None:
         assert a.stats().slots[1].workspace_keys == 1
         assert "workspace MB" in a.stats().table()
         (event,) = events
-        assert (event.kind, event.slot, event.key, event.new_bytes) == ("workspace", (0, 1), "fi", 5120)
+        seen = (event.kind, event.slot, event.key, event.new_bytes)
+        assert seen == ("workspace", (0, 1), "fi", 5120)
         segments = a.memory_snapshot()["segments"]
         names = [s["frames"][0]["name"] for s in segments]
         assert names == ["slot (ubatch 0, lane 1) library"]
@@ -426,8 +428,9 @@ def test_triton_allocator_without_torch_names_the_install(
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
     )
-    with Arena("cpu", framework="numpy") as a, pytest.raises(
-        FrameworkUnavailableError, match="pip install torch"
+    with (
+        Arena("cpu", framework="numpy") as a,
+        pytest.raises(FrameworkUnavailableError, match="pip install torch"),
     ):
         a.triton_allocator()
 

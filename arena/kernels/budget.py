@@ -18,7 +18,8 @@ What each key of :func:`memory_stats` means for an arena:
     :func:`reset_peaks`. What the cap limits.
 ``allocated_bytes.all.current`` / ``.peak``
     Bytes of those blocks that requests have used: per slot the largest request served
-    from its scratch buffer (at most its capacity), plus persistent views, library
+    from its scratch buffer (its layout, alignment padding included; at most the
+    buffer's capacity), plus persistent views (their exact bytes), library
     workspaces and Triton blocks (in use by the library that holds them). Retired buffers
     and unused scratch are reserved, not allocated. It only grows while the arena is open
     (0 after close), so its peak is the value before close or since the last reset.
