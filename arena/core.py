@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -14,6 +14,8 @@ from arena.memory.devices import Device
 from arena.memory.sources import MemorySource
 from arena.observe.events import ArenaEvent, format_mb
 from arena.observe.stats import ArenaStats
+from arena.planning.scopes import Scope
+from arena.planning.steps import Step
 from arena.slots.governor import StateFlag, StateSwitch
 from arena.views.front import Front
 from arena.views.layout import DEFAULT_ALIGNMENT, compute_layout
@@ -290,6 +292,27 @@ class Arena(KernelLibraryMethods):
     def try_get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any] | None:
         """Like :meth:`get_simultaneous`, but ``None`` when locked and too small."""
         return self._default().try_get_simultaneous(*specs)
+
+    def scope(self) -> Scope[Any]:
+        """A ``with`` block whose requests stay valid until it exits, in :attr:`framework`;
+        see :meth:`Front.scope` and docs/planning.md."""
+        return self._default().scope()
+
+    def step(self, key: Hashable) -> Step[Any]:
+        """One run of the step ``key``, in :attr:`framework`: recorded on the first run,
+        placed by a plan from the second; see :meth:`Front.step` and docs/planning.md."""
+        return self._default().step(key)
+
+    def plan_steps(self) -> dict[Any, int]:
+        """Plan every step recorded but not planned yet, in every slot, and shrink slots
+        larger than their plans need (unlocked, where no capture used the buffer).
+
+        Returns
+        -------
+        dict
+            Step key -> planned bytes (the largest over slots).
+        """
+        return self._table.plan_steps()
 
     def get_persistent(
         self, key: Any, shape: tuple[int, ...], dtype: Any, zero_init: bool = False

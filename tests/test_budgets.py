@@ -102,6 +102,20 @@ def test_planned_bytes_predicts_lock_exactly(ops: list[tuple[int, int, str, int,
         assert a.stats().live_bytes == planned
 
 
+def test_planned_bytes_counts_steps_lock_will_plan() -> None:
+    with Arena("cpu", framework="numpy", ubatches=2) as a:
+        with a.step("layer"):  # recorded once: lock() plans it
+            a.get_simultaneous(((1000,), "float32"))
+            a.get_simultaneous(((3000,), "float32"), ((500,), "int64"))
+        a.get_simultaneous(((10,), "float32"))
+        planned = a.planned_bytes()
+        book = a._table.slots[0].steps["layer"]
+        assert not book.planned  # planned_bytes() plans a copy: the key is still recording
+        a.lock()
+        assert book.planned
+        assert a.stats().live_bytes == planned
+
+
 def test_planned_bytes_of_a_closed_arena_is_zero() -> None:
     a = Arena("cpu", framework="numpy")
     a.get_simultaneous(((100,), "float32"))

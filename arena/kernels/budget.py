@@ -95,12 +95,14 @@ def layout_bytes(*specs: tuple[Any, Any], alignment: int = DEFAULT_ALIGNMENT) ->
 
 def lock_additions(slots: Sequence[Slot], lanes: int, alignment: int) -> int:
     """Bytes :meth:`~arena.slots.table.SlotTable.lock` would allocate now: each lane's
-    scratch buffers brought to the largest (the smaller ones are retired, not released),
+    scratch buffers brought to the largest, or to what its planned steps need (the
+    smaller ones are retired, not released),
     the persistent buffers and library workspaces siblings lack. Call with the mutex held."""
     total = 0
     for lane in range(lanes):
         group = [s for s in slots if s.lane == lane]
-        target = max((s.buffer.capacity for s in group), default=0)
+        need = max((_planned_step_bytes(s, alignment) for s in group), default=0)
+        target = max(need, *(s.buffer.capacity for s in group))
         total += sum(target for s in group if s.buffer.capacity < target)
         sizes: dict[Any, int] = {}
         for slot in group:
@@ -114,6 +116,20 @@ def lock_additions(slots: Sequence[Slot], lanes: int, alignment: int) -> int:
         )
         total += missing_library_bytes([s.workspaces for s in group])
     return total
+
+
+def _planned_step_bytes(slot: Slot, alignment: int) -> int:
+    """What :func:`~arena.planning.records.plan_slot_steps` would return for ``slot``,
+    without planning anything (a key not planned yet is planned on a copy)."""
+    need = 0
+    for found in list(slot.steps.values()):
+        book = found
+        if not book.planned and book.runs:
+            book = found.copy()
+            book.make_plan(alignment)
+        if book.planned:
+            need = max(need, book.base + book.total)
+    return need
 
 
 def planned_bytes(governor: Governor, slots: Sequence[Slot], lanes: int) -> int:

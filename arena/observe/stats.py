@@ -34,6 +34,10 @@ class SlotStats:
         graph may read them (see :meth:`arena.Arena.release_retired`).
     retired_buffers : int
         How many such buffers and blocks.
+    load : int
+        LOAD: the most bytes this slot's requests held live at once (a plain request's
+        bytes, plus the views of open scopes and live step views). No buffer can serve
+        them with less; ``capacity / load`` says how close planning came.
     workspace_bytes, workspace_keys : int
         Bytes and number of this slot's library workspaces
         (:meth:`arena.Arena.get_library_workspace`).
@@ -52,10 +56,16 @@ class SlotStats:
     persistent_keys: int
     retired_bytes: int = 0
     retired_buffers: int = 0
+    load: int = 0
     workspace_bytes: int = 0
     workspace_keys: int = 0
     triton_bytes: int = 0
     triton_blocks: int = 0
+
+    @property
+    def capacity_over_load(self) -> float:
+        """``capacity / load`` (1.0 is the bound; 0.0 before any request)."""
+        return self.capacity / self.load if self.load else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +127,15 @@ class ArenaStats:
 
     def table(self) -> str:
         """A plain-text table of the slots, for people."""
-        header = f"{'slot':<14}{'capacity MB':>13}{'high-water MB':>15}{'growths':>9}{'calls':>10}"
-        header += f"{'persistent MB':>15}{'retired MB':>12}{'workspace MB':>14}{'triton MB':>11}"
+        header = f"{'slot':<14}{'capacity MB':>13}{'LOAD MB':>9}{'cap/LOAD':>9}"
+        header += f"{'growths':>9}{'calls':>10}{'persistent MB':>15}{'retired MB':>12}"
+        header += f"{'workspace MB':>14}{'triton MB':>11}"
         lines = [header, "-" * len(header)]
         for s in self.slots:
+            ratio = f"{s.capacity_over_load:.2f}" if s.load else "-"
             lines.append(
                 f"{f'ubatch {s.ubatch} lane {s.lane}':<14}{s.capacity / MB:>13.2f}"
-                f"{s.high_water / MB:>15.2f}{s.growths:>9}{s.calls:>10}"
+                f"{s.load / MB:>9.2f}{ratio:>9}{s.growths:>9}{s.calls:>10}"
                 f"{s.persistent_bytes / MB:>15.2f}{s.retired_bytes / MB:>12.2f}"
                 f"{s.workspace_bytes / MB:>14.2f}{s.triton_bytes / MB:>11.2f}"
             )

@@ -20,6 +20,7 @@ from arena.memory.sources import Allocation
 from arena.observe.events import MB, ArenaEvent, caller_info, format_mb, log_event
 from arena.observe.snapshot import EventLog, build_snapshot
 from arena.observe.stats import ArenaStats, SlotStats
+from arena.planning.records import plan_slot_steps, share_plans, shrink_to_plans
 from arena.slots.governor import Governor
 from arena.slots.selector import check_index
 from arena.slots.slot import Resize, Slot
@@ -126,7 +127,10 @@ class SlotTable:
                 )
                 for lane in range(self.lanes):
                     group = [s for s in self.slots if s.lane == lane]
-                    target = max(s.buffer.capacity for s in group)
+                    # Steps not planned yet are planned now: sizes are fixed from here.
+                    need = max(plan_slot_steps(s, governor.alignment) for s in group)
+                    share_plans(group)
+                    target = max(need, *(s.buffer.capacity for s in group))
                     for slot in group:
                         resize = slot.size_for_lock(target)
                         if resize is not None:
@@ -137,6 +141,25 @@ class SlotTable:
         finally:
             self.announce("resize", resizes)
         self.announce("lock")
+
+    def plan_steps(self) -> dict[Any, int]:
+        """Plan every recorded step not planned yet and shrink slots to their plans where
+        allowed; see :meth:`arena.Arena.plan_steps`."""
+        governor = self.governor
+        planned: dict[Any, int] = {}
+        resizes: list[Resize] = []
+        try:
+            for slot in self.slots:
+                with governor.mutex:
+                    governor.check_open()
+                    plan_slot_steps(slot, governor.alignment)
+                    for key, book in list(slot.steps.items()):
+                        if book.planned:
+                            planned[key] = max(planned.get(key, 0), book.total)
+                resizes.extend(shrink_to_plans(slot))
+        finally:
+            self.announce("resize", resizes)
+        return planned
 
     def unlock(self) -> None:
         """Allow growth again."""
@@ -186,6 +209,7 @@ class SlotTable:
                     s.persistent.keys,
                     s.retired_bytes,
                     s.retired_count,
+                    s.load,
                     s.workspaces.library_bytes,
                     len(s.workspaces.library),
                     s.workspaces.triton_bytes,
