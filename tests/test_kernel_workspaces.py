@@ -435,6 +435,13 @@ def test_triton_allocator_without_torch_names_the_install(
         a.triton_allocator()
 
 
+def _torch_allocator(device: str) -> Any:
+    """What vLLM installs: a fresh torch block per launch (put back after a test)."""
+    import torch
+
+    return lambda size, alignment, stream: torch.empty(size, device=device, dtype=torch.int8)
+
+
 def test_triton_installs_it() -> None:
     triton = pytest.importorskip("triton")
     with Arena(framework="torch") as a:
@@ -443,7 +450,51 @@ def test_triton_installs_it() -> None:
         try:
             assert allocator(256, 128, None).data_ptr() % 128 == 0
         finally:
-            triton.set_allocator(lambda size, alignment, stream: None)  # type: ignore[arg-type]
+            triton.set_allocator(_torch_allocator(str(a.device)))
+
+
+@pytest.mark.gpu
+def test_a_triton_kernel_gets_its_scratch_from_the_arena() -> None:
+    """A kernel that makes TMA descriptors on the device asks the allocator for them."""
+    triton = pytest.importorskip("triton")
+    import torch
+    import triton.language as tl
+
+    if not hasattr(tl, "make_tensor_descriptor"):
+        pytest.fail(f"Triton {triton.__version__} has no tl.make_tensor_descriptor")
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("device-side tensor descriptors need compute capability 9.0 or later")
+
+    # Triton reads the annotations: only the constexpr ones are given.
+    @triton.jit  # type: ignore[misc]
+    def copy(src, dst, m, n, block_m: tl.constexpr, block_n: tl.constexpr):  # noqa: PLR0917
+        shape, strides, block = [m, n], [n, 1], [block_m, block_n]
+        source = tl.make_tensor_descriptor(src, shape=shape, strides=strides, block_shape=block)
+        target = tl.make_tensor_descriptor(dst, shape=shape, strides=strides, block_shape=block)
+        row = tl.program_id(0) * block_m
+        column = tl.program_id(1) * block_n
+        target.store([row, column], source.load([row, column]))
+
+    calls: list[tuple[int, int, Any]] = []
+    with Arena("cuda:0", framework="torch") as a:
+        allocator = a.triton_allocator()
+
+        def counted(size: int, alignment: int, stream: Any) -> Any:
+            calls.append((size, alignment, stream))
+            return allocator(size, alignment, stream)
+
+        triton.set_allocator(counted)
+        try:
+            x = torch.randn(64, 64, device="cuda:0")
+            y = torch.empty_like(x)
+            copy[(2, 2)](x, y, 64, 64, block_m=32, block_n=32)
+            copy[(2, 2)](x, y, 64, 64, block_m=32, block_n=32)
+            torch.cuda.synchronize()
+            assert torch.equal(x, y)
+            assert len(calls) == 2 and calls[0] == calls[1]
+            assert a.stats().slots[0].triton_blocks == 1  # the second launch: no growth
+        finally:
+            triton.set_allocator(_torch_allocator("cuda:0"))
 
 
 # ====================================================================== profiles

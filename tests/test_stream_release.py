@@ -329,3 +329,27 @@ def test_a_resource_with_host_pointers_needs_no_gpu() -> None:
     if importlib.util.find_spec("cupy") is not None:
         pytest.skip("a check of the host default; CuPy is installed here")
     assert RmmSource(HostResource()).stream_events() is None
+
+
+# ====================================================================== on a GPU
+@pytest.mark.gpu
+@pytest.mark.parametrize("source", ["pool", "torch"])
+def test_real_events_release_the_old_block(source: str) -> None:
+    """CuPy's or torch's events on real streams: a growth records them, and once the
+    device is idle the next allocation gives the old block back."""
+    torch = pytest.importorskip("torch")
+    if source == "pool":
+        pytest.importorskip("cupy")
+    with Arena("cuda:0", source=source, framework="torch") as a:
+        (x,) = a.get_simultaneous(((MB,), torch.float32))
+        x.fill_(1.0)  # work queued on the current stream over the old block
+        a.get_simultaneous(((4 * MB,), torch.float32))
+        assert a.stats().frees == 1
+        torch.cuda.synchronize()
+        a.get_persistent("next", (16,), torch.float32)  # collects what has completed
+        assert a.memory_stats()["arena.pending_release_bytes"] == 0
+        allocate = a.triton_allocator()
+        side = torch.cuda.Stream()
+        allocate(1024, 16, side.cuda_stream)
+        allocate(MB, 16, side.cuda_stream)  # the old block waits on the side stream too
+    assert a.memory_stats()["arena.pending_release_bytes"] == 0  # close() waited

@@ -63,6 +63,16 @@ class _Block:
     def __array_interface__(self) -> dict[str, Any]:
         return self._interface
 
+
+class _CudaBlock(_Block):
+    """A device pointer: seen through ``__cuda_array_interface__`` only."""
+
+    __slots__ = ()
+
+    @property
+    def __array_interface__(self) -> dict[str, Any]:
+        raise AttributeError("a device pointer has no host array interface")
+
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
         return self._interface
@@ -122,7 +132,8 @@ class RmmSource:
                 )
             with self._mutex:
                 self.outstanding += 1
-            block = _Block(ptr, nbytes, self._deallocator(ptr, nbytes))
+            kind = _CudaBlock if self._device.is_cuda else _Block
+            block = kind(ptr, nbytes, self._deallocator(ptr, nbytes))
         except BaseException:
             self.resource.deallocate(ptr, nbytes, *self._stream_args)
             raise
