@@ -3,9 +3,11 @@
 ``with ws.scope() as s:`` opens a region on the caller's slot. Every ``s.get_simultaneous``
 puts its views at the top of the slot's open regions, and they stay valid until the scope
 exits (not until the next request, as plain requests). Scopes nest: an inner scope starts
-where the outer one's views end, and when it exits its bytes are the next request's. A
-plain ``get_simultaneous`` inside a scope lives above every open region (vLLM's
-semantics, one level up: valid until the next request on the slot).
+where the outer one's views end, and when it exits its bytes are the next request's.
+Requests go to the innermost open scope or step (an outer one's requests come before the
+inner one opens), so the regions of a slot always form a stack. A plain
+``get_simultaneous`` inside a scope lives above every open region (vLLM's semantics, one
+level up: valid until the next request on the slot).
 
 The slot's capacity is the peak of its stack plus the plain requests above it, learned
 during warm-up like any other request and sized by ``lock()``; after ``lock()`` a scope
@@ -170,6 +172,12 @@ class Scope(Region, Generic[ViewT]):
                 "this scope is not open: request inside its with block (with ws.scope() "
                 "as s: s.get_simultaneous(...))"
             )
+        if slot.regions[-1] is not self:
+            raise ArenaError(
+                "this scope is not the innermost one open on its slot: request through the "
+                "innermost scope or step (its views live shorter), or make this scope's "
+                "requests before opening the inner one"
+            )
         layout = compute_layout(specs, self._alignment)
         base = slot.top
         views = self._placer.place(slot, shifted(layout, base), specs, what="scope request")
@@ -180,7 +188,7 @@ class Scope(Region, Generic[ViewT]):
         slot.note_load(slot.live, plain=slot.top)
         if self._debug:
             self._handed.extend(views)
-        return views
+        return views  # type: ignore[no-any-return]
 
     def __exit__(self, *exc_info: object) -> None:
         slot = self.slot

@@ -180,7 +180,9 @@ class Step(Region, Generic[ViewT]):
         ArenaError
             A view this run did not hand out, or released already.
         """
-        slot = self._running()
+        slot = self.slot
+        if slot is None:
+            raise ArenaError(f"step {self.key!r} is not running: release inside its with block")
         run = self.run
         for view in views:
             found = run.views.pop(id(view), None)

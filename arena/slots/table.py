@@ -130,6 +130,8 @@ class SlotTable:
                     # Steps not planned yet are planned now: sizes are fixed from here.
                     need = max(plan_slot_steps(s, governor.alignment) for s in group)
                     share_plans(group)
+                    if governor.locked:  # lock() again: nothing may grow while locked
+                        continue
                     target = max(need, *(s.buffer.capacity for s in group))
                     for slot in group:
                         resize = slot.size_for_lock(target)
