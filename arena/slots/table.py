@@ -120,11 +120,11 @@ class SlotTable:
         try:
             with governor.mutex:
                 governor.check_open()
-                # All or nothing under the cap: refused before the first allocation.
-                governor.check_budget(
-                    lock_additions(self.slots, self.lanes, governor.alignment),
-                    "lock()'s sizing of every slot like its lane's largest",
-                )
+                if governor.max_bytes is not None:  # all or nothing: before any allocation
+                    governor.check_budget(
+                        lock_additions(self.slots, self.lanes, governor.alignment),
+                        "lock()'s sizing of every slot like its lane's largest",
+                    )
                 for lane in range(self.lanes):
                     group = [s for s in self.slots if s.lane == lane]
                     # Steps not planned yet are planned now: sizes are fixed from here.
