@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from arena.errors import ArenaError, ConfigError
+from arena.forks import after_fork
 from arena.memory.devices import CPU, Device, cupy_device_count
 from arena.memory.sources import Allocation
 
@@ -111,8 +112,12 @@ class RmmSource:
         self._device = device
         self._stream_args: tuple[Any, ...] = () if stream is None else (stream,)
         self._mutex = threading.Lock()
+        after_fork(self, RmmSource._renew)
         #: Pointers handed out and not yet deallocated (for tests and repr).
         self.outstanding = 0
+
+    def _renew(self) -> None:
+        self._mutex = threading.Lock()
 
     @property
     def device(self) -> Device:
