@@ -145,7 +145,7 @@ class Planning(RuleBasedStateMachine):
 
 TestPlanning = Planning.TestCase
 TestPlanning.settings = settings(
-    max_examples=150,
+    max_examples=300,
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -74,6 +74,10 @@ class ProfiledSlots(Protocol):
     def add_listener(self, listener: Callable[[ArenaEvent], None]) -> None:
         """Call ``listener`` after every resize, lock, unlock and close."""
 
+    def presize_workspace(self, ubatch: int, lane: int, kind: str, key: Any, nbytes: int) -> None:
+        """Give slot ``(ubatch, lane)`` a library workspace ``key`` of ``nbytes`` (kind
+        ``"library"``), or a first size for its Triton blocks (kind ``"triton"``)."""
+
 
 def profile_from_env(variable: str = "ARENA_PROFILE") -> str | None:
     """The profile path named by the environment variable, or None."""
@@ -121,6 +125,8 @@ class Recorder:
         self.growths = [0] * count
         self.sites: dict[tuple[int, str], _Site] = {}
         self.timeline: list[dict[str, Any]] = []
+        #: (ubatch, lane, kind, key) -> the largest bytes seen.
+        self.workspaces: dict[tuple[int, int, str, Any], int] = {}
         self._start = time.monotonic()
         self.warned = False
         self.dirty = False
@@ -168,8 +174,27 @@ class Recorder:
         """Listener: resizes go into the timeline; lock and close save the profile."""
         if event.kind == "resize" and event.slot is not None:
             self.resized(event.slot, event.old_bytes, event.new_bytes, event.caller, "grow")
+        elif event.kind in ("workspace", "triton") and event.slot is not None:
+            self.workspace(event.slot, event.kind, event.key, event.new_bytes)
         elif event.kind in ("lock", "close"):
             self.save()
+
+    def workspace(self, slot: tuple[int, int], kind: str, key: Any, nbytes: int) -> None:
+        """A library workspace (``kind`` ``"workspace"`` or ``"library"``) or a Triton block
+        of slot ``slot`` holds ``nbytes``. Library keys other than a str or an int cannot
+        be written to JSON and read back as themselves: they are not recorded. Triton
+        blocks are recorded per slot (stream handles change from run to run)."""
+        if kind == "triton":
+            key = None
+        elif isinstance(key, bool) or not isinstance(key, (str, int)):
+            return
+        else:
+            kind = "library"
+        entry = (*slot, kind, key)
+        with self._mutex:
+            if self.workspaces.get(entry, -1) < nbytes:
+                self.workspaces[entry] = nbytes
+                self.dirty = True
 
     def resized(self, slot: tuple[int, int], old: int, new: int, caller: str, kind: str) -> None:
         """A slot's capacity changed from ``old`` to ``new`` bytes."""
@@ -218,6 +243,10 @@ class Recorder:
                 for (index, site), record in sorted(self.sites.items())
             ]
             timeline = list(self.timeline)
+            workspaces = [
+                {"ubatch": ub, "lane": lane, "kind": kind, "key": key, "bytes": nbytes}
+                for (ub, lane, kind, key), nbytes in self.workspaces.items()
+            ]
         return {
             "format": FORMAT,
             "version": VERSION,
@@ -232,6 +261,7 @@ class Recorder:
             "slots": slots,
             "sites": sites,
             "timeline": timeline,
+            "workspaces": workspaces,
         }
 
     def save(self) -> bool:
@@ -367,6 +397,18 @@ def _presize(slots: ProfiledSlots, recorder: Recorder, profile: dict[str, Any]) 
                 f"arena profile {str(recorder.path)!r}: could not presize lane {lane} to "
                 f"{target} bytes ({exc}); those slots start unsized and grow on demand"
             )
+    for entry in profile.get("workspaces", []):
+        where = (entry["ubatch"], entry["lane"])
+        try:
+            slots.presize_workspace(*where, entry["kind"], entry["key"], entry["bytes"])
+        except ArenaError as exc:
+            warn_user(
+                f"arena profile {str(recorder.path)!r}: could not presize the {entry['kind']} "
+                f"workspace {entry['key']!r} of slot {where} to {entry['bytes']} bytes ({exc}); "
+                "it grows on demand"
+            )
+            continue
+        recorder.workspace(where, entry["kind"], entry["key"], entry["bytes"])
     for index, capacity in enumerate(slots.sizes()):
         if capacity:
             recorder.resized(divmod(index, lanes), 0, capacity, "profile", "presize")

@@ -9,7 +9,12 @@ A profile is one JSON object (``"format": "arena-profile"``, ``"version": 1``)::
      "sites": [{"site": "attn.py:88:forward", "ubatch": 0, "lane": 0, "peak": ...,
                 "layouts": [{"total": ..., "padding": ..., "views": [[[4, 64], "float16"]]}]}],
      "timeline": [{"t": 0.0012, "ubatch": 0, "lane": 0, "old": 0, "new": ...,
-                   "caller": "...", "kind": "grow"}]}
+                   "caller": "...", "kind": "grow"}],
+     "workspaces": [{"ubatch": 0, "lane": 0, "kind": "library", "key": "flashinfer",
+                     "bytes": ...}, {..., "kind": "triton", "key": null, "bytes": ...}]}
+
+``workspaces`` is optional (profiles written before it have none): the largest size of
+each library workspace (keys that are a str or an int) and of each slot's Triton blocks.
 
 Merging takes the maximum over runs (and over ranks: every rank of a distributed job may
 write the same file); ``runs`` adds up, saturating at :data:`LIMIT`. Writers resolve
@@ -220,6 +225,12 @@ def merge_profiles(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     # The timeline shown is the warm-up of the run that last raised a size.
     if not raised and old["timeline"]:
         merged["timeline"] = old["timeline"]
+    workspaces: dict[str, dict[str, Any]] = {}
+    for entry in [*old.get("workspaces", []), *new.get("workspaces", [])]:
+        ident = json.dumps([entry["ubatch"], entry["lane"], entry["kind"], entry["key"]])
+        kept = workspaces.setdefault(ident, dict(entry))
+        kept["bytes"] = max(kept["bytes"], entry["bytes"])
+    merged["workspaces"] = list(workspaces.values())
     merged["runs"] = min(LIMIT, old["runs"] + new["runs"])  # saturate: the reader's maximum
     merged["ranks"] = sorted(set(old["ranks"]) | set(new["ranks"]))
     return merged

@@ -213,13 +213,34 @@ def _check_event(i: int, event: Any, ubatches: int, lanes: int) -> None:
             raise ProfileError(f"{where} {name!r} must be a string, found {_show(event.get(name))}")
 
 
+_WORKSPACE_KINDS = ("library", "triton")
+
+
+def _check_workspace(i: int, entry: Any, ubatches: int, lanes: int) -> None:
+    """``{"ubatch", "lane", "kind", "key", "bytes"}``: a library workspace (``key`` a str
+    or an int) or a slot's Triton blocks (``key`` null)."""
+    where = f"workspace #{i}"
+    _dict(entry, where)
+    _index(entry.get("ubatch"), f"{where} 'ubatch'", ubatches, "ubatches")
+    _index(entry.get("lane"), f"{where} 'lane'", lanes, "lanes")
+    _int(entry.get("bytes"), f"{where} 'bytes'")
+    kind, key = entry.get("kind"), entry.get("key")
+    if kind not in _WORKSPACE_KINDS:
+        raise ProfileError(f"{where} 'kind' must be 'library' or 'triton', found {_show(kind)}")
+    if kind == "triton" and key is not None:
+        raise ProfileError(f"{where} 'key' must be null for Triton blocks, found {_show(key)}")
+    if kind == "library" and (isinstance(key, bool) or not isinstance(key, (str, int))):
+        raise ProfileError(f"{where} 'key' must be a string or an int, found {_show(key)}")
+
+
 def check_profile(data: Any) -> dict[str, Any]:
     """``data`` if it is a valid profile of this schema version.
 
     Every field is checked for its type and value: the match key (``ubatches`` and
     ``lanes`` >= 1, ``alignment`` >= 1), ``runs`` an int >= 0, ``ranks`` a list of ints,
     one slot per (ubatch, lane) in ubatch-major order, call sites and timeline entries
-    inside those slots, sizes ints from 0 to :data:`LIMIT`. What passes can be merged,
+    inside those slots, sizes ints from 0 to :data:`LIMIT`; the optional ``workspaces``
+    (library workspaces and Triton blocks per slot) likewise. What passes can be merged,
     presized from and reported on without further checks.
 
     Parameters
@@ -248,6 +269,9 @@ def check_profile(data: Any) -> dict[str, Any]:
         _check_rank(i, rank)
     for i, event in enumerate(_list(profile.get("timeline"), '"timeline"')):
         _check_event(i, event, ubatches, lanes)
+    # Optional: profiles written before library workspaces and Triton blocks lack it.
+    for i, entry in enumerate(_list(profile.get("workspaces", []), '"workspaces"')):
+        _check_workspace(i, entry, ubatches, lanes)
     return profile
 
 
@@ -354,6 +378,14 @@ def salvage_profile(data: Any) -> tuple[dict[str, Any], list[str]]:
         _check_rank(i, entry)
         return int(entry)
 
+    def workspace(i: int, entry: Any) -> dict[str, Any]:
+        found = dict(_dict(entry, f"workspace #{i}"))
+        repair.clamp(found, "bytes", f"workspace #{i} 'bytes'")
+        _check_workspace(i, found, ubatches, lanes)
+        return found
+
+    if "workspaces" in profile:
+        profile["workspaces"] = repair.entries(profile, "workspaces", workspace)
     profile["sites"] = repair.entries(profile, "sites", site)
     profile["ranks"] = repair.entries(profile, "ranks", rank)
     profile["timeline"] = repair.entries(profile, "timeline", event)

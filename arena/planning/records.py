@@ -44,7 +44,7 @@ class StepBook:
     __slots__ = (
         "base",
         "counts",
-        "ends",
+        "expiring",
         "firsts",
         "found",
         "lasts",
@@ -65,7 +65,8 @@ class StepBook:
         self.found: list[int] | None = None  # first-fit offsets of the last record
         self.offsets: list[int] | None = None
         self.starts: list[int] = [0]
-        self.ends: dict[int, list[int]] = {}
+        #: Per request: the blocks whose planned life ended before it (must be released).
+        self.expiring: list[tuple[int, ...]] = []
         self.total = 0
         self.load = 0
         self.runs = 0
@@ -79,8 +80,6 @@ class StepBook:
             value = getattr(self, name)
             if isinstance(value, list):
                 value = list(value)
-            elif isinstance(value, dict):
-                value = {k: list(v) for k, v in value.items()}
             setattr(twin, name, value)
         return twin
 
@@ -92,13 +91,14 @@ class StepBook:
     def record(self, run: StepRun) -> None:
         """Keep ``run`` as the key's record: sizes merge with the record's by maximum when
         the run has the same structure and lifetimes, else the run replaces it."""
-        same = run.counts == self.counts and run.firsts == self.firsts and run.lasts == self.lasts
+        lasts = [run.lasts[block] for block in range(len(run.sizes))]
+        same = run.counts == self.counts and run.firsts == self.firsts and lasts == self.lasts
         if same:
             self.sizes = [max(a, b) for a, b in zip(self.sizes, run.sizes, strict=True)]
             self.found = None
         else:
             self.counts, self.sizes = list(run.counts), list(run.sizes)
-            self.firsts, self.lasts = list(run.firsts), list(run.lasts)
+            self.firsts, self.lasts = list(run.firsts), list(lasts)
             self.found = list(run.offsets)
         self.offsets = None
         self.total = 0
@@ -117,27 +117,84 @@ class StepBook:
         self.starts = [0]
         for count in self.counts:
             self.starts.append(self.starts[-1] + count)
-        self.ends = {}
+        ends: dict[int, list[int]] = {}
         for block, last in enumerate(self.lasts):
-            self.ends.setdefault(last, []).append(block)
+            ends.setdefault(last, []).append(block)
+        self.expiring = [tuple(ends.get(r - 1, ())) for r in range(len(self.counts))]
         self.version += 1
 
 
 class StepRun:
-    """The blocks of one run, as recorded (request order)."""
+    """The blocks of one run, numbered in request order (a replay numbers them as its
+    plan does).
 
-    __slots__ = ("counts", "firsts", "lasts", "live", "offsets", "sizes", "views")
+    A recording run keeps each block's size, first use, offset and whether it is live. A
+    replay keeps only what it handed out and what was released (its places are the
+    plan's); if it starts recording, it first adopts its plan's record of what it did.
+    """
+
+    __slots__ = (
+        "counts",
+        "firsts",
+        "handed",
+        "indexed",
+        "lasts",
+        "live",
+        "offsets",
+        "released",
+        "sizes",
+        "views",
+    )
 
     def __init__(self) -> None:
         self.counts: list[int] = []
         self.sizes: list[int] = []
         self.firsts: list[int] = []
-        self.lasts: list[int] = []
         self.offsets: list[int] = []
-        #: Block -> (offset, size) while live.
+        #: Block -> the last request it was live for (set at release and at the end).
+        self.lasts: dict[int, int] = {}
+        #: Recording: block -> (offset, size) while live.
         self.live: dict[int, tuple[int, int]] = {}
         #: id(view) -> (block, view) while live (the view kept: its id stays unique).
         self.views: dict[int, tuple[int, Any]] = {}
+        #: Replay: (blocks, views) per request, indexed into :attr:`views` when needed.
+        self.handed: list[tuple[tuple[int, ...], list[Any]]] = []
+        self.indexed = 0
+        #: Replay: blocks released so far.
+        self.released: set[int] = set()
+
+    def add(self, request: int, offsets: list[int], sizes: list[int]) -> None:
+        """Record one request's blocks (numbered from ``len(self.sizes)``)."""
+        self.counts.append(len(sizes))
+        self.sizes.extend(sizes)
+        self.offsets.extend(offsets)
+        self.firsts.extend([request] * len(sizes))
+
+    def index(self) -> None:
+        """Index a replay's handed-out views by identity (for release and the end)."""
+        views = self.views
+        for blocks, handed in self.handed[self.indexed :]:
+            for block, view in zip(blocks, handed, strict=True):
+                views[id(view)] = (block, view)
+        self.indexed = len(self.handed)
+
+    def adopt(self, book: StepBook, requests: int) -> None:
+        """A replay that stops following its plan after ``requests`` requests: those
+        requests' blocks are recorded as planned (their planned sizes, at least theirs),
+        and the ones not released are live at their planned offsets."""
+        assert book.offsets is not None
+        self.index()
+        blocks = book.starts[requests]
+        self.counts = book.counts[:requests]
+        self.sizes = book.sizes[:blocks]
+        self.firsts = book.firsts[:blocks]
+        self.offsets = list(book.offsets[:blocks])
+        self.live = {
+            block: (book.offsets[block], book.sizes[block])
+            for block, _ in self.views.values()
+            if block not in self.released
+        }
+        self.handed, self.indexed = [], 0
 
     def first_fit(self, size: int) -> int:
         """The lowest offset where ``size`` bytes overlap no live block."""

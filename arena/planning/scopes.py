@@ -52,9 +52,13 @@ class Placer(Protocol):
         strict: bool = True,
         keep: int = 0,
         what: str = "",
-        memo: tuple[Any, Any, Any] | None = None,
+        memo: Callable[[Buffer, Any], None] | None = None,
     ) -> list[Any] | None:
         """Views of ``layout`` in ``slot``, growing it if needed."""
+        ...
+
+    def remember(self, cache: dict[Any, Any], key: Any, entry: Any) -> None:
+        """Keep a prepared entry in a bounded cache."""
         ...
 
     def served(
@@ -102,8 +106,12 @@ class Region:
         self.held = 0
 
     def open_on(self, slot: Slot) -> None:
-        """Open this region on ``slot``, at its top."""
+        """Open this region on ``slot``, at its top. In debug mode the calling thread holds
+        the slot until the region closes: another thread's request on it raises
+        :class:`~arena.SlotError` naming both threads."""
         slot.governor.check_open()
+        if slot.governor.debug:
+            slot.enter()
         self.slot = slot
         self.base = self.end = slot.top
         self.held = 0
@@ -116,10 +124,14 @@ def close_region(region: Region) -> None:
     slot = region.slot
     if slot is None:
         return
-    others = [r for r in slot.regions if r is not region]
-    top = max([region.base, *(r.end for r in others)])
+    if slot.regions and slot.regions[-1] is region:
+        top = region.base  # requests go to the innermost region: nothing open reaches above
+    else:  # closed out of order: the regions still open keep what they reach
+        top = max([region.base, *(r.end for r in slot.regions if r is not region)])
     slot.close_region(region, top, slot.live - region.held)
     region.slot = None
+    if slot.governor.debug:
+        slot.leave()
 
 
 class Scope(Region, Generic[ViewT]):

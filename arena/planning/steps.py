@@ -50,11 +50,15 @@ class Step(Region, Generic[ViewT]):
     __slots__ = (
         "_alignment",
         "_book",
+        "_buffer",
+        "_caches",
         "_debug",
+        "_expiring",
         "_memo",
         "_placer",
         "_poison",
         "_select",
+        "_watch",
         "key",
         "replay",
         "request",
@@ -85,11 +89,15 @@ class Step(Region, Generic[ViewT]):
         self._alignment = alignment
         self._poison = poison
         self._debug = debug
-        self._book = StepBook()
+        self._book: StepBook | None = None
         self.run = StepRun()
         self.replay = False
         self.request = 0
         self._memo: tuple[Any, ...] = ()
+        self._caches: list[dict[Any, Any]] | None = None
+        self._buffer: Any = None  # the buffer whose remembered views _caches holds
+        self._expiring: list[tuple[int, ...]] = []
+        self._watch = False
 
     def __enter__(self) -> Step[ViewT]:
         if self.slot is not None:
@@ -108,14 +116,26 @@ class Step(Region, Generic[ViewT]):
                 "plan) before capturing, so the capture records the planned pointers"
             )
         self._book = book
-        self.run = StepRun()
         self.request = 0
         self.replay = book.planned
+        # A capture probe, or a request log while unlocked: served requests need their
+        # bookkeeping (decided per run: the hot path reads one flag).
+        placer = self._placer
+        self._watch = placer.probe is not None or (
+            placer.log is not None and not slot.governor.locked
+        )
         self.open_on(slot)
         if self.replay:
             slot.top = self.end = self.base + book.total
-        # Where a replay's views are remembered: per front, key, start and plan.
-        self._memo = (self._placer.key, "step", self.key, self.base, book.version)
+            # A replay's live bytes are bounded by the plan's LOAD: counted once here.
+            self.held = book.load
+            slot.live += book.load
+            slot.note_load(slot.live)
+            # Where a replay's views are remembered: per front, key, start and plan.
+            self._memo = (self._placer.key, "step", self.key, self.base, book.version)
+            self._buffer = buffer = slot.buffer
+            self._caches = buffer.prepared.get(self._memo)
+            self._expiring = book.expiring
         return self
 
     def get_simultaneous(self, *specs: tuple[Any, Any]) -> list[ViewT]:
@@ -130,46 +150,39 @@ class Step(Region, Generic[ViewT]):
         ArenaError
             The step is not running, or a scope opened inside it is still open.
         """
-        slot = self._running()
-        book, run, r = self._book, self.run, self.request
-        if self.replay:  # the replay's hit: views remembered for this request index
-            cache = slot.buffer.prepared.get(self._memo)
-            if cache is not None:
-                views = self._remembered(slot, cache, r, specs)
-                if views is not None:
-                    return views
-        layout = compute_layout(specs, self._alignment)
-        sizes = [round_up(v.nbytes, self._alignment) for v in layout.views]
-        if self.replay and not self._fits(r, sizes):
-            self._diverge(slot, r, sizes)
-        if self.replay:
-            first = book.starts[r]
-            offsets = [book.offsets[first + k] for k in range(len(sizes))]  # type: ignore[index]
-        else:
-            offsets = []
-            for size in sizes:
-                offset = run.first_fit(size)
-                run.live[-1 - len(offsets)] = (offset, size)  # held while placing this request
-                offsets.append(offset)
-            for k in range(len(sizes)):
-                del run.live[-1 - k]
-        base = self.base
-        placed = tuple(
-            ViewLayout(v.shape, v.dtype, base + o, v.nbytes, v.strides)
-            for v, o in zip(layout.views, offsets, strict=True)
-        )
-        end = base + max((o + s for o, s in zip(offsets, sizes, strict=True)), default=0)
-        extent = max(end, self.end)
-        placement = Layout(placed, extent, self._alignment)
-        memo = (self._memo, (r, specs), (offsets, sizes)) if self.replay else None
-        views = self._placer.place(
-            slot, placement, specs, what=f"step {self.key!r} request {r}", memo=memo
-        )
-        assert views is not None  # strict placement raises instead
-        self._track(slot, r, views, offsets, sizes)
-        if extent > self.end:
-            slot.top = self.end = extent
-        return views
+        caches = self._caches
+        slot = self.slot
+        if caches is not None and slot is not None and slot.regions[-1] is self:
+            # The replay's hit: views remembered for this request index over this buffer.
+            r = self.request
+            try:
+                entry = caches[r][specs]
+            except (IndexError, KeyError, TypeError):
+                pass
+            else:
+                run = self.run
+                released = run.released
+                for block in self._expiring[r]:
+                    if block not in released:
+                        break  # kept past its planned life: the checked path names it
+                else:
+                    views = entry.serve(specs)
+                    if (
+                        views is not None
+                        and slot.buffer is self._buffer
+                        and (not self._watch or self._served(slot, entry, specs, views))
+                    ):
+                        entry.used = True
+                        slot.calls += 1
+                        run.handed.append((entry.metadata, views))
+                        self.request = r + 1
+                        return views  # type: ignore[no-any-return]
+        if slot is None:
+            raise ArenaError(
+                f"step {self.key!r} is not running: request inside its with block (with "
+                "ws.step(key) as step: step.get_simultaneous(...))"
+            )
+        return self._checked(slot, specs)
 
     def release(self, *views: Any) -> None:
         """End the life of ``views`` (handed out by this run) now; their bytes are free
@@ -184,6 +197,8 @@ class Step(Region, Generic[ViewT]):
         if slot is None:
             raise ArenaError(f"step {self.key!r} is not running: release inside its with block")
         run = self.run
+        if run.handed:
+            run.index()
         for view in views:
             found = run.views.pop(id(view), None)
             if found is None:
@@ -194,10 +209,17 @@ class Step(Region, Generic[ViewT]):
                 )
             block = found[0]
             run.lasts[block] = self.request - 1
-            offset, size = run.live.pop(block)
-            slot.live -= size
-            self.held -= size
+            if self.replay:  # its place is the plan's; the plan's LOAD stays counted
+                run.released.add(block)
+                book = self._book
+                assert book is not None and book.offsets is not None
+                placed = (book.offsets[block], book.sizes[block])
+            else:
+                placed = run.live.pop(block)
+                slot.live -= placed[1]
+                self.held -= placed[1]
             if self._poison:
+                offset, size = placed
                 poison_bytes(slot.buffer, self.base + offset, self.base + offset + size)
             if self._debug:
                 self._placer.retire([view])
@@ -207,82 +229,122 @@ class Step(Region, Generic[ViewT]):
         if slot is None:
             return
         run, book = self.run, self._book
-        for block in run.live:
-            run.lasts[block] = max(self.request - 1, run.firsts[block])
-        handed = [view for _, view in run.views.values()]
+        assert book is not None
+        if not self.replay:
+            for block in run.live:
+                run.lasts[block] = max(self.request - 1, run.firsts[block])
+        if self._debug:
+            run.index()
+        handed = [view for _, view in run.views.values()] if self._debug else []
         start, end = self.base, self.end
         if kind is None:  # an interrupted run is not a record of the step
             if not self.replay:
                 book.record(run)
             book.runs += 1
             book.base = max(book.base, start)
-        run.live.clear()
-        run.views.clear()
+        self.run = StepRun()
+        self._buffer = self._caches = None
         close_region(self)
         if self._poison and end > start:
             poison_bytes(slot.buffer, start, end)
-        if self._debug and handed:
+        if handed:
             self._placer.retire(handed)
 
     # ------------------------------------------------------------------ internals
-    def _running(self) -> Slot:
-        slot = self.slot
-        if slot is None:
-            raise ArenaError(
-                f"step {self.key!r} is not running: request inside its with block (with "
-                "ws.step(key) as step: step.get_simultaneous(...))"
-            )
+    def _served(self, slot: Slot, entry: Any, specs: Any, views: Any) -> bool:
+        """Capture marks and the request log; False when a growth raced a capture."""
+        if not self._placer.probe and (slot.governor.locked or self._placer.log is None):
+            return True
+        served = self._placer.served(
+            slot, slot.buffer, specs, entry.required, views, strict=True, retry=lambda: None
+        )
+        return served is views
+
+    def _checked(self, slot: Slot, specs: Any) -> list[ViewT]:
+        """Every request the replay's hit does not serve: records, diverges, or places at
+        the plan's offsets and remembers the views."""
         if slot.regions[-1] is not self:
             raise ArenaError(
                 f"a scope opened inside step {self.key!r} is still open: make the step's "
                 "requests outside it (or through the scope)"
             )
-        return slot
-
-    def _remembered(
-        self, slot: Slot, cache: dict[Any, Any], r: int, specs: Any
-    ) -> list[Any] | None:
-        """Fresh views of the remembered request ``r`` of this plan, or None."""
-        try:
-            entry = cache.get((r, specs))
-        except TypeError:  # unhashable specs (list shapes): the checked path
-            return None
-        if entry is None:
-            return None
-        live = self.run.live
-        for block in self._book.ends.get(r - 1, ()):
-            if block in live:
-                return None  # the checked path names the divergence
-        views = entry.serve(specs)
-        if views is None:
-            return None
-        entry.used = True
-        slot.calls += 1
-        placer = self._placer
-        if placer.probe is not None or (placer.log is not None and not slot.governor.locked):
-            buffer = slot.buffer
-            served = placer.served(
-                slot, buffer, specs, entry.required, views, strict=True, retry=lambda: None
-            )
-            if served is not views:  # a growth raced a capture: the checked path again
-                slot.calls -= 1
-                return None
-        offsets, sizes = entry.metadata
-        self._track(slot, r, views, offsets, sizes)
+        book, run, r = self._book, self.run, self.request
+        assert book is not None
+        layout = compute_layout(specs, self._alignment)
+        sizes = [round_up(v.nbytes, self._alignment) for v in layout.views]
+        if self.replay and not self._fits(r, sizes):
+            self._diverge(slot, r, sizes)
+        if self.replay:
+            blocks = range(book.starts[r], book.starts[r] + len(sizes))
+            offsets = [book.offsets[b] for b in blocks]
+        else:
+            offsets = []
+            for size in sizes:
+                offset = run.first_fit(size)
+                run.live[-1 - len(offsets)] = (offset, size)  # held while placing this request
+                offsets.append(offset)
+            for k in range(len(sizes)):
+                del run.live[-1 - k]
+            blocks = range(len(run.sizes), len(run.sizes) + len(sizes))
+        base = self.base
+        placed = tuple(
+            ViewLayout(v.shape, v.dtype, base + o, v.nbytes, v.strides)
+            for v, o in zip(layout.views, offsets, strict=True)
+        )
+        end = base + max((o + s for o, s in zip(offsets, sizes, strict=True)), default=0)
+        extent = max(end, self.end)
+        views = self._placer.place(
+            slot,
+            Layout(placed, extent, self._alignment),
+            specs,
+            what=f"step {self.key!r} request {r}",
+            memo=self._keep(r, specs, tuple(blocks)) if self.replay else None,
+        )
+        assert views is not None  # strict placement raises instead
+        if self.replay:
+            run.handed.append((tuple(blocks), views))
+        else:  # recorded once placed: a refused request is no block
+            for view, block, offset, size in zip(views, blocks, offsets, sizes, strict=True):
+                run.live[block] = (offset, size)
+                run.views[id(view)] = (block, view)
+            run.add(r, offsets, sizes)
+            self.held += sum(sizes)
+            slot.live += sum(sizes)
+            slot.note_load(slot.live)
+        if extent > self.end:
+            slot.top = self.end = extent
+        self.request = r + 1
         return views  # type: ignore[no-any-return]
+
+    def _keep(self, r: int, specs: Any, blocks: tuple[int, ...]) -> Callable[[Any, Any], None]:
+        """Where a replayed request's views are remembered: per buffer, a dict per request
+        index of this plan."""
+
+        def store(buffer: Any, entry: Any) -> None:
+            caches = buffer.prepared.get(self._memo)
+            if caches is None:
+                caches = buffer.prepared[self._memo] = [{} for _ in self._book.counts]  # type: ignore[union-attr]
+            entry.metadata = blocks
+            self._placer.remember(caches[r], specs, entry)
+            if buffer is self.slot.buffer:  # type: ignore[union-attr]
+                self._buffer, self._caches = buffer, caches
+
+        return store
 
     def _fits(self, r: int, sizes: list[int]) -> bool:
         book = self._book
+        assert book is not None
         if r >= len(book.counts) or book.counts[r] != len(sizes):
             return False
         first = book.starts[r]
         if any(size > book.sizes[first + k] for k, size in enumerate(sizes)):
             return False
         # A view kept past its planned last use would share bytes with this request.
-        return all(block not in self.run.live for block in book.ends.get(r - 1, ()))
+        return all(block in self.run.released for block in book.expiring[r])
 
     def _diverge(self, slot: Slot, r: int, sizes: list[int]) -> None:
         book = self._book
+        assert book is not None
         if r >= len(book.counts):
             reason = f"the plan has {len(book.counts)} requests"
         elif book.counts[r] != len(sizes):
@@ -309,23 +371,11 @@ class Step(Region, Generic[ViewT]):
                 f"{where} diverges from the step's plan ({reason}) while a CUDA graph is "
                 "being captured; run every shape the capture uses eagerly first"
             )
-        self.replay = False  # record from here: live blocks keep their planned offsets
-
-    def _track(
-        self, slot: Slot, r: int, views: list[Any], offsets: list[int], sizes: list[int]
-    ) -> None:
-        run = self.run
-        run.counts.append(len(views))
-        for view, offset, size in zip(views, offsets, sizes, strict=True):
-            block = len(run.sizes)
-            run.sizes.append(size)
-            run.firsts.append(r)
-            run.lasts.append(r)
-            run.offsets.append(offset)
-            run.live[block] = (offset, size)
-            run.views[id(view)] = (block, view)
-        total = sum(sizes)
-        self.held += total
-        slot.live += total
-        slot.note_load(slot.live)
-        self.request = r + 1
+        # Record from here: the requests so far are recorded as planned, and their live
+        # blocks keep their planned offsets (counted live now, as a recording run does).
+        self.run.adopt(book, r)
+        slot.live -= self.held
+        self.held = sum(size for _, size in self.run.live.values())
+        slot.live += self.held
+        self._caches = None
+        self.replay = False

@@ -31,6 +31,7 @@ from arena.errors import (
     SlotError,
 )
 from arena.forks import after_fork
+from arena.kernels.workspaces import WorkspaceStore
 from arena.memory.sources import Allocation
 from arena.observe.events import caller_info, format_mb
 from arena.slots.governor import Governor
@@ -67,7 +68,7 @@ class Buffer:
         self.allocation = allocation
         self.capacity = capacity
         self.wrappers: dict[Any, Any] = {}
-        self.prepared: dict[Any, dict[Any, Any]] = {}
+        self.prepared: dict[Any, Any] = {}
         self.captured = False
         #: Poisoning: the end of the last request's bytes (see :mod:`arena.views.poison`).
         self.poisoned_end = 0
@@ -102,6 +103,7 @@ class Slot:
         "steps",
         "top",
         "ubatch",
+        "workspaces",
     )
 
     def __init__(self, governor: Governor, index: int, ubatch: int, lane: int) -> None:
@@ -133,6 +135,7 @@ class Slot:
         self._siblings: tuple[weakref.ref[Slot], ...] = ()
         self.retired: list[Buffer] = []
         self.persistent = PersistentStore(governor, ubatch, lane)
+        self.workspaces = WorkspaceStore(governor, ubatch, lane)
         self.calls = 0
         self.growths = 0
         self.high_water = 0
@@ -157,8 +160,13 @@ class Slot:
 
     @property
     def retired_bytes(self) -> int:
-        """Bytes held by retired scratch buffers."""
-        return sum(b.capacity for b in list(self.retired))
+        """Bytes held by retired scratch buffers and retired workspace blocks."""
+        return sum(b.capacity for b in list(self.retired)) + self.workspaces.retired_bytes
+
+    @property
+    def retired_count(self) -> int:
+        """How many retired scratch buffers and workspace blocks this slot keeps."""
+        return len(self.retired) + len(self.workspaces.retired)
 
     # ------------------------------------------------------------------ requests
     def ensure(self, required: int) -> tuple[Buffer | None, list[Resize]]:
@@ -257,6 +265,11 @@ class Slot:
         old = self.buffer
         old_capacity = old.capacity
         kept = old if old.captured and old.allocation is not None else None
+        # The cap is checked before the old buffer goes, so a refusal leaves it in place.
+        freed = 0 if kept is not None or old.allocation is None else old.allocation.nbytes
+        governor.check_budget(
+            capacity, f"growing slot {self.describe()} to {capacity} bytes", freed
+        )
         self.buffer = Buffer(None, 0)  # concurrent readers take the slow path meanwhile
         try:
             if kept is not None:
@@ -330,6 +343,7 @@ class Slot:
         """Empty the slot for close(): every block it holds, to be released."""
         blocks = [b.allocation for b in (self.buffer, *self.retired) if b.allocation is not None]
         blocks.extend(self.persistent.take_blocks())
+        blocks.extend(self.workspaces.take_blocks())
         self.buffer = Buffer(None, 0)
         self.retired = []
         self.pending = 0
@@ -341,6 +355,7 @@ class Slot:
         keep = [b for b in self.retired if b.captured and not include_captured]
         gone = [b.allocation for b in self.retired if b not in keep and b.allocation is not None]
         self.retired = keep
+        gone.extend(self.workspaces.take_retired(include_captured))
         return gone
 
     # ------------------------------------------------------------------ captures
@@ -356,6 +371,7 @@ class Slot:
             if self.buffer is not buffer:
                 return False
             buffer.captured = True
+            self.governor.captures += 1
             return True
 
     # ------------------------------------------------------------------ errors

@@ -13,6 +13,8 @@ from typing import Any
 
 from arena.config import Settings
 from arena.errors import ConfigError, SpecError
+from arena.kernels.budget import lock_additions, note_allocated_peak
+from arena.kernels.workspaces import LIBRARY, Workspace, share_library_workspaces
 from arena.memory.ledger import Ledger
 from arena.memory.sources import Allocation
 from arena.observe.events import MB, ArenaEvent, caller_info, format_mb, log_event
@@ -57,6 +59,7 @@ class SlotTable:
             growth=config.growth,
             capture_probe=config.capture_probe,
             debug=config.debug,
+            max_bytes=config.max_bytes,
         )
         self.ubatches = ubatches = config.ubatches
         self.lanes = lanes = config.lanes
@@ -101,6 +104,13 @@ class SlotTable:
         finally:
             self.announce("resize", resizes)
 
+    def presize_workspace(self, ubatch: int, lane: int, kind: str, key: Any, nbytes: int) -> None:
+        """From a profile: see :meth:`arena.observe.profile.ProfiledSlots.presize_workspace`."""
+        governor = self.governor
+        with governor.mutex:
+            governor.check_open()
+            self.slots[ubatch * self.lanes + lane].workspaces.presize(kind, key, nbytes)
+
     def lock(self) -> None:
         """Bring each lane's slots to the largest of them, retiring (never releasing) the
         smaller buffers, give every slot of a lane the persistent buffers any of them has,
@@ -110,6 +120,11 @@ class SlotTable:
         try:
             with governor.mutex:
                 governor.check_open()
+                if governor.max_bytes is not None:  # all or nothing: before any allocation
+                    governor.check_budget(
+                        lock_additions(self.slots, self.lanes, governor.alignment),
+                        "lock()'s sizing of every slot like its lane's largest",
+                    )
                 for lane in range(self.lanes):
                     group = [s for s in self.slots if s.lane == lane]
                     # Steps not planned yet are planned now: sizes are fixed from here.
@@ -123,6 +138,7 @@ class SlotTable:
                         if resize is not None:
                             resizes.append(resize)
                     _share_persistent_buffers(group)
+                    share_library_workspaces([s.workspaces for s in group])
                 governor.locked = True
         finally:
             self.announce("resize", resizes)
@@ -169,9 +185,13 @@ class SlotTable:
         with governor.mutex:
             if governor.closed:
                 return
+            note_allocated_peak(governor, self.slots)  # the figure drops to 0 now
             governor.closed = True
             blocks = [a for s in self.slots for a in s.take_blocks()]
-            release_all(governor.ledger, blocks)
+            try:
+                release_all(governor.ledger, blocks)
+            finally:
+                governor.ledger.flush()
         self.announce("close")
 
     def stats(self, call_sites: dict[str, int]) -> ArenaStats:
@@ -190,13 +210,23 @@ class SlotTable:
                     s.persistent_bytes,
                     s.persistent.keys,
                     s.retired_bytes,
-                    len(s.retired),
+                    s.retired_count,
                     s.load,
+                    s.workspaces.library_bytes,
+                    len(s.workspaces.library),
+                    s.workspaces.triton_bytes,
+                    len(s.workspaces.triton),
                 )
                 for s in self.slots
             )
             ledger = governor.ledger
-            caches = [c for s in self.slots for c in list(s.buffer.prepared.values())]
+            # A front's cache is {specs: Prepared}; a step replay's, one such dict per request.
+            caches = [
+                inner
+                for s in self.slots
+                for c in list(s.buffer.prepared.values())
+                for inner in (list(c) if isinstance(c, list) else [c])
+            ]
             return ArenaStats(
                 device=str(governor.device),
                 locked=governor.locked,
@@ -264,11 +294,23 @@ class SlotTable:
                 log_event(f"{kind}d arena on {self.governor.device}", debug=debug)
             self._emit(kind, None, 0, 0)
 
-    def _emit(self, kind: str, slot: tuple[int, int] | None, old: int, new: int) -> None:
+    def announce_workspace(self, slot: Slot, entry: Workspace, old: int) -> None:
+        """Log and emit the creation or growth of a workspace block (mutex released)."""
+        kind = "workspace" if entry.kind == LIBRARY else "triton"
+        log_event(
+            f"{'grew' if old else 'created'} {entry.describe()} of slot {slot.describe()} "
+            f"from '{caller_info()}': {format_mb(old)} -> {format_mb(entry.nbytes)}",
+            debug=self.governor.debug,
+        )
+        self._emit(kind, (slot.ubatch, slot.lane), old, entry.nbytes, entry.key)
+
+    def _emit(
+        self, kind: str, slot: tuple[int, int] | None, old: int, new: int, key: object = None
+    ) -> None:
         listeners = self.listeners
         if not listeners:
             return
-        event = ArenaEvent(kind, caller_info(), slot, old, new, self.sizes())
+        event = ArenaEvent(kind, caller_info(), slot, old, new, self.sizes(), key)
         for listener in list(listeners):
             listener(event)
 

@@ -218,15 +218,14 @@ class ViewBuilder:
         strict: bool = True,
         keep: int = NEVER,
         what: str = "",
-        memo: tuple[Any, Any, Any] | None = None,
+        memo: Callable[[Buffer, Prepared], None] | None = None,
     ) -> list[Any] | None:
         """Views of ``layout`` (offsets from the buffer's start) in ``slot``, growing it to
         ``layout.total`` bytes if needed: how plain requests, scopes and steps get views.
         ``keep`` says whether they are remembered as plain requests (:data:`ALWAYS`,
-        :data:`NEVER`); ``memo`` = ``(cache key, entry key, metadata)`` remembers them in
-        ``buffer.prepared[cache key][entry key]`` instead (step replays); ``what`` names a
-        scope or step request in the locked error (``strict``) that growth while locked
-        raises."""
+        :data:`NEVER`); ``memo(buffer, entry)`` is given them as a :class:`Prepared` to keep
+        instead (step replays); ``what`` names a scope or step request in the locked error
+        (``strict``) that growth while locked raises."""
         governor = self._governor
         required = layout.total
         buffer, resizes = slot.ensure(required)
@@ -250,15 +249,14 @@ class ViewBuilder:
         if served is not views:
             return served
         if memo is not None and plain_key(specs) and self._adapter.views_can_be_kept():
-            cache_key, entry_key, meta = memo
             entry = Prepared(required, views)
-            entry.metadata = meta
             entry.serve = server(specs, views, self.fresh, self.fresh_view, straight=True)
-            cache = buffer.prepared.get(cache_key)
-            if cache is None:
-                cache = buffer.prepared[cache_key] = {}
-            remember(cache, entry_key, entry, self._max_cached)
+            memo(buffer, entry)
         return self.fresh(views)
+
+    def remember(self, cache: dict[Any, Any], key: Any, entry: Prepared) -> None:
+        """Keep ``entry`` in ``cache`` (bounded like every cache of prepared views)."""
+        remember(cache, key, entry, self._max_cached)
 
     def announce(self, resizes: Sequence[Resize]) -> None:
         """Tell the arena's listeners of ``resizes`` (a slot shrunk by step planning)."""
