@@ -89,6 +89,28 @@ class Tuple(tuple):  # type: ignore[type-arg]
     """A tuple subclass: equal to and hashing like the plain tuple."""
 
 
+def test_requests_are_found_again_after_growth_sweeps_and_across_slots(hit_path: str) -> None:
+    """A small cache swept all the time, two slots and growth between rounds: every request
+    gets its own views (shapes, and the second view right after the first's bytes)."""
+    with Arena("cpu", framework="numpy", ubatches=2, max_cached_layouts=8) as a:
+        requests = [(((n, 4), F32), ((n,), "int32")) for n in range(1, 80)]
+        for growth in range(3):
+            for ubatch in (0, 1, 0):
+                with a.ubatch(ubatch):
+                    for _ in range(2):
+                        for specs in requests:
+                            x, y = a.get_simultaneous(*specs)
+                            n = specs[1][0][0]
+                            assert x.shape == (n, 4) and y.shape == (n,)
+                            gap = a.numpy.data_ptr(y) - a.numpy.data_ptr(x)
+                            assert gap == -(-n * 16 // 256) * 256
+            a.reserve_bytes(1 << (16 + growth))
+        dtypes = ("float32", np.float32, np.dtype("float32"))  # equal, not the same object
+        for dtype in dtypes:
+            (v,) = a.get_simultaneous(((3, 4), dtype))
+            assert v.shape == (3, 4) and v.dtype == np.float32
+
+
 def test_list_specs_and_tuple_subclasses_are_served_like_tuples(hit_path: str) -> None:
     with Arena("cpu", framework="numpy") as a:
         (x,) = a.get_simultaneous(((2, 4), F32))

@@ -30,6 +30,9 @@
  * kept in the thread state's dict under a key object of its own, read here without a
  * Python attribute lookup.
  *
+ * A small memo per front (look_up) finds a repeated request in its cache by the key it is
+ * remembered under, without hashing the nested request again.
+ *
  * bind() tells the module where Slot, Buffer, Prepared, Governor and RequestLog keep the
  * attributes a hit reads (their __slots__ offsets), so it reads them without a name
  * lookup, and hands it the memos arena.observe.events.caller_info keeps. Objects of any
@@ -135,6 +138,20 @@ static PyType_Spec binding_spec = {
 
 /* ------------------------------------------------------------------ HitBase */
 
+/* Requests a front looked up lately, by a digest of their contents: the key object each
+ * is remembered under (a tuple of shapes and dtype objects: holding it keeps no memory
+ * alive) and its hash. A request equal to one of them is looked up by that key, whose
+ * hash is known and which the cache finds by identity: no hashing, no comparing of the
+ * nested tuples. The cache itself (the buffer's dict) still decides: a key it no longer
+ * holds is a miss. */
+#define MEMO_SIZE 64
+
+typedef struct {
+    PyObject *key;
+    Py_hash_t hash;
+    Py_uhash_t digest;
+} MemoSlot;
+
 typedef struct {
     PyObject_HEAD
     PyObject *select;
@@ -151,12 +168,14 @@ typedef struct {
     PyObject *site_code;
     int site_lasti;
     PyObject *site;
+    MemoSlot memo[MEMO_SIZE];
 } HitBase;
 
 /* Where the hit reads its Python objects' attributes (set by bind()). */
 static PyTypeObject *slot_type, *buffer_type, *prepared_type, *governor_type, *log_type;
 static Py_ssize_t slot_buffer, slot_detour, slot_calls, slot_index, buffer_prepared;
-static Py_ssize_t prepared_views, prepared_used, prepared_required, governor_locked;
+static Py_ssize_t prepared_views, prepared_used, prepared_required, prepared_key;
+static Py_ssize_t governor_locked;
 static Py_ssize_t log_peaks, log_last_requests, log_recorder;
 static PyObject *sites_memo, *internal_memo;
 static PyObject *str_miss, *str_python_request, *str_served, *served_names, *zero, *one;
@@ -202,6 +221,7 @@ static PyObject *bind(PyObject *module, PyObject *args) {
         member_offset(types[2], "views", &prepared_views) < 0 ||
         member_offset(types[2], "used", &prepared_used) < 0 ||
         member_offset(types[2], "required", &prepared_required) < 0 ||
+        member_offset(types[2], "key", &prepared_key) < 0 ||
         member_offset(types[3], "locked", &governor_locked) < 0 ||
         member_offset(types[4], "peaks", &log_peaks) < 0 ||
         member_offset(types[4], "last_requests", &log_last_requests) < 0 ||
@@ -242,6 +262,87 @@ static PyObject *select_slot(HitBase *self) {
     return PyObject_CallNoArgs(self->select);
 }
 
+/* A digest of a plain request (exact tuples of (exact tuple of exact ints, dtype)), never
+ * 0; 0 for anything else (2.0 and True hash and compare like 2 and 1: only exact ints
+ * make a hit), with any exception cleared. */
+static Py_uhash_t digest_of(PyObject *specs) {
+    const Py_uhash_t prime = (Py_uhash_t)1099511628211ULL;
+    Py_uhash_t h = (Py_uhash_t)14695981039346656037ULL ^ (Py_uhash_t)PyTuple_GET_SIZE(specs);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(specs); i++) {
+        PyObject *spec = PyTuple_GET_ITEM(specs, i);
+        if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 2) return 0;
+        PyObject *shape = PyTuple_GET_ITEM(spec, 0);
+        if (!PyTuple_CheckExact(shape)) return 0;
+        Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
+        h = (h ^ (Py_uhash_t)ndim) * prime;
+        for (Py_ssize_t k = 0; k < ndim; k++) {
+            PyObject *dim = PyTuple_GET_ITEM(shape, k);
+            if (!PyLong_CheckExact(dim)) return 0;
+            Py_ssize_t value = PyLong_AsSsize_t(dim);
+            if (value == -1 && PyErr_Occurred()) {
+                PyErr_Clear(); /* past Py_ssize_t: the Python path explains */
+                return 0;
+            }
+            h = (h ^ (Py_uhash_t)value) * prime;
+        }
+        h = (h ^ (Py_uhash_t)(uintptr_t)PyTuple_GET_ITEM(spec, 1)) * prime;
+    }
+    return h ? h : 1;
+}
+
+/* Whether `key` (a memo's) and the plain request `specs` are the same request: the same
+ * shapes and the very same dtype objects. 1, 0, or -1 with an exception set. */
+static int same_request(PyObject *key, PyObject *specs) {
+    Py_ssize_t count = PyTuple_GET_SIZE(specs);
+    if (!PyTuple_CheckExact(key) || PyTuple_GET_SIZE(key) != count) return 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *a = PyTuple_GET_ITEM(key, i), *b = PyTuple_GET_ITEM(specs, i);
+        if (a == b) continue;
+        if (!PyTuple_CheckExact(a) || PyTuple_GET_SIZE(a) != 2) return 0;
+        if (PyTuple_GET_ITEM(a, 1) != PyTuple_GET_ITEM(b, 1)) return 0;
+        PyObject *x = PyTuple_GET_ITEM(a, 0), *y = PyTuple_GET_ITEM(b, 0);
+        if (x == y) continue;
+        Py_ssize_t ndim = PyTuple_GET_SIZE(y);
+        if (!PyTuple_CheckExact(x) || PyTuple_GET_SIZE(x) != ndim) return 0;
+        for (Py_ssize_t k = 0; k < ndim; k++) {
+            PyObject *u = PyTuple_GET_ITEM(x, k), *v = PyTuple_GET_ITEM(y, k);
+            if (u == v) continue;
+            if (!PyLong_CheckExact(u)) return 0;
+            int equal = PyObject_RichCompareBool(u, v, Py_EQ);
+            if (equal <= 0) return equal;
+        }
+    }
+    return 1;
+}
+
+/* The entry `cache` holds for the plain request `specs` (borrowed), or NULL (a miss, or
+ * an error: the caller checks PyErr_Occurred). */
+static PyObject *look_up(HitBase *self, PyObject *cache, PyObject *specs, Py_uhash_t digest) {
+    MemoSlot *memo = &self->memo[digest % MEMO_SIZE];
+    if (memo->key != NULL && memo->digest == digest) {
+        int same = same_request(memo->key, specs);
+        if (same < 0) return NULL;
+        if (same) {
+#if PY_VERSION_HEX < 0x030D0000
+            return _PyDict_GetItem_KnownHash(cache, memo->key, memo->hash);
+#else
+            return PyDict_GetItemWithError(cache, memo->key);
+#endif
+        }
+    }
+    PyObject *entry = PyDict_GetItemWithError(cache, specs);
+    if (entry == NULL || !Py_IS_TYPE(entry, prepared_type)) return entry;
+    PyObject *key = FIELD(entry, prepared_key);
+    if (key != NULL && PyTuple_CheckExact(key)) {
+        Py_hash_t hash = PyObject_Hash(key);
+        if (hash == -1) return NULL;
+        keep(&memo->key, key);
+        memo->hash = hash;
+        memo->digest = digest;
+    }
+    return entry;
+}
+
 /* A hit: its entry (a new reference), the buffer it was found in (a new reference) and
  * fresh views (returned, a new reference); NULL without an exception when the request is
  * not a plain hit (the Python path serves it), NULL with one on error. */
@@ -257,22 +358,16 @@ static PyObject *serve(HitBase *self, PyObject *slot, PyObject *specs, PyObject 
     if (prepared == NULL || !PyDict_CheckExact(prepared)) return NULL;
     PyObject *cache = PyDict_GetItemWithError(prepared, self->key);
     if (cache == NULL || !PyDict_CheckExact(cache)) return NULL;
-    PyObject *entry = PyDict_GetItemWithError(cache, specs);
+    /* Not plain (a float or bool dimension, list shapes...): the Python path explains. */
+    Py_uhash_t digest = digest_of(specs);
+    if (digest == 0) return NULL;
+    PyObject *entry = look_up(self, cache, specs, digest);
     if (entry == NULL) {
-        PyErr_Clear(); /* a miss, or an unhashable request: the Python path explains */
+        PyErr_Clear(); /* a miss, or an unhashable dtype: the Python path explains */
         return NULL;
     }
     if (!Py_IS_TYPE(entry, prepared_type)) return NULL;
-    /* 2.0 and True hash and compare like 2 and 1: only exact ints are a hit. */
     Py_ssize_t count = PyTuple_GET_SIZE(specs);
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *spec = PyTuple_GET_ITEM(specs, i);
-        if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 2) return NULL;
-        PyObject *shape = PyTuple_GET_ITEM(spec, 0);
-        if (!PyTuple_CheckExact(shape)) return NULL;
-        for (Py_ssize_t k = PyTuple_GET_SIZE(shape); k--;)
-            if (!PyLong_CheckExact(PyTuple_GET_ITEM(shape, k))) return NULL;
-    }
     PyObject *views = FIELD(entry, prepared_views);
     if (views == NULL || !PyList_CheckExact(views) || PyList_GET_SIZE(views) != count)
         return NULL;
@@ -464,6 +559,7 @@ static int traverse(HitBase *self, visitproc visit, void *arg) {
     Py_VISIT(self->builder);
     Py_VISIT(self->site_code);
     Py_VISIT(self->site);
+    for (int i = 0; i < MEMO_SIZE; i++) Py_VISIT(self->memo[i].key);
     return 0;
 }
 
@@ -480,6 +576,7 @@ static int clear(HitBase *self) {
     Py_CLEAR(self->builder);
     Py_CLEAR(self->site_code);
     Py_CLEAR(self->site);
+    for (int i = 0; i < MEMO_SIZE; i++) Py_CLEAR(self->memo[i].key);
     return 0;
 }
 

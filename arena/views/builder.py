@@ -313,7 +313,7 @@ class ViewBuilder:
         cache = buffer.prepared.get(self.key)
         if cache is None:
             cache = buffer.prepared[self.key] = {}
-        entry = Prepared(required, views)
+        entry = Prepared(required, views, specs)
         if self._guarded:
             entry.serve = guarded_server(cache, specs, entry, self.fresh)
         else:

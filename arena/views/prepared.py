@@ -54,13 +54,17 @@ class Prepared:
         Debug mode, cached fronts: each view's :func:`metadata` when it was made.
     used : bool
         Served since the cache's last sweep.
+    key : Any
+        The request it is remembered under (the very object that keys it in its cache),
+        or None: the compiled hit path looks it up again by that key's identity.
     """
 
-    __slots__ = ("metadata", "required", "serve", "used", "views")
+    __slots__ = ("key", "metadata", "required", "serve", "used", "views")
 
-    def __init__(self, required: int, views: list[Any]) -> None:
+    def __init__(self, required: int, views: list[Any], key: Any = None) -> None:
         self.required = required
         self.views = views
+        self.key = key
         self.serve: Callable[[Any], Any] = _unset
         self.metadata: tuple[Any, ...] = ()
         self.used = False
