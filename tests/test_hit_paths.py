@@ -143,6 +143,51 @@ def test_each_thread_gets_the_slot_of_its_micro_batch(hit_path: str) -> None:
         assert _pointers(a.numpy, a.get_simultaneous(*SPECS)) == _pointers(a.numpy, mine)
 
 
+def test_a_new_binding_never_reads_a_dropped_one_s_value() -> None:
+    """The per-thread micro-batch binding (compiled or not): a binding made where a dropped
+    one lived (the allocator reuses the address at once) starts at 0 in every thread."""
+    from arena.views.hit import Binding
+
+    reused = 0
+    for _ in range(200):
+        old = Binding()
+        old.ubatch = 1
+        assert old.ubatch == 1  # read: the compiled binding caches it for this thread
+        address = id(old)
+        del old
+        new = Binding()
+        reused += id(new) == address
+        assert new.ubatch == 0
+    assert reused or Binding.__module__ == "arena.views.hit"  # the Python one: no reuse needed
+
+
+def test_threads_binding_in_turn_keep_their_own_slots(hit_path: str) -> None:
+    with Arena("cpu", framework="numpy", ubatches=2) as a:
+        a.reserve(*SPECS)
+        a.lock()
+        mine: dict[int, list[int]] = {}
+        for ubatch in (0, 1):
+            with a.ubatch(ubatch):
+                mine[ubatch] = _pointers(a.numpy, a.get_simultaneous(*SPECS))
+        errors: list[str] = []
+        barrier = threading.Barrier(2)
+
+        def work(ubatch: int) -> None:
+            barrier.wait(10)
+            for step in range(300):
+                if step % 7 == 0:
+                    a.bind_ubatch(ubatch)  # a write: every thread's cached read goes stale
+                if _pointers(a.numpy, a.get_simultaneous(*SPECS)) != mine[ubatch]:
+                    errors.append(f"ubatch {ubatch} step {step}")
+
+        threads = [threading.Thread(target=work, args=(u,)) for u in (0, 1)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert errors == []
+
+
 def test_resolvers_and_lanes_choose_the_slot(hit_path: str) -> None:
     choice = {"ubatch": 0}
     with Arena(

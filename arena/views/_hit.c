@@ -52,6 +52,20 @@ typedef struct {
 
 static PyTypeObject *binding_type;
 
+/* A one-entry cache per OS thread of its last binding read: which binding, its value, and
+ * the version it was read at. Every write to any binding, and every binding's end, moves
+ * the version on, so a cached value is never stale and a new binding at a freed one's
+ * address is never mistaken for it. (All of this runs under the GIL.) */
+#if defined(_MSC_VER)
+#define THREAD_LOCAL __declspec(thread)
+#else
+#define THREAD_LOCAL _Thread_local
+#endif
+static unsigned long long binding_version = 1;
+static THREAD_LOCAL void *cached_binding;
+static THREAD_LOCAL unsigned long long cached_version;
+static THREAD_LOCAL Py_ssize_t cached_index;
+
 /* The calling thread's micro-batch: a borrowed int (0 where it never bound), or NULL with
  * an exception set. */
 static PyObject *binding_value(Binding *self) {
@@ -67,13 +81,31 @@ static PyObject *binding_value(Binding *self) {
     return zero_ubatch;
 }
 
+/* The calling thread's micro-batch as an index: 0 on success, -1 with an exception set. */
+static int binding_index(Binding *self, Py_ssize_t *index) {
+    if (cached_binding == (void *)self && cached_version == binding_version) {
+        *index = cached_index;
+        return 0;
+    }
+    PyObject *value = binding_value(self);
+    if (value == NULL) return -1;
+    Py_ssize_t found = PyLong_AsSsize_t(value);
+    if (found == -1 && PyErr_Occurred()) return -1;
+    cached_binding = (void *)self;
+    cached_version = binding_version;
+    cached_index = found;
+    *index = found;
+    return 0;
+}
+
 static PyObject *binding_get(PyObject *self, void *closure) {
-    PyObject *value = binding_value((Binding *)self);
-    Py_XINCREF(value);
-    return value;
+    Py_ssize_t index;
+    if (binding_index((Binding *)self, &index) < 0) return NULL;
+    return PyLong_FromSsize_t(index);
 }
 
 static int binding_set(PyObject *self, PyObject *value, void *closure) {
+    binding_version++;
     PyObject *state = PyThreadState_GetDict();
     if (state == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "arena: no thread state dict");
@@ -112,6 +144,7 @@ static PyObject *binding_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 
 static void binding_dealloc(Binding *self) {
     PyTypeObject *type = Py_TYPE(self);
+    binding_version++;
     Py_CLEAR(self->key);
     type->tp_free((PyObject *)self);
     Py_DECREF(type);
@@ -248,10 +281,8 @@ static PyObject *select_slot(HitBase *self) {
             }
         } else if (Py_IS_TYPE(tls, binding_type)) {
             /* One lane, no resolver: the thread's micro-batch indexes the slots. */
-            PyObject *ubatch = binding_value((Binding *)tls);
-            if (ubatch == NULL) return NULL;
-            Py_ssize_t index = PyLong_AsSsize_t(ubatch);
-            if (index == -1 && PyErr_Occurred()) return NULL;
+            Py_ssize_t index;
+            if (binding_index((Binding *)tls, &index) < 0) return NULL;
             if (index >= 0 && index < PyTuple_GET_SIZE(slots)) {
                 PyObject *slot = PyTuple_GET_ITEM(slots, index);
                 Py_INCREF(slot);
