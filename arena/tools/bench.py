@@ -167,7 +167,7 @@ def run_bench(
         Also measure what poisoning (``Arena(poison=True)``) costs a locked request.
     """
     say = progress or (lambda _line: None)
-    steps, repeat, number = (500, 5, 2000) if quick else (2000, 21, 20_000)
+    steps, repeat, number = (500, 5, 2000) if quick else (2000, 31, 20_000)
     rounds = 11 if quick else 41
     devices = ["cpu"]
     if gpu if gpu is not None else cuda_device_count() > 0:
