@@ -119,3 +119,18 @@ def test_a_small_shape_runs_the_same_program() -> None:
     small = DecoderShape(hidden=64, intermediate=224, heads=4, kv_heads=2, head_dim=16, layers=2)
     row = measure_bytes(small, 8)
     assert row["measured"] and row["load"] <= row["steps"] <= row["scopes"] <= row["plain"]
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_the_demo_shows_what_the_plan_saves(framework: str) -> None:
+    pytest.importorskip(framework)
+    from arena.tools.plandemo import DEMO_LAYERS, format_planning_demo, run_planning_demo
+
+    report = run_planning_demo("cpu", framework, max_tokens=64)
+    dry = dry_bytes(DEMO_LAYERS, 64)
+    assert report.plain_bytes == dry["plain"] and report.load_bytes == dry["load"]
+    assert report.step_bytes == report.load_bytes < report.plain_bytes / 5
+    assert report.allocations_after_lock == 0 and report.pointer_changes == 0 and report.ok
+    text = format_planning_demo(report)
+    saved = report.plain_bytes - report.step_bytes
+    assert f"{saved / (1 << 20):.2f}" in text and "OK: the plan saves memory" in text
