@@ -167,3 +167,28 @@ def test_a_plain_request_above_a_scope_is_valid_until_the_next_request() -> None
             assert ptr(ws, above) == ptr(ws, again) == ptr(ws, a) + 256
         (after,) = ws.get_simultaneous(((64,), F32))  # no scope open: offset 0, remembered
         assert ptr(ws, after) == ptr(ws, a)
+
+
+def test_debug_mode_names_another_thread_using_a_slot_a_scope_holds() -> None:
+    from arena import SlotError
+
+    with Arena("cpu", framework="numpy", debug=True) as ws:
+        ws.reserve_bytes(1 << 16)
+        with ws.scope() as s:
+            s.get_simultaneous(((4,), F32))
+            errors: list[BaseException] = []
+
+            def intruder() -> None:
+                try:
+                    ws.get_simultaneous(((4,), F32))  # same slot: micro-batch 0
+                except BaseException as exc:
+                    errors.append(exc)
+
+            thread = threading.Thread(target=intruder, name="intruder")
+            thread.start()
+            thread.join(10)
+            assert len(errors) == 1 and isinstance(errors[0], SlotError)
+            assert "intruder" in str(errors[0])
+        thread = threading.Thread(target=lambda: ws.get_simultaneous(((4,), F32)))
+        thread.start()  # the scope closed: the slot is free again
+        thread.join(10)

@@ -1,4 +1,4 @@
-"""torch on CUDA with torch alone (issue 11, item 5), checked on the CPU.
+"""torch on CUDA with torch alone, checked on the CPU.
 
 CuPy is hidden and torch is made to report one CUDA device whose ``torch.empty`` hands out
 host tensors: the arena's own code paths (device counting, the default source, the torch

@@ -106,8 +106,12 @@ class Region:
         self.held = 0
 
     def open_on(self, slot: Slot) -> None:
-        """Open this region on ``slot``, at its top."""
+        """Open this region on ``slot``, at its top. In debug mode the calling thread holds
+        the slot until the region closes: another thread's request on it raises
+        :class:`~arena.SlotError` naming both threads."""
         slot.governor.check_open()
+        if slot.governor.debug:
+            slot.enter()
         self.slot = slot
         self.base = self.end = slot.top
         self.held = 0
@@ -126,6 +130,8 @@ def close_region(region: Region) -> None:
         top = max([region.base, *(r.end for r in slot.regions if r is not region)])
     slot.close_region(region, top, slot.live - region.held)
     region.slot = None
+    if slot.governor.debug:
+        slot.leave()
 
 
 class Scope(Region, Generic[ViewT]):
