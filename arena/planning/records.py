@@ -179,11 +179,12 @@ class StepRun:
 
     def index(self) -> None:
         """Index a replay's handed-out views by identity (for release and the end)."""
-        views = self.views
-        for blocks, handed in self.handed[self.indexed :]:
-            for block, view in zip(blocks, handed, strict=True):
+        views, handed = self.views, self.handed
+        for index in range(self.indexed, len(handed)):
+            blocks, made = handed[index]
+            for block, view in zip(blocks, made, strict=True):
                 views[id(view)] = (block, view)
-        self.indexed = len(self.handed)
+        self.indexed = len(handed)
 
     def adopt(self, book: StepBook, requests: int) -> None:
         """A replay that stops following its plan after ``requests`` requests: those
