@@ -221,3 +221,15 @@ def test_an_interrupted_first_run_is_not_recorded() -> None:
             st.get_simultaneous(((4,), F32))
             st.get_simultaneous(((8,), F32))
         assert ws.plan_steps() == {"k": 512}
+
+
+def test_planning_never_shrinks_a_slot_below_a_plain_request_that_grew_it() -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        ws.get_simultaneous(((1 << 18,), F32))  # 1 MB: grows the slot
+        assert ws.stats().slots[0].load == 1 << 20
+        layer(ws, 10)
+        layer(ws, 10)
+        ws.plan_steps()
+        assert ws.stats().slots[0].capacity == 1 << 20
+        ws.lock()
+        ws.get_simultaneous(((1 << 18,), F32))  # warmed up before lock(): served

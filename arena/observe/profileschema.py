@@ -13,6 +13,7 @@ from arena.errors import ArenaError
 __all__ = [
     "FORMAT",
     "LIMIT",
+    "OPTIONAL_SLOT_FIGURES",
     "VERSION",
     "ProfileError",
     "check_profile",
@@ -161,6 +162,8 @@ def _check_slot_list(data: dict[str, Any], ubatches: int, lanes: int) -> list[An
 
 
 _SLOT_FIGURES = ("peak", "capacity", "growths")
+#: Slot figures profiles written before scopes and steps lack: LOAD and the planned need.
+OPTIONAL_SLOT_FIGURES = ("load", "planned")
 
 
 def _check_layout(layout: Any, where: str) -> None:
@@ -240,7 +243,8 @@ def check_profile(data: Any) -> dict[str, Any]:
     ``lanes`` >= 1, ``alignment`` >= 1), ``runs`` an int >= 0, ``ranks`` a list of ints,
     one slot per (ubatch, lane) in ubatch-major order, call sites and timeline entries
     inside those slots, sizes ints from 0 to :data:`LIMIT`; the optional ``workspaces``
-    (library workspaces and Triton blocks per slot) likewise. What passes can be merged,
+    (library workspaces and Triton blocks per slot) and slot figures ``load`` and
+    ``planned`` likewise. What passes can be merged,
     presized from and reported on without further checks.
 
     Parameters
@@ -263,6 +267,9 @@ def check_profile(data: Any) -> dict[str, Any]:
     for i, slot in enumerate(_check_slot_list(profile, ubatches, lanes)):
         for name in _SLOT_FIGURES:
             _int(slot.get(name), f"slot #{i} {name!r}")
+        for name in OPTIONAL_SLOT_FIGURES:
+            if name in slot:
+                _int(slot[name], f"slot #{i} {name!r}")
     for i, site in enumerate(_list(profile.get("sites"), '"sites"')):
         _check_site(i, site, ubatches, lanes)
     for i, rank in enumerate(_list(profile.get("ranks"), '"ranks"')):
@@ -318,9 +325,10 @@ def salvage_profile(data: Any) -> tuple[dict[str, Any], list[str]]:
 
     Counters above :data:`LIMIT` (``runs``, slot and call-site figures, layout sizes,
     timeline sizes) are clamped to it; a ``runs`` or slot figure that is not a count
-    counts from 0; an invalid entry of ``sites`` (or a layout of one), ``ranks`` or
-    ``timeline`` is dropped; an invalid ``growth`` or ``updated`` is dropped. Nothing
-    else is changed: what cannot be repaired raises.
+    counts from 0 (a ``planned`` of 0 presizes from the capacity instead); an invalid
+    entry of ``sites`` (or a layout of one), ``ranks`` or ``timeline`` is dropped; an
+    invalid ``growth`` or ``updated`` is dropped. Nothing else is changed: what cannot be
+    repaired raises.
 
     Returns
     -------
@@ -346,6 +354,9 @@ def salvage_profile(data: Any) -> tuple[dict[str, Any], list[str]]:
     for i, slot in enumerate(slots):
         for name in _SLOT_FIGURES:
             repair.figure(slot, name, f"slot #{i} {name!r}")
+        for name in OPTIONAL_SLOT_FIGURES:
+            if name in slot:  # 0 is "not recorded": presizing falls back to the capacity
+                repair.figure(slot, name, f"slot #{i} {name!r}")
     profile["slots"] = slots
 
     def site(i: int, entry: Any) -> dict[str, Any]:

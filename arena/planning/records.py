@@ -12,7 +12,14 @@ from typing import Any
 from arena.planning.offsets import plan_offsets
 from arena.slots.slot import Resize, Slot
 
-__all__ = ["StepBook", "StepRun", "plan_slot_steps", "share_plans", "shrink_to_plans"]
+__all__ = [
+    "StepBook",
+    "StepRun",
+    "plan_slot_steps",
+    "planned_need",
+    "share_plans",
+    "shrink_to_plans",
+]
 
 
 class StepBook:
@@ -172,11 +179,12 @@ class StepRun:
 
     def index(self) -> None:
         """Index a replay's handed-out views by identity (for release and the end)."""
-        views = self.views
-        for blocks, handed in self.handed[self.indexed :]:
-            for block, view in zip(blocks, handed, strict=True):
+        views, handed = self.views, self.handed
+        for index in range(self.indexed, len(handed)):
+            blocks, made = handed[index]
+            for block, view in zip(blocks, made, strict=True):
                 views[id(view)] = (block, view)
-        self.indexed = len(self.handed)
+        self.indexed = len(handed)
 
     def adopt(self, book: StepBook, requests: int) -> None:
         """A replay that stops following its plan after ``requests`` requests: those
@@ -217,6 +225,14 @@ def shrink_to_plans(slot: Slot) -> list[Resize]:
         need = max(need, book.base + book.total)
     resize = slot.shrink(max(need, slot.top))
     return [] if resize is None else [resize]
+
+
+def planned_need(slot: Slot) -> int:
+    """What ``slot`` needs once its steps are planned: its largest request outside every
+    step, or the furthest a planned step reaches (its start plus its plan), whichever is
+    larger; 0 while no step of the slot has a plan (its capacity is then what it needs)."""
+    reach = [book.base + book.total for book in list(slot.steps.values()) if book.planned]
+    return max(slot.plain_high, *reach) if reach else 0
 
 
 def plan_slot_steps(slot: Slot, alignment: int) -> int:

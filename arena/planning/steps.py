@@ -43,6 +43,10 @@ __all__ = ["Step"]
 ViewT = TypeVar("ViewT")
 
 
+#: The run of a step that is not running (never written: entering makes a new one).
+_ENDED = StepRun()
+
+
 class Step(Region, Generic[ViewT]):
     """One run of a step key (see the module doc). Obtain one from ``ws.step(key)`` or
     ``ws.torch.step(key)``; enter it with ``with``."""
@@ -116,6 +120,8 @@ class Step(Region, Generic[ViewT]):
                 "plan) before capturing, so the capture records the planned pointers"
             )
         self._book = book
+        if self.run is _ENDED:
+            self.run = StepRun()
         self.request = 0
         self.replay = book.planned
         # A capture probe, or a request log while unlocked: served requests need their
@@ -197,10 +203,11 @@ class Step(Region, Generic[ViewT]):
         if slot is None:
             raise ArenaError(f"step {self.key!r} is not running: release inside its with block")
         run = self.run
-        if run.handed:
+        if run.indexed < len(run.handed):
             run.index()
+        by_view = run.views
         for view in views:
-            found = run.views.pop(id(view), None)
+            found = by_view.pop(id(view), None)
             if found is None:
                 raise ArenaError(
                     f"release() takes views this run of step {self.key!r} handed out and "
@@ -208,9 +215,11 @@ class Step(Region, Generic[ViewT]):
                     f"{getattr(view, 'shape', '?')}"
                 )
             block = found[0]
-            run.lasts[block] = self.request - 1
+            run.lasts[block] = self.request - 1  # a diverging replay records it
             if self.replay:  # its place is the plan's; the plan's LOAD stays counted
                 run.released.add(block)
+                if not (self._poison or self._debug):
+                    continue
                 book = self._book
                 assert book is not None and book.offsets is not None
                 placed = (book.offsets[block], book.sizes[block])
@@ -242,7 +251,7 @@ class Step(Region, Generic[ViewT]):
                 book.record(run)
             book.runs += 1
             book.base = max(book.base, start)
-        self.run = StepRun()
+        self.run = _ENDED  # the ended run's views are not kept alive by the step
         self._buffer = self._caches = None
         close_region(self)
         if self._poison and end > start:

@@ -20,7 +20,7 @@ from arena.memory.sources import Allocation
 from arena.observe.events import MB, ArenaEvent, caller_info, format_mb, log_event
 from arena.observe.snapshot import EventLog, build_snapshot
 from arena.observe.stats import ArenaStats, SlotStats
-from arena.planning.records import plan_slot_steps, share_plans, shrink_to_plans
+from arena.planning.records import plan_slot_steps, planned_need, share_plans, shrink_to_plans
 from arena.slots.governor import Governor
 from arena.slots.selector import check_index
 from arena.slots.slot import Resize, Slot
@@ -44,7 +44,9 @@ class SlotTable:
         warning of an unwritable file points at the arena's caller.
     """
 
-    __slots__ = ("events", "governor", "lanes", "listeners", "slots", "ubatches")
+    # Weak-referenceable: a profile recorder reads the slots' figures without keeping the
+    # table (and its buffers) alive.
+    __slots__ = ("__weakref__", "events", "governor", "lanes", "listeners", "slots", "ubatches")
 
     def __init__(
         self,
@@ -273,6 +275,12 @@ class SlotTable:
     def sizes(self) -> tuple[int, ...]:
         """Every slot's capacity, ubatch-major."""
         return tuple(s.buffer.capacity for s in self.slots)
+
+    def plan_figures(self) -> tuple[tuple[int, int], ...]:
+        """Per slot, ubatch-major: ``(LOAD, planned need)``; see
+        :meth:`arena.observe.profile.ProfiledSlots.plan_figures`."""
+        with self.governor.mutex:
+            return tuple((s.load, planned_need(s)) for s in self.slots)
 
     def announce(self, kind: str, resizes: Sequence[Resize] = ()) -> None:
         """Log and emit ``resizes`` then one ``kind`` event (skipped when ``kind`` is

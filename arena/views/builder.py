@@ -284,6 +284,8 @@ class ViewBuilder:
         """
         if required > slot.high_water:
             slot.note_high_water(required)
+        # Not under the high-water test: a request that grew the slot raised it in ensure().
+        if required > slot.plain_high:
             slot.note_load(required, plain=required)  # at offset 0: nothing else is live
         slot.calls += 1
         served = self.served(slot, buffer, specs, required, views, strict=strict)
