@@ -103,10 +103,7 @@ def _targets(rows: list[WorkloadRow], found: dict[str, Any]) -> list[dict[str, A
         paired(f"{framework}: unlocked hit / locked hit", figure, 1.5)
     for views, limit in ((3, 100.0), (2000, 50.0)):
         paired(f"never-seen {views}-view request / np.empty per view", found[f"new_{views}"], limit)
-    fixed, rotation = _row(rows, "fixed", "torch"), _row(rows, "10^4 layouts", "torch")
-    if fixed is not None and rotation is not None:
-        ratio = rotation.median_us["arena"] / fixed.median_us["arena"]
-        add("torch 10^4 layouts / fixed (arena)", ratio, 2.0, None)
+    paired("10^4 layouts in rotation / the fixed request (arena)", found["rotation"], 2.0)
     zero = found["zero_allocations"]
     add(
         f"allocations after lock over {zero['steps']} varying steps",
@@ -197,6 +194,7 @@ def run_bench(
     found["new_2000"] = checks.never_seen(2000, 2 if quick else 5).record()
     found["slots"] = {k: v.record() for k, v in checks.slots_cost(rounds, number // 10).items()}
     found["warm_up"] = {k: v.record() for k, v in checks.warm_up_cost(rounds, number // 10).items()}
+    found["rotation"] = checks.rotation_cost(rounds // 2, 10_000 if not quick else 2_000).record()
     say("counting allocations after lock")
     found["zero_allocations"] = checks.zero_allocations_after_lock(10_000 if quick else 100_000)
     found["layout"] = checks.layout_memo(number)

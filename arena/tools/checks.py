@@ -35,6 +35,7 @@ __all__ = [
     "memory_figures",
     "never_seen",
     "poison_cost",
+    "rotation_cost",
     "slots_cost",
     "warm_up_cost",
     "zero_allocations_after_lock",
@@ -118,6 +119,26 @@ def slots_cost(rounds: int, number: int) -> dict[str, Paired]:
             one.lock()
             figures[framework] = paired(hits[0], hits[1], range(number), rounds)
     return figures
+
+
+def rotation_cost(rounds: int, steps: int) -> Paired:
+    """torch: a locked request on the 10^4-layouts rotation (1, 2, ..., 10 000 tokens)
+    against the fixed request, paired (numpy where torch is missing)."""
+    framework = "torch" if "torch" in _host() else "numpy"
+    specs = specs_at(framework, _FIXED)
+    rotation = [specs(1 + step % 10_000) for step in range(steps)]
+    with Arena("cpu", framework="numpy") as arena:
+        arena.reserve(*specs(10_000))
+        get = arena.front(framework).get_simultaneous
+        namespace = {"get": get, "fixed": specs(256)}
+        fixed = step_function(["return get(*fixed)"], namespace)
+        varied = step_function(["return get(*T)"], namespace)
+        for request in rotation:  # two sightings each: every layout remembered
+            varied(request)
+            varied(request)
+        arena.lock()
+        figure = paired(varied, lambda _: fixed(0), rotation, rounds)
+    return figure
 
 
 def never_seen(views: int, trials: int, number: int = 200) -> Paired:

@@ -361,12 +361,17 @@ static PyObject *look_up(HitBase *self, PyObject *cache, PyObject *specs, Py_uha
 #endif
         }
     }
+    /* The request's hash, once: for this lookup and for the memo (its key is equal). */
+    Py_hash_t hash = PyObject_Hash(specs);
+    if (hash == -1) return NULL;
+#if PY_VERSION_HEX < 0x030D0000
+    PyObject *entry = _PyDict_GetItem_KnownHash(cache, specs, hash);
+#else
     PyObject *entry = PyDict_GetItemWithError(cache, specs);
+#endif
     if (entry == NULL || !Py_IS_TYPE(entry, prepared_type)) return entry;
     PyObject *key = FIELD(entry, prepared_key);
     if (key != NULL && PyTuple_CheckExact(key)) {
-        Py_hash_t hash = PyObject_Hash(key);
-        if (hash == -1) return NULL;
         keep(&memo->key, key);
         memo->hash = hash;
         memo->digest = digest;
