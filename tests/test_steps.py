@@ -34,7 +34,7 @@ def layer(ws: Arena, tokens: int, key: str = "layer") -> list[int]:
         return [ptr(ws, v) for v in (x, h, y, z)]
 
 
-def test_second_run_plans_and_later_runs_repeat_its_pointers_through_lock() -> None:
+def test_second_run_plans_and_later_runs_repeat_its_pointers_through_lock(hit_path: str) -> None:
     source = RecordingSource()
     with Arena(source=source, framework="numpy") as ws:
         layer(ws, 100)  # records
@@ -69,7 +69,7 @@ def test_plan_uses_the_largest_bytes_seen_per_request() -> None:
         assert ws.plan_steps() == {"layer": 128 * 64 * 4 * 2 + 128 * 256 * 4}
 
 
-def test_divergence_while_locked_names_the_key_the_request_and_the_call_site() -> None:
+def test_divergence_while_locked_names_the_key_the_request_and_the_call_site(hit_path: str) -> None:
     with Arena("cpu", framework="numpy") as ws:
         layer(ws, 100)
         layer(ws, 100)
@@ -91,7 +91,7 @@ def test_divergence_while_locked_names_the_key_the_request_and_the_call_site() -
             st.get_simultaneous(((100, 64), F32))  # a fifth request
 
 
-def test_a_view_kept_past_its_planned_life_is_a_divergence() -> None:
+def test_a_view_kept_past_its_planned_life_is_a_divergence(hit_path: str) -> None:
     with Arena("cpu", framework="numpy") as ws:
         layer(ws, 10)
         layer(ws, 10)
@@ -106,7 +106,7 @@ def test_a_view_kept_past_its_planned_life_is_a_divergence() -> None:
             st.get_simultaneous(((10, 64), F32))  # h was never released
 
 
-def test_divergence_unlocked_records_again_and_keeps_live_views_intact() -> None:
+def test_divergence_unlocked_records_again_and_keeps_live_views_intact(hit_path: str) -> None:
     with Arena("cpu", framework="numpy") as ws:
         layer(ws, 10)
         layer(ws, 10)
@@ -121,7 +121,7 @@ def test_divergence_unlocked_records_again_and_keeps_live_views_intact() -> None
         assert layer(ws, 10) == layer(ws, 10)
 
 
-def test_steps_during_capture_need_a_plan_and_refuse_divergence() -> None:
+def test_steps_during_capture_need_a_plan_and_refuse_divergence(hit_path: str) -> None:
     capturing = [False]
     with Arena("cpu", framework="numpy", capture_probe=lambda: capturing[0]) as ws:
         layer(ws, 10)
@@ -165,7 +165,7 @@ def test_lock_plans_and_gives_siblings_the_plan() -> None:
         assert len(source.events) == before
 
 
-def test_two_micro_batch_threads_replay_their_steps() -> None:
+def test_two_micro_batch_threads_replay_their_steps(hit_path: str) -> None:
     with Arena("cpu", framework="numpy", ubatches=2) as ws:
         for ubatch in (0, 1):
             with ws.ubatch(ubatch):
@@ -193,7 +193,7 @@ def test_two_micro_batch_threads_replay_their_steps() -> None:
         assert not errors, errors
 
 
-def test_bad_use_is_named() -> None:
+def test_bad_use_is_named(hit_path: str) -> None:
     with Arena("cpu", framework="numpy") as ws:
         with pytest.raises(SpecError, match="not hashable"):
             ws.step(["layer"])
@@ -233,3 +233,23 @@ def test_planning_never_shrinks_a_slot_below_a_plain_request_that_grew_it() -> N
         assert ws.stats().slots[0].capacity == 1 << 20
         ws.lock()
         ws.get_simultaneous(((1 << 18,), F32))  # warmed up before lock(): served
+
+
+def test_a_replayed_request_counts_and_remembers_like_the_checked_path(hit_path: str) -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(3):
+            layer(ws, 8)
+        ws.lock()
+        before = ws.stats().calls
+        with ws.step("layer") as st:
+            (x,) = st.get_simultaneous(((8, 64), F32))
+            (h,) = st.get_simultaneous(((8, 256), F32))
+            assert st.request == 2
+            st.release(h)
+            st.get_simultaneous(((8, 64), F32))
+            st.get_simultaneous(((8, 64), F32))
+            assert st.request == 4
+        assert ws.stats().calls == before + 4
+        with ws.step("layer") as st:  # a float dimension is refused, not served as 8
+            with pytest.raises(SpecError):
+                st.get_simultaneous(((8.0, 64), F32))

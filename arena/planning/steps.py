@@ -33,12 +33,14 @@ from typing import Any, Generic, TypeVar
 from arena.errors import ArenaError, ArenaLockedError, GraphCaptureError, SpecError
 from arena.observe.events import caller_info
 from arena.planning.records import StepBook, StepRun, shrink_to_plans
-from arena.planning.scopes import Placer, Region, close_region
+from arena.planning.scopes import Placer, close_region, open_region
 from arena.slots.slot import Slot
+from arena.views import hit
+from arena.views.hit import StepHitBase, compiled
 from arena.views.layout import Layout, ViewLayout, compute_layout, round_up
 from arena.views.poison import poison_bytes
 
-__all__ = ["Step"]
+__all__ = ["CompiledStep", "Step", "step_class"]
 
 ViewT = TypeVar("ViewT")
 
@@ -47,25 +49,24 @@ ViewT = TypeVar("ViewT")
 _ENDED = StepRun()
 
 
-class Step(Region, Generic[ViewT]):
+class Step(StepHitBase, Generic[ViewT]):
     """One run of a step key (see the module doc). Obtain one from ``ws.step(key)`` or
     ``ws.torch.step(key)``; enter it with ``with``."""
 
+    # The replay's hit settings (slot, request, _caches, ...) are the base's slots.
     __slots__ = (
         "_alignment",
         "_book",
-        "_buffer",
-        "_caches",
         "_debug",
-        "_expiring",
         "_memo",
         "_placer",
         "_poison",
         "_select",
-        "_watch",
+        "base",
+        "end",
+        "held",
         "key",
         "replay",
-        "request",
         "run",
     )
 
@@ -78,8 +79,8 @@ class Step(Region, Generic[ViewT]):
         alignment: int,
         poison: bool,
         debug: bool,
+        fresh_view: Any = False,
     ) -> None:
-        super().__init__()
         try:
             hash(key)
         except TypeError:
@@ -96,11 +97,16 @@ class Step(Region, Generic[ViewT]):
         self._book: StepBook | None = None
         self.run = StepRun()
         self.replay = False
+        self.slot: Slot | None = None
+        self.base = self.end = self.held = 0
         self.request = 0
         self._memo: tuple[Any, ...] = ()
         self._caches: list[dict[Any, Any]] | None = None
         self._buffer: Any = None  # the buffer whose remembered views _caches holds
         self._expiring: list[tuple[int, ...]] = []
+        self._released: set[int] = self.run.released
+        self._handed: list[Any] = self.run.handed
+        self._fresh_view = fresh_view
         self._watch = False
 
     def __enter__(self) -> Step[ViewT]:
@@ -122,6 +128,7 @@ class Step(Region, Generic[ViewT]):
         self._book = book
         if self.run is _ENDED:
             self.run = StepRun()
+        self._released, self._handed = self.run.released, self.run.handed
         self.request = 0
         self.replay = book.planned
         # A capture probe, or a request log while unlocked: served requests need their
@@ -130,7 +137,7 @@ class Step(Region, Generic[ViewT]):
         self._watch = placer.probe is not None or (
             placer.log is not None and not slot.governor.locked
         )
-        self.open_on(slot)
+        open_region(self, slot)
         if self.replay:
             slot.top = self.end = self.base + book.total
             # A replay's live bytes are bounded by the plan's LOAD: counted once here.
@@ -166,8 +173,7 @@ class Step(Region, Generic[ViewT]):
             except (IndexError, KeyError, TypeError):
                 pass
             else:
-                run = self.run
-                released = run.released
+                released = self._released
                 for block in self._expiring[r]:
                     if block not in released:
                         break  # kept past its planned life: the checked path names it
@@ -180,7 +186,7 @@ class Step(Region, Generic[ViewT]):
                     ):
                         entry.used = True
                         slot.calls += 1
-                        run.handed.append((entry.metadata, views))
+                        self._handed.append((entry.metadata, views))
                         self.request = r + 1
                         return views  # type: ignore[no-any-return]
         if slot is None:
@@ -189,6 +195,10 @@ class Step(Region, Generic[ViewT]):
                 "ws.step(key) as step: step.get_simultaneous(...))"
             )
         return self._checked(slot, specs)
+
+    #: The Python request path: the compiled hit (:class:`CompiledStep`) hands it every
+    #: request it does not serve.
+    _python_get = get_simultaneous
 
     def release(self, *views: Any) -> None:
         """End the life of ``views`` (handed out by this run) now; their bytes are free
@@ -383,8 +393,26 @@ class Step(Region, Generic[ViewT]):
         # Record from here: the requests so far are recorded as planned, and their live
         # blocks keep their planned offsets (counted live now, as a recording run does).
         self.run.adopt(book, r)
+        self._handed = self.run.handed
         slot.live -= self.held
         self.held = sum(size for _, size in self.run.live.values())
         slot.live += self.held
         self._caches = None
         self.replay = False
+
+
+class CompiledStep(Step[ViewT]):
+    """A :class:`Step` whose replayed requests are served by the compiled hit
+    (``arena.views._hit``); every other request goes to the same Python path. Made only
+    where the extension is in use."""
+
+    __slots__ = ()
+
+    if compiled is not None:
+        get_simultaneous = compiled.StepHitBase.get_simultaneous
+
+
+def step_class() -> type[Step[Any]]:
+    """The class of new steps: :class:`CompiledStep` where the compiled hit path is in use
+    (:data:`arena.views.hit.HIT_PATH`), else :class:`Step`."""
+    return CompiledStep if hit.HIT_PATH == "compiled" and compiled is not None else Step

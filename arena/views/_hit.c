@@ -1,4 +1,5 @@
-/* arena.views._hit: the compiled hit path of arena's fronts (optional; CPython API only).
+/* arena.views._hit: the compiled hit path of arena's fronts and replayed steps (optional;
+ * CPython API only).
  *
  * A request an arena served before on the same slot buffer (a "hit") is one dictionary
  * lookup, a check that every dimension is a plain int, and one fresh view per tensor.
@@ -208,10 +209,12 @@ typedef struct {
 static PyTypeObject *slot_type, *buffer_type, *prepared_type, *governor_type, *log_type;
 static Py_ssize_t slot_buffer, slot_detour, slot_calls, slot_index, buffer_prepared;
 static Py_ssize_t prepared_views, prepared_used, prepared_required, prepared_key;
+static Py_ssize_t slot_regions, prepared_metadata;
 static Py_ssize_t governor_locked;
 static Py_ssize_t log_peaks, log_last_requests, log_recorder;
 static PyObject *sites_memo, *internal_memo;
 static PyObject *str_miss, *str_python_request, *str_served, *served_names, *zero, *one;
+static PyObject *str_python_get;
 
 #define FIELD(object, offset) (*(PyObject **)((char *)(object) + (offset)))
 
@@ -250,11 +253,13 @@ static PyObject *bind(PyObject *module, PyObject *args) {
         member_offset(types[0], "detour", &slot_detour) < 0 ||
         member_offset(types[0], "calls", &slot_calls) < 0 ||
         member_offset(types[0], "index", &slot_index) < 0 ||
+        member_offset(types[0], "regions", &slot_regions) < 0 ||
         member_offset(types[1], "prepared", &buffer_prepared) < 0 ||
         member_offset(types[2], "views", &prepared_views) < 0 ||
         member_offset(types[2], "used", &prepared_used) < 0 ||
         member_offset(types[2], "required", &prepared_required) < 0 ||
         member_offset(types[2], "key", &prepared_key) < 0 ||
+        member_offset(types[2], "metadata", &prepared_metadata) < 0 ||
         member_offset(types[3], "locked", &governor_locked) < 0 ||
         member_offset(types[4], "peaks", &log_peaks) < 0 ||
         member_offset(types[4], "last_requests", &log_last_requests) < 0 ||
@@ -665,6 +670,214 @@ static PyType_Spec hit_spec = {
     hit_slots,
 };
 
+/* ------------------------------------------------------------------ StepHitBase
+ *
+ * The compiled hit of a replayed step (arena.planning.steps): a request index whose views
+ * the replay remembered over the slot's current buffer, every view the plan says must be
+ * released by now released, no capture probe and no request log to tell. Its fields are
+ * the step's, under the names the pure-Python base (arena.views.hit.PyStepHitBase) has:
+ *
+ *   slot         the slot the step runs on, or None
+ *   request      the index of the step's next request (an int)
+ *   _caches      list, per request index, of {specs: Prepared} over _buffer; or None
+ *   _expiring    list, per request index, of the blocks that must be released by then
+ *   _released    the run's set of released blocks
+ *   _handed      the run's list of (blocks, views) handed out
+ *   _buffer      the buffer _caches belongs to
+ *   _fresh_view  per-view callable for a fresh view; None: the prepared view itself;
+ *                False: every request takes the Python path
+ *   _watch       True when served requests need Python's bookkeeping
+ *
+ * Anything else goes to the step's Python method _python_get. */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *slot;
+    PyObject *request;
+    PyObject *caches;
+    PyObject *expiring;
+    PyObject *released;
+    PyObject *handed;
+    PyObject *buffer;
+    PyObject *fresh_view;
+    PyObject *watch;
+} StepHitBase;
+
+/* Replace an object field with a new reference (consumed). */
+static void put(PyObject **target, PyObject *value) {
+    PyObject *old = *target;
+    *target = value;
+    Py_XDECREF(old);
+}
+
+/* The replay's hit: fresh views (a new reference); NULL without an exception when the
+ * Python path serves the request, NULL with one on error. */
+static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
+    PyObject *caches = self->caches, *slot = self->slot, *request = self->request;
+    if (caches == NULL || !PyList_CheckExact(caches) || slot == NULL ||
+        !Py_IS_TYPE(slot, slot_type) || self->watch != Py_False || request == NULL ||
+        !PyLong_CheckExact(request))
+        return NULL;
+    PyObject *regions = FIELD(slot, slot_regions);
+    if (regions == NULL || !PyList_CheckExact(regions)) return NULL;
+    Py_ssize_t depth = PyList_GET_SIZE(regions);
+    if (depth == 0 || PyList_GET_ITEM(regions, depth - 1) != (PyObject *)self) return NULL;
+    if (FIELD(slot, slot_buffer) != self->buffer) return NULL;
+    Py_ssize_t r = PyLong_AsSsize_t(request);
+    if (r < 0 || r >= PyList_GET_SIZE(caches)) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *cache = PyList_GET_ITEM(caches, r);
+    /* Plain requests only (exact tuples of exact ints): 4.0 hashes like 4. */
+    if (!PyDict_CheckExact(cache) || digest_of(specs) == 0) return NULL;
+    PyObject *entry = PyDict_GetItemWithError(cache, specs);
+    if (entry == NULL) {
+        PyErr_Clear(); /* a miss, or an unhashable dtype: the Python path explains */
+        return NULL;
+    }
+    if (!Py_IS_TYPE(entry, prepared_type)) return NULL;
+    PyObject *expiring = self->expiring, *released = self->released;
+    if (expiring == NULL || !PyList_CheckExact(expiring) || r >= PyList_GET_SIZE(expiring))
+        return NULL;
+    PyObject *ends = PyList_GET_ITEM(expiring, r);
+    if (!PyTuple_CheckExact(ends)) return NULL;
+    if (PyTuple_GET_SIZE(ends)) {
+        if (released == NULL || !PySet_CheckExact(released)) return NULL;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ends); i++) {
+            int gone = PySet_Contains(released, PyTuple_GET_ITEM(ends, i));
+            if (gone != 1) {
+                /* kept past its planned life: the Python path names the divergence */
+                PyErr_Clear();
+                return NULL;
+            }
+        }
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(specs);
+    PyObject *views = FIELD(entry, prepared_views);
+    PyObject *blocks = FIELD(entry, prepared_metadata);
+    PyObject *handed = self->handed, *fresh = self->fresh_view;
+    if (views == NULL || !PyList_CheckExact(views) || PyList_GET_SIZE(views) != count ||
+        blocks == NULL || handed == NULL || !PyList_CheckExact(handed) || fresh == NULL ||
+        fresh == Py_False || FIELD(slot, slot_calls) == NULL)
+        return NULL;
+    Py_INCREF(entry);
+    Py_INCREF(views);
+    PyObject *out = PyList_New(count);
+    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
+        PyObject *view = PyList_GET_ITEM(views, i);
+        if (fresh == Py_None) {
+            Py_INCREF(view);
+        } else if ((view = PyObject_Vectorcall(fresh, &view, 1, NULL)) == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, view);
+    }
+    Py_DECREF(views);
+    PyObject *pair = out == NULL ? NULL : PyTuple_Pack(2, blocks, out);
+    PyObject *calls = pair == NULL ? NULL : PyNumber_Add(FIELD(slot, slot_calls), one);
+    PyObject *next = calls == NULL ? NULL : PyNumber_Add(request, one);
+    if (next == NULL || PyList_Append(handed, pair) < 0) {
+        Py_XDECREF(next);
+        Py_XDECREF(calls);
+        Py_XDECREF(pair);
+        Py_XDECREF(out);
+        Py_DECREF(entry);
+        return NULL;
+    }
+    Py_DECREF(pair);
+    Py_INCREF(Py_True);
+    put(&FIELD(entry, prepared_used), Py_True);
+    put(&FIELD(slot, slot_calls), calls);
+    put(&self->request, next);
+    Py_DECREF(entry);
+    return out;
+}
+
+static PyObject *step_get_simultaneous(PyObject *self, PyObject *specs) {
+    PyObject *out = step_serve((StepHitBase *)self, specs);
+    if (out != NULL || PyErr_Occurred()) return out;
+    PyObject *method = PyObject_GetAttr(self, str_python_get);
+    if (method == NULL) return NULL;
+    out = PyObject_Call(method, specs, NULL);
+    Py_DECREF(method);
+    return out;
+}
+
+static int step_traverse(StepHitBase *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->slot);
+    Py_VISIT(self->request);
+    Py_VISIT(self->caches);
+    Py_VISIT(self->expiring);
+    Py_VISIT(self->released);
+    Py_VISIT(self->handed);
+    Py_VISIT(self->buffer);
+    Py_VISIT(self->fresh_view);
+    Py_VISIT(self->watch);
+    return 0;
+}
+
+static int step_clear(StepHitBase *self) {
+    Py_CLEAR(self->slot);
+    Py_CLEAR(self->request);
+    Py_CLEAR(self->caches);
+    Py_CLEAR(self->expiring);
+    Py_CLEAR(self->released);
+    Py_CLEAR(self->handed);
+    Py_CLEAR(self->buffer);
+    Py_CLEAR(self->fresh_view);
+    Py_CLEAR(self->watch);
+    return 0;
+}
+
+static void step_dealloc(StepHitBase *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    step_clear(self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+static PyMethodDef step_methods[] = {
+    {"get_simultaneous", (PyCFunction)step_get_simultaneous, METH_VARARGS,
+     "get_simultaneous(*specs): the compiled hit of a replayed step."},
+    {NULL, NULL, 0, NULL},
+};
+
+#define STEP_MEMBER(name, field) {name, T_OBJECT_EX, offsetof(StepHitBase, field), 0, NULL}
+static PyMemberDef step_members[] = {
+    STEP_MEMBER("slot", slot),
+    STEP_MEMBER("request", request),
+    STEP_MEMBER("_caches", caches),
+    STEP_MEMBER("_expiring", expiring),
+    STEP_MEMBER("_released", released),
+    STEP_MEMBER("_handed", handed),
+    STEP_MEMBER("_buffer", buffer),
+    STEP_MEMBER("_fresh_view", fresh_view),
+    STEP_MEMBER("_watch", watch),
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot step_slots[] = {
+    {Py_tp_doc, "The compiled hit of a replayed step (see arena.views.hit)."},
+    {Py_tp_methods, step_methods},
+    {Py_tp_members, step_members},
+    {Py_tp_traverse, step_traverse},
+    {Py_tp_clear, step_clear},
+    {Py_tp_dealloc, step_dealloc},
+    {0, NULL},
+};
+
+static PyType_Spec step_spec = {
+    "arena.views._hit.StepHitBase",
+    sizeof(StepHitBase),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    step_slots,
+};
+
 static PyMethodDef module_methods[] = {
     {"bind", bind, METH_VARARGS,
      "bind(Slot, Buffer, Prepared, Governor, RequestLog, sites, internal_files): where a "
@@ -699,6 +912,14 @@ PyMODINIT_FUNC PyInit__hit(void) {
     Py_INCREF(binding_type);
     if (PyModule_AddObject(module, "Binding", (PyObject *)binding_type) < 0) {
         Py_DECREF(binding_type);
+        Py_DECREF(module);
+        return NULL;
+    }
+    str_python_get = PyUnicode_InternFromString("_python_get");
+    PyObject *step_type = PyType_FromSpec(&step_spec);
+    if (str_python_get == NULL || step_type == NULL ||
+        PyModule_AddObject(module, "StepHitBase", step_type) < 0) {
+        Py_XDECREF(step_type);
         Py_DECREF(module);
         return NULL;
     }

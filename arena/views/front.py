@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from arena.observe.requests import RequestLog
 from arena.planning.scopes import Scope
-from arena.planning.steps import Step
+from arena.planning.steps import Step, step_class
 from arena.slots.slot import Slot
 from arena.slots.table import SlotTable
 from arena.views import hit
@@ -229,13 +229,14 @@ class Front(HitBase, Generic[ViewT]):
             ``key`` is not hashable.
         """
         governor = self._governor
-        return Step(
+        return step_class()(
             self._builder,
             self._select,
             key,
             alignment=governor.alignment,
             poison=self._poison,
             debug=governor.debug,
+            fresh_view=self._fresh_view,
         )
 
     def get_persistent(

@@ -17,6 +17,10 @@ Two implementations serve it, with the same results:
   the fallback where the extension was not built, or when ``ARENA_PURE_PYTHON=1`` is set
   in the environment before arena is imported.
 
+A replayed step's request (:mod:`arena.planning.steps`) has the same two paths: the
+compiled ``StepHitBase`` serves a request index whose views the replay remembered over the
+slot's current buffer, and hands everything else to the step's Python method.
+
 ``python -m arena --version`` names the one in use (:func:`arena._version.active_hit_path`).
 """
 
@@ -34,7 +38,17 @@ from arena.slots.governor import Governor
 from arena.slots.slot import Buffer, Slot
 from arena.views.prepared import Prepared
 
-__all__ = ["HIT_PATH", "WHY_PYTHON", "Binding", "HitBase", "PyBinding", "PyHitBase", "compiled"]
+__all__ = [
+    "HIT_PATH",
+    "WHY_PYTHON",
+    "Binding",
+    "HitBase",
+    "PyBinding",
+    "PyHitBase",
+    "PyStepHitBase",
+    "StepHitBase",
+    "compiled",
+]
 
 
 class PyHitBase:
@@ -76,6 +90,44 @@ class PyHitBase:
     )
 
 
+class PyStepHitBase:
+    """The pure-Python twin of the compiled ``StepHitBase``: a replayed step's hit
+    settings, as slots (see :class:`arena.planning.steps.Step`).
+
+    Attributes
+    ----------
+    slot
+        The slot the step runs on, or None.
+    request : int
+        The index of the step's next request.
+    _caches
+        Per request index, ``{specs: Prepared}`` over ``_buffer``; None outside a replay.
+    _expiring
+        Per request index, the blocks that must be released by then.
+    _released, _handed
+        The run's released blocks, and its ``(blocks, views)`` handed out.
+    _buffer
+        The buffer ``_caches`` belongs to.
+    _fresh_view
+        The per-view fresh-view function, None (hand out the prepared views) or False
+        (every request takes the Python path).
+    _watch : bool
+        Served requests need the front's bookkeeping (a capture probe, a request log).
+    """
+
+    __slots__ = (
+        "_buffer",
+        "_caches",
+        "_expiring",
+        "_fresh_view",
+        "_handed",
+        "_released",
+        "_watch",
+        "request",
+        "slot",
+    )
+
+
 class PyBinding(threading.local):
     """The pure-Python per-thread micro-batch binding: ``ubatch`` is the calling thread's
     (the class attribute is every thread's default)."""
@@ -103,9 +155,12 @@ HIT_PATH = "compiled" if compiled is not None else "python"
 if TYPE_CHECKING:
     HitBase = PyHitBase
     Binding = PyBinding
+    StepHitBase = PyStepHitBase
 else:
     #: The base class of :class:`~arena.views.front.Front`.
     HitBase = compiled.HitBase if compiled is not None else PyHitBase
     #: The per-thread micro-batch binding of :class:`~arena.slots.selector.SlotSelector`
     #: (the compiled path reads the compiled one without an attribute lookup).
     Binding = compiled.Binding if compiled is not None else PyBinding
+    #: The base class of :class:`~arena.planning.steps.Step`.
+    StepHitBase = compiled.StepHitBase if compiled is not None else PyStepHitBase
