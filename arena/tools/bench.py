@@ -32,6 +32,7 @@ from arena._version import __version__, active_hit_path
 from arena.memory.devices import cuda_device_count
 from arena.observe.events import MB
 from arena.tools import checks
+from arena.tools.planbench import format_planning, run_planning_bench
 from arena.tools.timing import Paired
 from arena.tools.workloads import WORKLOADS, WorkloadRow, time_workload
 
@@ -49,6 +50,8 @@ class BenchResult:
     targets: list[dict[str, Any]] = field(default_factory=list)
     memory: list[dict[str, Any]] = field(default_factory=list)
     checks: dict[str, Any] = field(default_factory=dict)
+    #: The planning bench (:mod:`arena.tools.planbench`): bytes per mode and step replays.
+    planning: dict[str, Any] = field(default_factory=dict)
 
 
 def _row(rows: list[WorkloadRow], workload: str, framework: str) -> WorkloadRow | None:
@@ -72,7 +75,9 @@ TARGETS = (
 )
 
 
-def _targets(rows: list[WorkloadRow], found: dict[str, Any]) -> list[dict[str, Any]]:
+def _targets(
+    rows: list[WorkloadRow], found: dict[str, Any], planning: dict[str, Any]
+) -> list[dict[str, Any]]:
     targets: list[dict[str, Any]] = []
 
     def add(name: str, value: float, limit: float, spread: tuple[float, float] | None) -> None:
@@ -113,6 +118,17 @@ def _targets(rows: list[WorkloadRow], found: dict[str, Any]) -> list[dict[str, A
     )
     memo = found["layout"]
     add("memoised layout / computed layout", memo["memoised_us"] / memo["computed_us"], 0.25, None)
+    if planning:
+        timing = planning["timing"]
+        ratio = timing["request_ratio"]
+        add(
+            "request in a replayed step / plain locked request",
+            ratio["median"],
+            timing["target"],
+            (ratio["p10"], ratio["p90"]),
+        )
+        for row in planning["bytes"]:
+            add(f"steps / LOAD, {row['tokens']} tokens", row["steps"] / row["load"], 1.05, None)
     return targets
 
 
@@ -203,12 +219,14 @@ def run_bench(
         found["poison"] = checks.poison_cost(rounds, max(50, number // 40))
     say("measuring memory")
     result.memory = checks.memory_figures()
+    say("planning: four decoder layers as plain requests, scopes and steps")
+    result.planning = run_planning_bench(quick)
     if "cuda:0" in devices:
         growth = checks.gpu_growth_figure()
         if growth is not None:
             result.memory.append(growth)
         result.meta["gpu"] = _gpu_name()
-    result.targets = _targets(result.rows, found)
+    result.targets = _targets(result.rows, found, result.planning)
     result.meta = {**_meta(quick), **result.meta}
     return result
 
@@ -303,6 +321,8 @@ def format_result(result: BenchResult) -> str:
             )
         else:
             lines.append(f"  growth {m['growth']}: peak = {m['peak_over_new_size']:.3f} x new size")
+    if result.planning:
+        lines += ["", format_planning(result.planning)]
     return "\n".join(lines)
 
 
