@@ -242,7 +242,7 @@ def test_a_replayed_request_counts_and_remembers_like_the_checked_path(hit_path:
         ws.lock()
         before = ws.stats().calls
         with ws.step("layer") as st:
-            (x,) = st.get_simultaneous(((8, 64), F32))
+            st.get_simultaneous(((8, 64), F32))
             (h,) = st.get_simultaneous(((8, 256), F32))
             assert st.request == 2
             st.release(h)
@@ -250,6 +250,6 @@ def test_a_replayed_request_counts_and_remembers_like_the_checked_path(hit_path:
             st.get_simultaneous(((8, 64), F32))
             assert st.request == 4
         assert ws.stats().calls == before + 4
-        with ws.step("layer") as st:  # a float dimension is refused, not served as 8
-            with pytest.raises(SpecError):
-                st.get_simultaneous(((8.0, 64), F32))
+        # A float dimension is refused, not served as 8.
+        with ws.step("layer") as st, pytest.raises(SpecError):
+            st.get_simultaneous(((8.0, 64), F32))
