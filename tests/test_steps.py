@@ -253,3 +253,14 @@ def test_a_replayed_request_counts_and_remembers_like_the_checked_path(hit_path:
         # A float dimension is refused, not served as 8.
         with ws.step("layer") as st, pytest.raises(SpecError):
             st.get_simultaneous(((8.0, 64), F32))
+
+
+def test_planning_never_shrinks_a_slot_below_what_reserve_asked_for() -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        ws.reserve_bytes(1 << 20)
+        layer(ws, 4)
+        layer(ws, 4)  # plans: the step needs far less than the reservation
+        assert ws.stats().slots[0].capacity == 1 << 20
+        ws.plan_steps()
+        ws.lock()
+        assert ws.try_get_simultaneous(((1 << 18,), F32)) is not None

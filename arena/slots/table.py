@@ -99,6 +99,9 @@ class SlotTable:
                 ]
                 if short and governor.locked:
                     raise short[0].locked_error(nbytes)
+                for slot in self.slots:  # a floor: planning never shrinks a slot below it
+                    if lane is None or slot.lane == lane:
+                        slot.plain_high = max(slot.plain_high, nbytes)
                 for slot in short:
                     resize = slot.reserve(nbytes)
                     if resize is not None:
