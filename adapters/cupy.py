@@ -27,8 +27,8 @@ try:
 except ImportError as _exc:
     raise FrameworkUnavailableError(
         f"the CuPy front needs CuPy, which cannot be imported here ({_exc}): pip install "
-        "'cupy-arena[cuda12]' (CUDA 12) or 'cupy-arena[cuda13]' (CUDA 13), or use the torch "
-        "front (ws.torch) for views of a torch-backed CUDA arena"
+        "cupy-cuda12x (CUDA 12) or cupy-cuda13x (CUDA 13), or use the torch front "
+        "(ws.torch) for views of a torch-backed CUDA arena"
     ) from _exc
 
 __all__ = ["ADAPTER", "CupyAdapter"]

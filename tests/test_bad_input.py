@@ -181,7 +181,7 @@ def test_a_missing_cupy_gives_one_message_naming_the_install(
     ):
         a.front("cupy")
     message = str(info.value)
-    assert message.count("cannot be imported") <= 1 and "cupy-arena[cuda12]" in message
+    assert message.count("cannot be imported") <= 1 and "pip install cupy-cuda12x" in message
 
 
 def test_the_command_line_ends_a_missing_framework_in_one_line() -> None:
