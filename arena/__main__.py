@@ -5,6 +5,8 @@ from __future__ import annotations
 import platform
 import sys
 
+from arena.errors import ArenaError
+
 USAGE = """usage: python -m arena COMMAND [options]
        python -m arena --version
 
@@ -42,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:  # FrameworkUnavailableError included
         print(f"python -m arena: {exc}", file=sys.stderr)
         return 1
+    except ArenaError as exc:  # a device, a framework or a setting this machine refuses
+        print(f"python -m arena: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
 
 
 def _dispatch(argv: list[str] | None) -> int:

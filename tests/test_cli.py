@@ -192,3 +192,25 @@ def test_bench_render_builds_tables_from_whatever_the_json_holds(tmp_path: Path)
     assert "| varying | jax | 14.5 | - | - | 3 |" in lines  # not measured: '-'
     assert "device: cpu in every row." in lines
     assert "| numpy fixed | 0.0469 | 1.00 | yes |" in lines
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "text"),
+    [
+        (["demo", "--framework", "cupy", "--device", "cpu"], 2, "ConfigError"),
+        (["demo", "--max-tokens", "0"], 2, "must be at least 1"),
+        (["demo", "--steps", "-1"], 2, "must be at least 0"),
+    ],
+)
+def test_bad_demo_settings_end_in_one_line_not_a_traceback(
+    args: list[str], code: int, text: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "arena", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == code
+    assert text in result.stderr and "Traceback" not in result.stderr
