@@ -204,9 +204,15 @@ def parse_bytes(name: str, value: Any) -> int:
         unit = text[len(digits) :].strip().lower()
         number = int(digits) * _UNITS[unit] if digits.isdigit() and unit in _UNITS else None
     if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        why = ""
+        if isinstance(value, str) and value.strip()[-2:].lower() in {"kb", "mb", "gb", "tb"}:
+            why = (
+                f"; {value.strip()[-2:]!r} is ambiguous (arena prints MiB as 'MB', as vLLM "
+                "does, while 'MB' is also 10**6 bytes): write MiB, or the bytes"
+            )
         raise ConfigError(
             f"{name} must be a number of bytes >= 1 (an int, or a string such as '4GiB', "
-            f"'512MiB' or '1048576'; units KiB, MiB, GiB, TiB), got {value!r}"
+            f"'512MiB' or '1048576'; units KiB, MiB, GiB, TiB), got {value!r}{why}"
         )
     return number
 
