@@ -100,6 +100,12 @@ def test_api_pages_name_only_public_objects() -> None:
     """
     public = {f"arena.{name}" for name in arena.__all__}
     public |= {"arena.adapters", "arena.adapters.base"}
+    # Public modules the guides import from: the vLLM drop-in and the report's functions.
+    public |= {
+        "arena.compat.vllm",
+        "arena.observe.report.analyse",
+        "arena.observe.report.format_analysis",
+    }
     public |= {f"arena.adapters.{name}" for name in ADAPTER_NAMES}
     named = {
         (page.name, name)

@@ -252,7 +252,9 @@ class Front(HitBase, Generic[ViewT]):
         ----------
         key : hashable
             Identifies the buffer within the slot.
-        shape, dtype
+        shape : tuple of int
+            As in :meth:`get_simultaneous`; must match the first request for ``key``.
+        dtype : dtype or str
             As in :meth:`get_simultaneous`; must match the first request for ``key``.
         zero_init : bool
             Fill with zeros when the buffer is created (later calls do not re-zero).
