@@ -264,3 +264,20 @@ def test_planning_never_shrinks_a_slot_below_what_reserve_asked_for() -> None:
         ws.plan_steps()
         ws.lock()
         assert ws.try_get_simultaneous(((1 << 18,), F32)) is not None
+
+
+def test_a_locked_replay_at_another_stack_height_warns_once() -> None:
+    from arena import ArenaWarning
+
+    with Arena("cpu", framework="numpy") as ws:
+        ws.reserve_bytes(1 << 20)
+        layer(ws, 8)
+        layer(ws, 8)
+        ws.lock()
+        layer(ws, 8)  # the same height: no warning (filterwarnings=error would raise)
+        with ws.scope() as s:
+            s.get_simultaneous(((64,), F32))
+            with pytest.warns(ArenaWarning, match="starts at byte 256") as record:
+                layer(ws, 8)
+            assert record[0].filename == __file__
+            layer(ws, 8)  # warned once per step and slot

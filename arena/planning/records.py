@@ -44,6 +44,8 @@ class StepBook:
         Completed runs.
     base : int
         The highest offset a run of this key started at in the slot.
+    recorded_at : int
+        Where the recorded run started: replays that start elsewhere get other pointers.
     version : int
         Bumped at every new plan (cached views of an older plan are never served).
     """
@@ -57,11 +59,13 @@ class StepBook:
         "lasts",
         "load",
         "offsets",
+        "recorded_at",
         "runs",
         "sizes",
         "starts",
         "total",
         "version",
+        "warned",
     )
 
     def __init__(self) -> None:
@@ -78,6 +82,8 @@ class StepBook:
         self.load = 0
         self.runs = 0
         self.base = 0
+        self.recorded_at = 0
+        self.warned = False  # a replay at another start was warned of
         self.version = 0
 
     def copy(self) -> StepBook:
@@ -95,9 +101,11 @@ class StepBook:
         """Whether the key has a plan."""
         return self.offsets is not None
 
-    def record(self, run: StepRun) -> None:
-        """Keep ``run`` as the key's record: sizes merge with the record's by maximum when
-        the run has the same structure and lifetimes, else the run replaces it."""
+    def record(self, run: StepRun, start: int) -> None:
+        """Keep ``run`` (started at byte ``start`` of the slot) as the key's record: sizes
+        merge with the record's by maximum when the run has the same structure and
+        lifetimes, else the run replaces it."""
+        self.recorded_at = start
         lasts = [run.lasts[block] for block in range(len(run.sizes))]
         same = run.counts == self.counts and run.firsts == self.firsts and lasts == self.lasts
         if same:

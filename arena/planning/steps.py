@@ -31,7 +31,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
 from arena.errors import ArenaError, ArenaLockedError, GraphCaptureError, SpecError
-from arena.observe.events import caller_info
+from arena.observe.events import caller_info, warn_user
 from arena.planning.records import StepBook, StepRun, shrink_to_plans
 from arena.planning.scopes import Placer, close_region, open_region
 from arena.slots.slot import Slot
@@ -138,6 +138,17 @@ class Step(StepHitBase, Generic[ViewT]):
             placer.log is not None and not slot.governor.locked
         )
         open_region(self, slot)
+        if self.replay and self.base != book.recorded_at and not book.warned:
+            governor = slot.governor
+            if governor.locked or governor.capturing():
+                book.warned = True
+                warn_user(
+                    f"step {self.key!r} starts at byte {self.base} of slot {slot.describe()}, "
+                    f"its plan at byte {book.recorded_at}: its views are not where its "
+                    "warm-up put them (a CUDA graph captured at the other height reads other "
+                    "bytes). Enter the step at the same stack height every time (outside "
+                    "any scope, typically)"
+                )
         if self.replay:
             slot.top = self.end = self.base + book.total
             # A replay's live bytes are bounded by the plan's LOAD: counted once here.
@@ -258,7 +269,7 @@ class Step(StepHitBase, Generic[ViewT]):
         start, end = self.base, self.end
         if kind is None:  # an interrupted run is not a record of the step
             if not self.replay:
-                book.record(run)
+                book.record(run, start)
             book.runs += 1
             book.base = max(book.base, start)
         self.run = _ENDED  # the ended run's views are not kept alive by the step
