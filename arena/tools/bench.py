@@ -265,12 +265,12 @@ def format_result(result: BenchResult) -> str:
         "us per step (median over rounds); arena / baseline: median of per-round ratios "
         "(p10-p90); '-' not measured",
         f"{'workload':<16}{'framework':<11}"
-        + "".join(f"{m:>9}" for m in METHODS)
+        + "".join(f"{m:>10}" for m in METHODS)
         + f"{'arena/alloc':>24}{'arena/ref':>24}",
     ]
     for row in result.rows:
         cells = "".join(
-            f"{row.median_us[m]:>9.2f}" if m in row.median_us else f"{'-':>9}" for m in METHODS
+            f"{row.median_us[m]:>10.2f}" if m in row.median_us else f"{'-':>10}" for m in METHODS
         )
         ratios = "".join(
             f"{_spread(row.ratio('arena', b), *row.spread('arena', b)):>24}"
