@@ -361,3 +361,78 @@ def test_arena_pure_python_loads_no_extension() -> None:
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "ok"
+
+
+CLOSED_DURING_LOOKUP = """
+import arena
+from arena.views.dtypes import DType
+
+ws = arena.Arena("cpu", framework="numpy")
+
+
+class Sneaky(DType):  # a dtype whose hash runs Python code: another thread may run then
+    armed = False
+
+    def __hash__(self):
+        if Sneaky.armed:
+            Sneaky.armed = False
+            CLOSE()
+        return hash((self.name, self.itemsize))
+
+
+def close():
+    ws.close()
+
+
+CLOSE = close
+
+
+def dtype():  # a new object per request: the lookup hashes it (no identity shortcut)
+    return Sneaky("float32", 4)
+
+for _ in range(2):  # remembered
+    ws.get_simultaneous(((4,), dtype()))
+if KIND == "step":
+    for _ in range(3):
+        with ws.step("s") as st:
+            st.get_simultaneous(((4,), dtype()))
+    Sneaky.armed = True
+    try:
+        with ws.step("s") as st:
+            (view,) = st.get_simultaneous(((4,), dtype()))
+            view[:] = 1.0
+    except arena.ArenaClosedError:
+        pass
+else:
+    Sneaky.armed = True
+    try:
+        (view,) = ws.get_simultaneous(((4,), dtype()))
+        view[:] = 1.0  # a valid view: it owns its memory
+    except arena.ArenaClosedError:
+        pass
+print("survived")
+"""
+
+
+@pytest.mark.parametrize("kind", ["plain", "step"])
+@pytest.mark.parametrize("path", ["python", "compiled"])
+def test_the_arena_closed_during_a_hits_lookup_never_crashes(path: str, kind: str) -> None:
+    """A dtype's __hash__ runs Python code in the middle of a hit's lookup, and the arena
+    is closed then (as another thread could): the hit must hold what it reads. Under
+    PYTHONMALLOC=debug a read of freed memory crashes the interpreter."""
+    from arena.views import hit
+
+    if path == "compiled" and hit.compiled is None:
+        pytest.skip("the compiled hit path is not in use here")
+    env = {**os.environ, "PYTHONMALLOC": "debug"}
+    if path == "python":
+        env["ARENA_PURE_PYTHON"] = "1"
+    result = subprocess.run(
+        [sys.executable, "-c", CLOSED_DURING_LOOKUP.replace("KIND", repr(kind))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0 and "survived" in result.stdout, result.stderr[-2000:]

@@ -266,3 +266,42 @@ def test_generated_code_shows_its_source_in_tracebacks() -> None:
             built.build((((4,), "float32"),), 1 << 16, ())
         text = "".join(traceback.format_exception(caught.value))
         assert filename in text and "(src0,) = sources" in text
+
+
+class LyingShape(tuple):  # type: ignore[type-arg]
+    """Equal to (4,) and hashing like it, but iterating as (1000,)."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter((1000,))
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]
+        return (1000,)[index]
+
+
+class LyingName(str):
+    """Names float64 but equals and hashes like "float32"."""
+
+    def __eq__(self, other: object) -> bool:
+        return other == "float32"
+
+    def __hash__(self) -> int:
+        return hash("float32")
+
+
+def test_a_shape_or_dtype_name_that_lies_never_aliases_a_plain_request(hit_path: str) -> None:
+    with Arena("cpu", framework="numpy") as a:
+        for _ in range(3):
+            (odd,) = a.get_simultaneous((LyingShape((4,)), "float32"))
+            assert odd.shape == (1000,)
+        for _ in range(3):
+            (plain,) = a.get_simultaneous(((4,), "float32"))
+            assert plain.shape == (4,)
+        for _ in range(3):
+            (odd,) = a.get_simultaneous(((4,), LyingName("float64")))
+            assert odd.dtype == np.float64
+        for _ in range(3):
+            (plain,) = a.get_simultaneous(((4,), "float32"))
+            assert plain.dtype == np.float32

@@ -321,13 +321,31 @@ static Py_uhash_t digest_of(PyObject *specs) {
             }
             h = (h ^ (Py_uhash_t)value) * prime;
         }
-        h = (h ^ (Py_uhash_t)(uintptr_t)PyTuple_GET_ITEM(spec, 1)) * prime;
+        PyObject *dtype = PyTuple_GET_ITEM(spec, 1);
+        /* A str subclass may equal a dtype name and mean another: the Python path. */
+        if (PyUnicode_Check(dtype) && !PyUnicode_CheckExact(dtype)) return 0;
+        h = (h ^ (Py_uhash_t)(uintptr_t)dtype) * prime;
     }
     return h ? h : 1;
 }
 
 /* Whether `key` (a memo's) and the plain request `specs` are the same request: the same
  * shapes and the very same dtype objects. 1, 0, or -1 with an exception set. */
+/* Whether the request `specs` has the dtype classes of the key `key` it was found under: an
+ * object of another class equal to a remembered dtype takes the Python path. */
+static int same_classes(PyObject *key, PyObject *specs) {
+    if (key == NULL || !PyTuple_CheckExact(key)) return 0;
+    Py_ssize_t count = PyTuple_GET_SIZE(specs);
+    if (PyTuple_GET_SIZE(key) != count) return 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *a = PyTuple_GET_ITEM(key, i), *b = PyTuple_GET_ITEM(specs, i);
+        if (a == b) continue;
+        if (!PyTuple_CheckExact(a) || PyTuple_GET_SIZE(a) != 2) return 0;
+        if (Py_TYPE(PyTuple_GET_ITEM(a, 1)) != Py_TYPE(PyTuple_GET_ITEM(b, 1))) return 0;
+    }
+    return 1;
+}
+
 static int same_request(PyObject *key, PyObject *specs) {
     Py_ssize_t count = PyTuple_GET_SIZE(specs);
     if (!PyTuple_CheckExact(key) || PyTuple_GET_SIZE(key) != count) return 0;
@@ -395,27 +413,40 @@ static PyObject *serve(HitBase *self, PyObject *slot, PyObject *specs, PyObject 
     /* A pending growth or open scopes and steps take the Python path (0 is a cached
      * object). */
     if (detour != zero || buffer == NULL || !Py_IS_TYPE(buffer, buffer_type)) return NULL;
-    PyObject *prepared = FIELD(buffer, buffer_prepared);
-    if (prepared == NULL || !PyDict_CheckExact(prepared)) return NULL;
-    PyObject *cache = PyDict_GetItemWithError(prepared, self->key);
-    if (cache == NULL || !PyDict_CheckExact(cache)) return NULL;
     /* Not plain (a float or bool dimension, list shapes...): the Python path explains. */
     Py_uhash_t digest = digest_of(specs);
     if (digest == 0) return NULL;
-    PyObject *entry = look_up(self, cache, specs, digest);
-    if (entry == NULL) {
-        PyErr_Clear(); /* a miss, or an unhashable dtype: the Python path explains */
+    PyObject *prepared = FIELD(buffer, buffer_prepared);
+    if (prepared == NULL || !PyDict_CheckExact(prepared)) return NULL;
+    PyObject *cache = PyDict_GetItemWithError(prepared, self->key);
+    if (cache == NULL || !PyDict_CheckExact(cache)) {
+        PyErr_Clear();
         return NULL;
     }
-    if (!Py_IS_TYPE(entry, prepared_type)) return NULL;
+    /* Held from here: the lookup may run Python code (a dtype's __hash__ or __eq__) that
+     * lets another thread close the arena or grow the slot, dropping the buffer, its
+     * caches and their entries. */
+    Py_INCREF(buffer);
+    Py_INCREF(cache);
+    PyObject *entry = look_up(self, cache, specs, digest);
+    Py_XINCREF(entry);
+    Py_DECREF(cache);
+    if (entry == NULL || !Py_IS_TYPE(entry, prepared_type) ||
+        !same_classes(FIELD(entry, prepared_key), specs)) {
+        PyErr_Clear(); /* a miss, or an unhashable dtype: the Python path explains */
+        Py_XDECREF(entry);
+        Py_DECREF(buffer);
+        return NULL;
+    }
     Py_ssize_t count = PyTuple_GET_SIZE(specs);
     PyObject *views = FIELD(entry, prepared_views);
-    if (views == NULL || !PyList_CheckExact(views) || PyList_GET_SIZE(views) != count)
+    if (views == NULL || !PyList_CheckExact(views) || PyList_GET_SIZE(views) != count) {
+        Py_DECREF(entry);
+        Py_DECREF(buffer);
         return NULL;
+    }
     /* Held while fresh views are made: that may run code that lets another thread sweep
      * the cache or replace the buffer. */
-    Py_INCREF(entry);
-    Py_INCREF(buffer);
     Py_INCREF(views);
     PyObject *out = PyList_New(count);
     PyObject *fresh = self->fresh_view;
@@ -728,27 +759,49 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
         PyErr_Clear();
         return NULL;
     }
-    PyObject *cache = PyList_GET_ITEM(caches, r);
     /* Plain requests only (exact tuples of exact ints): 4.0 hashes like 4. */
-    if (!PyDict_CheckExact(cache) || digest_of(specs) == 0) return NULL;
-    PyObject *entry = PyDict_GetItemWithError(cache, specs);
-    if (entry == NULL) {
+    if (digest_of(specs) == 0) return NULL;
+    PyObject *cache = PyList_GET_ITEM(caches, r);
+    if (!PyDict_CheckExact(cache)) return NULL;
+    /* Held across the lookup, which may run a dtype's Python __hash__ or __eq__. */
+    Py_INCREF(cache);
+    PyObject *found = PyDict_GetItemWithError(cache, specs);
+    Py_XINCREF(found);
+    Py_DECREF(cache);
+    if (found == NULL || !Py_IS_TYPE(found, prepared_type) ||
+        !same_classes(FIELD(found, prepared_key), specs)) {
         PyErr_Clear(); /* a miss, or an unhashable dtype: the Python path explains */
+        Py_XDECREF(found);
         return NULL;
     }
-    if (!Py_IS_TYPE(entry, prepared_type)) return NULL;
-    PyObject *expiring = self->expiring, *released = self->released;
-    if (expiring == NULL || !PyList_CheckExact(expiring) || r >= PyList_GET_SIZE(expiring))
+    /* The lookup may have let another thread move on: check the step again. */
+    if (self->caches != caches || self->slot != slot || self->request != request ||
+        FIELD(slot, slot_buffer) != self->buffer) {
+        Py_DECREF(found);
         return NULL;
+    }
+    PyObject *entry = found;
+    PyObject *expiring = self->expiring, *released = self->released;
+    if (expiring == NULL || !PyList_CheckExact(expiring) || r >= PyList_GET_SIZE(expiring)) {
+        Py_DECREF(entry);
+        return NULL;
+    }
     PyObject *ends = PyList_GET_ITEM(expiring, r);
-    if (!PyTuple_CheckExact(ends)) return NULL;
+    if (!PyTuple_CheckExact(ends)) {
+        Py_DECREF(entry);
+        return NULL;
+    }
     if (PyTuple_GET_SIZE(ends)) {
-        if (released == NULL || !PySet_CheckExact(released)) return NULL;
+        if (released == NULL || !PySet_CheckExact(released)) {
+            Py_DECREF(entry);
+            return NULL;
+        }
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ends); i++) {
             int gone = PySet_Contains(released, PyTuple_GET_ITEM(ends, i));
             if (gone != 1) {
                 /* kept past its planned life: the Python path names the divergence */
                 PyErr_Clear();
+                Py_DECREF(entry);
                 return NULL;
             }
         }
@@ -759,9 +812,10 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     PyObject *handed = self->handed, *fresh = self->fresh_view;
     if (views == NULL || !PyList_CheckExact(views) || PyList_GET_SIZE(views) != count ||
         blocks == NULL || handed == NULL || !PyList_CheckExact(handed) || fresh == NULL ||
-        fresh == Py_False || FIELD(slot, slot_calls) == NULL)
+        fresh == Py_False || FIELD(slot, slot_calls) == NULL) {
+        Py_DECREF(entry);
         return NULL;
-    Py_INCREF(entry);
+    }
     Py_INCREF(views);
     PyObject *out = PyList_New(count);
     for (Py_ssize_t i = 0; out != NULL && i < count; i++) {

@@ -249,7 +249,7 @@ class ViewBuilder:
         if served is not views:
             return served
         if memo is not None and plain_key(specs) and self._adapter.views_can_be_kept():
-            entry = Prepared(required, views)
+            entry = Prepared(required, views, specs)
             entry.serve = server(specs, views, self.fresh, self.fresh_view, straight=True)
             memo(buffer, entry)
         return self.fresh(views)

@@ -366,14 +366,21 @@ def server(
     """
     ndims = tuple(len(shape) for shape, _ in specs)
     if not straight or fresh_view is False or not _small(ndims):
-        return _looping_server(views, fresh)
+        return _looping_server(views, fresh, specs)
     key = (ndims, fresh_view is None)
     factory = _SERVER_FACTORIES.get(key)
     if factory is None:
         count = len(ndims)
         names = [f"v{i}" for i in range(count)]
         dims = [[f"d{i}_{k}" for k in range(n)] for i, n in enumerate(ndims)]
-        body = [f"    ({', '.join(f'(s{i}, _)' for i in range(count))},) = specs"] if count else []
+        body = (
+            [f"    ({', '.join(f'(s{i}, t{i})' for i in range(count))},) = specs"] if count else []
+        )
+        # Exact shapes and the remembered dtypes' own classes: an equal object of another
+        # class (a tuple subclass, a str subclass) takes the general path.
+        same = [f"s{i}.__class__ is not tuple or t{i}.__class__ is not C{i}" for i in range(count)]
+        if same:
+            body.append("    if " + " or ".join(same) + ":\n        return None")
         body += [
             f"    ({', '.join(d)}{',' if len(d) == 1 else ''}) = s{i}"
             for i, d in enumerate(dims)
@@ -384,9 +391,10 @@ def server(
             body.append("    if " + " or ".join(checks) + ":\n        return None")
         fresh_of = "{}" if fresh_view is None else "fresh({})"
         body.append(f"    return [{', '.join(fresh_of.format(v) for v in names)}]")
+        classes = [f"C{i}" for i in range(count)]
         code = (
             "\n".join(
-                [f"def make({', '.join(['fresh', *names])}):", "  def serve(specs):"]
+                [f"def make({', '.join(['fresh', *names, *classes])}):", "  def serve(specs):"]
                 + ["  " + line for line in body]
                 + ["  return serve"]
             )
@@ -396,12 +404,18 @@ def server(
         generated(code, f"server {count} views", namespace)
         factory = namespace["make"]
         remember(_SERVER_FACTORIES, key, factory, MAX_SERVER_FACTORIES)
-    return factory(fresh_view, *views)
+    return factory(fresh_view, *views, *(dtype.__class__ for _, dtype in specs))
 
 
-def _looping_server(views: list[Any], fresh: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    def serve(specs: Any) -> Any:
-        for shape, _ in specs:
+def _looping_server(
+    views: list[Any], fresh: Callable[[Any], Any], specs: Any
+) -> Callable[[Any], Any]:
+    classes = tuple(dtype.__class__ for _, dtype in specs)
+
+    def serve(request: Any) -> Any:
+        for (shape, dtype), kind in zip(request, classes, strict=True):
+            if shape.__class__ is not tuple or dtype.__class__ is not kind:
+                return None
             for dim in shape:
                 if dim.__class__ is not int:
                     return None

@@ -105,11 +105,22 @@ def remember(cache: dict[Any, Any], key: Any, entry: Any, limit: int) -> None:
 
 
 def plain_key(specs: Any) -> bool:
-    """Whether ``specs`` may key a remembered request: hashable, with every dimension a
-    plain ``int``. An object equal to 4 whose ``__index__`` says 1000 must never be the key
-    a later plain ``(4,)`` request finds."""
+    """Whether ``specs`` may key a remembered request: hashable, exact tuples of ``(shape,
+    dtype)`` with exact-tuple shapes of plain ``int`` dimensions, and no ``str`` subclass
+    for a dtype name. An object equal to 4 whose ``__index__`` says 1000, a tuple subclass
+    that iterates as another shape, or a ``str`` subclass that equals ``"float32"`` but
+    names another dtype must never be the key a later plain request finds."""
+    if specs.__class__ is not tuple:
+        return False
     try:
-        for shape, _ in specs:
+        for spec in specs:
+            if spec.__class__ is not tuple or len(spec) != 2:
+                return False
+            shape, dtype = spec
+            if shape.__class__ is not tuple:
+                return False
+            if isinstance(dtype, str) and dtype.__class__ is not str:
+                return False
             for dim in shape:
                 if dim.__class__ is not int:
                     return False
