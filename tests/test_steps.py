@@ -281,3 +281,15 @@ def test_a_locked_replay_at_another_stack_height_warns_once() -> None:
                 layer(ws, 8)
             assert record[0].filename == __file__
             layer(ws, 8)  # warned once per step and slot
+
+
+def test_a_step_inside_a_run_of_the_same_key_is_refused_by_name() -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(3):
+            with ws.step("k") as outer:
+                outer.get_simultaneous(((100,), F32))
+                with pytest.raises(ArenaError, match="already running"), ws.step("k"):
+                    pass
+                with ws.step("inner") as inner:  # another key: fine
+                    inner.get_simultaneous(((100,), F32))
+                outer.get_simultaneous(((100,), F32))

@@ -60,6 +60,7 @@ class StepBook:
         "load",
         "offsets",
         "recorded_at",
+        "running",
         "runs",
         "sizes",
         "starts",
@@ -84,6 +85,7 @@ class StepBook:
         self.base = 0
         self.recorded_at = 0
         self.warned = False  # a replay at another start was warned of
+        self.running = False  # a run of this key is open on this slot
         self.version = 0
 
     def copy(self) -> StepBook:
@@ -94,6 +96,7 @@ class StepBook:
             if isinstance(value, list):
                 value = list(value)
             setattr(twin, name, value)
+        twin.running = False
         return twin
 
     @property

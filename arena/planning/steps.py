@@ -116,6 +116,12 @@ class Step(StepHitBase, Generic[ViewT]):
         book = slot.steps.get(self.key)
         if book is None:
             book = slot.steps[self.key] = StepBook()
+        if book.running:
+            raise ArenaError(
+                f"step {self.key!r} is already running on slot {slot.describe()}: a step "
+                "inside a run of the same key would share its record and plan; give the "
+                "inner step a key of its own"
+            )
         if not book.planned and book.runs:
             book.make_plan(self._alignment)
             self._placer.announce(shrink_to_plans(slot))
@@ -138,6 +144,7 @@ class Step(StepHitBase, Generic[ViewT]):
             placer.log is not None and not slot.governor.locked
         )
         open_region(self, slot)
+        book.running = True
         if self.replay and self.base != book.recorded_at and not book.warned:
             governor = slot.governor
             if governor.locked or governor.capturing():
@@ -260,6 +267,7 @@ class Step(StepHitBase, Generic[ViewT]):
             return
         run, book = self.run, self._book
         assert book is not None
+        book.running = False
         if not self.replay:
             for block in run.live:
                 run.lasts[block] = max(self.request - 1, run.firsts[block])
