@@ -293,3 +293,21 @@ def test_a_step_inside_a_run_of_the_same_key_is_refused_by_name() -> None:
                 with ws.step("inner") as inner:  # another key: fine
                     inner.get_simultaneous(((100,), F32))
                 outer.get_simultaneous(((100,), F32))
+
+
+def test_a_step_whose_entry_fails_leaves_nothing_open() -> None:
+    """A warning raised as an error while entering (filterwarnings=error) must not leave
+    the step marked running or its region open."""
+    from arena import ArenaWarning
+
+    with Arena("cpu", framework="numpy") as ws:
+        ws.reserve_bytes(1 << 20)
+        layer(ws, 8)
+        layer(ws, 8)
+        ws.lock()
+        with ws.scope() as s:
+            s.get_simultaneous(((64,), F32))
+            with pytest.raises(ArenaWarning, match="starts at byte 256"), ws.step("layer"):
+                pass
+            s.get_simultaneous(((64,), F32))  # the scope is innermost again
+        layer(ws, 8)  # not "already running"

@@ -145,28 +145,32 @@ class Step(StepHitBase, Generic[ViewT]):
         )
         open_region(self, slot)
         book.running = True
-        if self.replay and self.base != book.recorded_at and not book.warned:
-            governor = slot.governor
-            if governor.locked or governor.capturing():
-                book.warned = True
-                warn_user(
-                    f"step {self.key!r} starts at byte {self.base} of slot {slot.describe()}, "
-                    f"its plan at byte {book.recorded_at}: its views are not where its "
-                    "warm-up put them (a CUDA graph captured at the other height reads other "
-                    "bytes). Enter the step at the same stack height every time (outside "
-                    "any scope, typically)"
-                )
-        if self.replay:
-            slot.top = self.end = self.base + book.total
-            # A replay's live bytes are bounded by the plan's LOAD: counted once here.
-            self.held = book.load
-            slot.live += book.load
-            slot.note_load(slot.live)
-            # Where a replay's views are remembered: per front, key, start and plan.
-            self._memo = (self._placer.key, "step", self.key, self.base, book.version)
-            self._buffer = buffer = slot.buffer
-            self._caches = buffer.prepared.get(self._memo)
-            self._expiring = book.expiring
+        try:
+            if self.replay and self.base != book.recorded_at and not book.warned:
+                governor = slot.governor
+                if governor.locked or governor.capturing():
+                    book.warned = True
+                    warn_user(
+                        f"step {self.key!r} starts at byte {self.base} of slot {slot.describe()}, "
+                        f"its plan at byte {book.recorded_at}: its views are not where its "
+                        "warm-up put them (a CUDA graph captured at the other height reads other "
+                        "bytes). Enter the step at the same stack height every time (outside "
+                        "any scope, typically)"
+                    )
+            if self.replay:
+                slot.top = self.end = self.base + book.total
+                # A replay's live bytes are bounded by the plan's LOAD: counted once here.
+                self.held = book.load
+                slot.live += book.load
+                slot.note_load(slot.live)
+                # Where a replay's views are remembered: per front, key, start and plan.
+                self._memo = (self._placer.key, "step", self.key, self.base, book.version)
+                self._buffer = buffer = slot.buffer
+                self._caches = buffer.prepared.get(self._memo)
+                self._expiring = book.expiring
+        except BaseException as error:  # a warning raised as an error, an interrupt
+            self.__exit__(type(error), error, error.__traceback__)
+            raise
         return self
 
     def get_simultaneous(self, *specs: tuple[Any, Any]) -> list[ViewT]:
