@@ -311,3 +311,23 @@ def test_a_step_whose_entry_fails_leaves_nothing_open() -> None:
                 pass
             s.get_simultaneous(((64,), F32))  # the scope is innermost again
         layer(ws, 8)  # not "already running"
+
+
+def test_debug_mode_on_a_cached_torch_front_never_hands_out_a_retired_view() -> None:
+    """A cached front's step replay hands out the same objects every run: retiring them at
+    the end of one run emptied the next run's views."""
+    torch = pytest.importorskip("torch")
+    with Arena("cpu", debug=True) as ws:
+        front = ws.front("torch", cached=True)
+        for _ in range(4):
+            with front.step("s") as st:
+                (a,) = st.get_simultaneous(((4,), torch.float32))
+                assert a.shape == (4,)
+                a.fill_(1.0)
+            with front.scope() as sc:
+                (b,) = sc.get_simultaneous(((4,), torch.float32))
+                assert b.shape == (4,)
+        ws.lock()
+        with front.step("s") as st:
+            (a,) = st.get_simultaneous(((4,), torch.float32))
+            assert a.shape == (4,)

@@ -60,6 +60,7 @@ class ViewBuilder:
         "_plans",
         "_poison",
         "_seen",
+        "_shared",
         "_table",
         "_views",
         "fresh",
@@ -97,7 +98,7 @@ class ViewBuilder:
         # Cached fronts hand out the prepared objects themselves where the adapter allows
         # it (JAX does not: a shared jax.Array may hold a host copy cached by an earlier
         # read, which would show stale bytes).
-        shared = cached and adapter.shares_views
+        self._shared = shared = cached and adapter.shares_views
         # The in-place-change guard costs about 0.1 us per view per call, a third of a
         # cached request: it runs in debug mode.
         self._guarded = shared and governor.debug
@@ -123,8 +124,13 @@ class ViewBuilder:
         return self._name
 
     def retire(self, views: Sequence[Any]) -> None:
-        """Debug mode: make ``views`` unusable where the framework allows it."""
-        self._adapter.retire_views(views)
+        """Debug mode: make ``views`` unusable where the framework allows it.
+
+        Not on a cached front that hands out shared objects: the next request of the same
+        layout hands the very same objects out again (poisoning still marks the bytes).
+        """
+        if not self._shared:
+            self._adapter.retire_views(views)
 
     def served(
         self,
