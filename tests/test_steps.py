@@ -331,3 +331,33 @@ def test_debug_mode_on_a_cached_torch_front_never_hands_out_a_retired_view() -> 
         with front.step("s") as st:
             (a,) = st.get_simultaneous(((4,), torch.float32))
             assert a.shape == (4,)
+
+
+def test_release_of_several_views_is_all_or_nothing() -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(3):  # record, plan, replay
+            with ws.step("s") as st:
+                a, b = st.get_simultaneous(((64,), F32), ((64,), F32))
+                stranger = np.zeros(64, F32)
+                with pytest.raises(ArenaError, match="nothing was released"):
+                    st.release(a, stranger)
+                with pytest.raises(ArenaError, match="released twice in this call"):
+                    st.release(b, b)
+                st.release(a, b)  # both still live: the failed calls released nothing
+                with pytest.raises(ArenaError, match="released already"):
+                    st.release(a)
+
+
+def test_a_jax_view_written_by_write_into_is_released_by_its_new_array() -> None:
+    jnp = pytest.importorskip("jax.numpy")
+    with Arena("cpu", framework="jax") as ws:
+        for _ in range(3):  # record, plan, replay
+            with ws.step("s") as st:
+                (a,) = st.get_simultaneous(((8,), "float32"))
+                written = ws.jax.write_into(a, jnp.ones(8, "float32"))
+                assert written is not a
+                st.release(written)  # the view behind it ends its life
+                (b,) = st.get_simultaneous(((8,), "float32"))
+                assert ws.jax.data_ptr(b) == ws.jax.data_ptr(a)  # its bytes were reused
+                with pytest.raises(ArenaError, match="released already"):
+                    st.release(a)

@@ -153,6 +153,7 @@ class StepRun:
 
     __slots__ = (
         "counts",
+        "ended",
         "firsts",
         "handed",
         "indexed",
@@ -180,6 +181,8 @@ class StepRun:
         self.indexed = 0
         #: Replay: blocks released so far.
         self.released: set[int] = set()
+        #: id(view) -> view of the views released so far (kept: their ids stay unique).
+        self.ended: dict[int, Any] = {}
 
     def add(self, request: int, offsets: list[int], sizes: list[int]) -> None:
         """Record one request's blocks (numbered from ``len(self.sizes)``)."""

@@ -226,10 +226,14 @@ class Step(StepHitBase, Generic[ViewT]):
         """End the life of ``views`` (handed out by this run) now; their bytes are free
         for the step's later requests.
 
+        All or nothing: when one view is refused, none is released. A new array over a
+        view's bytes with its shape and dtype (what JAX's ``write_into`` returns) stands
+        for the view.
+
         Raises
         ------
         ArenaError
-            A view this run did not hand out, or released already.
+            A view this run did not hand out, released already, or given twice.
         """
         slot = self.slot
         if slot is None:
@@ -238,15 +242,30 @@ class Step(StepHitBase, Generic[ViewT]):
         if run.indexed < len(run.handed):
             run.index()
         by_view = run.views
+        # All or nothing: every view is checked before any is released.
+        blocks: dict[int, tuple[Any, Any]] = {}  # block -> (the view handed out, given)
         for view in views:
-            found = by_view.pop(id(view), None)
-            if found is None:
+            found = by_view.get(id(view))
+            if found is None and id(view) not in run.ended:
+                found = self._handed_at(view)
+            if found is None or found[0] in blocks:
+                what = (
+                    "released twice in this call"
+                    if found is not None
+                    else "released already"
+                    if id(view) in run.ended
+                    else "not handed out by this run"
+                )
                 raise ArenaError(
                     f"release() takes views this run of step {self.key!r} handed out and "
                     f"has not released yet; got {type(view).__name__} of shape "
-                    f"{getattr(view, 'shape', '?')}"
+                    f"{getattr(view, 'shape', '?')} ({what}); nothing was released"
                 )
-            block = found[0]
+            blocks[found[0]] = (found[1], view)
+        for block, (handed, given) in blocks.items():
+            del by_view[id(handed)]
+            run.ended[id(handed)] = handed
+            run.ended[id(given)] = given
             run.lasts[block] = self.request - 1  # a diverging replay records it
             if self.replay:  # its place is the plan's; the plan's LOAD stays counted
                 run.released.add(block)
@@ -263,7 +282,25 @@ class Step(StepHitBase, Generic[ViewT]):
                 offset, size = placed
                 poison_bytes(slot.buffer, self.base + offset, self.base + offset + size)
             if self._debug:
-                self._placer.retire([view])
+                self._placer.retire([handed] if given is handed else [handed, given])
+
+    def _handed_at(self, view: Any) -> tuple[int, Any] | None:
+        """The live view handed out at ``view``'s address, shape and dtype: a framework
+        that returns a new array over the same bytes (JAX's ``write_into``) releases by it.
+        """
+        try:
+            address = self._placer.data_ptr(view)
+            shape, dtype = tuple(view.shape), str(view.dtype)
+        except Exception:  # not a view of this front's framework
+            return None
+        for block, handed in self.run.views.values():
+            if (
+                tuple(handed.shape) == shape
+                and str(handed.dtype) == dtype
+                and self._placer.data_ptr(handed) == address
+            ):
+                return block, handed
+        return None
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
         slot = self.slot
