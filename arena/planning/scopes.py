@@ -207,7 +207,7 @@ class Scope(Region, Generic[ViewT]):
         slot.top = self.end = base + layout.total
         self.held += layout.total
         slot.live += layout.total
-        slot.note_load(slot.live, plain=slot.top)
+        slot.note_load(slot.live, reach=slot.top, placer=self)
         if self._debug:
             self._handed.extend(views)
         return views  # type: ignore[no-any-return]

@@ -62,10 +62,12 @@ class Step(StepHitBase, Generic[ViewT]):
         "_placer",
         "_poison",
         "_select",
+        "above",
         "base",
         "end",
         "held",
         "key",
+        "nested",
         "replay",
         "run",
     )
@@ -99,6 +101,8 @@ class Step(StepHitBase, Generic[ViewT]):
         self.replay = False
         self.slot: Slot | None = None
         self.base = self.end = self.held = 0
+        self.above = 0  # the most bytes a request inside the run needed above its end
+        self.nested = False  # another step was running below this run on its slot
         self.request = 0
         self._memo: tuple[Any, ...] = ()
         self._caches: list[dict[Any, Any]] | None = None
@@ -143,6 +147,8 @@ class Step(StepHitBase, Generic[ViewT]):
         self._watch = placer.probe is not None or (
             placer.log is not None and not slot.governor.locked
         )
+        self.above = 0
+        self.nested = any(hasattr(region, "note_above") for region in slot.regions)
         open_region(self, slot)
         book.running = True
         try:
@@ -162,7 +168,7 @@ class Step(StepHitBase, Generic[ViewT]):
                 # A replay's live bytes are bounded by the plan's LOAD: counted once here.
                 self.held = book.load
                 slot.live += book.load
-                slot.note_load(slot.live)
+                slot.note_load(slot.live, reach=slot.top, placer=self)
                 # Where a replay's views are remembered: per front, key, start and plan.
                 self._memo = (self._placer.key, "step", self.key, self.base, book.version)
                 self._buffer = buffer = slot.buffer
@@ -284,6 +290,12 @@ class Step(StepHitBase, Generic[ViewT]):
             if self._debug:
                 self._placer.retire([handed] if given is handed else [handed, given])
 
+    def note_above(self, reach: int) -> None:
+        """A request inside this run (plain, in a scope or in a step opened in it)
+        reached byte ``reach`` of the slot: it needs that much above the run's end, which
+        the run's replays place at the end of the plan."""
+        self.above = max(self.above, reach - self.end)
+
     def _handed_at(self, view: Any) -> tuple[int, Any] | None:
         """The live view handed out at ``view``'s address, shape and dtype: a framework
         that returns a new array over the same bytes (JAX's ``write_into``) releases by it.
@@ -319,8 +331,7 @@ class Step(StepHitBase, Generic[ViewT]):
         if kind is None:  # an interrupted run is not a record of the step
             if not self.replay:
                 book.record(run, start)
-            book.runs += 1
-            book.base = max(book.base, start)
+            book.ran(start, self.above, nested=self.nested, replay=self.replay)
         self.run = _ENDED  # the ended run's views are not kept alive by the step
         self._buffer = self._caches = None
         close_region(self)
@@ -389,9 +400,10 @@ class Step(StepHitBase, Generic[ViewT]):
             run.add(r, offsets, sizes)
             self.held += sum(sizes)
             slot.live += sum(sizes)
-            slot.note_load(slot.live)
         if extent > self.end:
             slot.top = self.end = extent
+        if not self.replay:
+            slot.note_load(slot.live, reach=extent, placer=self)
         self.request = r + 1
         return views  # type: ignore[no-any-return]
 

@@ -210,13 +210,13 @@ class ViewBuilder:
         steps open on the slot (then its views are not remembered: the base moves)."""
         layout = compute_layout(specs, self._governor.alignment)
         base = slot.top
+        if not (base or slot.regions):
+            return self.place(slot, layout, specs, strict=strict, keep=ALWAYS)
         if base:
             layout = shifted(layout, base)
-        if not base:
-            return self.place(slot, layout, specs, strict=strict, keep=ALWAYS)
         views = self.place(slot, layout, specs, strict=strict)
         if views is not None:
-            slot.note_load(slot.live + layout.total - base, plain=layout.total)
+            slot.note_load(slot.live + layout.total - base, reach=layout.total)
         return views
 
     def place(
@@ -296,7 +296,7 @@ class ViewBuilder:
             slot.note_high_water(required)
         # Not under the high-water test: a request that grew the slot raised it in ensure().
         if required > slot.plain_high:
-            slot.note_load(required, plain=required)  # at offset 0: nothing else is live
+            slot.note_load(required, reach=required)  # at offset 0: nothing else is live
         slot.calls += 1
         served = self.served(slot, buffer, specs, required, views, strict=strict)
         if served is not views:  # the buffer was replaced during a capture: served again
