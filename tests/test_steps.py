@@ -361,3 +361,25 @@ def test_a_jax_view_written_by_write_into_is_released_by_its_new_array() -> None
                 assert ws.jax.data_ptr(b) == ws.jax.data_ptr(a)  # its bytes were reused
                 with pytest.raises(ArenaError, match="released already"):
                     st.release(a)
+
+
+def test_a_recorded_request_of_many_views_searches_for_room_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One first-fit search per request (a search per view made a request of n views cost
+    O(n^2 log n) while recording); its views lie side by side in the gap found."""
+    from arena.planning.records import StepRun
+
+    searches: list[int] = []
+    search = StepRun.first_fit
+
+    def counted(run: StepRun, size: int) -> int:
+        searches.append(size)
+        return search(run, size)
+
+    monkeypatch.setattr(StepRun, "first_fit", counted)
+    with Arena("cpu", framework="numpy") as ws, ws.step("s") as st:
+        views = st.get_simultaneous(*[((64,), F32)] * 500)
+        assert searches == [500 * 256]
+        addresses = [ptr(ws, v) for v in views]
+        assert addresses == [addresses[0] + 256 * k for k in range(500)]

@@ -368,13 +368,13 @@ class Step(StepHitBase, Generic[ViewT]):
             blocks = range(book.starts[r], book.starts[r] + len(sizes))
             offsets = [book.offsets[b] for b in blocks]
         else:
+            # The request's views side by side in the lowest gap that holds them all: one
+            # search per request, not one per view (a request of n views stays O(n)).
+            offset = run.first_fit(sum(sizes))
             offsets = []
             for size in sizes:
-                offset = run.first_fit(size)
-                run.live[-1 - len(offsets)] = (offset, size)  # held while placing this request
                 offsets.append(offset)
-            for k in range(len(sizes)):
-                del run.live[-1 - k]
+                offset += size
             blocks = range(len(run.sizes), len(run.sizes) + len(sizes))
         base = self.base
         placed = tuple(
