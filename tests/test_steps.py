@@ -383,3 +383,39 @@ def test_a_recorded_request_of_many_views_searches_for_room_once(
         assert searches == [500 * 256]
         addresses = [ptr(ws, v) for v in views]
         assert addresses == [addresses[0] + 256 * k for k in range(500)]
+
+
+def test_lock_merges_sibling_plans_so_every_ubatch_replays_what_any_saw() -> None:
+    """Micro-batch 1 warmed up with more tokens than micro-batch 0: after lock() both
+    replay one plan sized for the larger run (ubatch 0 diverged while locked before)."""
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+        for ubatch, tokens in ((0, 8), (1, 64)):
+            with ws.ubatch(ubatch):
+                layer(ws, tokens)
+                layer(ws, tokens)
+        planned = ws.planned_bytes()
+        ws.lock()
+        assert ws.memory_stats()["reserved_bytes.all.current"] == planned
+        offsets = []
+        for ubatch in (0, 1):
+            with ws.ubatch(ubatch):
+                places = layer(ws, 64)  # ubatch 0 never ran 64 tokens: no divergence
+                offsets.append([p - places[0] for p in places])
+                layer(ws, 8)  # the smaller run replays the same plan too
+        assert offsets[0] == offsets[1]  # one plan for the lane
+
+
+def test_lock_keeps_each_slots_plan_where_siblings_recorded_other_requests() -> None:
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+        with ws.ubatch(0):
+            layer(ws, 8)
+            layer(ws, 8)
+        with ws.ubatch(1):
+            for _ in range(2):
+                with ws.step("layer") as st:
+                    st.get_simultaneous(((4096,), F32))
+        ws.lock()
+        with ws.ubatch(0):
+            layer(ws, 8)
+        with ws.ubatch(1), ws.step("layer") as st:
+            st.get_simultaneous(((4096,), F32))

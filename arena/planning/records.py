@@ -7,6 +7,7 @@ that made it to the last request before its release (or the step's end). See
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from arena.planning.offsets import plan_offsets
@@ -108,6 +109,17 @@ class StepBook:
             setattr(twin, name, value)
         twin.running = False
         return twin
+
+    def take_plan(self, other: StepBook) -> None:
+        """Replay ``other``'s record and plan from now on (a lane's merged plan); this
+        slot's own counters (runs, warnings) stay."""
+        for name in ("counts", "sizes", "firsts", "lasts", "found", "offsets", "starts"):
+            value = getattr(other, name)
+            setattr(self, name, None if value is None else list(value))
+        self.expiring = list(other.expiring)
+        self.total, self.load, self.version = other.total, other.load, other.version
+        self.base, self.above = other.base, other.above
+        self.top_level = other.top_level
 
     @property
     def planned(self) -> bool:
@@ -292,14 +304,57 @@ def plan_slot_steps(slot: Slot, alignment: int) -> int:
     return need
 
 
-def share_plans(group: list[Slot]) -> None:
-    """Give every slot of ``group`` (one lane) a copy of each planned step a sibling has
-    and it lacks, so a micro-batch that did not run a step during warm-up replays the
-    same plan after ``lock()``."""
-    for slot in group:
-        for key, book in list(slot.steps.items()):
-            if not book.planned:
-                continue
-            for sibling in group:
-                if key not in sibling.steps:
-                    sibling.steps[key] = book.copy()
+def share_plans(lane: Sequence[dict[Any, StepBook]], alignment: int, *, merge: bool = True) -> int:
+    """Make the slots of one lane (``lane``: each slot's ``steps``) replay one plan per
+    step key after ``lock()``; returns the bytes the lane's planned steps need (see
+    :attr:`StepBook.reach`).
+
+    Keys not planned yet are planned. Keys whose books record the same requests and
+    lifetimes on every slot that ran them are merged (each block at its largest size,
+    planned again): any micro-batch then replays any run a sibling saw. A slot that
+    never ran a key gets a copy of the plan. Keys recorded differently (or running now,
+    or ``merge=False``: the arena is locked and nothing may grow) keep each slot's own
+    plan; a slot without one copies the first sibling's.
+    """
+    for steps in lane:
+        for book in list(steps.values()):
+            if not book.planned and book.runs:
+                book.make_plan(alignment)
+    keys = {key: None for steps in lane for key in list(steps)}
+    for key in keys:
+        planned = [steps[key] for steps in lane if key in steps and steps[key].planned]
+        if not planned:
+            continue
+        merged = _merged(planned, alignment) if merge and len(planned) > 1 else None
+        for steps in lane:
+            found = steps.get(key)
+            if found is None:
+                steps[key] = (merged or planned[0]).copy()
+            elif merged is not None:
+                found.take_plan(merged)
+    return max(
+        (book.reach for steps in lane for book in list(steps.values()) if book.planned),
+        default=0,
+    )
+
+
+def _merged(books: list[StepBook], alignment: int) -> StepBook | None:
+    """One plan for ``books`` (one key, sibling slots): None when they differ in requests
+    or lifetimes, are the same already, or one of them is running."""
+    first = books[0]
+    if any(book.running for book in books):
+        return None
+    shapes = [(b.counts, b.firsts, b.lasts) for b in books]
+    if any(shape != shapes[0] for shape in shapes):
+        return None
+    sizes = [max(column) for column in zip(*(b.sizes for b in books), strict=True)]
+    if all(b.sizes == sizes and b.offsets == first.offsets for b in books):
+        return None
+    merged = first.copy()
+    merged.sizes, merged.found = sizes, None
+    merged.version = max(b.version for b in books)
+    merged.make_plan(alignment)  # a new version: remembered views of the old plans go
+    merged.base = max(b.base for b in books)
+    merged.above = max(b.above for b in books)
+    merged.top_level = any(b.top_level for b in books)
+    return merged
