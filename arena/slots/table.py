@@ -86,7 +86,7 @@ class SlotTable:
                 f"nbytes={nbytes} is more than the {MAX_BYTES} bytes a buffer can address"
             )
         if lane is not None:
-            check_index("lane", lane, self.lanes)
+            lane = check_index("lane", lane, self.lanes)
         governor = self.governor
         resizes: list[Resize] = []
         try:
