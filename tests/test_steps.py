@@ -311,3 +311,75 @@ def test_a_step_whose_entry_fails_leaves_nothing_open() -> None:
                 pass
             s.get_simultaneous(((64,), F32))  # the scope is innermost again
         layer(ws, 8)  # not "already running"
+
+
+def test_debug_mode_on_a_cached_torch_front_never_hands_out_a_retired_view() -> None:
+    """A cached front's step replay hands out the same objects every run: retiring them at
+    the end of one run emptied the next run's views."""
+    torch = pytest.importorskip("torch")
+    with Arena("cpu", debug=True) as ws:
+        front = ws.front("torch", cached=True)
+        for _ in range(4):
+            with front.step("s") as st:
+                (a,) = st.get_simultaneous(((4,), torch.float32))
+                assert a.shape == (4,)
+                a.fill_(1.0)
+            with front.scope() as sc:
+                (b,) = sc.get_simultaneous(((4,), torch.float32))
+                assert b.shape == (4,)
+        ws.lock()
+        with front.step("s") as st:
+            (a,) = st.get_simultaneous(((4,), torch.float32))
+            assert a.shape == (4,)
+
+
+def test_release_of_several_views_is_all_or_nothing() -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(3):  # record, plan, replay
+            with ws.step("s") as st:
+                a, b = st.get_simultaneous(((64,), F32), ((64,), F32))
+                stranger = np.zeros(64, F32)
+                with pytest.raises(ArenaError, match="nothing was released"):
+                    st.release(a, stranger)
+                with pytest.raises(ArenaError, match="released twice in this call"):
+                    st.release(b, b)
+                st.release(a, b)  # both still live: the failed calls released nothing
+                with pytest.raises(ArenaError, match="released already"):
+                    st.release(a)
+
+
+def test_a_jax_view_written_by_write_into_is_released_by_its_new_array() -> None:
+    jnp = pytest.importorskip("jax.numpy")
+    with Arena("cpu", framework="jax") as ws:
+        for _ in range(3):  # record, plan, replay
+            with ws.step("s") as st:
+                (a,) = st.get_simultaneous(((8,), "float32"))
+                written = ws.jax.write_into(a, jnp.ones(8, "float32"))
+                assert written is not a
+                st.release(written)  # the view behind it ends its life
+                (b,) = st.get_simultaneous(((8,), "float32"))
+                assert ws.jax.data_ptr(b) == ws.jax.data_ptr(a)  # its bytes were reused
+                with pytest.raises(ArenaError, match="released already"):
+                    st.release(a)
+
+
+def test_a_recorded_request_of_many_views_searches_for_room_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One first-fit search per request (a search per view made a request of n views cost
+    O(n^2 log n) while recording); its views lie side by side in the gap found."""
+    from arena.planning.records import StepRun
+
+    searches: list[int] = []
+    search = StepRun.first_fit
+
+    def counted(run: StepRun, size: int) -> int:
+        searches.append(size)
+        return search(run, size)
+
+    monkeypatch.setattr(StepRun, "first_fit", counted)
+    with Arena("cpu", framework="numpy") as ws, ws.step("s") as st:
+        views = st.get_simultaneous(*[((64,), F32)] * 500)
+        assert searches == [500 * 256]
+        addresses = [ptr(ws, v) for v in views]
+        assert addresses == [addresses[0] + 256 * k for k in range(500)]

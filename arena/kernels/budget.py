@@ -128,7 +128,7 @@ def _planned_step_bytes(slot: Slot, alignment: int) -> int:
             book = found.copy()
             book.make_plan(alignment)
         if book.planned:
-            need = max(need, book.base + book.total)
+            need = max(need, book.reach)
     return need
 
 

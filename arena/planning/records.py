@@ -51,6 +51,8 @@ class StepBook:
     """
 
     __slots__ = (
+        "above",
+        "above_runs",
         "base",
         "counts",
         "expiring",
@@ -64,6 +66,7 @@ class StepBook:
         "runs",
         "sizes",
         "starts",
+        "top_level",
         "total",
         "version",
         "warned",
@@ -83,6 +86,13 @@ class StepBook:
         self.load = 0
         self.runs = 0
         self.base = 0
+        #: Bytes the key's runs needed above their end (plain requests, scopes and steps
+        #: inside them): from its replays once it has some, else from its recording run.
+        self.above = 0
+        self.above_runs = 0
+        #: Whether a run of the key started with no other step running on the slot (a
+        #: step only ever nested counts in the reach of the step it runs in).
+        self.top_level = False
         self.recorded_at = 0
         self.warned = False  # a replay at another start was warned of
         self.running = False  # a run of this key is open on this slot
@@ -121,6 +131,27 @@ class StepBook:
         self.offsets = None
         self.total = 0
 
+    def ran(self, start: int, above: int, *, nested: bool, replay: bool) -> None:
+        """Count a finished run that started at byte ``start`` and needed ``above`` bytes
+        above its end."""
+        self.runs += 1
+        if not nested:
+            self.top_level = True
+            self.base = max(self.base, start)
+        if not replay:  # a recording's reach above is an estimate until the key replays
+            self.above, self.above_runs = above, 0
+        elif self.above_runs:
+            self.above = max(self.above, above)
+            self.above_runs += 1
+        else:
+            self.above, self.above_runs = above, 1
+
+    @property
+    def reach(self) -> int:
+        """The bytes of its slot the planned key needs: its start plus its plan plus what
+        its runs need above it; 0 for a key that only runs inside another step."""
+        return self.base + self.total + self.above if self.top_level else 0
+
     def make_plan(self, alignment: int) -> None:
         """Plan the recorded blocks (the run's own first-fit placement kept when it is no
         larger)."""
@@ -153,6 +184,7 @@ class StepRun:
 
     __slots__ = (
         "counts",
+        "ended",
         "firsts",
         "handed",
         "indexed",
@@ -180,6 +212,8 @@ class StepRun:
         self.indexed = 0
         #: Replay: blocks released so far.
         self.released: set[int] = set()
+        #: id(view) -> view of the views released so far (kept: their ids stay unique).
+        self.ended: dict[int, Any] = {}
 
     def add(self, request: int, offsets: list[int], sizes: list[int]) -> None:
         """Record one request's blocks (numbered from ``len(self.sizes)``)."""
@@ -233,7 +267,7 @@ def shrink_to_plans(slot: Slot) -> list[Resize]:
     for book in list(slot.steps.values()):
         if not book.planned:
             return []  # a key still recording needs what its record used
-        need = max(need, book.base + book.total)
+        need = max(need, book.reach)
     resize = slot.shrink(max(need, slot.top))
     return [] if resize is None else [resize]
 
@@ -242,7 +276,7 @@ def planned_need(slot: Slot) -> int:
     """What ``slot`` needs once its steps are planned: its largest request outside every
     step, or the furthest a planned step reaches (its start plus its plan), whichever is
     larger; 0 while no step of the slot has a plan (its capacity is then what it needs)."""
-    reach = [book.base + book.total for book in list(slot.steps.values()) if book.planned]
+    reach = [book.reach for book in list(slot.steps.values()) if book.planned]
     return max(slot.plain_high, *reach) if reach else 0
 
 
@@ -254,7 +288,7 @@ def plan_slot_steps(slot: Slot, alignment: int) -> int:
         if not book.planned and book.runs:
             book.make_plan(alignment)
         if book.planned:
-            need = max(need, book.base + book.total)
+            need = max(need, book.reach)
     return need
 
 

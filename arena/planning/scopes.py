@@ -61,6 +61,10 @@ class Placer(Protocol):
         """Keep a prepared entry in a bounded cache."""
         ...
 
+    def data_ptr(self, view: Any) -> int:
+        """Address of a view's first element."""
+        ...
+
     def served(
         self,
         slot: Slot,
@@ -203,7 +207,7 @@ class Scope(Region, Generic[ViewT]):
         slot.top = self.end = base + layout.total
         self.held += layout.total
         slot.live += layout.total
-        slot.note_load(slot.live, plain=slot.top)
+        slot.note_load(slot.live, reach=slot.top, placer=self)
         if self._debug:
             self._handed.extend(views)
         return views  # type: ignore[no-any-return]

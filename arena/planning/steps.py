@@ -62,10 +62,12 @@ class Step(StepHitBase, Generic[ViewT]):
         "_placer",
         "_poison",
         "_select",
+        "above",
         "base",
         "end",
         "held",
         "key",
+        "nested",
         "replay",
         "run",
     )
@@ -99,6 +101,8 @@ class Step(StepHitBase, Generic[ViewT]):
         self.replay = False
         self.slot: Slot | None = None
         self.base = self.end = self.held = 0
+        self.above = 0  # the most bytes a request inside the run needed above its end
+        self.nested = False  # another step was running below this run on its slot
         self.request = 0
         self._memo: tuple[Any, ...] = ()
         self._caches: list[dict[Any, Any]] | None = None
@@ -143,6 +147,8 @@ class Step(StepHitBase, Generic[ViewT]):
         self._watch = placer.probe is not None or (
             placer.log is not None and not slot.governor.locked
         )
+        self.above = 0
+        self.nested = any(hasattr(region, "note_above") for region in slot.regions)
         open_region(self, slot)
         book.running = True
         try:
@@ -162,7 +168,7 @@ class Step(StepHitBase, Generic[ViewT]):
                 # A replay's live bytes are bounded by the plan's LOAD: counted once here.
                 self.held = book.load
                 slot.live += book.load
-                slot.note_load(slot.live)
+                slot.note_load(slot.live, reach=slot.top, placer=self)
                 # Where a replay's views are remembered: per front, key, start and plan.
                 self._memo = (self._placer.key, "step", self.key, self.base, book.version)
                 self._buffer = buffer = slot.buffer
@@ -226,10 +232,14 @@ class Step(StepHitBase, Generic[ViewT]):
         """End the life of ``views`` (handed out by this run) now; their bytes are free
         for the step's later requests.
 
+        All or nothing: when one view is refused, none is released. A new array over a
+        view's bytes with its shape and dtype (what JAX's ``write_into`` returns) stands
+        for the view.
+
         Raises
         ------
         ArenaError
-            A view this run did not hand out, or released already.
+            A view this run did not hand out, released already, or given twice.
         """
         slot = self.slot
         if slot is None:
@@ -238,15 +248,30 @@ class Step(StepHitBase, Generic[ViewT]):
         if run.indexed < len(run.handed):
             run.index()
         by_view = run.views
+        # All or nothing: every view is checked before any is released.
+        blocks: dict[int, tuple[Any, Any]] = {}  # block -> (the view handed out, given)
         for view in views:
-            found = by_view.pop(id(view), None)
-            if found is None:
+            found = by_view.get(id(view))
+            if found is None and id(view) not in run.ended:
+                found = self._handed_at(view)
+            if found is None or found[0] in blocks:
+                what = (
+                    "released twice in this call"
+                    if found is not None
+                    else "released already"
+                    if id(view) in run.ended
+                    else "not handed out by this run"
+                )
                 raise ArenaError(
                     f"release() takes views this run of step {self.key!r} handed out and "
                     f"has not released yet; got {type(view).__name__} of shape "
-                    f"{getattr(view, 'shape', '?')}"
+                    f"{getattr(view, 'shape', '?')} ({what}); nothing was released"
                 )
-            block = found[0]
+            blocks[found[0]] = (found[1], view)
+        for block, (handed, given) in blocks.items():
+            del by_view[id(handed)]
+            run.ended[id(handed)] = handed
+            run.ended[id(given)] = given
             run.lasts[block] = self.request - 1  # a diverging replay records it
             if self.replay:  # its place is the plan's; the plan's LOAD stays counted
                 run.released.add(block)
@@ -263,7 +288,31 @@ class Step(StepHitBase, Generic[ViewT]):
                 offset, size = placed
                 poison_bytes(slot.buffer, self.base + offset, self.base + offset + size)
             if self._debug:
-                self._placer.retire([view])
+                self._placer.retire([handed] if given is handed else [handed, given])
+
+    def note_above(self, reach: int) -> None:
+        """A request inside this run (plain, in a scope or in a step opened in it)
+        reached byte ``reach`` of the slot: it needs that much above the run's end, which
+        the run's replays place at the end of the plan."""
+        self.above = max(self.above, reach - self.end)
+
+    def _handed_at(self, view: Any) -> tuple[int, Any] | None:
+        """The live view handed out at ``view``'s address, shape and dtype: a framework
+        that returns a new array over the same bytes (JAX's ``write_into``) releases by it.
+        """
+        try:
+            address = self._placer.data_ptr(view)
+            shape, dtype = tuple(view.shape), str(view.dtype)
+        except Exception:  # not a view of this front's framework
+            return None
+        for block, handed in self.run.views.values():
+            if (
+                tuple(handed.shape) == shape
+                and str(handed.dtype) == dtype
+                and self._placer.data_ptr(handed) == address
+            ):
+                return block, handed
+        return None
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
         slot = self.slot
@@ -282,8 +331,7 @@ class Step(StepHitBase, Generic[ViewT]):
         if kind is None:  # an interrupted run is not a record of the step
             if not self.replay:
                 book.record(run, start)
-            book.runs += 1
-            book.base = max(book.base, start)
+            book.ran(start, self.above, nested=self.nested, replay=self.replay)
         self.run = _ENDED  # the ended run's views are not kept alive by the step
         self._buffer = self._caches = None
         close_region(self)
@@ -320,13 +368,13 @@ class Step(StepHitBase, Generic[ViewT]):
             blocks = range(book.starts[r], book.starts[r] + len(sizes))
             offsets = [book.offsets[b] for b in blocks]
         else:
+            # The request's views side by side in the lowest gap that holds them all: one
+            # search per request, not one per view (a request of n views stays O(n)).
+            offset = run.first_fit(sum(sizes))
             offsets = []
             for size in sizes:
-                offset = run.first_fit(size)
-                run.live[-1 - len(offsets)] = (offset, size)  # held while placing this request
                 offsets.append(offset)
-            for k in range(len(sizes)):
-                del run.live[-1 - k]
+                offset += size
             blocks = range(len(run.sizes), len(run.sizes) + len(sizes))
         base = self.base
         placed = tuple(
@@ -352,9 +400,10 @@ class Step(StepHitBase, Generic[ViewT]):
             run.add(r, offsets, sizes)
             self.held += sum(sizes)
             slot.live += sum(sizes)
-            slot.note_load(slot.live)
         if extent > self.end:
             slot.top = self.end = extent
+        if not self.replay:
+            slot.note_load(slot.live, reach=extent, placer=self)
         self.request = r + 1
         return views  # type: ignore[no-any-return]
 

@@ -60,6 +60,7 @@ class ViewBuilder:
         "_plans",
         "_poison",
         "_seen",
+        "_shared",
         "_table",
         "_views",
         "fresh",
@@ -97,7 +98,7 @@ class ViewBuilder:
         # Cached fronts hand out the prepared objects themselves where the adapter allows
         # it (JAX does not: a shared jax.Array may hold a host copy cached by an earlier
         # read, which would show stale bytes).
-        shared = cached and adapter.shares_views
+        self._shared = shared = cached and adapter.shares_views
         # The in-place-change guard costs about 0.1 us per view per call, a third of a
         # cached request: it runs in debug mode.
         self._guarded = shared and governor.debug
@@ -122,9 +123,18 @@ class ViewBuilder:
         """The framework of the views."""
         return self._name
 
+    def data_ptr(self, view: Any) -> int:
+        """Address of ``view``'s first element."""
+        return int(self._adapter.data_ptr(view))
+
     def retire(self, views: Sequence[Any]) -> None:
-        """Debug mode: make ``views`` unusable where the framework allows it."""
-        self._adapter.retire_views(views)
+        """Debug mode: make ``views`` unusable where the framework allows it.
+
+        Not on a cached front that hands out shared objects: the next request of the same
+        layout hands the very same objects out again (poisoning still marks the bytes).
+        """
+        if not self._shared:
+            self._adapter.retire_views(views)
 
     def served(
         self,
@@ -200,13 +210,13 @@ class ViewBuilder:
         steps open on the slot (then its views are not remembered: the base moves)."""
         layout = compute_layout(specs, self._governor.alignment)
         base = slot.top
+        if not (base or slot.regions):
+            return self.place(slot, layout, specs, strict=strict, keep=ALWAYS)
         if base:
             layout = shifted(layout, base)
-        if not base:
-            return self.place(slot, layout, specs, strict=strict, keep=ALWAYS)
         views = self.place(slot, layout, specs, strict=strict)
         if views is not None:
-            slot.note_load(slot.live + layout.total - base, plain=layout.total)
+            slot.note_load(slot.live + layout.total - base, reach=layout.total)
         return views
 
     def place(
@@ -286,7 +296,7 @@ class ViewBuilder:
             slot.note_high_water(required)
         # Not under the high-water test: a request that grew the slot raised it in ensure().
         if required > slot.plain_high:
-            slot.note_load(required, plain=required)  # at offset 0: nothing else is live
+            slot.note_load(required, reach=required)  # at offset 0: nothing else is live
         slot.calls += 1
         served = self.served(slot, buffer, specs, required, views, strict=strict)
         if served is not views:  # the buffer was replaced during a capture: served again

@@ -187,7 +187,7 @@ class Front(HitBase, Generic[ViewT]):
         try:
             views = self._request(slot, specs, strict)
             if views is not None and self._poison:
-                poison_stale_bytes(slot.buffer, self._adapter, views)
+                poison_stale_bytes(slot.buffer, self._adapter, views, slot.top)
             return views
         finally:
             if debug:

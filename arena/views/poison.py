@@ -75,13 +75,14 @@ def sentinel_byte(dtype: Any) -> int:
         return sentinel(dtype)
 
 
-def poison_stale_bytes(buffer: Any, adapter: Any, views: Sequence[Any]) -> None:
+def poison_stale_bytes(buffer: Any, adapter: Any, views: Sequence[Any], start: int = 0) -> None:
     """Poison what the previous request on this buffer left beyond the new views' bytes.
 
-    Every byte from the buffer's start to the end of the previous request or of this one,
-    whichever is further, is set to :data:`NAN_BYTE` (a NaN for every IEEE float), then the
-    new views get their own sentinels again. So a view kept from the previous request reads
-    NaN wherever the new request does not hand out those bytes as an integer view.
+    Every byte from ``start`` (where plain requests begin: the slot's top, above what open
+    scopes and steps hold) to the end of the previous request or of this one, whichever
+    is further, is set to :data:`NAN_BYTE` (a NaN for every IEEE float), then the new views
+    get their own sentinels again. So a view kept from the previous request reads NaN
+    wherever the new request does not hand out those bytes as an integer view.
     """
     allocation = buffer.allocation
     if allocation is None:
@@ -90,12 +91,13 @@ def poison_stale_bytes(buffer: Any, adapter: Any, views: Sequence[Any]) -> None:
     end = max((address(v) - allocation.ptr + v.nbytes for v in views if v.nbytes), default=0)
     reach = max(end, buffer.poisoned_end)
     buffer.poisoned_end = end
-    if reach:
+    if reach > start:
         owner = allocation.owner
         if hasattr(owner, "fill_"):  # a torch tensor owner (a torch-only CUDA arena)
-            owner[:reach].fill_(NAN_BYTE)
+            owner[start:reach].fill_(NAN_BYTE)
         elif hasattr(owner, "fill"):  # NumPy and CuPy
-            owner[:reach].fill(NAN_BYTE)
+            owner[start:reach].fill(NAN_BYTE)
+    if reach:
         adapter.fill(views)
 
 
