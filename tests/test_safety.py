@@ -651,3 +651,86 @@ def test_dropping_an_arena_frees_its_memory_without_the_cycle_collector(
         assert alive == [], f"{len(alive)} blocks outlive the dropped arena until gc runs"
     finally:
         gc.enable()
+
+
+# ---------------------------------------------------------------------- 11. outlived arenas
+COLLECTED = r"garbage collected.*Keep a reference to the Arena"
+
+
+def test_a_front_of_an_arena_never_kept_is_closed(hit_path: str) -> None:
+    source = RecordingSource()
+    front = Arena(source=source, framework="numpy").numpy  # the arena is gone at once
+    with pytest.raises(ArenaClosedError, match=COLLECTED):
+        front.get_simultaneous(((64,), F32))
+    with pytest.raises(ArenaClosedError, match=COLLECTED):
+        front.arena  # noqa: B018
+    assert source.events == []
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_a_front_that_outlives_its_arena_stops_and_its_views_stay(
+    hit_path: str, framework: str
+) -> None:
+    pytest.importorskip(framework)
+    source = RecordingSource()
+    a = Arena(source=source, framework="numpy")
+    front = a.front(framework)
+    for _ in range(2):  # the second is a hit: remembered by both hit paths
+        (x,) = front.get_simultaneous(((1024,), F32))
+    x[:] = 7
+    a.lock()
+    gc.collect()
+    assert source.allocations() == [4096]
+    del a
+    gc.collect()
+    # Closed: its blocks went back to the source; x keeps its own memory alive.
+    assert source.live == {} and source.events[-1] == ("release", 4096)
+    for request in (((1024,), F32), ((1 << 20,), F32)):  # a remembered one, a new one
+        with pytest.raises(ArenaClosedError, match=COLLECTED):
+            front.get_simultaneous(request)
+        with pytest.raises(ArenaClosedError, match=COLLECTED):
+            front.try_get_simultaneous(request)
+    assert source.allocations() == [4096]  # nothing allocated after the arena went
+    assert (np.asarray(x) == 7).all()
+    x[:] = 8  # still writable: its memory is its own
+    assert (np.asarray(x) == 8).all()
+
+
+def listen_to_itself(a: Arena) -> None:
+    a.add_listener(lambda event: a.stats())
+
+
+def test_the_finalizer_never_keeps_the_arena_alive() -> None:
+    import weakref
+
+    source = WatchedSource()
+    a = Arena(source=source, framework="numpy")
+    a.get_simultaneous(((64,), F32))
+    listen_to_itself(a)  # a cycle through the arena's own table
+    gone = weakref.ref(a)
+    del a
+    gc.collect()
+    # Collected with its table: the memory went with them (no close() to run).
+    assert gone() is None and all(ref() is None for ref in source.owners)
+    b = Arena(source=source, framework="numpy")  # no cycle: reference counting alone
+    front = b.numpy
+    gone = weakref.ref(b)
+    del b
+    assert gone() is None
+    with pytest.raises(ArenaClosedError, match=COLLECTED):
+        front.get_simultaneous(((64,), F32))
+
+
+def test_close_then_collection_says_close() -> None:
+    source = RecordingSource()
+    a = Arena(source=source, framework="numpy")
+    front = a.numpy
+    front.get_simultaneous(((64,), F32))
+    a.close()
+    a.close()
+    events = list(source.events)
+    del a
+    gc.collect()
+    assert source.events == events  # released once, by close()
+    with pytest.raises(ArenaClosedError, match=r"close\(\) or reset_arena\(\) was called"):
+        front.get_simultaneous(((64,), F32))

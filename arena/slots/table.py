@@ -93,7 +93,7 @@ class SlotTable:
                 f"nbytes={nbytes} is more than the {MAX_BYTES} bytes a buffer can address"
             )
         if lane is not None:
-            check_index("lane", lane, self.lanes)
+            lane = check_index("lane", lane, self.lanes)
         governor = self.governor
         resizes: list[Resize] = []
         try:
@@ -207,13 +207,15 @@ class SlotTable:
             release_all(governor.ledger, blocks)
         return sum(a.nbytes for a in blocks)
 
-    def close(self) -> None:
-        """Mark the arena closed and release every block (once; later calls do nothing)."""
+    def close(self, *, collected: bool = False) -> None:
+        """Mark the arena closed and release every block (once; later calls do nothing);
+        ``collected``: the arena was garbage collected (its fronts' errors say so)."""
         governor = self.governor
         with governor.mutex:
             if governor.closed:
                 return
             note_allocated_peak(governor, self.slots)  # the figure drops to 0 now
+            governor.collected = collected
             governor.closed = True
             blocks = [a for s in self.slots for a in s.take_blocks()]
             try:
