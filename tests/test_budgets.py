@@ -19,15 +19,9 @@ from arena import (
     compute_layout,
     layout_bytes,
 )
-from tests.sources import FailingSource, RecordingSource
+from tests.sources import FailingSource, RecordingSource, check_books
 
 MB = 1 << 20
-
-
-def check_books(a: Arena, source: RecordingSource) -> None:
-    stats = a.stats()
-    assert stats.allocations == stats.frees + stats.live_blocks
-    assert stats.live_bytes == stats.reserved_bytes == sum(source.live.values())
 
 
 # ====================================================================== layout_bytes

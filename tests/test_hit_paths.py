@@ -500,3 +500,16 @@ def test_the_arena_closed_during_a_hits_lookup_never_crashes(path: str, kind: st
         check=False,
     )
     assert result.returncode == 0 and "survived" in result.stdout, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch", "jax"])
+@pytest.mark.parametrize("cached", [False, True])
+def test_an_empty_request_returns_an_empty_list_on_every_path(framework: str, cached: bool) -> None:
+    pytest.importorskip(framework)
+    with Arena("cpu", framework="numpy") as a:
+        front = a.front(framework, cached=cached)
+        assert front.get_simultaneous() == [] and front.try_get_simultaneous() == []
+        front.get_simultaneous(((4,), F32))  # warm slot: plans exist
+        assert front.get_simultaneous() == [] and front.get_simultaneous() == []
+        a.lock()
+        assert front.get_simultaneous() == []
