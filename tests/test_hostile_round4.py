@@ -181,4 +181,3 @@ def test_release_by_a_write_into_result_survives_a_deleted_sibling_view() -> Non
         st.release(written)  # JaxRuntimeError: UnsafeBufferPointer on a deleted buffer
         (again,) = st.get_simultaneous(((64,), F32))
         assert ws.jax.data_ptr(again) == ws.jax.data_ptr(written)
-
