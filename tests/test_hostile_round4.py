@@ -181,3 +181,15 @@ def test_release_by_a_write_into_result_survives_a_deleted_sibling_view() -> Non
         st.release(written)  # JaxRuntimeError: UnsafeBufferPointer on a deleted buffer
         (again,) = st.get_simultaneous(((64,), F32))
         assert ws.jax.data_ptr(again) == ws.jax.data_ptr(written)
+
+
+def test_a_step_request_under_a_nested_step_names_the_nested_step() -> None:
+    """An outer step's request while a step opened inside it is open is refused, but the
+    message blames "a scope opened inside step 'outer'" and suggests requesting "through
+    the scope": there is no scope, and the inner step cannot take the outer's request."""
+    with Arena("cpu", framework="numpy") as ws, ws.step("outer") as outer:
+        outer.get_simultaneous(KIB)
+        with ws.step("inner"):
+            with pytest.raises(ArenaError) as info:
+                outer.get_simultaneous(KIB)
+            assert "'inner'" in str(info.value)
