@@ -122,7 +122,8 @@ def lock_additions(slots: Sequence[Slot], lanes: int, alignment: int) -> int:
 def _planned_lane_bytes(group: list[Slot], alignment: int) -> int:
     """What :func:`~arena.planning.records.share_plans` would return for the lane
     ``group``, without planning anything: it runs on copies of the slots' books."""
-    return share_plans([{k: b.copy() for k, b in list(s.steps.items())} for s in group], alignment)
+    lane = [{k: b.copy(running=True) for k, b in list(s.steps.items())} for s in group]
+    return share_plans(lane, alignment, frozen=[s.buffer.captured for s in group])
 
 
 def planned_bytes(governor: Governor, slots: Sequence[Slot], lanes: int) -> int:

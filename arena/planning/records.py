@@ -17,11 +17,11 @@ from arena.slots.slot import Resize, Slot
 __all__ = [
     "StepBook",
     "StepRun",
+    "fit_to_plans",
     "plan_slot_steps",
     "planned_need",
     "restore_plans",
     "share_plans",
-    "shrink_to_plans",
     "stored_plans",
 ]
 
@@ -102,15 +102,16 @@ class StepBook:
         self.running = False  # a run of this key is open on this slot
         self.version = 0
 
-    def copy(self) -> StepBook:
-        """An independent copy (a sibling slot's book: same record, same plan)."""
+    def copy(self, *, running: bool = False) -> StepBook:
+        """An independent copy (a sibling slot's book: same record, same plan); marked
+        running only with ``running`` (a copy that stands for this book)."""
         twin = StepBook()
         for name in StepBook.__slots__:
             value = getattr(self, name)
             if isinstance(value, list):
                 value = list(value)
             setattr(twin, name, value)
-        twin.running = False
+        twin.running = running and self.running
         return twin
 
     def take_plan(self, other: StepBook) -> None:
@@ -368,16 +369,18 @@ def restore_plans(
     return refused
 
 
-def shrink_to_plans(slot: Slot) -> list[Resize]:
-    """Shrink ``slot`` to what its planned steps and its other requests need, where the
-    arena allows it (unlocked, not capturing, its buffer never captured). Returns the
-    resize to announce, if any."""
-    need = slot.plain_high
-    for book in list(slot.steps.values()):
-        if not book.planned:
-            return []  # a key still recording needs what its record used
-        need = max(need, book.reach)
-    resize = slot.shrink(max(need, slot.top))
+def fit_to_plans(slot: Slot, alignment: int) -> list[Resize]:
+    """Plan every recorded key of ``slot`` and size the slot to what its planned steps
+    and its other requests need (larger or smaller), where the arena allows it (unlocked,
+    not capturing, its buffer never captured, nothing open on it). Returns the resize to
+    announce, if any.
+
+    Sized up front, before the planned runs: a step run inside another replays above the
+    outer step's plan, higher than its recording ran, and growing during that run would
+    move the pointers the next runs repeat."""
+    plan_slot_steps(slot, alignment)
+    need = max([slot.plain_high, *(b.reach for b in list(slot.steps.values()) if b.planned)])
+    resize = slot.fit(max(need, slot.top))
     return [] if resize is None else [resize]
 
 
@@ -401,7 +404,13 @@ def plan_slot_steps(slot: Slot, alignment: int) -> int:
     return need
 
 
-def share_plans(lane: Sequence[dict[Any, StepBook]], alignment: int, *, merge: bool = True) -> int:
+def share_plans(
+    lane: Sequence[dict[Any, StepBook]],
+    alignment: int,
+    *,
+    merge: bool = True,
+    frozen: Sequence[bool] = (),
+) -> int:
     """Make the slots of one lane (``lane``: each slot's ``steps``) replay one plan per
     step key after ``lock()``; returns the bytes the lane's planned steps need (see
     :attr:`StepBook.reach`).
@@ -409,9 +418,11 @@ def share_plans(lane: Sequence[dict[Any, StepBook]], alignment: int, *, merge: b
     Keys not planned yet are planned. Keys whose books record the same requests and
     lifetimes on every slot that ran them are merged (each block at its largest size,
     planned again): any micro-batch then replays any run a sibling saw. A slot that
-    never ran a key gets a copy of the plan. Keys recorded differently (or running now,
-    or ``merge=False``: the arena is locked and nothing may grow) keep each slot's own
-    plan; a slot without one copies the first sibling's.
+    never ran a key (or whose runs were all interrupted) gets a copy of the plan. Keys
+    recorded differently, or running now, keep each slot's own plan, and so does every
+    slot whose buffer a CUDA graph captured (``frozen[i]``: the graph replays its
+    pointers) and every slot when ``merge`` is False (the arena is locked: nothing may
+    grow).
     """
     for steps in lane:
         for book in list(steps.values()):
@@ -423,11 +434,13 @@ def share_plans(lane: Sequence[dict[Any, StepBook]], alignment: int, *, merge: b
         if not planned:
             continue
         merged = _merged(planned, alignment) if merge and len(planned) > 1 else None
-        for steps in lane:
+        for index, steps in enumerate(lane):
             found = steps.get(key)
-            if found is None:
+            if found is None or not (found.planned or found.runs or found.running):
                 steps[key] = (merged or planned[0]).copy()
-            elif merged is not None:
+            elif (
+                merged is not None and found.planned and not (index < len(frozen) and frozen[index])
+            ):
                 found.take_plan(merged)
     return max(
         (book.reach for steps in lane for book in list(steps.values()) if book.planned),

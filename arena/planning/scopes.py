@@ -61,10 +61,6 @@ class Placer(Protocol):
         """Keep a prepared entry in a bounded cache."""
         ...
 
-    def data_ptr(self, view: Any) -> int:
-        """Address of a view's first element."""
-        ...
-
     def served(
         self,
         slot: Slot,

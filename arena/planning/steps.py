@@ -33,10 +33,11 @@ from typing import Any, Generic, TypeVar
 
 from arena.errors import ArenaError, ArenaLockedError, GraphCaptureError, SpecError
 from arena.observe.events import caller_info, warn_user
-from arena.planning.records import StepBook, StepRun, shrink_to_plans
+from arena.planning.records import StepBook, StepRun, fit_to_plans
 from arena.planning.scopes import Placer, close_region, open_region
 from arena.slots.slot import Slot
 from arena.views import hit
+from arena.views.aliases import origin_of
 from arena.views.hit import StepHitBase, compiled
 from arena.views.layout import Layout, ViewLayout, compute_layout, round_up
 from arena.views.poison import poison_bytes
@@ -128,8 +129,10 @@ class Step(StepHitBase, Generic[ViewT]):
                 "inner step a key of its own"
             )
         if not book.planned and book.runs:
-            book.make_plan(self._alignment)
-            self._placer.announce(shrink_to_plans(slot))
+            if slot.step_below(None) is None:  # the slot's keys are planned and it is sized
+                self._placer.announce(fit_to_plans(slot, self._alignment))
+            else:  # inside another step: sized when that one was planned
+                book.make_plan(self._alignment)
         if not book.planned and slot.governor.capturing():
             raise GraphCaptureError(
                 f"step {self.key!r} runs for the first time while a CUDA graph is being "
@@ -149,13 +152,17 @@ class Step(StepHitBase, Generic[ViewT]):
             placer.log is not None and not slot.governor.locked
         )
         self.above = 0
-        self.nested = any(hasattr(region, "note_above") for region in slot.regions)
+        self.nested = slot.step_below(None) is not None
         open_region(self, slot)
         book.running = True
         try:
             if self.replay and self.base != book.recorded_at and not book.warned:
                 governor = slot.governor
-                if governor.locked or governor.capturing():
+                if not (governor.locked or governor.capturing()):
+                    # Warm-up decides the height (a nested step replays higher than it
+                    # recorded: above its outer step's plan, not its first fit).
+                    book.recorded_at = self.base
+                else:
                     book.warned = True
                     warn_user(
                         f"step {self.key!r} starts at byte {self.base} of slot {slot.describe()}, "
@@ -169,7 +176,7 @@ class Step(StepHitBase, Generic[ViewT]):
                 # A replay's live bytes are bounded by the plan's LOAD: counted once here.
                 self.held = book.load
                 slot.live += book.load
-                slot.note_load(slot.live, reach=slot.top, placer=self)
+                slot.note_load(slot.live)
                 # Where a replay's views are remembered: per front, key, start and plan.
                 self._memo = (self._placer.key, "step", self.key, self.base, book.version)
                 self._buffer = buffer = slot.buffer
@@ -233,9 +240,9 @@ class Step(StepHitBase, Generic[ViewT]):
         """End the life of ``views`` (handed out by this run) now; their bytes are free
         for the step's later requests.
 
-        All or nothing: when one view is refused, none is released. A new array over a
-        view's bytes with its shape and dtype (what JAX's ``write_into`` returns) stands
-        for the view.
+        All or nothing: when one view is refused, none is released. What a front's
+        ``write_into(view, value)`` returned (JAX: a new array over the view's bytes)
+        stands for the view.
 
         Raises
         ------
@@ -252,15 +259,14 @@ class Step(StepHitBase, Generic[ViewT]):
         # All or nothing: every view is checked before any is released.
         blocks: dict[int, tuple[Any, Any]] = {}  # block -> (the view handed out, given)
         for view in views:
-            found = by_view.get(id(view))
-            if found is None and id(view) not in run.ended:
-                found = self._handed_at(view)
+            target = origin_of(view)  # the view a write_into result was written through
+            found = by_view.get(id(target))
             if found is None or found[0] in blocks:
                 what = (
                     "released twice in this call"
                     if found is not None
                     else "released already"
-                    if id(view) in run.ended
+                    if id(target) in run.ended
                     else "not handed out by this run"
                 )
                 raise ArenaError(
@@ -292,28 +298,10 @@ class Step(StepHitBase, Generic[ViewT]):
                 self._placer.retire([handed] if given is handed else [handed, given])
 
     def note_above(self, reach: int) -> None:
-        """A request inside this run (plain, in a scope or in a step opened in it)
-        reached byte ``reach`` of the slot: it needs that much above the run's end, which
-        the run's replays place at the end of the plan."""
+        """What this run holds above its end reached byte ``reach`` of the slot (a plain
+        request or a scope's, or a step run inside it with what it held above): the
+        run's replays place it above the plan's end."""
         self.above = max(self.above, reach - self.end)
-
-    def _handed_at(self, view: Any) -> tuple[int, Any] | None:
-        """The live view handed out at ``view``'s address, shape and dtype: a framework
-        that returns a new array over the same bytes (JAX's ``write_into``) releases by it.
-        """
-        try:
-            address = self._placer.data_ptr(view)
-            shape, dtype = tuple(view.shape), str(view.dtype)
-        except Exception:  # not a view of this front's framework
-            return None
-        for block, handed in self.run.views.values():
-            if (
-                tuple(handed.shape) == shape
-                and str(handed.dtype) == dtype
-                and self._placer.data_ptr(handed) == address
-            ):
-                return block, handed
-        return None
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
         slot = self.slot
@@ -333,6 +321,9 @@ class Step(StepHitBase, Generic[ViewT]):
             if not self.replay:
                 book.record(run, start)
             book.ran(start, self.above, nested=self.nested, replay=self.replay)
+        outer = slot.step_below(self)
+        if outer is not None:  # its replays put this run above their plan: it reaches
+            outer.note_above(end + self.above)  # this run's end plus what it had above
         self.run = _ENDED  # the ended run's views are not kept alive by the step
         self._buffer = self._caches = None
         close_region(self)
@@ -355,6 +346,12 @@ class Step(StepHitBase, Generic[ViewT]):
         """Every request the replay's hit does not serve: records, diverges, or places at
         the plan's offsets and remembers the views."""
         if slot.regions[-1] is not self:
+            inner = slot.regions[-1]
+            if isinstance(inner, Step):
+                raise ArenaError(
+                    f"step {inner.key!r}, opened inside step {self.key!r}, is still open: "
+                    f"make step {self.key!r}'s requests before or after it"
+                )
             raise ArenaError(
                 f"a scope opened inside step {self.key!r} is still open: make the step's "
                 "requests outside it (or through the scope)"
@@ -404,7 +401,7 @@ class Step(StepHitBase, Generic[ViewT]):
         if extent > self.end:
             slot.top = self.end = extent
         if not self.replay:
-            slot.note_load(slot.live, reach=extent, placer=self)
+            slot.note_load(slot.live)
         self.request = r + 1
         return views  # type: ignore[no-any-return]
 

@@ -205,23 +205,25 @@ class Slot:
             self.high_water = max(self.high_water, required)
 
     def note_load(self, live: int, reach: int = 0, placer: Any = None) -> None:
-        """Bytes live at once after a request: raise LOAD to ``live``, and tell who needs
-        the bytes up to ``reach`` (the request's end) about them: the outermost step open
-        below ``placer`` (the scope or step that placed the request; None for a plain
-        request), which replays at its planned size and counts what lies above it, else
-        ``plain_high`` (unless ``placer`` is a step: its plan counts its bytes). Only the
-        slot's own thread calls this."""
+        """After a request: raise LOAD to ``live``; the bytes up to ``reach`` (the end of
+        a plain request, ``placer`` None, or of a scope's) count above the innermost step
+        open below ``placer`` (its replays put them above its plan), else in
+        ``plain_high``. Only the slot's own thread calls this."""
         self.load = max(self.load, live)
         if reach:
-            for region in self.regions:
-                if region is placer:
-                    break
-                note_above = getattr(region, "note_above", None)  # a step
-                if note_above is not None:
-                    note_above(reach)
-                    return
-            if reach > self.plain_high and not hasattr(placer, "note_above"):
-                self.plain_high = reach
+            step = self.step_below(placer)
+            if step is not None:
+                step.note_above(reach)
+            else:
+                self.plain_high = max(self.plain_high, reach)
+
+    def step_below(self, region: Any) -> Any:
+        """The innermost step (a region with ``note_above``) open below ``region`` (None:
+        above every region), or None."""
+        regions = self.regions
+        if region is not None:
+            regions = regions[: regions.index(region)] if region in regions else []
+        return next((r for r in reversed(regions) if hasattr(r, "note_above")), None)
 
     def update_detour(self) -> None:
         """Recompute :attr:`detour`; the mutex is held by the caller."""
@@ -244,23 +246,24 @@ class Slot:
             self.live = live if self.regions else 0
             self.update_detour()
 
-    def shrink(self, target: int) -> Resize | None:
-        """Replace a buffer larger than ``target`` needs by one of the grown size for
-        ``target``, releasing the old one first; nothing when the arena is locked, a
-        capture used the buffer, or the buffer is not larger than that size.
+    def fit(self, target: int) -> Resize | None:
+        """Replace the buffer by one of the grown size for ``target`` (step planning:
+        smaller, the old one released first, or larger); nothing when the arena is locked,
+        a capture used the buffer, a scope or step is open on the slot, or the size is
+        the buffer's.
 
         Raises
         ------
         ArenaOutOfMemoryError
-            If the smaller buffer cannot be had (the slot keeps one of its old capacity).
+            If the new buffer cannot be had (the slot keeps one of its old capacity).
         """
         governor = self.governor
         with governor.mutex:
             governor.check_open()
-            if governor.locked or self.buffer.captured or governor.capturing():
+            if governor.locked or self.buffer.captured or governor.capturing() or self.regions:
                 return None
             size = governor.grown_size(max(target, 1))
-            if size >= self.buffer.capacity:
+            if size == self.buffer.capacity:
                 return None
             return self._grow(size, shrinking=True)
 
@@ -271,7 +274,8 @@ class Slot:
         return self._grow(nbytes)
 
     def _grow(self, target: int, *, shrinking: bool = False) -> Resize:
-        """Replace the buffer by one holding ``target`` bytes; the mutex is held."""
+        """Replace the buffer by one holding ``target`` bytes (exactly, ``shrinking``:
+        already a grown size); the mutex is held."""
         governor = self.governor
         capacity = target if shrinking else governor.grown_size(target)
         governor.check_not_capturing(f"growing slot {self.describe()} to {capacity} bytes")

@@ -21,11 +21,11 @@ from arena.observe.events import MB, ArenaEvent, caller_info, format_mb, log_eve
 from arena.observe.snapshot import EventLog, build_snapshot
 from arena.observe.stats import ArenaStats, SlotStats
 from arena.planning.records import (
+    fit_to_plans,
     plan_slot_steps,
     planned_need,
     restore_plans,
     share_plans,
-    shrink_to_plans,
     stored_plans,
 )
 from arena.slots.governor import Governor
@@ -156,7 +156,10 @@ class SlotTable:
                     # Steps not planned yet are planned now, one plan per key for the
                     # lane: sizes are fixed from here.
                     need = share_plans(
-                        [s.steps for s in group], governor.alignment, merge=not governor.locked
+                        [s.steps for s in group],
+                        governor.alignment,
+                        merge=not governor.locked,
+                        frozen=[s.buffer.captured for s in group],
                     )
                     if governor.locked:  # lock() again: nothing may grow while locked
                         continue
@@ -186,7 +189,7 @@ class SlotTable:
                     for key, book in list(slot.steps.items()):
                         if book.planned:
                             planned[key] = max(planned.get(key, 0), book.total)
-                resizes.extend(shrink_to_plans(slot))
+                resizes.extend(fit_to_plans(slot, governor.alignment))
         finally:
             self.announce("resize", resizes)
         return planned

@@ -123,10 +123,6 @@ class ViewBuilder:
         """The framework of the views."""
         return self._name
 
-    def data_ptr(self, view: Any) -> int:
-        """Address of ``view``'s first element."""
-        return int(self._adapter.data_ptr(view))
-
     def retire(self, views: Sequence[Any]) -> None:
         """Debug mode: make ``views`` unusable where the framework allows it.
 

@@ -24,6 +24,7 @@ from arena.planning.steps import Step, step_class
 from arena.slots.slot import Slot
 from arena.slots.table import SlotTable
 from arena.views import hit
+from arena.views.aliases import note_alias
 from arena.views.builder import ViewBuilder
 from arena.views.hit import HitBase, compiled
 from arena.views.layout import compute_layout
@@ -307,7 +308,9 @@ class Front(HitBase, Generic[ViewT]):
         SpecError
             ``value`` has another shape than ``view``.
         """
-        return self._adapter.write_into(view, value)
+        written = self._adapter.write_into(view, value)
+        note_alias(written, view)  # a step's release() takes it for the view
+        return written
 
     def __repr__(self) -> str:
         kind = "cached " if self._cached else ""
