@@ -283,3 +283,31 @@ def test_the_high_water_mark_counts_requests_served_without_growth(
             front.get_simultaneous(*smaller)
             assert a.stats().slots[0].high_water == expected
         assert a.stats().slots[0].capacity == 1 << 16
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_a_remembered_request_is_served_again_whenever_nothing_is_due(framework: str) -> None:
+    """A cached front hands out the very same objects for a repeated request unless the
+    slot's buffer changed or a growth is due: a sibling growing to the slot's own size,
+    the slot growing to exactly what a sibling asked, and lock() finding nothing to size
+    leave nothing due."""
+    with Arena("cpu", ubatches=2, framework="numpy") as a:
+        front = _front(a, _framework(framework), "cached")
+        request = ((1000,), F32)
+        (p,) = front.get_simultaneous(request)  # ubatch 0: 4096 bytes
+        with a.ubatch(1):
+            (s,) = front.get_simultaneous(request)  # grows to exactly the pending 4096
+            (t,) = front.get_simultaneous(request)
+            assert s is t
+        (q,) = front.get_simultaneous(request)  # the sibling's growth to the same size
+        assert p is q
+        front.get_simultaneous(((0, 4), F32))  # served by the general path, no growth
+        (q,) = front.get_simultaneous(request)
+        assert p is q
+        a.lock()  # nothing to size
+        (r,) = front.get_simultaneous(request)
+        assert r is p
+        with a.ubatch(1):
+            (u,) = front.get_simultaneous(request)
+            assert u is s
+        assert [x.capacity for x in a.stats().slots] == [4096, 4096]
