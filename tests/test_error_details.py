@@ -337,3 +337,39 @@ def test_a_zero_init_persistent_buffer_is_zeroed_on_a_torch_owned_block() -> Non
         view = a.get_persistent("kv", (16,), torch.float32, zero_init=True)
         assert bool((view == 0).all())
         assert np.asarray(view).sum() == 0
+
+
+def test_a_front_says_which_framework_and_arena_it_is_and_whether_it_is_cached() -> None:
+    with Arena("cpu", framework="numpy") as a:
+        assert repr(a.numpy) == f"<arena front 'numpy' of {a!r}>"
+        assert repr(a.front("numpy", cached=True)) == f"<arena cached front 'numpy' of {a!r}>"
+
+
+def test_where_a_view_starts_is_read_from_numpy_and_cupy_style_arrays() -> None:
+    from arena.views.prepared import array_start, metadata
+
+    base = np.zeros(64, np.uint8)
+    view = base[16:32].view(np.float32)
+    assert array_start(view) == base.ctypes.data + 16
+
+    class Pointer:
+        ptr = 12345
+
+    class CupyLike:  # CuPy arrays have no __array_interface__: their start is data.ptr
+        data = Pointer()
+        shape = (4,)
+        dtype = np.dtype("float32")
+        strides = (4,)
+
+    assert array_start(CupyLike()) == 12345
+    assert metadata(CupyLike()) == ((4,), "float32", (4,), 12345, False)
+    assert metadata(view) == ((4,), "float32", (4,), base.ctypes.data + 16, False)
+
+
+def test_a_poisoned_arena_refusing_a_locked_request_returns_none() -> None:
+    with Arena("cpu", framework="numpy", poison=True) as a:
+        a.get_simultaneous(((16,), F32))
+        a.lock()
+        assert a.try_get_simultaneous(((4096,), F32)) is None
+        (view,) = a.get_simultaneous(((16,), F32))
+        assert np.isnan(view).all()
