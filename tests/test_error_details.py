@@ -179,6 +179,45 @@ def test_out_of_memory_names_the_bytes_what_they_are_for_and_the_device() -> Non
         "lane 0) on cpu from "
     )
     assert "for persistent buffer 'kv' of slot (ubatch 0, lane 0) on cpu" in str(persistent.value)
+    assert str(scratch.value).endswith(
+        "; free memory elsewhere, request less, or presize with reserve() earlier"
+    )
+
+
+def test_out_of_memory_on_a_gpu_names_jax_preallocation_when_jax_is_loaded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from arena import CPU, Device
+    from arena.memory.ledger import oom_hint
+
+    cuda = Device("cuda", 0)
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
+    monkeypatch.delitem(sys.modules, "jax", raising=False)
+    assert oom_hint(cuda) == ""  # JAX not imported: nothing to say
+    monkeypatch.setitem(sys.modules, "jax", object())
+    assert oom_hint(CPU) == ""  # host memory: JAX's GPU pool is not the cause
+    assert oom_hint(cuda) == (
+        ". JAX is imported with preallocation on: it holds 75% of GPU memory from its first "
+        "use. Set XLA_PYTHON_CLIENT_PREALLOCATE=false (or a smaller "
+        "XLA_PYTHON_CLIENT_MEM_FRACTION) before importing JAX"
+    )
+    for off in ("false", "0", " False "):
+        monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", off)
+        assert oom_hint(cuda) == ""
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "true")
+    assert oom_hint(cuda).startswith(". JAX is imported with preallocation on")
+
+
+def test_a_block_released_twice_is_counted_once() -> None:
+    from arena.memory.ledger import Ledger
+
+    source = RecordingSource()
+    ledger = Ledger(source)
+    block = ledger.allocate(256, "a test block")
+    ledger.release(block)
+    ledger.release(block)  # already gone: nothing happens
+    assert (ledger.allocations, ledger.frees, ledger.live_blocks) == (1, 1, 0)
+    assert source.events == [("allocate", 256), ("release", 256)]
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="exception notes need Python 3.11")
