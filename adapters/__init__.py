@@ -22,6 +22,10 @@ Each module exposes the same public names with the same signatures (checked by a
     (JAX: :class:`~arena.errors.TracedRequestError` while JAX traces a function).
 ``data_ptr(view)``
     Address of a view's first element.
+``retire_views(views)``
+    Debug mode, when a scope exits or a step view is released: make the views handed out
+    unusable where the framework allows it (torch: an empty storage; JAX: ``delete()``;
+    NumPy and CuPy: nothing, poisoning shows stale reads).
 ``write_into(view, value)``
     Copy ``value`` into the memory behind ``view``; return what to read the new contents
     through (``view`` itself, except for JAX: a new array over the same bytes). Every

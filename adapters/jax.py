@@ -58,6 +58,7 @@ __all__ = [
     "is_available",
     "native_dtype",
     "plan_source",
+    "retire_views",
     "typed_views",
     "views_can_be_kept",
     "wrap",
@@ -130,6 +131,16 @@ def plan_source(buffer: Any, native: Any) -> Any:
     """Unused: JAX views need a DLPack import per buffer, so JAX has no plan
     (:data:`PLAN_EXPRESSION` is empty) and new layouts take :func:`typed_views`."""
     return buffer
+
+
+def retire_views(views: Sequence[Any]) -> None:
+    """Debug mode, at the end of a scope or a step view's life: each array handed out is
+    deleted, so a later use raises JAX's "Array has been deleted" instead of reading bytes
+    that now belong to another request."""
+    for view in views:
+        delete = getattr(view, "delete", None)
+        if delete is not None and not view.is_deleted():
+            delete()
 
 
 def views_can_be_kept() -> bool:

@@ -27,6 +27,7 @@ __all__ = [
     "is_available",
     "native_dtype",
     "plan_source",
+    "retire_views",
     "typed_views",
     "views_can_be_kept",
     "wrap",
@@ -108,6 +109,11 @@ def native_dtype(dtype: DType) -> Any:
 def plan_source(buffer: Any, native: Any) -> Any:
     """What :data:`PLAN_EXPRESSION` builds views from: the buffer's ``uint8`` array."""
     return buffer
+
+
+def retire_views(views: Sequence[Any]) -> None:
+    """Debug mode, at the end of a scope or a step view's life: nothing to do, NumPy
+    arrays cannot be invalidated (poisoning shows stale reads)."""
 
 
 def views_can_be_kept() -> bool:

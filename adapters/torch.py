@@ -33,6 +33,7 @@ __all__ = [
     "is_available",
     "native_dtype",
     "plan_source",
+    "retire_views",
     "typed_views",
     "views_can_be_kept",
     "wrap",
@@ -99,6 +100,16 @@ def plan_source(buffer: Any, native: Any) -> Any:
     (made outside inference mode, see :func:`wrap`)."""
     with torch.inference_mode(False):
         return buffer.alias(native)
+
+
+def retire_views(views: Sequence[Any]) -> None:
+    """Debug mode, at the end of a scope or a step view's life: each tensor handed out is
+    set to an empty storage, so a later use fails (a size-0 tensor) instead of reading
+    bytes that now belong to another request. Views taken from it earlier keep working."""
+    for view in views:
+        if isinstance(view, torch.Tensor) and not view.requires_grad:
+            with torch.no_grad():
+                view.set_()  # type: ignore[call-overload]
 
 
 def views_can_be_kept() -> bool:

@@ -30,7 +30,10 @@ from arena.errors import (
     SpecError,
     TracedRequestError,
 )
+from arena.kernels.budget import layout_bytes
+from arena.kernels.triton import TritonAllocator
 from arena.memory.devices import CPU, Device, default_device, parse_device
+from arena.memory.rmm import RmmSource
 from arena.memory.sources import Allocation, HostSource, MemorySource
 from arena.observe.events import ArenaEvent
 from arena.observe.stats import ArenaStats, SlotStats
@@ -72,10 +75,12 @@ __all__ = [
     "MemorySource",
     "NotInitializedError",
     "PersistentMismatchError",
+    "RmmSource",
     "SlotError",
     "SlotStats",
     "SpecError",
     "TracedRequestError",
+    "TritonAllocator",
     "ViewLayout",
     "__version__",
     "compute_layout",
@@ -83,6 +88,7 @@ __all__ = [
     "default_device",
     "init_arena",
     "is_arena_initialized",
+    "layout_bytes",
     "lock_arena",
     "parse_device",
     "reset_arena",

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from arena.config import Settings, check_framework, check_path, load_adapter, pick_framework
+from arena.kernels.library import LibraryWorkspaces
 from arena.observe.profile import Recorder, attach_profile, profile_from_env
 from arena.observe.requests import RequestLog
 from arena.observe.snapshot import EventLog
@@ -95,6 +96,7 @@ class Parts:
     framework: str
     recorder: Recorder | None
     log: RequestLog | None
+    workspaces: LibraryWorkspaces
 
 
 def assemble(
@@ -135,4 +137,6 @@ def assemble(
         key = (table.governor.device.kind, config.ubatches, config.lanes, config.alignment)
         recorder = attach_profile(profile, table, key, str(config.growth))
     log = RequestLog(recorder) if config.track_sites else None
-    return Parts(table, selector, Fronts(table, selector, config, log), chosen, recorder, log)
+    fronts = Fronts(table, selector, config, log)
+    workspaces = LibraryWorkspaces(table, selector.select, chosen)
+    return Parts(table, selector, fronts, chosen, recorder, log, workspaces)

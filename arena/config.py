@@ -35,6 +35,8 @@ __all__ = [
     "check_path",
     "load_adapter",
     "make_source",
+    "max_bytes_from_env",
+    "parse_bytes",
     "pick_framework",
     "positive",
     "settings",
@@ -59,6 +61,7 @@ class Settings:
     source: MemorySource
     capture_probe: Callable[[], bool] | None
     poison: bool
+    max_bytes: int | None = None
 
 
 def settings(
@@ -78,6 +81,7 @@ def settings(
     track_call_sites: Any,
     capture_probe: Any,
     poison: Any,
+    max_bytes: Any = None,
 ) -> Settings:
     """Validate :class:`arena.Arena`'s arguments, in the order of its signature, and make
     its memory source (and, for a CUDA arena without one, its capture probe).
@@ -115,6 +119,7 @@ def settings(
 
         capture_probe = cuda_capture_probe(source_object.device)
     poison = poison_from_env() if poison is None else check_flag("poison", poison)
+    cap = max_bytes_from_env() if max_bytes is None else parse_bytes("max_bytes", max_bytes)
     return Settings(
         ubatches,
         lanes,
@@ -127,6 +132,7 @@ def settings(
         source_object,
         capture_probe,
         poison,
+        cap,
     )
 
 
@@ -180,14 +186,60 @@ def check_growth(growth: Any) -> str | int:
     )
 
 
-def make_source(device: Any, source: MemorySource | str | None) -> MemorySource:
-    """The memory source for ``device`` and ``source`` (see :class:`arena.Arena`)."""
+_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+
+
+def parse_bytes(name: str, value: Any) -> int:
+    """A byte count >= 1: an int, or a string of digits with an optional binary unit
+    (``"4GiB"``, ``"512 MiB"``, ``"1048576"``; ``KiB``, ``MiB``, ``GiB``, ``TiB``, any case).
+
+    Raises
+    ------
+    ConfigError
+        Naming ``name``, the value and the accepted forms.
+    """
+    number: Any = value
+    if isinstance(value, str):
+        text = value.strip().replace("_", "")
+        digits = text.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ ")
+        unit = text[len(digits) :].strip().lower()
+        number = int(digits) * _UNITS[unit] if digits.isdigit() and unit in _UNITS else None
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise ConfigError(
+            f"{name} must be a number of bytes >= 1 (an int, or a string such as '4GiB', "
+            f"'512MiB' or '1048576'; units KiB, MiB, GiB, TiB), got {value!r}"
+        )
+    return number
+
+
+def max_bytes_from_env(variable: str = "ARENA_MAX_BYTES") -> int | None:
+    """The cap named by the environment variable (see :func:`parse_bytes`), or None.
+
+    Raises
+    ------
+    ConfigError
+        Naming the variable, when it is set to something that is not a byte count.
+    """
+    value = os.environ.get(variable, "").strip()
+    return parse_bytes(f"the environment variable {variable}", value) if value else None
+
+
+def make_source(device: Any, source: Any) -> MemorySource:
+    """The memory source for ``device`` and ``source`` (see :class:`arena.Arena`): a
+    :class:`MemorySource` as it is, an object with RMM's ``allocate``/``deallocate``
+    wrapped in :class:`~arena.memory.rmm.RmmSource`, or a built-in source's name."""
     if source is not None and not isinstance(source, str):
         if not isinstance(source, MemorySource):
-            raise ConfigError(
-                f"source must provide device, allocate(nbytes) and release(allocation); "
-                f"got {type(source).__name__}"
-            )
+            from arena.memory.rmm import RmmSource, has_rmm_protocol
+
+            if not has_rmm_protocol(source):
+                raise ConfigError(
+                    f"source must provide device, allocate(nbytes) and release(allocation), "
+                    f"or RMM's allocate(nbytes, stream) and deallocate(ptr, nbytes, stream); "
+                    f"got {type(source).__name__}"
+                )
+            resolved = default_device() if device is None else parse_device(device)
+            return RmmSource(source, resolved)
         if device is not None and parse_device(device) != source.device:
             raise ConfigError(
                 f"device={device!r} disagrees with the source's device {source.device}; "

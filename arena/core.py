@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from arena.assembly import assemble
 from arena.config import FRAMEWORKS, check_flag, settings
+from arena.kernels.budget import memory_stats, planned_bytes, reset_peaks
+from arena.kernels.triton import TritonAllocator
 from arena.memory.devices import Device
 from arena.memory.sources import MemorySource
 from arena.observe.events import ArenaEvent, format_mb
 from arena.observe.stats import ArenaStats
+from arena.planning.scopes import Scope
+from arena.planning.steps import Step
 from arena.slots.governor import StateFlag, StateSwitch
 from arena.views.front import Front
 from arena.views.layout import DEFAULT_ALIGNMENT, compute_layout
@@ -55,10 +59,11 @@ class Arena:
         Framework of :meth:`get_simultaneous`'s views: ``"numpy"``, ``"torch"``,
         ``"cupy"`` or ``"jax"``. By default torch when it is already imported, else
         CuPy for a CUDA arena (torch where CuPy is not installed), else NumPy.
-    source : MemorySource or str, optional
+    source : MemorySource, str or RMM-style resource, optional
         Where memory comes from. Default: page-aligned NumPy memory on the host, direct
         ``cudaMalloc`` through CuPy on a GPU. Strings name the built-in CUDA sources
-        (``"device"``, ``"pool"``, ``"torch"``, ``"pinned"``).
+        (``"device"``, ``"pool"``, ``"torch"``, ``"pinned"``); an object with RMM's
+        ``allocate``/``deallocate`` (``rmm.mr.DeviceMemoryResource``) is wrapped.
     ubatch_resolver : callable, optional
         Called on every request to get the current micro-batch id (like vLLM's
         ``dbo_current_ubatch_id``); replaces the per-thread binding.
@@ -68,36 +73,29 @@ class Arena:
         Called with no arguments around every allocation; must return a context manager
         (e.g. a sleep-mode memory pool's ``use_memory_pool``), like vLLM's hook.
     debug : bool, optional
-        Log every resize, lock and unlock at INFO, refuse two threads inside requests on
-        one slot at once, and check cached views for in-place changes. Default: the
-        ``ARENA_DEBUG`` variable.
+        Log resizes, lock and unlock at INFO, refuse two threads in one slot at once, and
+        check cached views for in-place changes. Default: ``ARENA_DEBUG``.
     max_cached_layouts : int, optional
-        Prepared view sets kept per slot buffer and front (default 16384). Each costs
-        about 2.3 KiB for a 3-view torch request and 2.0 KiB for NumPy (measured by the
-        bench), and only layouts seen twice are kept. When full, the oldest eighth is
-        swept: sets used since the last sweep stay, the rest go.
+        Prepared view sets kept per slot buffer and front (default 16384; only layouts
+        seen twice are kept; when full, the oldest eighth not used lately is swept).
     cached_views : bool, optional
-        Make every front cached by default (see :meth:`front`): a repeated identical
-        request returns the very same view objects. Off by default.
+        Make every front cached by default (see :meth:`front`). Off by default.
     track_call_sites : bool, optional
-        Record the peak bytes requested per ``file:line:function`` while unlocked (see
-        :meth:`stats`). Locked requests never pay for it.
+        Record the peak bytes per ``file:line:function`` while unlocked (:meth:`stats`).
     capture_probe : callable, optional
-        Called with no arguments; returns True while a CUDA graph is being captured.
-        Growth is refused then, and buffers served then are retired instead of freed.
-        Default: a probe of the current CuPy and torch streams for CUDA arenas, none for
-        host arenas.
+        Returns True while a CUDA graph is captured: growth is refused then and buffers
+        served then are retired, not freed. Default: CuPy's and torch's current streams.
     profile : str or os.PathLike, optional
-        A profile file (see ``docs/sizing.md``): presize every slot from it when it
-        matches, record this run's sizes while unlocked, and merge them into it at
-        :meth:`lock`, :meth:`close` and exit. Default: the ``ARENA_PROFILE`` variable.
+        A profile file that presizes the slots and records this run (``docs/sizing.md``).
+        Default: ``ARENA_PROFILE``.
     poison : bool, optional
-        Fill every request's views with a sentinel (NaN for floating dtypes, bytes
-        ``0xA5`` otherwise) before returning them, so stale or unwritten scratch shows.
-        Default: the ``ARENA_POISON`` variable.
+        Fill every request's views with a sentinel (NaN, or bytes ``0xA5``) so stale or
+        unwritten scratch shows. Default: ``ARENA_POISON``.
     event_log : str or os.PathLike, optional
-        Append every slot-buffer allocation and free to this CSV file in RMM's schema
-        (``Thread,Time,Action,Pointer,Size,Stream``).
+        Append every slot-buffer allocation and free to this CSV file in RMM's schema.
+    max_bytes : int or str, optional
+        Cap on every byte the arena holds (``"4GiB"`` works too): growth past it raises
+        ``ArenaOutOfMemoryError``. Default: ``ARENA_MAX_BYTES``, else no cap.
     """
 
     def __init__(
@@ -121,6 +119,7 @@ class Arena:
         profile: Any = None,
         poison: bool | None = None,
         event_log: Any = None,
+        max_bytes: int | str | None = None,
     ) -> None:
         config = settings(
             device,
@@ -138,6 +137,7 @@ class Arena:
             track_call_sites=track_call_sites,
             capture_probe=capture_probe,
             poison=poison,
+            max_bytes=max_bytes,
         )
         parts = assemble(
             config,
@@ -156,6 +156,7 @@ class Arena:
         self._framework = parts.framework
         self._recorder = parts.recorder
         self._log = parts.log
+        self._workspaces = parts.workspaces
         self._default_front: Front[Any] | None = None
         if parts.recorder is not None:
             # Saved when the arena is collected or the interpreter exits; the finalizer
@@ -218,17 +219,13 @@ class Arena:
         framework : str
             ``"numpy"``, ``"torch"``, ``"cupy"`` or ``"jax"``.
         cached : bool, optional
-            Return the very same view objects for a repeated identical request in the
-            same slot (until the buffer changes) instead of fresh views. Cheaper, but the
-            objects are shared: never change their metadata in place (checked, with a
-            warning and a rebuild, in debug mode). Default: the arena's ``cached_views``.
+            Hand out the very same view objects for a repeated request (cheaper; never
+            change their metadata in place). Default: the arena's ``cached_views``.
 
         Raises
         ------
-        ConfigError
-            If ``framework`` is not one an arena knows.
-        FrameworkUnavailableError
-            If the framework is not installed or cannot view this device's memory.
+        ConfigError, FrameworkUnavailableError
+            An unknown framework, or one not installed or unable to view this memory.
         """
         use_cache = self._config.cached_views if cached is None else check_flag("cached", cached)
         return self._fronts.get(self, framework, use_cache)
@@ -259,28 +256,41 @@ class Arena:
             front = self._default_front = self.front(self._framework)
         return front
 
-    # ------------------------------------------------------------------ requests
     def get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any]:
-        """Views for several ``(shape, dtype)`` requests, all usable at the same time.
-
-        The views live in the current slot's buffer and stay valid until the next call on
-        the same slot, which reuses the same bytes. They are in :attr:`framework`; use
-        ``ws.torch.get_simultaneous`` (or ``.numpy``, ``.cupy``, ``.jax``) for another.
+        """Views in :attr:`framework` for several ``(shape, dtype)`` requests, valid until
+        the next request on the same slot; see :meth:`Front.get_simultaneous`.
 
         Raises
         ------
-        ArenaLockedError
-            The request needs more memory than the slot holds and the arena is locked.
-        ArenaClosedError
-            The arena is closed.
-        SpecError, DTypeError
-            Malformed request.
+        ArenaLockedError, ArenaClosedError, SpecError, DTypeError
+            Locked and too small, closed, or a malformed request.
         """
         return self._default().get_simultaneous(*specs)
 
     def try_get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any] | None:
         """Like :meth:`get_simultaneous`, but ``None`` when locked and too small."""
         return self._default().try_get_simultaneous(*specs)
+
+    def scope(self) -> Scope[Any]:
+        """A ``with`` block whose requests stay valid until it exits, in :attr:`framework`;
+        see :meth:`Front.scope` and docs/planning.md."""
+        return self._default().scope()
+
+    def step(self, key: Hashable) -> Step[Any]:
+        """One run of the step ``key``, in :attr:`framework`: recorded on the first run,
+        placed by a plan from the second; see :meth:`Front.step` and docs/planning.md."""
+        return self._default().step(key)
+
+    def plan_steps(self) -> dict[Any, int]:
+        """Plan every step recorded but not planned yet, in every slot, and shrink slots
+        larger than their plans need (unlocked, where no capture used the buffer).
+
+        Returns
+        -------
+        dict
+            Step key -> planned bytes (the largest over slots).
+        """
+        return self._table.plan_steps()
 
     def get_persistent(
         self, key: Any, shape: tuple[int, ...], dtype: Any, zero_init: bool = False
@@ -313,23 +323,16 @@ class Arena:
         return layout.total
 
     def reserve_bytes(self, nbytes: int, *, lane: int | None = None) -> int:
-        """Size slots (every one, or one lane's) to hold at least ``nbytes``.
-
-        Returns ``nbytes``. Growth follows the arena's growth policy.
+        """Size slots (every one, or one lane's) to hold at least ``nbytes``; returns it.
 
         Raises
         ------
-        ArenaLockedError
-            If a slot would have to grow while locked.
-        ConfigError
-            If ``nbytes`` is not an int >= 0.
-        SpecError
-            If ``nbytes`` is more than a buffer can address (2**63 - 1).
+        ArenaLockedError, ConfigError, SpecError
+            A slot must grow while locked; ``nbytes`` not an int >= 0, or past 2**63 - 1.
         """
         self._table.reserve(nbytes, lane)
         return nbytes
 
-    # ------------------------------------------------------------------ slots
     def current_slot(self) -> tuple[int, int]:
         """``(ubatch, lane)`` of the slot the calling thread and context use.
 
@@ -354,18 +357,14 @@ class Arena:
         """Use ``lane`` inside a ``with`` block (context-local: threads and tasks apart)."""
         return self._selector.lane(lane)
 
-    # ------------------------------------------------------------------ lock
     def lock(self) -> None:
-        """Freeze sizes: size every slot like its siblings, then refuse growth.
-
-        What it covers, per lane: every micro-batch's scratch buffer is brought to the
-        largest of them (a sibling's smaller buffer is retired, not released: a CUDA graph
-        captured before the lock may read it), and every micro-batch gets each persistent
-        buffer a sibling created (same key, shape, dtype and zeroing). Persistent
-        *resources* are not built for siblings (their factories may depend on the caller);
-        a micro-batch asking for one it never created raises ``ArenaLockedError`` naming
-        the sibling that has it. ``lock()`` releases nothing, and after it returns nothing
+        """Freeze sizes, then refuse growth; releases nothing, and after it returns nothing
         allocates until :meth:`unlock`.
+
+        Per lane, every micro-batch's scratch is brought to the largest (smaller buffers
+        retired), and gets each persistent buffer, library workspace and step plan a
+        sibling has; steps not planned yet are planned (docs/overview.md, "Growth and
+        lock"). Persistent resources are not built for siblings.
         """
         self._table.lock()
 
@@ -385,7 +384,57 @@ class Arena:
         after if it was locked. ``if ws.unlocked:`` raises TypeError."""
         return StateSwitch("unlocked", self, False, self._table)
 
-    # ------------------------------------------------------------------ events
+    def triton_allocator(self, *, lane: int | None = None) -> TritonAllocator:
+        """An allocator for ``triton.set_allocator(ws.triton_allocator())``: called as
+        ``(size, alignment, stream)``, it returns a ``torch.uint8`` tensor from one block
+        per slot and stream (the same size, the same pointer); see
+        :class:`TritonAllocator` and docs/kernel-libraries.md.
+
+        Parameters
+        ----------
+        lane : int, optional
+            Serve this lane's slots; default the lane of the caller's context at each call.
+
+        Raises
+        ------
+        FrameworkUnavailableError, SlotError
+            Without torch, or for a lane out of range.
+        """
+        return TritonAllocator(self._table, self._selector, lane)
+
+    def get_library_workspace(
+        self, key: Any, nbytes: int, *, on_grow: Callable[[Any], Any] | None = None
+    ) -> Any:
+        """A ``uint8`` view of at least ``nbytes`` that a library holds across calls (the
+        same key and size, the same memory); a larger ``nbytes`` while unlocked copies the
+        contents into a larger block and calls ``on_grow(new_view)`` (FlashInfer:
+        ``reset_workspace_buffer``). See docs/kernel-libraries.md.
+
+        Raises
+        ------
+        ArenaLockedError, GraphCaptureError, ArenaOutOfMemoryError
+            To create or grow it while locked or capturing, or past memory or the cap (the
+            old workspace is kept).
+        """
+        return self._workspaces.get(key, nbytes, on_grow)
+
+    def planned_bytes(self) -> int:
+        """Bytes the arena will hold after :meth:`lock`, over every slot (scratch, retired,
+        persistent, library workspaces, Triton): subtract it before sizing a KV cache."""
+        table = self._table
+        return planned_bytes(table.governor, table.slots, table.lanes)
+
+    def memory_stats(self) -> dict[str, int]:
+        """A flat dict under ``torch.cuda.memory_stats()`` key names
+        (``reserved_bytes.all.current``, ``allocated_bytes.all.peak``, ``num_ooms``, ...)
+        plus ``arena.*`` keys; :mod:`arena.kernels.budget` defines each."""
+        table = self._table
+        return memory_stats(table.governor, table.slots, table.lanes)
+
+    def reset_peak_memory_stats(self) -> None:
+        """Set the ``.peak`` figures of :meth:`memory_stats` to their current values."""
+        reset_peaks(self._table.governor, self._table.slots)
+
     def add_listener(self, listener: Callable[[ArenaEvent], None]) -> None:
         """Call ``listener(event)`` after every resize, lock, unlock and close.
 
@@ -399,50 +448,33 @@ class Arena:
         """Stop calling ``listener``; a listener never added is ignored."""
         self._table.remove_listener(listener)
 
-    # ------------------------------------------------------------------ stats
     def stats(self) -> ArenaStats:
         """A snapshot of capacities, growths, allocations and per-call-site peaks."""
         peaks = self._log.snapshot()[0] if self._log is not None else {}
         return self._table.stats(peaks)
 
     def memory_snapshot(self) -> dict[str, Any]:
-        """The arena's memory in the format of ``torch.cuda.memory._snapshot()``.
-
-        One segment per slot buffer, retired buffer and persistent buffer; one block per
-        view of each slot's last request recorded while unlocked (the locked hot path
-        records nothing); a device trace of slot-buffer allocations and frees. torch's
-        ``torch.cuda._memory_viz`` (``segsum``, ``segment_plot``, ``trace_plot``, ...)
-        renders it; pickle it for the https://pytorch.org/memory_viz page.
-        """
+        """The arena's memory in the format of ``torch.cuda.memory._snapshot()``: a segment
+        per block the arena holds, a block per view of each slot's last unlocked request,
+        and a trace of allocations and frees, for ``torch.cuda._memory_viz`` and the
+        https://pytorch.org/memory_viz page (``docs/sizing.md``)."""
         last = self._log.snapshot()[1] if self._log is not None else {}
         return self._table.memory_snapshot(last)
 
     def save_profile(self) -> bool:
-        """Merge what was recorded so far into the profile file now.
-
-        :meth:`lock`, :meth:`close` and interpreter exit do this by themselves. Returns
-        whether the file was written (a failure warns and returns False); False too for
-        an arena without a profile.
-        """
+        """Merge what was recorded so far into the profile file now (:meth:`lock`,
+        :meth:`close` and exit do it too); whether it was written (a failure warns)."""
         return self._recorder.save() if self._recorder is not None else False
 
-    # ------------------------------------------------------------------ lifetime
     def release_retired(self, *, include_captured: bool = False) -> int:
-        """Release retired scratch buffers; returns the bytes given back.
-
-        Buffers retired by :meth:`lock` are released. Buffers that served a request while
-        a CUDA graph was being captured are kept until :meth:`close` unless
-        ``include_captured=True``: pass it only once every graph captured on them is
-        destroyed. Views made from them stay valid either way (they own their memory).
-        """
+        """Release retired scratch buffers; returns the bytes given back. Buffers a CUDA
+        graph capture read are kept until :meth:`close` unless ``include_captured=True``
+        (only once every graph captured on them is destroyed); views stay valid."""
         return self._table.release_retired(check_flag("include_captured", include_captured))
 
     def close(self) -> None:
-        """Release every buffer. Views made before stay valid (they own their memory).
-
-        Every block is handed back even if releasing one of them raises (an interrupt
-        included); the first such error propagates after all were attempted.
-        """
+        """Release every buffer; views made before stay valid (they own their memory).
+        Every block is released even if one release raises; the first error propagates."""
         self._table.close()
 
     def __enter__(self: _A) -> _A:

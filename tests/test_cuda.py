@@ -281,6 +281,46 @@ def test_torch_cuda_graph_with_arena_views() -> None:
             a.get_simultaneous(((1 << 24,), torch.float16))
 
 
+@gpu
+def test_steps_and_scopes_under_a_captured_graph_replay_the_planned_pointers() -> None:
+    """Warm up a step twice (record, plan), capture it inside a scope, lock, replay: the
+    replay reads and writes the planned bytes, and eager replays of the step after lock
+    get the very pointers the graph baked in."""
+    torch = _torch_cuda()
+    with Arena("cuda:0", framework="torch") as a:
+        f16 = torch.float16
+
+        def layer() -> tuple[Any, Any, list[int]]:
+            with a.scope() as outer:
+                (residual,) = outer.get_simultaneous(((128, 256), f16))
+                with a.step("layer") as st:
+                    (h,) = st.get_simultaneous(((128, 1024), f16))
+                    (y,) = st.get_simultaneous(((128, 256), f16))
+                    torch.mul(residual, 2, out=h[:, :256])
+                    st.release(h)
+                    (z,) = st.get_simultaneous(((128, 256), f16))
+                    torch.add(y, 1, out=z)
+                    pointers = [v.data_ptr() for v in (residual, h, y, z)]
+                return residual, z, pointers
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            layer()  # records
+            layer()  # plans
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            residual, _, captured = layer()
+        a.lock()
+        assert layer()[2] == captured  # eager, locked: the planned pointers
+        residual.fill_(1.0)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert a.stats().allocations_while_locked == 0
+        assert a.stats().slots[0].capacity_over_load <= 1.05
+
+
 def test_a_cuda_arena_without_a_gpu_says_first_that_no_device_is_visible() -> None:
     from arena.memory.devices import cuda_device_count
 

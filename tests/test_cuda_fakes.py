@@ -20,7 +20,7 @@ from arena.adapters import numpy as numpy_adapter
 
 from arena import Allocation, Arena, Device, DTypeError, GraphCaptureError, SpecError
 from arena.memory import cuda as arena_cuda
-from arena.memory import devices
+from arena.memory import deferred, devices
 from arena.views.layout import compute_layout
 from tests.fakecupy import with_arrays
 
@@ -230,20 +230,23 @@ def test_an_allocation_refused_by_a_capture_is_a_graph_capture_error() -> None:
 
 
 # ---------------------------------------------------------------- sources
-def test_pool_source_synchronises_before_release(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pool_source_releases_in_stream_order(monkeypatch: pytest.MonkeyPatch) -> None:
     cupy = fake_cupy()
+    install(monkeypatch, cupy=cupy, torch=None)
     monkeypatch.setattr(arena_cuda, "require_cuda", lambda device: cupy)
     source = arena_cuda.PoolSource(CUDA0)
     source.release(arena_cuda.Allocation(256, 256, None, CUDA0))
-    assert cupy.calls == [("device", 0), ("deviceSynchronize",)]
+    assert cupy.calls == []  # no device-wide synchronisation (tests/test_stream_release.py)
+    assert isinstance(source.stream_events(), deferred.CupyEvents)
 
 
-def test_torch_source_synchronises_before_release(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_torch_source_releases_in_stream_order(monkeypatch: pytest.MonkeyPatch) -> None:
     torch = fake_torch()
     install(monkeypatch, cupy=None, torch=torch)
     source = arena_cuda.TorchSource(CUDA0)
     source.release(arena_cuda.Allocation(256, 256, None, CUDA0))
-    assert torch.calls == [("synchronize", 0)]
+    assert torch.calls == []
+    assert isinstance(source.stream_events(), deferred.TorchEvents)
 
 
 def test_pinned_memory_is_portable(monkeypatch: pytest.MonkeyPatch) -> None:

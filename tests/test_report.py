@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,3 +96,100 @@ def test_python_m_arena_report_dispatches(profile: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["ubatches"] == 2
+
+
+def _stepped(path: Path) -> Path:
+    """A run whose step's recording grew the slot past its plan."""
+    from tests.test_profile_steps import forward
+
+    with arena.Arena("cpu", framework="numpy", profile=path) as ws:
+        forward(ws, 100)
+        forward(ws, 100)
+        ws.lock()
+    return path
+
+
+def test_capacity_against_load_per_slot(profile: Path, tmp_path: Path) -> None:
+    first, second = analyse(read_profile(profile))["slots"]
+    big = arena.compute_layout((((1000, 100), "float32"), ((3,), "int8"))).total
+    # Plain requests: LOAD is the largest request; nothing was planned.
+    assert first["load"] == big and first["capacity_over_load"] == first["capacity"] / big
+    assert second["load"] == 512 and first["planned"] == second["planned"] == 0
+    assert first["planned_over_load"] is None
+    (slot,) = analyse(read_profile(_stepped(tmp_path / "s.json")))["slots"]
+    assert slot["capacity"] > slot["planned"] == slot["load"] > 0
+    assert slot["planned_over_load"] == 1.0
+    assert slot["capacity_over_load"] == slot["capacity"] / slot["load"] > 1.0
+
+
+def test_report_shows_capacity_against_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _stepped(tmp_path / "s.json")
+    (slot,) = read_profile(path)["slots"]
+    assert main([str(path)]) == 0
+    text = capsys.readouterr().out
+    table = text.split("capacity against LOAD (MB)\n")[1].splitlines()
+    assert table[0].split() == ["slot", "capacity", "LOAD", "cap/LOAD", "planned", "plan/LOAD"]
+    mb = 1024 * 1024
+    ratio = slot["capacity"] / slot["load"]
+    assert table[1].split() == [
+        "u0",
+        "l0",
+        f"{slot['capacity'] / mb:.2f}",
+        f"{slot['load'] / mb:.2f}",
+        f"{ratio:.2f}",
+        f"{slot['planned'] / mb:.2f}",
+        "1.00",
+    ]
+    assert main([str(path), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["slots"]
+    assert row["load"] == slot["load"] and row["planned"] == slot["planned"]
+    assert row["capacity_over_load"] == ratio and row["planned_over_load"] == 1.0
+
+
+def test_a_profile_without_load_reports_it_as_not_recorded(
+    profile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = read_profile(profile)
+    for slot in old["slots"]:
+        del slot["load"], slot["planned"]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    assert main([str(path), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["slots"]
+    assert all(r["load"] is None and r["capacity_over_load"] is None for r in rows)
+    assert main([str(path)]) == 0
+    assert "(not recorded: the profile was written before LOAD was)" in capsys.readouterr().out
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "old.png"
+    assert main([str(path), "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_plot_draws_capacity_against_load(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from arena.observe import plot
+
+    drawn: list[Any] = []
+    original = plot._against_load
+
+    def spy(ax: Any, slots: list[dict[str, Any]]) -> None:
+        original(ax, slots)
+        drawn.append(([bar.get_width() for bar in ax.patches], [t.get_text() for t in ax.texts]))
+
+    report = analyse(read_profile(_stepped(tmp_path / "s.json")))
+    (slot,) = report["slots"]
+    plot._against_load = spy  # type: ignore[assignment]
+    try:
+        plot.plot_report(report, str(tmp_path / "s.png"))
+    finally:
+        plot._against_load = original  # type: ignore[assignment]
+    plt.close("all")
+    ((widths, texts),) = drawn
+    mb = 1024 * 1024
+    assert widths == [slot["capacity"] / mb, slot["planned"] / mb]
+    assert f"LOAD {slot['load'] / mb:.2f} MB " in texts
+    assert any("(1.00 x LOAD)" in t and t.startswith(" planned") for t in texts)

@@ -1,4 +1,4 @@
-"""torch on CUDA with torch alone (issue 11, item 5), checked on the CPU.
+"""torch on CUDA with torch alone, checked on the CPU.
 
 CuPy is hidden and torch is made to report one CUDA device whose ``torch.empty`` hands out
 host tensors: the arena's own code paths (device counting, the default source, the torch
@@ -25,6 +25,21 @@ from arena.memory.sources import empty_allocation
 torch = pytest.importorskip("torch")
 
 
+class _Stream:
+    cuda_stream = 0
+
+
+class _Event:
+    def record(self, stream: Any = None) -> None:
+        pass
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        pass
+
+
 @pytest.fixture
 def torch_only_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     """CuPy missing, torch sees one CUDA device; yields the devices torch.empty was given."""
@@ -39,6 +54,10 @@ def torch_only_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    # Stream-ordered release records an event on torch's current stream; on this stand-in
+    # device every event has completed at once.
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: _Stream())
+    monkeypatch.setattr(torch.cuda, "Event", _Event)
     asked: list[Any] = []
     real_empty = torch.empty
 

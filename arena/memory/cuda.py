@@ -18,8 +18,11 @@ current. ``allocation.owner`` is a CuPy ``uint8`` array for device memory when C
 installed and sees the device, a torch ``uint8`` CUDA tensor for the torch source without
 CuPy, and a NumPy ``uint8`` array for pinned host memory.
 
-Stream order: the pool and torch sources synchronise the device before a release, so a
-caching allocator cannot hand out a block that another stream's kernel still uses.
+Stream order: the pool and torch sources release in stream order
+(:mod:`arena.memory.deferred`): a released block is held until events recorded on the
+streams that used it have completed, so a caching allocator cannot hand out a block that a
+kernel still uses, and the host never waits for the whole device. The device source needs
+none of it: ``cudaFree`` itself waits for the device (CUDA's rule).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 
 from arena.errors import ConfigError, DeviceUnavailableError
 from arena.memory.capture import capture_error, capture_probe, check_not_capturing, is_capture_error
+from arena.memory.deferred import CupyEvents, StreamEvents, stream_events
 from arena.memory.devices import (
     CPU,
     Device,
@@ -223,15 +227,11 @@ class PoolSource(_CupySource):
             pointer = cupy.cuda.alloc(nbytes)
         return _cupy_allocation(cupy, pointer, nbytes, self._device)
 
-    def release(self, allocation: Allocation) -> None:
-        """Synchronise the device first: the pool reuses a freed block at once on its
-        allocating stream, without waiting for work other streams queued on it."""
-        cupy = self._cupy
-        with (
-            cupy.cuda.Device(self._device.index),
-            _out_of_memory_as_memory_error(self._device, "a release"),
-        ):
-            cupy.cuda.runtime.deviceSynchronize()
+    def stream_events(self) -> StreamEvents:
+        """Release in stream order: the pool reuses a freed block at once on its
+        allocating stream, without waiting for work other streams queued on it, so the
+        ledger holds a released block until events on its streams have completed."""
+        return CupyEvents(self._device)
 
 
 class TorchSource:
@@ -269,10 +269,13 @@ class TorchSource:
         return _cupy_allocation(cupy, cupy.cuda.MemoryPointer(memory, 0), nbytes, self._device)
 
     def release(self, allocation: Allocation) -> None:
-        """Synchronise the device first: torch's cache reuses a freed block at once on its
-        allocating stream, unaware of other streams that still use the slot buffer."""
-        with _out_of_memory_as_memory_error(self._device, "a release"):
-            self._torch.cuda.synchronize(self._device.index)
+        """Nothing to do: torch's cache takes the block back once the last view is gone
+        (the ledger calls this only after the block's streams are done with it)."""
+
+    def stream_events(self) -> StreamEvents:
+        """Release in stream order: torch's cache reuses a freed block at once on its
+        allocating stream, unaware of other streams that still use it."""
+        return stream_events(self._device)
 
     def __repr__(self) -> str:
         return f"TorchSource({str(self._device)!r})"

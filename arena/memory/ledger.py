@@ -4,17 +4,25 @@ The ledger wraps a :class:`~arena.memory.sources.MemorySource` (composition, as 
 wrap one another). It is the only object that calls the source, so its counters are the
 truth the arena reports: ``allocations == frees + live_blocks`` holds after any failure,
 including a ``KeyboardInterrupt`` raised by the source, by ``alloc_context`` or by its exit.
+
+Stream-ordered release: a source that provides ``stream_events()`` (the pool, torch and
+RMM sources on CUDA) gets a released block back only once the GPU work queued on it has
+completed. The ledger records one event per stream that may use the block (see
+:mod:`arena.memory.deferred`), keeps the block pending, and hands it to the source at a
+later allocation, release or :meth:`Ledger.flush` whose event query says done: the host
+never waits for the whole device.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from arena.errors import ArenaError, ArenaOutOfMemoryError
+from arena.memory.deferred import PendingReleases, StreamEvents
 from arena.memory.devices import Device
 from arena.memory.sources import Allocation, MemorySource
 from arena.observe.events import format_mb
@@ -41,7 +49,19 @@ class Ledger:
     Not thread-safe by itself: the arena calls it with its mutex held.
     """
 
-    __slots__ = ("_alloc_context", "_live", "allocations", "frees", "observer", "source")
+    __slots__ = (
+        "_alloc_context",
+        "_live",
+        "allocations",
+        "frees",
+        "live_bytes",
+        "observer",
+        "ooms",
+        "peak_blocks",
+        "peak_bytes",
+        "pending",
+        "source",
+    )
 
     def __init__(
         self,
@@ -54,7 +74,18 @@ class Ledger:
         self._live: dict[int, Allocation] = {}
         self.allocations = 0
         self.frees = 0
+        #: Bytes of the blocks handed out and not yet released.
+        self.live_bytes = 0
+        #: Highest ``live_bytes`` and ``live_blocks`` since creation or :meth:`reset_peaks`.
+        self.peak_bytes = 0
+        self.peak_blocks = 0
+        #: ArenaOutOfMemoryError raised for this ledger (the source's or the arena's cap).
+        self.ooms = 0
         self.observer = observer
+        factory = getattr(source, "stream_events", None)
+        events: StreamEvents | None = factory() if callable(factory) else None
+        #: Released blocks waiting for their streams (None: the source releases at once).
+        self.pending = None if events is None else PendingReleases(events, source.release)
 
     @property
     def device(self) -> Device:
@@ -67,9 +98,14 @@ class Ledger:
         return len(self._live)
 
     @property
-    def live_bytes(self) -> int:
-        """Bytes of the blocks handed out and not yet released."""
-        return sum(a.nbytes for a in self._live.values())
+    def pending_bytes(self) -> int:
+        """Bytes released by the arena whose streams have not finished with them yet."""
+        return 0 if self.pending is None else self.pending.nbytes
+
+    def reset_peaks(self) -> None:
+        """Set the peaks to the current figures."""
+        self.peak_bytes = self.live_bytes
+        self.peak_blocks = len(self._live)
 
     def allocate(self, nbytes: int, what: str) -> Allocation:
         """A block of ``nbytes`` from the source, counted as live.
@@ -87,6 +123,8 @@ class Ledger:
             The source raised ``MemoryError``; the message names the bytes, the purpose,
             the device, the source and what to do.
         """
+        if self.pending is not None:
+            self.pending.collect()  # blocks whose streams are done go back first
         context = nullcontext() if self._alloc_context is None else self._alloc_context()
         allocation: Allocation | None = None
         try:
@@ -103,6 +141,9 @@ class Ledger:
                     )
                 self._live[id(allocation)] = allocation
                 self.allocations += 1
+                self.live_bytes += allocation.nbytes
+                self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+                self.peak_blocks = max(self.peak_blocks, len(self._live))
                 if self.observer is not None:
                     self.observer("allocate", allocation.ptr, nbytes, what)
         except MemoryError as exc:
@@ -110,6 +151,7 @@ class Ledger:
                 self.release(allocation)
             elif self.observer is not None:
                 self.observer("allocate failure", 0, nbytes, what)
+            self.ooms += 1
             raise ArenaOutOfMemoryError(
                 f"could not allocate {nbytes} bytes ({format_mb(nbytes)}) for {what} on "
                 f"{self.device} from {self.source!r}: {exc}; free memory elsewhere, request "
@@ -122,19 +164,37 @@ class Ledger:
             raise
         return allocation
 
-    def release(self, allocation: Allocation) -> None:
+    def release(self, allocation: Allocation, streams: Sequence[int] = ()) -> None:
         """Give ``allocation`` back to the source.
 
         It is counted as freed before the source is called, so an exception from the
         source (an interrupt included) leaves the counters true: the arena has dropped the
         block either way, and its memory returns once no view references it.
+
+        Parameters
+        ----------
+        allocation : Allocation
+            A block this ledger handed out (anything else is ignored).
+        streams : sequence of int
+            Raw handles of streams known to have used the block (a Triton block's stream),
+            besides the calling thread's current streams; used by stream-ordered sources.
         """
         if self._live.pop(id(allocation), None) is None:
             return
         self.frees += 1
+        self.live_bytes -= allocation.nbytes
         if self.observer is not None:
             self.observer("free", allocation.ptr, allocation.nbytes, "")
+        if self.pending is not None:
+            self.pending.hold(allocation, streams)
+            return
         self.source.release(allocation)
+
+    def flush(self) -> None:
+        """Wait for the events of every pending release (each on its own streams, never
+        the whole device) and give the blocks back; for :meth:`~arena.Arena.close`."""
+        if self.pending is not None:
+            self.pending.flush()
 
 
 def oom_hint(device: Device) -> str:

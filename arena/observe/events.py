@@ -37,15 +37,18 @@ class ArenaEvent:
     Attributes
     ----------
     kind : str
-        ``"resize"``, ``"lock"``, ``"unlock"`` or ``"close"``.
+        ``"resize"``, ``"lock"``, ``"unlock"`` or ``"close"``; ``"workspace"`` when a
+        library workspace is created or grows, ``"triton"`` when a Triton block is.
     caller : str
         ``file:line:function`` of the first frame outside arena.
     slot : tuple of int or None
-        ``(ubatch, lane)`` for a resize; None otherwise.
+        ``(ubatch, lane)`` for a resize or a workspace event; None otherwise.
     old_bytes, new_bytes : int
-        Slot capacity before and after a resize (0 for other events).
+        Slot capacity (or the workspace's bytes) before and after (0 for other events).
     sizes : tuple of int
         Every slot's capacity after the event, ubatch-major.
+    key : object
+        The library workspace's key, or the Triton block's stream; None for other events.
     """
 
     kind: str
@@ -54,6 +57,7 @@ class ArenaEvent:
     old_bytes: int
     new_bytes: int
     sizes: tuple[int, ...]
+    key: object = None
 
 
 _internal_dirs: tuple[str, ...] | None = None

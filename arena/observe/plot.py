@@ -2,8 +2,9 @@
 
 Top: the peak demand of every call site, grouped by slot; the call site that sizes the
 slot is drawn in colour, the others in grey, and a dashed line marks the slot's capacity.
-Bottom: the capacity of every slot over the warm-up, each step labelled with the call
-site that caused it.
+Middle: capacity against LOAD per slot (and the planned need where steps were planned),
+each bar labelled with its ratio to LOAD. Bottom: the capacity of every slot over the
+warm-up, each step labelled with the call site that caused it.
 """
 
 from __future__ import annotations
@@ -30,13 +31,15 @@ def plot_report(report: dict[str, Any], path: str) -> None:
     sites = report["sites"]
     slots = report["slots"]
     rows = max(1, len(sites) + len(slots))
-    fig, (top, bottom) = plt.subplots(
-        2,
+    bars = 0.9 + 0.75 * len(slots)
+    fig, (top, middle, bottom) = plt.subplots(
+        3,
         1,
-        figsize=(11, 2.6 + 0.42 * rows + 3.4),
-        gridspec_kw={"height_ratios": [0.9 + 0.42 * rows, 3.4]},
+        figsize=(11, 2.6 + 0.42 * rows + bars + 3.4),
+        gridspec_kw={"height_ratios": [0.9 + 0.42 * rows, bars, 3.4]},
     )
     _demand(top, slots, sites)
+    _against_load(middle, slots)
     _timeline(bottom, report)
     title = (
         f"arena profile: {report['device']}, {report['ubatches']} ubatches x "
@@ -95,6 +98,47 @@ def _demand(ax: Any, slots: list[dict[str, Any]], sites: list[dict[str, Any]]) -
     ax.set_xlim(0, biggest * 1.5)
     ax.set_xlabel("peak bytes requested (MB); dashed: the slot's capacity")
     ax.set_title("demand per call site, by slot (red: the call site that sizes the slot)")
+    ax.grid(axis="x", alpha=0.3)
+
+
+_CAPACITY = "#1f77b4"
+_PLANNED = "#2ca02c"
+_LOAD = "#222222"
+
+
+def _against_load(ax: Any, slots: list[dict[str, Any]]) -> None:
+    """Per slot: its capacity and its planned need as bars, its LOAD as a black tick."""
+    labels = []
+    biggest = max([1, *(s["capacity"] for s in slots), *(s["planned"] or 0 for s in slots)])
+    for y, slot in enumerate(slots):
+        load, planned = slot["load"], slot["planned"]
+        capacity = slot["capacity"] / MB
+        ax.barh(y - 0.18, capacity, height=0.34, color=_CAPACITY)
+        ratio = slot["capacity_over_load"]
+        note = f" capacity {capacity:.2f} MB" + (f" ({ratio:.2f} x LOAD)" if ratio else "")
+        ax.text(capacity, y - 0.18, note, va="center", fontsize=8, color="#222222")
+        if planned:
+            mb = planned / MB
+            ax.barh(y + 0.18, mb, height=0.34, color=_PLANNED)
+            ratio = slot["planned_over_load"]
+            note = f" planned {mb:.2f} MB" + (f" ({ratio:.2f} x LOAD)" if ratio else "")
+            ax.text(mb, y + 0.18, note, va="center", fontsize=8, color="#222222")
+        if load:
+            ax.plot([load / MB] * 2, [y - 0.42, y + 0.42], color=_LOAD, linewidth=2.2)
+            ax.text(
+                load / MB, y + 0.44, f"LOAD {load / MB:.2f} MB ", ha="right", va="top", fontsize=8
+            )
+        labels.append(f"ubatch {slot['ubatch']}, lane {slot['lane']}")
+    ax.set_yticks(range(len(labels)), labels, fontsize=9)
+    ax.set_ylim(len(slots) - 0.1, -0.7)
+    ax.set_xlim(0, biggest / MB * 1.5)
+    recorded = any(s["load"] is not None for s in slots)
+    ax.set_xlabel(
+        "MB; blue: capacity, green: planned need, black tick: LOAD"
+        if recorded
+        else "MB (LOAD not recorded: the profile predates it)"
+    )
+    ax.set_title("capacity against LOAD per slot (LOAD: the most bytes live at once)")
     ax.grid(axis="x", alpha=0.3)
 
 

@@ -5,8 +5,10 @@ process-wide ones included):
 
 * at construction, when ``PATH`` holds a profile of the same device kind, ubatches, lanes
   and alignment, every slot is presized from it with one allocation (each slot of a lane
-  to the largest size recorded in that lane, under the arena's growth policy), so a
-  restarted engine does not grow and ``lock()`` has nothing to size. A profile for another
+  to the largest size recorded in that lane, under the arena's growth policy: a slot's
+  planned need where steps were planned, see
+  :func:`~arena.observe.profilefile.presize_target`), so a restarted
+  engine does not grow and ``lock()`` has nothing to size. A profile for another
   configuration warns (:class:`~arena.ArenaWarning`, with the reason) and is ignored; the
   run's own profile replaces it later. A profile with fields out of range or entries this
   arena cannot use is repaired (warned) and presizes from what is left. Anything else at
@@ -17,14 +19,15 @@ process-wide ones included):
 * while unlocked, the arena records per slot and per call site the peak bytes and the
   :data:`~arena.observe.profilefile.MAX_LAYOUTS` largest distinct layouts, and the capacity
   timeline (every resize, with the call site that caused it). Locked requests record
-  nothing: recording rides on the unlocked call-site bookkeeping.
+  nothing: recording rides on the unlocked call-site bookkeeping. At every save it also
+  reads each slot's LOAD and planned need (:meth:`ProfiledSlots.plan_figures`).
 * on ``lock()``, on ``close()``, when the arena is garbage collected and at interpreter
   exit (a ``weakref.finalize`` on the arena; the recorder holds no reference to it), the
   record is merged into ``PATH`` (see :mod:`arena.observe.profilefile`).
 
 The recorder sees the arena only through what it is given: the slots' narrow
-:class:`ProfiledSlots` interface to presize and to listen, and :meth:`Recorder.note` calls
-from the arena's request log.
+:class:`ProfiledSlots` interface to presize, to listen and to read their figures (held
+weakly), and :meth:`Recorder.note` calls from the arena's request log.
 
 ``python -m arena report PATH`` shows a profile (:mod:`arena.observe.report`).
 """
@@ -35,6 +38,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +57,7 @@ from arena.observe.profilefile import (
     describe_repairs,
     key_of,
     load_profile,
+    presize_target,
     write_merged,
 )
 from arena.views.layout import compute_layout
@@ -73,6 +78,16 @@ class ProfiledSlots(Protocol):
 
     def add_listener(self, listener: Callable[[ArenaEvent], None]) -> None:
         """Call ``listener`` after every resize, lock, unlock and close."""
+
+    def presize_workspace(self, ubatch: int, lane: int, kind: str, key: Any, nbytes: int) -> None:
+        """Give slot ``(ubatch, lane)`` a library workspace ``key`` of ``nbytes`` (kind
+        ``"library"``), or a first size for its Triton blocks (kind ``"triton"``)."""
+
+    def plan_figures(self) -> tuple[tuple[int, int], ...]:
+        """Per slot, ubatch-major: ``(LOAD, planned need)``. LOAD is the most bytes the
+        slot's requests held live at once; the planned need is what the slot needs once
+        its steps are planned (0 while none is: its capacity is then what it needs)."""
+        ...
 
 
 def profile_from_env(variable: str = "ARENA_PROFILE") -> str | None:
@@ -121,6 +136,12 @@ class Recorder:
         self.growths = [0] * count
         self.sites: dict[tuple[int, str], _Site] = {}
         self.timeline: list[dict[str, Any]] = []
+        #: (ubatch, lane, kind, key) -> the largest bytes seen.
+        self.workspaces: dict[tuple[int, int, str, Any], int] = {}
+        #: Per slot: the largest LOAD and planned need read from the slots (see watch()).
+        self.loads = [0] * count
+        self.planned = [0] * count
+        self._figures: weakref.ref[Any] | None = None
         self._start = time.monotonic()
         self.warned = False
         self.dirty = False
@@ -130,6 +151,25 @@ class Recorder:
         self._mutex = threading.Lock()
 
     # ------------------------------------------------------------------ recording
+    def watch(self, slots: ProfiledSlots) -> None:
+        """Read LOAD and the planned need from ``slots`` at every save. Held weakly: the
+        slots' listeners hold this recorder, and a strong reference back would make a
+        cycle that keeps every buffer alive until the cycle collector runs."""
+        self._figures = weakref.ref(slots)
+
+    def _refresh(self) -> None:
+        """Take the slots' current LOAD and planned need (the largest seen this run)."""
+        slots = None if self._figures is None else self._figures()
+        if slots is None:  # the arena is gone: its last figures were read at its last save
+            return
+        figures = slots.plan_figures()
+        with self._mutex:
+            for index, (load, planned) in enumerate(figures):
+                if load > self.loads[index] or planned > self.planned[index]:
+                    self.loads[index] = max(self.loads[index], load)
+                    self.planned[index] = max(self.planned[index], planned)
+                    self.dirty = True
+
     def note(self, site: str, index: int, specs: Any, required: int) -> None:
         """An unlocked request of ``required`` bytes from ``site`` in slot ``index``."""
         record = self.sites.get((index, site))
@@ -168,8 +208,27 @@ class Recorder:
         """Listener: resizes go into the timeline; lock and close save the profile."""
         if event.kind == "resize" and event.slot is not None:
             self.resized(event.slot, event.old_bytes, event.new_bytes, event.caller, "grow")
+        elif event.kind in ("workspace", "triton") and event.slot is not None:
+            self.workspace(event.slot, event.kind, event.key, event.new_bytes)
         elif event.kind in ("lock", "close"):
             self.save()
+
+    def workspace(self, slot: tuple[int, int], kind: str, key: Any, nbytes: int) -> None:
+        """A library workspace (``kind`` ``"workspace"`` or ``"library"``) or a Triton block
+        of slot ``slot`` holds ``nbytes``. Library keys other than a str or an int cannot
+        be written to JSON and read back as themselves: they are not recorded. Triton
+        blocks are recorded per slot (stream handles change from run to run)."""
+        if kind == "triton":
+            key = None
+        elif isinstance(key, bool) or not isinstance(key, (str, int)):
+            return
+        else:
+            kind = "library"
+        entry = (*slot, kind, key)
+        with self._mutex:
+            if self.workspaces.get(entry, -1) < nbytes:
+                self.workspaces[entry] = nbytes
+                self.dirty = True
 
     def resized(self, slot: tuple[int, int], old: int, new: int, caller: str, kind: str) -> None:
         """A slot's capacity changed from ``old`` to ``new`` bytes."""
@@ -196,6 +255,7 @@ class Recorder:
     def snapshot(self) -> dict[str, Any]:
         """This run's record as a profile (not merged with the file)."""
         device, ubatches, lanes, alignment = self.key
+        self._refresh()
         with self._mutex:
             slots = [
                 {
@@ -204,6 +264,8 @@ class Recorder:
                     "peak": self.peaks[i],
                     "capacity": self.capacities[i],
                     "growths": self.growths[i],
+                    "load": self.loads[i],
+                    "planned": self.planned[i],
                 }
                 for i in range(ubatches * lanes)
             ]
@@ -218,6 +280,10 @@ class Recorder:
                 for (index, site), record in sorted(self.sites.items())
             ]
             timeline = list(self.timeline)
+            workspaces = [
+                {"ubatch": ub, "lane": lane, "kind": kind, "key": key, "bytes": nbytes}
+                for (ub, lane, kind, key), nbytes in self.workspaces.items()
+            ]
         return {
             "format": FORMAT,
             "version": VERSION,
@@ -232,6 +298,7 @@ class Recorder:
             "slots": slots,
             "sites": sites,
             "timeline": timeline,
+            "workspaces": workspaces,
         }
 
     def save(self) -> bool:
@@ -282,6 +349,7 @@ class Recorder:
 
     def save_if_dirty(self) -> None:
         """For the finalizer: save when something was recorded since the last save."""
+        self._refresh()
         if self.dirty:
             self.save()
 
@@ -320,6 +388,7 @@ def attach_profile(
     profile = _load_matching(recorder)
     if profile is not None:
         _presize(slots, recorder, profile)
+    recorder.watch(slots)
     slots.add_listener(recorder.on_event)
     return recorder
 
@@ -354,11 +423,12 @@ def _load_matching(recorder: Recorder) -> dict[str, Any] | None:
 
 
 def _presize(slots: ProfiledSlots, recorder: Recorder, profile: dict[str, Any]) -> None:
-    """One allocation per slot: each lane's slots to the largest size recorded there."""
+    """One allocation per slot: each lane's slots to the largest size recorded there
+    (:func:`presize_target` per slot)."""
     lanes = recorder.key[2]
     for lane in range(lanes):
         recorded = [s for s in profile["slots"] if s["lane"] == lane]
-        target = max((max(s["peak"], s["capacity"]) for s in recorded), default=0)
+        target = max((presize_target(s) for s in recorded), default=0)
         try:
             if target:
                 slots.reserve(target, lane)
@@ -367,6 +437,18 @@ def _presize(slots: ProfiledSlots, recorder: Recorder, profile: dict[str, Any]) 
                 f"arena profile {str(recorder.path)!r}: could not presize lane {lane} to "
                 f"{target} bytes ({exc}); those slots start unsized and grow on demand"
             )
+    for entry in profile.get("workspaces", []):
+        where = (entry["ubatch"], entry["lane"])
+        try:
+            slots.presize_workspace(*where, entry["kind"], entry["key"], entry["bytes"])
+        except ArenaError as exc:
+            warn_user(
+                f"arena profile {str(recorder.path)!r}: could not presize the {entry['kind']} "
+                f"workspace {entry['key']!r} of slot {where} to {entry['bytes']} bytes ({exc}); "
+                "it grows on demand"
+            )
+            continue
+        recorder.workspace(where, entry["kind"], entry["key"], entry["bytes"])
     for index, capacity in enumerate(slots.sizes()):
         if capacity:
             recorder.resized(divmod(index, lanes), 0, capacity, "profile", "presize")

@@ -5,11 +5,21 @@ A profile is one JSON object (``"format": "arena-profile"``, ``"version": 1``)::
     {"format": "arena-profile", "version": 1,
      "device": "cuda", "ubatches": 2, "lanes": 1, "alignment": 256,   # the match key
      "growth": "exact", "runs": 3, "ranks": [0, 1], "updated": "2026-...Z",
-     "slots": [{"ubatch": 0, "lane": 0, "peak": ..., "capacity": ..., "growths": ...}],
+     "slots": [{"ubatch": 0, "lane": 0, "peak": ..., "capacity": ..., "growths": ...,
+                "load": ..., "planned": ...}],
      "sites": [{"site": "attn.py:88:forward", "ubatch": 0, "lane": 0, "peak": ...,
                 "layouts": [{"total": ..., "padding": ..., "views": [[[4, 64], "float16"]]}]}],
      "timeline": [{"t": 0.0012, "ubatch": 0, "lane": 0, "old": 0, "new": ...,
-                   "caller": "...", "kind": "grow"}]}
+                   "caller": "...", "kind": "grow"}],
+     "workspaces": [{"ubatch": 0, "lane": 0, "kind": "library", "key": "flashinfer",
+                     "bytes": ...}, {..., "kind": "triton", "key": null, "bytes": ...}]}
+
+``workspaces`` is optional (profiles written before it have none): the largest size of
+each library workspace (keys that are a str or an int) and of each slot's Triton blocks.
+A slot's ``load`` and ``planned`` are optional too: its LOAD (the most bytes its requests
+held live at once) and its planned need (what it needs once its steps are planned; 0
+when no run planned a step there). A slot with a planned need presizes to it, others to
+the larger of ``peak`` and ``capacity``.
 
 Merging takes the maximum over runs (and over ranks: every rank of a distributed job may
 write the same file); ``runs`` adds up, saturating at :data:`LIMIT`. Writers resolve
@@ -72,6 +82,7 @@ __all__ = [
     "largest_layouts",
     "load_profile",
     "merge_profiles",
+    "presize_target",
     "read_profile",
     "salvage_profile",
     "write_merged",
@@ -196,7 +207,12 @@ def largest_layouts(layouts: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def merge_profiles(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """``new`` merged into ``old`` (same key): maxima of every figure, runs added (at
-    most :data:`LIMIT`)."""
+    most :data:`LIMIT`).
+
+    A slot's planned need is the maximum of what each side would presize to once either
+    side has one: a side without a plan there counts with the larger of its peak and its
+    capacity, so a run that planned no step never presizes below what another run used.
+    """
     merged = dict(new)
     slots = []
     raised = False
@@ -204,6 +220,9 @@ def merge_profiles(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         slot = dict(now)
         for name in ("peak", "capacity", "growths"):
             slot[name] = max(before[name], now[name])
+        slot["load"] = max(before.get("load", 0), now.get("load", 0))
+        planned = before.get("planned", 0) or now.get("planned", 0)
+        slot["planned"] = max(presize_target(before), presize_target(now)) if planned else 0
         raised = raised or now["peak"] > before["peak"] or now["capacity"] > before["capacity"]
         slots.append(slot)
     merged["slots"] = slots
@@ -220,9 +239,23 @@ def merge_profiles(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     # The timeline shown is the warm-up of the run that last raised a size.
     if not raised and old["timeline"]:
         merged["timeline"] = old["timeline"]
+    workspaces: dict[str, dict[str, Any]] = {}
+    for entry in [*old.get("workspaces", []), *new.get("workspaces", [])]:
+        ident = json.dumps([entry["ubatch"], entry["lane"], entry["kind"], entry["key"]])
+        kept = workspaces.setdefault(ident, dict(entry))
+        kept["bytes"] = max(kept["bytes"], entry["bytes"])
+    merged["workspaces"] = list(workspaces.values())
     merged["runs"] = min(LIMIT, old["runs"] + new["runs"])  # saturate: the reader's maximum
     merged["ranks"] = sorted(set(old["ranks"]) | set(new["ranks"]))
     return merged
+
+
+def presize_target(slot: dict[str, Any]) -> int:
+    """The bytes a profile's slot entry presizes to: its planned need when a run planned
+    steps there (the first, recording run of a step grows the slot past its plan, so its
+    capacity overstates the need), else the larger of its peak request and its capacity.
+    """
+    return int(slot.get("planned", 0)) or max(slot["peak"], slot["capacity"])
 
 
 def write_merged(path: str | os.PathLike[str], run: dict[str, Any]) -> str | None:

@@ -13,6 +13,7 @@ from arena.errors import ArenaError
 __all__ = [
     "FORMAT",
     "LIMIT",
+    "OPTIONAL_SLOT_FIGURES",
     "VERSION",
     "ProfileError",
     "check_profile",
@@ -161,6 +162,8 @@ def _check_slot_list(data: dict[str, Any], ubatches: int, lanes: int) -> list[An
 
 
 _SLOT_FIGURES = ("peak", "capacity", "growths")
+#: Slot figures profiles written before scopes and steps lack: LOAD and the planned need.
+OPTIONAL_SLOT_FIGURES = ("load", "planned")
 
 
 def _check_layout(layout: Any, where: str) -> None:
@@ -213,13 +216,35 @@ def _check_event(i: int, event: Any, ubatches: int, lanes: int) -> None:
             raise ProfileError(f"{where} {name!r} must be a string, found {_show(event.get(name))}")
 
 
+_WORKSPACE_KINDS = ("library", "triton")
+
+
+def _check_workspace(i: int, entry: Any, ubatches: int, lanes: int) -> None:
+    """``{"ubatch", "lane", "kind", "key", "bytes"}``: a library workspace (``key`` a str
+    or an int) or a slot's Triton blocks (``key`` null)."""
+    where = f"workspace #{i}"
+    _dict(entry, where)
+    _index(entry.get("ubatch"), f"{where} 'ubatch'", ubatches, "ubatches")
+    _index(entry.get("lane"), f"{where} 'lane'", lanes, "lanes")
+    _int(entry.get("bytes"), f"{where} 'bytes'")
+    kind, key = entry.get("kind"), entry.get("key")
+    if kind not in _WORKSPACE_KINDS:
+        raise ProfileError(f"{where} 'kind' must be 'library' or 'triton', found {_show(kind)}")
+    if kind == "triton" and key is not None:
+        raise ProfileError(f"{where} 'key' must be null for Triton blocks, found {_show(key)}")
+    if kind == "library" and (isinstance(key, bool) or not isinstance(key, (str, int))):
+        raise ProfileError(f"{where} 'key' must be a string or an int, found {_show(key)}")
+
+
 def check_profile(data: Any) -> dict[str, Any]:
     """``data`` if it is a valid profile of this schema version.
 
     Every field is checked for its type and value: the match key (``ubatches`` and
     ``lanes`` >= 1, ``alignment`` >= 1), ``runs`` an int >= 0, ``ranks`` a list of ints,
     one slot per (ubatch, lane) in ubatch-major order, call sites and timeline entries
-    inside those slots, sizes ints from 0 to :data:`LIMIT`. What passes can be merged,
+    inside those slots, sizes ints from 0 to :data:`LIMIT`; the optional ``workspaces``
+    (library workspaces and Triton blocks per slot) and slot figures ``load`` and
+    ``planned`` likewise. What passes can be merged,
     presized from and reported on without further checks.
 
     Parameters
@@ -242,12 +267,18 @@ def check_profile(data: Any) -> dict[str, Any]:
     for i, slot in enumerate(_check_slot_list(profile, ubatches, lanes)):
         for name in _SLOT_FIGURES:
             _int(slot.get(name), f"slot #{i} {name!r}")
+        for name in OPTIONAL_SLOT_FIGURES:
+            if name in slot:
+                _int(slot[name], f"slot #{i} {name!r}")
     for i, site in enumerate(_list(profile.get("sites"), '"sites"')):
         _check_site(i, site, ubatches, lanes)
     for i, rank in enumerate(_list(profile.get("ranks"), '"ranks"')):
         _check_rank(i, rank)
     for i, event in enumerate(_list(profile.get("timeline"), '"timeline"')):
         _check_event(i, event, ubatches, lanes)
+    # Optional: profiles written before library workspaces and Triton blocks lack it.
+    for i, entry in enumerate(_list(profile.get("workspaces", []), '"workspaces"')):
+        _check_workspace(i, entry, ubatches, lanes)
     return profile
 
 
@@ -294,9 +325,10 @@ def salvage_profile(data: Any) -> tuple[dict[str, Any], list[str]]:
 
     Counters above :data:`LIMIT` (``runs``, slot and call-site figures, layout sizes,
     timeline sizes) are clamped to it; a ``runs`` or slot figure that is not a count
-    counts from 0; an invalid entry of ``sites`` (or a layout of one), ``ranks`` or
-    ``timeline`` is dropped; an invalid ``growth`` or ``updated`` is dropped. Nothing
-    else is changed: what cannot be repaired raises.
+    counts from 0 (a ``planned`` of 0 presizes from the capacity instead); an invalid
+    entry of ``sites`` (or a layout of one), ``ranks`` or ``timeline`` is dropped; an
+    invalid ``growth`` or ``updated`` is dropped. Nothing else is changed: what cannot be
+    repaired raises.
 
     Returns
     -------
@@ -322,6 +354,9 @@ def salvage_profile(data: Any) -> tuple[dict[str, Any], list[str]]:
     for i, slot in enumerate(slots):
         for name in _SLOT_FIGURES:
             repair.figure(slot, name, f"slot #{i} {name!r}")
+        for name in OPTIONAL_SLOT_FIGURES:
+            if name in slot:  # 0 is "not recorded": presizing falls back to the capacity
+                repair.figure(slot, name, f"slot #{i} {name!r}")
     profile["slots"] = slots
 
     def site(i: int, entry: Any) -> dict[str, Any]:
@@ -354,6 +389,14 @@ def salvage_profile(data: Any) -> tuple[dict[str, Any], list[str]]:
         _check_rank(i, entry)
         return int(entry)
 
+    def workspace(i: int, entry: Any) -> dict[str, Any]:
+        found = dict(_dict(entry, f"workspace #{i}"))
+        repair.clamp(found, "bytes", f"workspace #{i} 'bytes'")
+        _check_workspace(i, found, ubatches, lanes)
+        return found
+
+    if "workspaces" in profile:
+        profile["workspaces"] = repair.entries(profile, "workspaces", workspace)
     profile["sites"] = repair.entries(profile, "sites", site)
     profile["ranks"] = repair.entries(profile, "ranks", rank)
     profile["timeline"] = repair.entries(profile, "timeline", event)

@@ -3,12 +3,15 @@
 Per slot: capacity, its own peak request, the call site that sizes it (the largest peak
 in its lane: :meth:`~arena.Arena.lock` brings every micro-batch of a lane to that size),
 growth steps, alignment padding, bytes the growth policy (or ``reserve``) left unused, and
-bytes held only because a sibling micro-batch needed them. Per call site: peak bytes,
-share of the slot, growth steps it caused, distinct layouts, padding. Per lane: the bytes
-duplicated across micro-batches.
+bytes held only because a sibling micro-batch needed them; and capacity against LOAD (the
+most bytes the slot's requests held live at once, which no buffer can go below) with the
+planned need (what the slot needs once its steps are planned, see docs/planning.md). Per
+call site: peak bytes, share of the slot, growth steps it caused, distinct layouts,
+padding. Per lane: the bytes duplicated across micro-batches.
 
-``--plot`` draws the demand per call site and the capacity timeline of the warm-up
-(:mod:`arena.observe.plot`, needs matplotlib: ``pip install cupy-arena[plot]``).
+``--plot`` draws the demand per call site, capacity against LOAD per slot and the capacity
+timeline of the warm-up (:mod:`arena.observe.plot`, needs matplotlib: ``pip install
+cupy-arena[plot]``).
 """
 
 from __future__ import annotations
@@ -80,6 +83,10 @@ def analyse(profile: dict[str, Any]) -> dict[str, Any]:
                 "padding": max((r["padding"] for r in mine if r["sizes_slot"]), default=0),
                 "unused_by_policy": max(0, slot["capacity"] - lane_peak[lane]),
                 "held_for_siblings": max(0, min(slot["capacity"], lane_peak[lane]) - slot["peak"]),
+                "load": slot.get("load"),
+                "capacity_over_load": _ratio(slot["capacity"], slot.get("load")),
+                "planned": slot.get("planned"),
+                "planned_over_load": _ratio(slot.get("planned"), slot.get("load")),
             }
         )
     lane_rows = []
@@ -109,8 +116,42 @@ def analyse(profile: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _ratio(nbytes: int | None, load: int | None) -> float | None:
+    """``nbytes / load``; None when either was not recorded (or nothing was: LOAD 0)."""
+    if not nbytes or not load:
+        return None
+    return nbytes / load
+
+
 def _mb(nbytes: int) -> str:
     return f"{nbytes / MB:.2f}"
+
+
+def _load_lines(slots: list[dict[str, Any]]) -> list[str]:
+    """The capacity-against-LOAD table."""
+    lines = [
+        "",
+        "capacity against LOAD (MB)",
+        f"{'slot':<8}{'capacity':>10}{'LOAD':>10}{'cap/LOAD':>10}{'planned':>10}{'plan/LOAD':>11}",
+    ]
+    if all(s["load"] is None for s in slots):
+        return [*lines, "  (not recorded: the profile was written before LOAD was)"]
+    for s in slots:
+        load, planned = s["load"], s["planned"]
+        cap_ratio, plan_ratio = s["capacity_over_load"], s["planned_over_load"]
+        lines.append(
+            f"{'u' + str(s['ubatch']) + ' l' + str(s['lane']):<8}{_mb(s['capacity']):>10}"
+            f"{_mb(load) if load is not None else '-':>10}"
+            f"{f'{cap_ratio:.2f}' if cap_ratio is not None else '-':>10}"
+            f"{_mb(planned) if planned else '-':>10}"
+            f"{f'{plan_ratio:.2f}' if plan_ratio is not None else '-':>11}"
+        )
+    return [
+        *lines,
+        "  LOAD: the most bytes the slot's requests held live at once; no buffer holds them",
+        "  in less. planned: what the slot needs once its steps are planned (the next start",
+        "  is presized to it); '-' where no step was planned",
+    ]
 
 
 def format_analysis(report: dict[str, Any]) -> str:
@@ -136,6 +177,7 @@ def format_analysis(report: dict[str, Any]) -> str:
         "  slot u0 l1 = ubatch 0, lane 1. padding: alignment bytes in the layout that sizes",
         "  the slot; unused: capacity above the lane's peak (growth policy or reserve);",
         "  siblings: held because another micro-batch of the lane needed it",
+        *_load_lines(report["slots"]),
         "",
         "call sites (MB)",
         f"{'slot':<8}{'peak':>10}{'share':>8}{'growths':>9}{'layouts':>9}{'padding B':>11}  site",

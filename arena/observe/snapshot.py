@@ -1,7 +1,8 @@
 """Memory snapshots and event logs in formats that existing tools read.
 
 * :func:`build_snapshot` returns a dict in the format of ``torch.cuda.memory._snapshot()``:
-  one segment per slot buffer, retired buffer and persistent buffer, one block per view of
+  one segment per slot buffer, retired buffer, persistent buffer, library workspace and
+  Triton block, one block per view of
   the slot's last request recorded while unlocked (the locked hot path records nothing),
   and a device trace of the slot-buffer allocations and frees. torch's own viewers read
   it: ``torch.cuda._memory_viz.segsum``, ``segments``, ``memory``, ``trace``,
@@ -133,6 +134,13 @@ def build_snapshot(
             state = "active_allocated"
             block = _block(allocation.ptr, allocation.nbytes, view.nbytes, state, frames)
             segments.append(_segment(device, allocation.ptr, [block], f"{where} persistent"))
+        store = slot.workspaces
+        for work in [*store.library.values(), *store.triton.values(), *store.retired]:
+            ptr, size = work.allocation.ptr, work.nbytes
+            state = "inactive" if work in store.retired else "active_allocated"
+            name = f"{where} {'retired ' if state == 'inactive' else ''}{work.describe()}"
+            block = _block(ptr, size, size if state != "inactive" else 0, state, [_frame(name)])
+            segments.append(_segment(device, ptr, [block], f"{where} {work.kind}"))
     traces: list[list[dict[str, Any]]] = [[] for _ in range(device.index + 1)]
     traces[device.index] = [dict(e) for e in trace]
     return {

@@ -30,10 +30,20 @@ class SlotStats:
     persistent_keys : int
         Number of persistent buffers and resources in this slot.
     retired_bytes : int
-        Bytes of replaced scratch buffers kept alive because a CUDA graph may read them
-        (see :meth:`arena.Arena.release_retired`).
+        Bytes of replaced scratch buffers and workspace blocks kept alive because a CUDA
+        graph may read them (see :meth:`arena.Arena.release_retired`).
     retired_buffers : int
-        How many such buffers.
+        How many such buffers and blocks.
+    load : int
+        LOAD: the most bytes this slot's requests held live at once (a plain request's
+        bytes, plus the views of open scopes and live step views). No buffer can serve
+        them with less; ``capacity / load`` says how close planning came.
+    workspace_bytes, workspace_keys : int
+        Bytes and number of this slot's library workspaces
+        (:meth:`arena.Arena.get_library_workspace`).
+    triton_bytes, triton_blocks : int
+        Bytes and number of this slot's Triton blocks (one per stream,
+        :meth:`arena.Arena.triton_allocator`).
     """
 
     ubatch: int
@@ -46,6 +56,16 @@ class SlotStats:
     persistent_keys: int
     retired_bytes: int = 0
     retired_buffers: int = 0
+    load: int = 0
+    workspace_bytes: int = 0
+    workspace_keys: int = 0
+    triton_bytes: int = 0
+    triton_blocks: int = 0
+
+    @property
+    def capacity_over_load(self) -> float:
+        """``capacity / load`` (1.0 is the bound; 0.0 before any request)."""
+        return self.capacity / self.load if self.load else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +114,11 @@ class ArenaStats:
 
     @property
     def reserved_bytes(self) -> int:
-        """Scratch, retired and persistent bytes held by all slots."""
-        return sum(s.capacity + s.retired_bytes + s.persistent_bytes for s in self.slots)
+        """Scratch, retired, persistent, library workspace and Triton bytes of all slots."""
+        return sum(
+            s.capacity + s.retired_bytes + s.persistent_bytes + s.workspace_bytes + s.triton_bytes
+            for s in self.slots
+        )
 
     @property
     def growths(self) -> int:
@@ -104,13 +127,16 @@ class ArenaStats:
 
     def table(self) -> str:
         """A plain-text table of the slots, for people."""
-        header = f"{'slot':<14}{'capacity MB':>13}{'high-water MB':>15}{'growths':>9}{'calls':>10}"
-        header += f"{'persistent MB':>15}{'retired MB':>12}"
+        header = f"{'slot':<14}{'capacity MB':>13}{'LOAD MB':>9}{'cap/LOAD':>9}"
+        header += f"{'growths':>9}{'calls':>10}{'persistent MB':>15}{'retired MB':>12}"
+        header += f"{'workspace MB':>14}{'triton MB':>11}"
         lines = [header, "-" * len(header)]
         for s in self.slots:
+            ratio = f"{s.capacity_over_load:.2f}" if s.load else "-"
             lines.append(
                 f"{f'ubatch {s.ubatch} lane {s.lane}':<14}{s.capacity / MB:>13.2f}"
-                f"{s.high_water / MB:>15.2f}{s.growths:>9}{s.calls:>10}"
+                f"{s.load / MB:>9.2f}{ratio:>9}{s.growths:>9}{s.calls:>10}"
                 f"{s.persistent_bytes / MB:>15.2f}{s.retired_bytes / MB:>12.2f}"
+                f"{s.workspace_bytes / MB:>14.2f}{s.triton_bytes / MB:>11.2f}"
             )
         return "\n".join(lines)

@@ -31,6 +31,7 @@ from arena.forks import after_fork
 from arena.memory.devices import Device
 from arena.memory.ledger import Ledger
 from arena.memory.sources import Allocation, empty_allocation
+from arena.observe.events import caller_info, format_mb
 from arena.views.layout import MAX_BYTES, round_up
 
 __all__ = ["Governor", "Lockable", "StateFlag", "StateSwitch"]
@@ -53,19 +54,24 @@ class Governor:
         Returns True while memory work would land in a CUDA graph capture.
     debug : bool
         Log resizes and lock changes at INFO; check slot sharing between threads.
+    max_bytes : int or None
+        The cap on the bytes the arena holds (see :meth:`check_budget`); None for none.
     """
 
     __slots__ = (
         "__weakref__",
         "_empty",
         "alignment",
+        "allocated_peak",
         "allocations_while_locked",
         "capture_probe",
+        "captures",
         "closed",
         "debug",
         "growth",
         "ledger",
         "locked",
+        "max_bytes",
         "mutex",
     )
 
@@ -77,6 +83,7 @@ class Governor:
         growth: str | int,
         capture_probe: Callable[[], bool] | None,
         debug: bool,
+        max_bytes: int | None = None,
     ) -> None:
         self.ledger = ledger
         self.alignment = alignment
@@ -88,6 +95,12 @@ class Governor:
         self.locked = False
         self.closed = False
         self.allocations_while_locked = 0
+        self.max_bytes = max_bytes
+        #: How many times a block was seen serving a CUDA graph capture (any slot, any
+        #: kind): a library workspace current at such a time may be read by the graph.
+        self.captures = 0
+        #: The peak of :func:`arena.kernels.budget.allocated_bytes` (see memory_stats).
+        self.allocated_peak = 0
         self._empty: Allocation | None = None
 
     @property
@@ -97,11 +110,50 @@ class Governor:
 
     # ------------------------------------------------------------------ memory
     def allocate(self, nbytes: int, what: str) -> Allocation:
-        """A counted block; call with the mutex held, after checking ``locked``."""
+        """A counted block; call with the mutex held, after checking ``locked``.
+
+        Raises
+        ------
+        GraphCaptureError
+            While a CUDA graph is being captured.
+        ArenaOutOfMemoryError
+            Past the cap (:meth:`check_budget`) or when the source is out of memory.
+        """
         if self.locked:  # defensive: every caller refuses first, so this stays 0
             self.allocations_while_locked += 1
         self.check_not_capturing(f"allocating {what}")
+        self.check_budget(nbytes, what)
         return self.ledger.allocate(nbytes, what)
+
+    def check_budget(self, nbytes: int, what: str, freed: int = 0) -> None:
+        """Refuse an allocation of ``nbytes`` that would take the arena past ``max_bytes``.
+
+        The arena's total is every block it holds (scratch, retired, persistent, library
+        workspaces, Triton blocks): the ledger's live bytes. ``freed`` is what the caller
+        releases before allocating (a growing scratch buffer's old block), so the check is
+        on the total after the growth. Call with the mutex held.
+
+        Raises
+        ------
+        ArenaOutOfMemoryError
+            Naming the cap, the need, the current total and the call site.
+        """
+        cap = self.max_bytes
+        if cap is None:
+            return
+        held = self.ledger.live_bytes
+        after = held - freed + nbytes
+        if after <= cap:
+            return
+        self.ledger.ooms += 1
+        released = f", of which {freed} bytes are released first" if freed else ""
+        raise ArenaOutOfMemoryError(
+            f"arena cap max_bytes={cap} ({format_mb(cap)}) refuses {what} from "
+            f"'{caller_info()}': it needs {nbytes} bytes ({format_mb(nbytes)}), the arena "
+            f"holds {held} bytes ({format_mb(held)}){released}, so it would hold {after} "
+            f"bytes. The arena keeps what it has. Raise max_bytes (or ARENA_MAX_BYTES), "
+            "release retired buffers (release_retired()), or size the work smaller"
+        )
 
     def empty_allocation(self) -> Allocation:
         """A zero-byte block on the arena's device that no memory source is asked for."""

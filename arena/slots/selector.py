@@ -87,6 +87,23 @@ class SlotSelector:
                 lane = _resolved("lane", lane, self._lanes)
         return self._slots[ubatch * self._lanes + lane]
 
+    def select_in_lane(self, lane: int) -> Slot:
+        """The slot of the calling thread's micro-batch in ``lane`` (checked by the caller),
+        whatever lane the context uses."""
+        ubatches = len(self._slots) // self._lanes
+        if self._resolver is None:
+            ubatch = self._tls.ubatch
+        else:
+            ubatch = self._resolver()
+            if ubatch.__class__ is not int or not 0 <= ubatch < ubatches:
+                ubatch = _resolved("ubatch", ubatch, ubatches)
+        return self._slots[ubatch * self._lanes + lane]
+
+    @property
+    def lanes(self) -> int:
+        """Lanes per micro-batch."""
+        return self._lanes
+
     def bind_ubatch(self, ubatch: int) -> None:
         """Bind the calling thread to a micro-batch slot."""
         check_index("ubatch", ubatch, self.ubatches)

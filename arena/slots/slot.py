@@ -31,6 +31,7 @@ from arena.errors import (
     SlotError,
 )
 from arena.forks import after_fork
+from arena.kernels.workspaces import WorkspaceStore
 from arena.memory.sources import Allocation
 from arena.observe.events import caller_info, format_mb
 from arena.slots.governor import Governor
@@ -67,7 +68,7 @@ class Buffer:
         self.allocation = allocation
         self.capacity = capacity
         self.wrappers: dict[Any, Any] = {}
-        self.prepared: dict[str, dict[Any, Any]] = {}
+        self.prepared: dict[Any, Any] = {}
         self.captured = False
         #: Poisoning: the end of the last request's bytes (see :mod:`arena.views.poison`).
         self.poisoned_end = 0
@@ -85,16 +86,24 @@ class Slot:
         "_siblings",
         "buffer",
         "calls",
+        "detour",
         "governor",
         "growths",
         "high_water",
         "holder",
         "index",
         "lane",
+        "live",
+        "load",
         "pending",
         "persistent",
+        "plain_high",
+        "regions",
         "retired",
+        "steps",
+        "top",
         "ubatch",
+        "workspaces",
     )
 
     def __init__(self, governor: Governor, index: int, ubatch: int, lane: int) -> None:
@@ -105,11 +114,28 @@ class Slot:
         self.buffer = Buffer(None, 0)
         # Bytes a sibling grew to: this slot grows to match at its own next call.
         self.pending = 0
+        #: Nonzero when plain requests must take the checked path: a growth is pending,
+        #: or scopes or steps are open (plain requests then live above them). Written
+        #: under the mutex only; the hot path reads it once.
+        self.detour = 0
+        #: Open scopes and steps, innermost last (see :mod:`arena.planning.scopes`).
+        self.regions: list[Any] = []
+        #: Where the next request above the open regions starts (0 when none is open).
+        self.top = 0
+        #: Bytes the open regions hold for live views (the top, minus any holes).
+        self.live = 0
+        #: The most bytes live at once in this slot: its LOAD (a lower bound on capacity).
+        self.load = 0
+        #: The largest bytes a request outside every step needed (steps are planned).
+        self.plain_high = 0
+        #: Step key -> what this slot knows of that step (see :mod:`arena.planning.steps`).
+        self.steps: dict[Any, Any] = {}
         # Weak: slots of one lane must not keep each other alive (a reference cycle would
         # hold every buffer until the cycle collector runs, after the arena is dropped).
         self._siblings: tuple[weakref.ref[Slot], ...] = ()
         self.retired: list[Buffer] = []
         self.persistent = PersistentStore(governor, ubatch, lane)
+        self.workspaces = WorkspaceStore(governor, ubatch, lane)
         self.calls = 0
         self.growths = 0
         self.high_water = 0
@@ -134,8 +160,13 @@ class Slot:
 
     @property
     def retired_bytes(self) -> int:
-        """Bytes held by retired scratch buffers."""
-        return sum(b.capacity for b in list(self.retired))
+        """Bytes held by retired scratch buffers and retired workspace blocks."""
+        return sum(b.capacity for b in list(self.retired)) + self.workspaces.retired_bytes
+
+    @property
+    def retired_count(self) -> int:
+        """How many retired scratch buffers and workspace blocks this slot keeps."""
+        return len(self.retired) + len(self.workspaces.retired)
 
     # ------------------------------------------------------------------ requests
     def ensure(self, required: int) -> tuple[Buffer | None, list[Resize]]:
@@ -158,8 +189,9 @@ class Slot:
             capacity = self.buffer.capacity
             target = max(required, self.pending) if required else 0
             if target <= capacity:
-                if self.pending <= capacity:
+                if self.pending and self.pending <= capacity:
                     self.pending = 0
+                    self.update_detour()
             elif not governor.locked:
                 resizes.append(self._grow(target))
             elif required > capacity:
@@ -172,20 +204,72 @@ class Slot:
         with self.governor.mutex:
             self.high_water = max(self.high_water, required)
 
+    def note_load(self, live: int, plain: int = 0) -> None:
+        """Bytes live at once after a request: raise LOAD (and, for a request outside every
+        step, ``plain_high`` to ``plain``). Only the slot's own thread calls this."""
+        self.load = max(self.load, live)
+        self.plain_high = max(self.plain_high, plain)
+
+    def update_detour(self) -> None:
+        """Recompute :attr:`detour`; the mutex is held by the caller."""
+        self.detour = 1 if (self.pending or self.regions) else 0
+
+    def open_region(self, region: Any) -> None:
+        """Push a scope or step: plain requests detour above it until it closes."""
+        with self.governor.mutex:
+            self.regions.append(region)
+            self.update_detour()
+
+    def close_region(self, region: Any, top: int, live: int) -> None:
+        """Pop ``region`` (the innermost) and set what stays: the new top and live bytes."""
+        with self.governor.mutex:
+            if self.regions and self.regions[-1] is region:
+                self.regions.pop()
+            elif region in self.regions:
+                self.regions.remove(region)
+            self.top = top if self.regions else 0
+            self.live = live if self.regions else 0
+            self.update_detour()
+
+    def shrink(self, target: int) -> Resize | None:
+        """Replace a buffer larger than ``target`` needs by one of the grown size for
+        ``target``, releasing the old one first; nothing when the arena is locked, a
+        capture used the buffer, or the buffer is not larger than that size.
+
+        Raises
+        ------
+        ArenaOutOfMemoryError
+            If the smaller buffer cannot be had (the slot keeps one of its old capacity).
+        """
+        governor = self.governor
+        with governor.mutex:
+            governor.check_open()
+            if governor.locked or self.buffer.captured or governor.capturing():
+                return None
+            size = governor.grown_size(max(target, 1))
+            if size >= self.buffer.capacity:
+                return None
+            return self._grow(size, shrinking=True)
+
     def reserve(self, nbytes: int) -> Resize | None:
         """Grow to hold ``nbytes`` (mutex held by the caller, lock already checked)."""
         if self.buffer.capacity >= nbytes:
             return None
         return self._grow(nbytes)
 
-    def _grow(self, target: int) -> Resize:
+    def _grow(self, target: int, *, shrinking: bool = False) -> Resize:
         """Replace the buffer by one holding ``target`` bytes; the mutex is held."""
         governor = self.governor
-        capacity = governor.grown_size(target)
+        capacity = target if shrinking else governor.grown_size(target)
         governor.check_not_capturing(f"growing slot {self.describe()} to {capacity} bytes")
         old = self.buffer
         old_capacity = old.capacity
         kept = old if old.captured and old.allocation is not None else None
+        # The cap is checked before the old buffer goes, so a refusal leaves it in place.
+        freed = 0 if kept is not None or old.allocation is None else old.allocation.nbytes
+        governor.check_budget(
+            capacity, f"growing slot {self.describe()} to {capacity} bytes", freed
+        )
         self.buffer = Buffer(None, 0)  # concurrent readers take the slow path meanwhile
         try:
             if kept is not None:
@@ -199,7 +283,7 @@ class Slot:
         except BaseException as exc:
             self._restore(old_capacity, kept, exc)
             raise
-        self._install(Buffer(allocation, capacity))
+        self._install(Buffer(allocation, capacity), count=not shrinking)
         return self, old_capacity, capacity
 
     def _restore(self, old_capacity: int, kept: Buffer | None, exc: BaseException) -> None:
@@ -225,14 +309,17 @@ class Slot:
         self.buffer = Buffer(allocation, old_capacity)
         _note(exc, f"arena: slot {self.describe()} keeps a buffer of its old {old_capacity} bytes")
 
-    def _install(self, buffer: Buffer) -> None:
+    def _install(self, buffer: Buffer, *, count: bool = True) -> None:
         self.buffer = buffer
-        self.growths += 1
+        if count:
+            self.growths += 1
         if self.pending <= buffer.capacity:
             self.pending = 0
+            self.update_detour()
         for sibling in self.siblings():
             if sibling.buffer.capacity < buffer.capacity:
                 sibling.pending = max(sibling.pending, buffer.capacity)
+                sibling.update_detour()
 
     def size_for_lock(self, target: int) -> Resize | None:
         """Hold ``target`` bytes before the arena locks, releasing nothing.
@@ -243,6 +330,7 @@ class Slot:
         old = self.buffer
         if old.capacity >= target:
             self.pending = 0
+            self.update_detour()
             return None
         governor = self.governor
         allocation = governor.allocate(target, f"the scratch buffer of slot {self.describe()}")
@@ -255,9 +343,11 @@ class Slot:
         """Empty the slot for close(): every block it holds, to be released."""
         blocks = [b.allocation for b in (self.buffer, *self.retired) if b.allocation is not None]
         blocks.extend(self.persistent.take_blocks())
+        blocks.extend(self.workspaces.take_blocks())
         self.buffer = Buffer(None, 0)
         self.retired = []
         self.pending = 0
+        self.update_detour()
         return blocks
 
     def take_retired(self, include_captured: bool) -> list[Allocation]:
@@ -265,6 +355,7 @@ class Slot:
         keep = [b for b in self.retired if b.captured and not include_captured]
         gone = [b.allocation for b in self.retired if b not in keep and b.allocation is not None]
         self.retired = keep
+        gone.extend(self.workspaces.take_retired(include_captured))
         return gone
 
     # ------------------------------------------------------------------ captures
@@ -280,16 +371,19 @@ class Slot:
             if self.buffer is not buffer:
                 return False
             buffer.captured = True
+            self.governor.captures += 1
             return True
 
     # ------------------------------------------------------------------ errors
-    def locked_error(self, required: int) -> ArenaLockedError:
-        """The error for a request that would grow this slot while the arena is locked."""
+    def locked_error(self, required: int, what: str = "") -> ArenaLockedError:
+        """The error for a request that would grow this slot while the arena is locked;
+        ``what`` names a scope or step request (the bytes then count what lies below it)."""
         caller = caller_info()
         capacity = self.buffer.capacity
+        below = f" for a {what} (with the {self.top} bytes of the open scopes and steps)"
         return ArenaLockedError(
             f"arena is locked but allocation from '{caller}' requires "
-            f"{format_mb(required)} ({required} bytes), current size is "
+            f"{format_mb(required)} ({required} bytes{below if what else ''}), current size is "
             f"{format_mb(capacity)} in slot {self.describe()} on {self.governor.device}"
             + (" (this slot was never sized during warm-up)" if self.growths == 0 else "")
             + "; growth after lock() is refused. Warm up this size before locking, presize "

@@ -13,11 +13,14 @@ from typing import Any
 
 from arena.config import Settings
 from arena.errors import ConfigError, SpecError
+from arena.kernels.budget import lock_additions, note_allocated_peak
+from arena.kernels.workspaces import LIBRARY, Workspace, share_library_workspaces
 from arena.memory.ledger import Ledger
 from arena.memory.sources import Allocation
 from arena.observe.events import MB, ArenaEvent, caller_info, format_mb, log_event
 from arena.observe.snapshot import EventLog, build_snapshot
 from arena.observe.stats import ArenaStats, SlotStats
+from arena.planning.records import plan_slot_steps, planned_need, share_plans, shrink_to_plans
 from arena.slots.governor import Governor
 from arena.slots.selector import check_index
 from arena.slots.slot import Resize, Slot
@@ -41,7 +44,9 @@ class SlotTable:
         warning of an unwritable file points at the arena's caller.
     """
 
-    __slots__ = ("events", "governor", "lanes", "listeners", "slots", "ubatches")
+    # Weak-referenceable: a profile recorder reads the slots' figures without keeping the
+    # table (and its buffers) alive.
+    __slots__ = ("__weakref__", "events", "governor", "lanes", "listeners", "slots", "ubatches")
 
     def __init__(
         self,
@@ -56,6 +61,7 @@ class SlotTable:
             growth=config.growth,
             capture_probe=config.capture_probe,
             debug=config.debug,
+            max_bytes=config.max_bytes,
         )
         self.ubatches = ubatches = config.ubatches
         self.lanes = lanes = config.lanes
@@ -100,6 +106,13 @@ class SlotTable:
         finally:
             self.announce("resize", resizes)
 
+    def presize_workspace(self, ubatch: int, lane: int, kind: str, key: Any, nbytes: int) -> None:
+        """From a profile: see :meth:`arena.observe.profile.ProfiledSlots.presize_workspace`."""
+        governor = self.governor
+        with governor.mutex:
+            governor.check_open()
+            self.slots[ubatch * self.lanes + lane].workspaces.presize(kind, key, nbytes)
+
     def lock(self) -> None:
         """Bring each lane's slots to the largest of them, retiring (never releasing) the
         smaller buffers, give every slot of a lane the persistent buffers any of them has,
@@ -109,18 +122,48 @@ class SlotTable:
         try:
             with governor.mutex:
                 governor.check_open()
+                if governor.max_bytes is not None:  # all or nothing: before any allocation
+                    governor.check_budget(
+                        lock_additions(self.slots, self.lanes, governor.alignment),
+                        "lock()'s sizing of every slot like its lane's largest",
+                    )
                 for lane in range(self.lanes):
                     group = [s for s in self.slots if s.lane == lane]
-                    target = max(s.buffer.capacity for s in group)
+                    # Steps not planned yet are planned now: sizes are fixed from here.
+                    need = max(plan_slot_steps(s, governor.alignment) for s in group)
+                    share_plans(group)
+                    if governor.locked:  # lock() again: nothing may grow while locked
+                        continue
+                    target = max(need, *(s.buffer.capacity for s in group))
                     for slot in group:
                         resize = slot.size_for_lock(target)
                         if resize is not None:
                             resizes.append(resize)
                     _share_persistent_buffers(group)
+                    share_library_workspaces([s.workspaces for s in group])
                 governor.locked = True
         finally:
             self.announce("resize", resizes)
         self.announce("lock")
+
+    def plan_steps(self) -> dict[Any, int]:
+        """Plan every recorded step not planned yet and shrink slots to their plans where
+        allowed; see :meth:`arena.Arena.plan_steps`."""
+        governor = self.governor
+        planned: dict[Any, int] = {}
+        resizes: list[Resize] = []
+        try:
+            for slot in self.slots:
+                with governor.mutex:
+                    governor.check_open()
+                    plan_slot_steps(slot, governor.alignment)
+                    for key, book in list(slot.steps.items()):
+                        if book.planned:
+                            planned[key] = max(planned.get(key, 0), book.total)
+                resizes.extend(shrink_to_plans(slot))
+        finally:
+            self.announce("resize", resizes)
+        return planned
 
     def unlock(self) -> None:
         """Allow growth again."""
@@ -144,9 +187,13 @@ class SlotTable:
         with governor.mutex:
             if governor.closed:
                 return
+            note_allocated_peak(governor, self.slots)  # the figure drops to 0 now
             governor.closed = True
             blocks = [a for s in self.slots for a in s.take_blocks()]
-            release_all(governor.ledger, blocks)
+            try:
+                release_all(governor.ledger, blocks)
+            finally:
+                governor.ledger.flush()
         self.announce("close")
 
     def stats(self, call_sites: dict[str, int]) -> ArenaStats:
@@ -165,12 +212,23 @@ class SlotTable:
                     s.persistent_bytes,
                     s.persistent.keys,
                     s.retired_bytes,
-                    len(s.retired),
+                    s.retired_count,
+                    s.load,
+                    s.workspaces.library_bytes,
+                    len(s.workspaces.library),
+                    s.workspaces.triton_bytes,
+                    len(s.workspaces.triton),
                 )
                 for s in self.slots
             )
             ledger = governor.ledger
-            caches = [c for s in self.slots for c in list(s.buffer.prepared.values())]
+            # A front's cache is {specs: Prepared}; a step replay's, one such dict per request.
+            caches = [
+                inner
+                for s in self.slots
+                for c in list(s.buffer.prepared.values())
+                for inner in (list(c) if isinstance(c, list) else [c])
+            ]
             return ArenaStats(
                 device=str(governor.device),
                 locked=governor.locked,
@@ -218,6 +276,12 @@ class SlotTable:
         """Every slot's capacity, ubatch-major."""
         return tuple(s.buffer.capacity for s in self.slots)
 
+    def plan_figures(self) -> tuple[tuple[int, int], ...]:
+        """Per slot, ubatch-major: ``(LOAD, planned need)``; see
+        :meth:`arena.observe.profile.ProfiledSlots.plan_figures`."""
+        with self.governor.mutex:
+            return tuple((s.load, planned_need(s)) for s in self.slots)
+
     def announce(self, kind: str, resizes: Sequence[Resize] = ()) -> None:
         """Log and emit ``resizes`` then one ``kind`` event (skipped when ``kind`` is
         ``"resize"``). Called with the mutex released, so a listener may use the arena."""
@@ -238,11 +302,23 @@ class SlotTable:
                 log_event(f"{kind}d arena on {self.governor.device}", debug=debug)
             self._emit(kind, None, 0, 0)
 
-    def _emit(self, kind: str, slot: tuple[int, int] | None, old: int, new: int) -> None:
+    def announce_workspace(self, slot: Slot, entry: Workspace, old: int) -> None:
+        """Log and emit the creation or growth of a workspace block (mutex released)."""
+        kind = "workspace" if entry.kind == LIBRARY else "triton"
+        log_event(
+            f"{'grew' if old else 'created'} {entry.describe()} of slot {slot.describe()} "
+            f"from '{caller_info()}': {format_mb(old)} -> {format_mb(entry.nbytes)}",
+            debug=self.governor.debug,
+        )
+        self._emit(kind, (slot.ubatch, slot.lane), old, entry.nbytes, entry.key)
+
+    def _emit(
+        self, kind: str, slot: tuple[int, int] | None, old: int, new: int, key: object = None
+    ) -> None:
         listeners = self.listeners
         if not listeners:
             return
-        event = ArenaEvent(kind, caller_info(), slot, old, new, self.sizes())
+        event = ArenaEvent(kind, caller_info(), slot, old, new, self.sizes(), key)
         for listener in list(listeners):
             listener(event)
 

@@ -363,7 +363,12 @@ def main(argv: list[str] | None = None) -> int:
         args.device, args.framework, args.steps, args.max_tokens, args.seed, profile=args.profile
     )
     print(format_report(report))
-    return 0 if report.ok else 1
+    from arena.tools.plandemo import format_planning_demo, run_planning_demo
+
+    planning = run_planning_demo(report.device, report.framework, args.max_tokens, args.seed)
+    print()
+    print(format_planning_demo(planning))
+    return 0 if report.ok and planning.ok else 1
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ __all__ = [
     "clear_layout_memo",
     "compute_layout",
     "round_up",
+    "shifted",
 ]
 
 DEFAULT_ALIGNMENT = 256
@@ -99,6 +100,15 @@ def clear_layout_memo() -> None:
 def round_up(nbytes: int, alignment: int) -> int:
     """Round ``nbytes`` up to a multiple of ``alignment`` (a power of two)."""
     return (nbytes + alignment - 1) & ~(alignment - 1)
+
+
+def shifted(layout: Layout, base: int) -> Layout:
+    """``layout`` moved ``base`` bytes up the buffer (``base`` a multiple of its alignment):
+    every offset and the total grow by ``base``."""
+    views = tuple(
+        ViewLayout(v.shape, v.dtype, v.offset + base, v.nbytes, v.strides) for v in layout.views
+    )
+    return Layout(views, layout.total + base, layout.alignment)
 
 
 def check_alignment(alignment: Any) -> int:

@@ -34,6 +34,7 @@ __all__ = [
     "NAN_BYTE_FNUZ",
     "PATTERN_BYTE",
     "fill_views",
+    "poison_bytes",
     "poison_from_env",
     "poison_stale_bytes",
     "poisoned",
@@ -117,6 +118,21 @@ def poison_stale_bytes(
         elif hasattr(owner, "fill"):  # NumPy and CuPy
             owner[:reach].fill(NAN_BYTE)
         fill_views(framework, views)
+
+
+def poison_bytes(buffer: Any, start: int, end: int) -> None:
+    """Set bytes ``start`` to ``end`` of ``buffer`` (a slot buffer) to :data:`NAN_BYTE`: the
+    bytes of an exited scope or a released step view, so a view kept past its life reads
+    NaN (or a garbage integer)."""
+    allocation = buffer.allocation
+    end = min(end, buffer.capacity)
+    if allocation is None or end <= start:
+        return
+    owner = allocation.owner
+    if hasattr(owner, "fill_"):  # a torch tensor owner (a torch-only CUDA arena)
+        owner[start:end].fill_(NAN_BYTE)
+    elif hasattr(owner, "fill"):  # NumPy and CuPy
+        owner[start:end].fill(NAN_BYTE)
 
 
 def poisoned(

@@ -26,7 +26,15 @@ from typing import Any
 
 from arena.observe.events import warn_user
 
-__all__ = ["Prepared", "array_start", "metadata", "remember", "unchanged", "warn_changed"]
+__all__ = [
+    "Prepared",
+    "array_start",
+    "metadata",
+    "plain_key",
+    "remember",
+    "unchanged",
+    "warn_changed",
+]
 
 
 class Prepared:
@@ -141,3 +149,18 @@ def warn_changed(expected: Any, found: Any) -> None:
         ".view()/.reshape() instead; for gradients, .detach().requires_grad_() gives a "
         "tensor of your own). The views were rebuilt"
     )
+
+
+def plain_key(specs: Any) -> bool:
+    """Whether ``specs`` may key a remembered request: hashable, with every dimension a
+    plain ``int``. An object equal to 4 whose ``__index__`` says 1000 must never be the key
+    a later plain ``(4,)`` request finds."""
+    try:
+        for shape, _ in specs:
+            for dim in shape:
+                if dim.__class__ is not int:
+                    return False
+        hash(specs)
+    except TypeError:
+        return False
+    return True

@@ -1,0 +1,18 @@
+"""Workspaces for kernel libraries: Triton's allocator, library workspaces (FlashInfer-style
+buffers a library holds across calls), budgets and memory statistics.
+
+* :mod:`arena.kernels.workspaces`: each slot's keyed, growable blocks (never inside the
+  scratch buffer), shared by library workspaces and Triton blocks;
+* :mod:`arena.kernels.library`: :meth:`arena.Arena.get_library_workspace`;
+* :mod:`arena.kernels.triton`: :meth:`arena.Arena.triton_allocator`;
+* :mod:`arena.kernels.budget`: :func:`layout_bytes`, :meth:`arena.Arena.planned_bytes`,
+  :meth:`arena.Arena.memory_stats`.
+
+``docs/kernel-libraries.md`` shows them at work. The package's ``__init__`` imports none of
+its modules: the slots import :mod:`arena.kernels.workspaces`, and the others import the
+slots.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

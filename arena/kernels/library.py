@@ -1,0 +1,116 @@
+"""Library workspaces: uint8 buffers a kernel library holds across calls (FlashInfer's
+``float_workspace_buffer``, a cuBLAS or CUTLASS workspace), one per key and slot.
+
+:meth:`arena.Arena.get_library_workspace` returns the same view for the same key and
+size; a larger size during warm-up grows the block (:mod:`arena.kernels.workspaces`:
+allocated, old contents copied, the old block retired or released) and calls ``on_grow``
+with the new view, so the library can switch to it (for FlashInfer:
+``wrapper.reset_workspace_buffer(new_view, int_workspace)``). After ``lock()`` a larger
+size raises :class:`~arena.ArenaLockedError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from arena.config import load_adapter
+from arena.errors import ConfigError, SpecError
+from arena.kernels.workspaces import LIBRARY, Workspace
+from arena.slots.slot import Slot
+from arena.slots.table import SlotTable
+from arena.views.layout import MAX_BYTES, compute_layout, round_up
+
+__all__ = ["LibraryWorkspaces", "check_nbytes"]
+
+
+class LibraryWorkspaces:
+    """Hands out an arena's library workspaces in its default framework.
+
+    Parameters
+    ----------
+    table : SlotTable
+        The arena's slots.
+    select : callable
+        Returns the calling thread's slot.
+    framework : str
+        The framework of the views (the arena's default).
+    """
+
+    __slots__ = ("_adapter", "_framework", "_select", "_table")
+
+    def __init__(self, table: SlotTable, select: Callable[[], Slot], framework: str) -> None:
+        self._table = table
+        self._select = select
+        self._framework = framework
+        self._adapter: ModuleType | None = None
+
+    def get(self, key: Any, nbytes: int, on_grow: Callable[[Any], Any] | None) -> Any:
+        """See :meth:`arena.Arena.get_library_workspace`."""
+        _check_key(key)
+        check_nbytes("nbytes", nbytes)
+        if on_grow is not None and not callable(on_grow):
+            raise ConfigError(f"on_grow must be callable with the new view, got {on_grow!r}")
+        governor = self._table.governor
+        size = round_up(max(nbytes, governor.alignment), governor.alignment)
+        slot = self._select()
+        store = slot.workspaces
+        grown: tuple[Workspace, Workspace | None] | None = None
+        while True:  # another thread grew it between serving and marking: serve again
+            entry = store.library.get(key)
+            if entry is None or entry.nbytes < nbytes:
+                entry, old, grew = store.grow(LIBRARY, key, nbytes, size, copy=True)
+                if grew:
+                    grown = (entry, old)
+            if on_grow is not None:
+                entry.on_grow = on_grow
+            probe = governor.capture_probe
+            if probe is None or not probe() or store.mark_captured(entry):
+                break
+        view = self._view(entry)
+        if grown is not None and grown[0] is entry:
+            old = grown[1]
+            self._table.announce_workspace(slot, entry, 0 if old is None else old.nbytes)
+            if old is not None and entry.on_grow is not None:
+                entry.on_grow(view)
+        return view
+
+    def _view(self, entry: Workspace) -> Any:
+        """The entry's view in the arena's framework, made once (again for a JAX array
+        deleted by donation)."""
+        adapter = self._adapter
+        if adapter is None:
+            adapter = self._adapter = load_adapter(self._framework, self._table.governor.device)
+        view = entry.views.get(self._framework)
+        if view is None or adapter.fresh_views((view,)) is None:
+            layout = compute_layout((((entry.nbytes,), "uint8"),), self._table.governor.alignment)
+            view = adapter.typed_views(adapter.wrap(entry.allocation), layout)[0]
+            entry.views[self._framework] = view
+        return view
+
+
+def check_nbytes(name: str, nbytes: Any) -> int:
+    """``nbytes`` if it is an int from 1 to 2**63 - 1.
+
+    Raises
+    ------
+    SpecError
+        Naming ``name`` and the value.
+    """
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or not 1 <= nbytes <= MAX_BYTES:
+        raise SpecError(
+            f"{name} must be an int from 1 to {MAX_BYTES} bytes, got {type(nbytes).__name__} "
+            f"{nbytes!r}"
+        )
+    return nbytes
+
+
+def _check_key(key: Any) -> None:
+    try:
+        hash(key)
+    except TypeError:
+        raise SpecError(
+            f"library workspace key {key!r} ({type(key).__name__}) is not hashable; use a str "
+            "(e.g. 'flashinfer'), an int or a tuple of them"
+        ) from None

@@ -1,0 +1,173 @@
+"""Triton's allocator over arena memory: ``triton.set_allocator(ws.triton_allocator())``.
+
+Triton kernels that need global scratch (TMA descriptors made on the device, some
+persistent and split-K kernels) call the allocator installed with ``triton.set_allocator``
+as ``alloc_fn(size, alignment, stream)`` before each launch and use the returned object's
+``data_ptr()``. vLLM installs ``torch.empty(size, dtype=torch.int8)``: a fresh block per
+launch, from torch's caching allocator.
+
+:class:`TritonAllocator` serves them from the arena instead:
+
+* one growable block per (slot, stream), of its own (never inside the slot's scratch
+  buffer, never overlapping a persistent buffer or a library workspace);
+* every size the stream's block covers gets the block's first ``alignment``-aligned byte:
+  the same size always returns the same pointer, so a CUDA graph captured with it reads
+  the same address at replay. Kernels on one stream run one after another, so they can
+  share the block; different streams never share bytes, since each has its own block;
+* a larger size grows the stream's block under the arena's rules: refused while locked
+  (:class:`~arena.ArenaLockedError`) or capturing (:class:`~arena.GraphCaptureError`),
+  both naming Triton and the MB, and capped by ``max_bytes``. The old block is retired
+  if a capture used it, else released in stream order (after the stream's work on it);
+* the tensor is a ``torch.uint8`` tensor on the arena's device (a CPU tensor on a host
+  arena), cached per (size, alignment): the hit is a dictionary look-up and a slot
+  selection (plus the capture probe on CUDA arenas).
+
+Growth of the block holds the old and the new block for a moment (kilobytes to a few MB).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from collections.abc import Callable
+from typing import Any
+
+from arena.config import load_adapter
+from arena.errors import ArenaError, FrameworkUnavailableError, SpecError
+from arena.kernels.workspaces import TRITON, Workspace, WorkspaceStore
+from arena.slots.selector import SlotSelector, check_index
+from arena.slots.slot import Slot
+from arena.slots.table import SlotTable
+from arena.views.dtypes import resolve_dtype
+from arena.views.layout import MAX_ALIGNMENT, MAX_BYTES, Layout, ViewLayout, round_up
+
+__all__ = ["TritonAllocator"]
+
+#: The least base alignment of a block (the memory source's contract).
+_BASE_ALIGNMENT = 256
+#: Tensors cached per block: sizes a stream's kernels ask for (a handful in practice).
+_MAX_TENSORS = 64
+_UINT8 = resolve_dtype("uint8")
+
+
+class TritonAllocator:
+    """A callable with Triton's allocator signature over one arena's slots.
+
+    Obtain one with :meth:`arena.Arena.triton_allocator`. Calling it as
+    ``allocator(size, alignment, stream)`` returns a ``torch.uint8`` tensor of ``size``
+    bytes whose ``data_ptr()`` is a multiple of ``alignment``.
+    """
+
+    __slots__ = ("__weakref__", "_adapter", "_select", "_table")
+
+    def __init__(self, table: SlotTable, selector: SlotSelector, lane: int | None) -> None:
+        if importlib.util.find_spec("torch") is None:
+            raise FrameworkUnavailableError(
+                "the Triton allocator returns torch tensors and needs torch, which is not "
+                "installed: pip install torch (Triton depends on it anyway)"
+            )
+        self._table = table
+        self._adapter = load_adapter("torch", table.governor.device)
+        self._select: Callable[[], Slot]
+        if lane is None:
+            self._select = selector.select
+        else:
+            check_index("lane", lane, selector.lanes)
+            self._select = functools.partial(selector.select_in_lane, lane)
+
+    def __call__(self, size: int, alignment: int, stream: Any) -> Any:
+        """A ``torch.uint8`` tensor of ``size`` bytes aligned to ``alignment`` for ``stream``.
+
+        Parameters
+        ----------
+        size : int
+            Bytes (>= 0).
+        alignment : int
+            A power of two from 1 to 2**30.
+        stream : int or None
+            The stream handle Triton launches on.
+
+        Raises
+        ------
+        ArenaLockedError
+            The stream's block would grow (or a new stream needs one) while locked.
+        GraphCaptureError
+            The same, while a CUDA graph is being captured.
+        ArenaOutOfMemoryError
+            Out of memory, or past the arena's ``max_bytes``.
+        SpecError
+            For a bad size, alignment or stream.
+        """
+        if size.__class__ is not int or alignment.__class__ is not int:
+            _check_ints(size, alignment)
+        if size < 0 or size > MAX_BYTES or alignment < 1 or alignment & (alignment - 1):
+            _check_ints(size, alignment)
+        if alignment > MAX_ALIGNMENT:
+            _check_ints(size, alignment)
+        if stream is not None and stream.__class__ is not int:
+            raise SpecError(
+                f"stream must be the stream's handle as an int (what Triton passes) or None, "
+                f"got {type(stream).__name__} {stream!r}"
+            )
+        slot = self._select()
+        store = slot.workspaces
+        for _ in range(4):
+            entry = store.triton.get(stream)
+            if entry is not None:
+                offset = -entry.allocation.ptr % alignment
+                if offset + size <= entry.nbytes:
+                    tensor = entry.views.get((size, alignment))
+                    if tensor is None:
+                        tensor = self._tensor(entry, offset, size, alignment)
+                    probe = self._table.governor.capture_probe
+                    if probe is None or not probe() or store.mark_captured(entry):
+                        return tensor
+                    continue  # replaced meanwhile: serve from the new block
+            self._grow(slot, store, stream, size, alignment)
+        raise ArenaError(
+            f"the Triton block for stream {stream!r} in slot {slot.describe()} cannot serve "
+            f"{size} bytes aligned to {alignment} after growing; the memory source returned "
+            "a block misaligned for its contract (>= 256 bytes). This is a bug in the source"
+        )
+
+    def _grow(
+        self, slot: Slot, store: WorkspaceStore, stream: Any, size: int, alignment: int
+    ) -> None:
+        governor = self._table.governor
+        need = max(size, 1) + max(0, alignment - _BASE_ALIGNMENT)
+        target = max(round_up(need, governor.alignment), store.triton_hint)
+        entry, old, grew = store.grow(TRITON, stream, need, target, copy=False)
+        if grew:
+            self._table.announce_workspace(slot, entry, 0 if old is None else old.nbytes)
+
+    def _tensor(self, entry: Workspace, offset: int, size: int, alignment: int) -> Any:
+        """The tensor over ``size`` bytes at ``offset`` of the block, cached."""
+        views = entry.views
+        whole = views.get("wrapped")
+        if whole is None:
+            whole = views["wrapped"] = self._adapter.wrap(entry.allocation)
+        view = ViewLayout((size,), _UINT8, offset, size, (1,))
+        tensor = self._adapter.typed_views(whole, Layout((view,), offset + size, 1))[0]
+        if len(views) > _MAX_TENSORS:
+            views.clear()
+            views["wrapped"] = whole
+        views[(size, alignment)] = tensor
+        return tensor
+
+    def __repr__(self) -> str:
+        return f"<arena Triton allocator on {self._table.governor.device}>"
+
+
+def _check_ints(size: Any, alignment: Any) -> None:
+    """Raise the :class:`SpecError` for a bad ``size`` or ``alignment``."""
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_BYTES:
+        raise SpecError(f"size must be an int from 0 to {MAX_BYTES} bytes, got {size!r}")
+    if (
+        isinstance(alignment, bool)
+        or not isinstance(alignment, int)
+        or not 1 <= alignment <= MAX_ALIGNMENT
+        or alignment & (alignment - 1)
+    ):
+        raise SpecError(
+            f"alignment must be an int power of two from 1 to {MAX_ALIGNMENT}, got {alignment!r}"
+        )

@@ -1,0 +1,292 @@
+"""One slot's workspace blocks: library workspaces and Triton blocks.
+
+A workspace is a keyed block of its own, never part of the slot's scratch buffer, that
+keeps its address until it must grow (like a persistent buffer, but growable). Two kinds
+share the machinery:
+
+* ``"library"``: :meth:`arena.Arena.get_library_workspace`, keyed by the caller's key; its
+  contents are copied into the larger block when it grows;
+* ``"triton"``: :meth:`arena.Arena.triton_allocator`, keyed by the stream Triton passes;
+  scratch, so nothing is copied.
+
+Growth happens under the arena's mutex, through the governor (counted, capped, refused
+while locked or capturing). The new block is allocated first, the old contents copied,
+and only then is the new block installed and the old one let go: a failure anywhere
+before the install (out of memory, the cap, an interrupt during the copy) releases the new
+block and leaves the old workspace as it was. The old block follows the scratch rule:
+retired (kept until :meth:`~arena.Arena.close` or ``release_retired(include_captured=True)``)
+when a CUDA graph may read it, released otherwise; views still held keep its memory alive.
+
+A Triton block is known to serve a capture when the allocator is called during one. A
+library holds its workspace across calls, so the arena cannot see every capture that uses
+it: a library workspace counts as captured when it was handed out during a capture, or
+when any capture was seen by the arena (a request, a Triton allocation, a workspace call)
+while it was current.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from arena.errors import ArenaLockedError
+from arena.memory.sources import Allocation
+from arena.observe.events import caller_info, format_mb
+from arena.slots.governor import Governor
+
+__all__ = [
+    "LIBRARY",
+    "TRITON",
+    "Workspace",
+    "WorkspaceStore",
+    "missing_library_bytes",
+    "share_library_workspaces",
+]
+
+LIBRARY = "library"
+TRITON = "triton"
+
+
+class Workspace:
+    """One workspace block.
+
+    Attributes
+    ----------
+    kind : str
+        ``"library"`` or ``"triton"``.
+    key : hashable
+        The library's key, or the Triton stream.
+    allocation : Allocation
+        The block.
+    nbytes : int
+        Bytes usable (the block's size).
+    captured : bool
+        Served while a CUDA graph was being captured.
+    epoch : int
+        The governor's capture count when the block was installed.
+    views : dict
+        Library: framework -> the view handed out. Triton: (size, alignment) -> tensor.
+    on_grow : callable or None
+        Library: called with the new view after a growth.
+    """
+
+    __slots__ = ("allocation", "captured", "epoch", "key", "kind", "nbytes", "on_grow", "views")
+
+    def __init__(self, kind: str, key: Any, allocation: Allocation, epoch: int) -> None:
+        self.kind = kind
+        self.key = key
+        self.allocation = allocation
+        self.nbytes = allocation.nbytes
+        self.captured = False
+        self.epoch = epoch
+        self.views: dict[Any, Any] = {}
+        self.on_grow: Callable[[Any], Any] | None = None
+
+    def describe(self) -> str:
+        """``"library workspace 'flashinfer'"`` or ``"Triton block for stream 7"``."""
+        if self.kind == TRITON:
+            return f"Triton block for stream {self.key!r}"
+        return f"library workspace {self.key!r}"
+
+
+class WorkspaceStore:
+    """The workspace blocks of one slot.
+
+    Parameters
+    ----------
+    governor : Governor
+        The arena's shared machinery (mutex, lock state, ledger, cap).
+    ubatch, lane : int
+        Which slot the store belongs to, for messages.
+
+    Reads of :attr:`library` and :attr:`triton` take no lock (an entry never changes size;
+    growth replaces it); every change happens under the governor's mutex.
+    """
+
+    __slots__ = ("governor", "lane", "library", "retired", "triton", "triton_hint", "ubatch")
+
+    def __init__(self, governor: Governor, ubatch: int, lane: int) -> None:
+        self.governor = governor
+        self.ubatch = ubatch
+        self.lane = lane
+        self.library: dict[Any, Workspace] = {}
+        self.triton: dict[Any, Workspace] = {}
+        self.retired: list[Workspace] = []
+        #: Bytes a profile recorded for this slot's Triton blocks: a new block gets at least
+        #: this, so a restarted engine does not grow them again.
+        self.triton_hint = 0
+
+    def describe(self) -> str:
+        """``"(ubatch 0, lane 1)"``, for messages."""
+        return f"(ubatch {self.ubatch}, lane {self.lane})"
+
+    def entries(self, kind: str) -> dict[Any, Workspace]:
+        """The current blocks of ``kind``, by key."""
+        return self.triton if kind == TRITON else self.library
+
+    @property
+    def library_bytes(self) -> int:
+        """Bytes of the current library workspaces."""
+        return sum(w.nbytes for w in list(self.library.values()))
+
+    @property
+    def triton_bytes(self) -> int:
+        """Bytes of the current Triton blocks."""
+        return sum(w.nbytes for w in list(self.triton.values()))
+
+    @property
+    def retired_bytes(self) -> int:
+        """Bytes of replaced blocks kept because a CUDA graph may read them."""
+        return sum(w.nbytes for w in list(self.retired))
+
+    # ------------------------------------------------------------------ growth
+    def grow(
+        self, kind: str, key: Any, need: int, size: int, *, copy: bool
+    ) -> tuple[Workspace, Workspace | None, bool]:
+        """The block of ``key``, replaced by one of ``size`` bytes unless it holds ``need``.
+
+        Returns ``(entry, old, grew)``: ``old`` is the block replaced (None for a new key
+        or none replaced), ``grew`` whether anything was allocated. Takes the mutex.
+
+        Raises
+        ------
+        ArenaClosedError, ArenaLockedError, GraphCaptureError, ArenaOutOfMemoryError
+            The workspace is left as it was.
+        """
+        governor = self.governor
+        with governor.mutex:
+            governor.check_open()
+            entries = self.entries(kind)
+            old = entries.get(key)
+            if old is not None and old.nbytes >= need:  # another thread grew it meanwhile
+                return old, None, False
+            if governor.locked:
+                raise self.locked_error(kind, key, need, old)
+            what = (
+                f"{'a new' if old is None else 'a larger'} "
+                + (
+                    f"Triton block for stream {key!r}"
+                    if kind == TRITON
+                    else f"library workspace {key!r}"
+                )
+                + f" of {format_mb(size)} ({size} bytes) in slot {self.describe()}"
+            )
+            allocation = governor.allocate(size, what)
+            try:
+                entry = Workspace(kind, key, allocation, governor.captures)
+                if old is not None:
+                    entry.on_grow = old.on_grow
+                    if copy:
+                        _copy(allocation.owner, old.allocation.owner, old.nbytes)
+                entries[key] = entry
+            except BaseException:
+                if old is not None:
+                    entries[key] = old
+                else:
+                    entries.pop(key, None)
+                governor.ledger.release(allocation)
+                raise
+            if old is not None:
+                self._let_go(old)
+            return entry, old, True
+
+    def _let_go(self, old: Workspace) -> None:
+        """Retire ``old`` when a CUDA graph may read it, else release it (mutex held)."""
+        governor = self.governor
+        if old.captured or (old.kind == LIBRARY and old.epoch != governor.captures):
+            old.captured = True
+            self.retired.append(old)
+            return
+        streams = (old.key,) if old.kind == TRITON and isinstance(old.key, int) else ()
+        governor.ledger.release(old.allocation, streams)
+
+    def mark_captured(self, entry: Workspace) -> bool:
+        """Mark ``entry`` as read by a CUDA graph being captured, under the mutex; False
+        when a growth replaced it meanwhile (serve the request again)."""
+        governor = self.governor
+        with governor.mutex:
+            if self.entries(entry.kind).get(entry.key) is not entry:
+                return False
+            entry.captured = True
+            governor.captures += 1
+            return True
+
+    def presize(self, kind: str, key: Any, nbytes: int) -> None:
+        """From a profile: a library workspace of ``nbytes`` (unless one holds that much),
+        or a larger first size for new Triton blocks. The mutex is held by the caller."""
+        if kind == TRITON:
+            self.triton_hint = max(self.triton_hint, nbytes)
+        elif self.library.get(key) is None or self.library[key].nbytes < nbytes:
+            self.grow(LIBRARY, key, nbytes, nbytes, copy=True)
+
+    # ------------------------------------------------------------------ lifetime
+    def take_blocks(self) -> list[Allocation]:
+        """Empty the store for close(): every block it holds, to be released."""
+        blocks = [w.allocation for w in (*self.library.values(), *self.triton.values())]
+        blocks.extend(w.allocation for w in self.retired)
+        self.library = {}
+        self.triton = {}
+        self.retired = []
+        return blocks
+
+    def take_retired(self, include_captured: bool) -> list[Allocation]:
+        """Remove retired blocks (all of them are captured: only if asked); their blocks."""
+        if not include_captured:
+            return []
+        gone = [w.allocation for w in self.retired]
+        self.retired = []
+        return gone
+
+    # ------------------------------------------------------------------ errors
+    def locked_error(
+        self, kind: str, key: Any, need: int, old: Workspace | None
+    ) -> ArenaLockedError:
+        """The error for a workspace that would be created or grow while locked."""
+        caller = caller_info()
+        held = 0 if old is None else old.nbytes
+        what = "Triton scratch block for stream" if kind == TRITON else "library workspace"
+        return ArenaLockedError(
+            f"arena is locked but '{caller}' needs {'a new' if old is None else 'a larger'} "
+            f"{what} {key!r} of {format_mb(need)} ({need} bytes) in slot {self.describe()}; "
+            f"it holds {format_mb(held)}. Growth after lock() is refused: "
+            + (
+                "run every Triton kernel (on every stream it uses) once during warm-up, "
+                "before lock()"
+                if kind == TRITON
+                else "ask for the largest size during warm-up, before lock()"
+            ),
+            caller=caller,
+            required=need,
+            current=held,
+            slot=(self.ubatch, self.lane),
+            key=key,
+        )
+
+
+def share_library_workspaces(stores: list[WorkspaceStore]) -> None:
+    """Give every store of one lane each library workspace a sibling has, at the largest
+    size any of them holds (contents not copied): a micro-batch that did not run during
+    warm-up finds its workspaces after lock(). The mutex is held by the caller."""
+    sizes: dict[Any, int] = {}
+    for store in stores:
+        for key, entry in list(store.library.items()):
+            sizes[key] = max(sizes.get(key, 0), entry.nbytes)
+    for store in stores:
+        for key, size in sizes.items():
+            if key not in store.library:
+                store.grow(LIBRARY, key, size, size, copy=False)
+
+
+def missing_library_bytes(stores: list[WorkspaceStore]) -> int:
+    """Bytes :func:`share_library_workspaces` would allocate for ``stores`` (one lane)."""
+    sizes: dict[Any, int] = {}
+    for store in stores:
+        for key, entry in list(store.library.items()):
+            sizes[key] = max(sizes.get(key, 0), entry.nbytes)
+    return sum(size for store in stores for key, size in sizes.items() if key not in store.library)
+
+
+def _copy(destination: Any, source: Any, nbytes: int) -> None:
+    """Copy the first ``nbytes`` of one 1-D uint8 owner into another (NumPy, CuPy or torch:
+    each supports slice assignment from its own kind)."""
+    destination[:nbytes] = source[:nbytes]

@@ -1,0 +1,188 @@
+"""Memory from any object with RMM's protocol: ``allocate(nbytes, stream)`` returning a
+pointer and ``deallocate(ptr, nbytes, stream)``.
+
+An ``rmm.mr.DeviceMemoryResource`` (a pool, an arena, a logging or statistics adaptor,
+``CudaAsyncMemoryResource``, ...) is one; so is a host resource that returns host
+pointers, which is how this path is tested without a GPU. ``Arena(source=resource)`` wraps
+such an object in :class:`RmmSource` by itself (detected by its two methods; RMM is never
+imported).
+
+A block is deallocated through the resource only when the arena has released it *and* no
+view holds it any more: the block's ``allocation.owner`` is an array over the pointer whose
+base object calls ``deallocate`` when it is collected. On CUDA the release is stream
+ordered (:mod:`arena.memory.deferred`): the block is held until the streams that used it
+are done, then ``deallocate`` runs on the resource's stream.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from arena.errors import ArenaError, ConfigError
+from arena.forks import after_fork
+from arena.memory.devices import CPU, Device, cupy_device_count
+from arena.memory.sources import Allocation
+
+__all__ = ["RmmSource", "has_rmm_protocol"]
+
+#: Least base-address alignment accepted from a resource (what the arena's views assume).
+_MIN_ALIGNMENT = 256
+
+
+def has_rmm_protocol(obj: Any) -> bool:
+    """Whether ``obj`` has RMM's ``allocate`` and ``deallocate`` methods."""
+    return callable(getattr(obj, "allocate", None)) and callable(getattr(obj, "deallocate", None))
+
+
+class _Block:
+    """One pointer from the resource; deallocated through it when collected.
+
+    Arrays over the block (NumPy on the host, CuPy or torch on CUDA) hold it, so the
+    memory lives as long as the arena or any view needs it.
+    """
+
+    __slots__ = ("__weakref__", "_interface", "ptr")
+
+    def __init__(self, ptr: int, nbytes: int, free: Callable[[], None]) -> None:
+        self.ptr = ptr
+        self._interface = {
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (ptr, False),
+            "version": 3,
+            "strides": None,
+        }
+        # Not at exit: the resource (or the CUDA context) may be gone by then.
+        weakref.finalize(self, free).atexit = False
+
+    @property
+    def __array_interface__(self) -> dict[str, Any]:
+        return self._interface
+
+
+class _CudaBlock(_Block):
+    """A device pointer: seen through ``__cuda_array_interface__`` only."""
+
+    __slots__ = ()
+
+    @property
+    def __array_interface__(self) -> dict[str, Any]:
+        raise AttributeError("a device pointer has no host array interface")
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return self._interface
+
+
+class RmmSource:
+    """A memory source over an object with RMM's allocation protocol.
+
+    Parameters
+    ----------
+    resource : object
+        Has ``allocate(nbytes[, stream]) -> int`` (a pointer) and
+        ``deallocate(ptr, nbytes[, stream])``; an ``rmm.mr.DeviceMemoryResource``, for
+        instance. ``MemoryError`` from ``allocate`` means out of memory (RMM raises it).
+    device : Device
+        Where the pointers live: a CUDA device for device memory, the host for host
+        pointers.
+    stream : object, optional
+        Passed as the second argument of ``allocate`` and the third of ``deallocate``
+        (an ``rmm.pylibrmm.stream.Stream``, for instance). Default: not passed, so the
+        resource uses its own default stream.
+
+    Raises
+    ------
+    ConfigError
+        If ``resource`` lacks either method.
+    """
+
+    def __init__(self, resource: Any, device: Device = CPU, stream: Any = None) -> None:
+        if not has_rmm_protocol(resource):
+            raise ConfigError(
+                f"an RMM-style resource needs allocate(nbytes, stream) and deallocate(ptr, "
+                f"nbytes, stream) methods; {type(resource).__name__} lacks them"
+            )
+        self.resource = resource
+        self._device = device
+        self._stream_args: tuple[Any, ...] = () if stream is None else (stream,)
+        self._mutex = threading.Lock()
+        after_fork(self, RmmSource._renew)
+        #: Pointers handed out and not yet deallocated (for tests and repr).
+        self.outstanding = 0
+
+    def _renew(self) -> None:
+        self._mutex = threading.Lock()
+
+    @property
+    def device(self) -> Device:
+        """Where the resource's pointers live."""
+        return self._device
+
+    def allocate(self, nbytes: int) -> Allocation:
+        """``resource.allocate(nbytes[, stream])``, as a block of ``uint8`` owned by an
+        array that deallocates it when the last reference goes."""
+        ptr = int(self.resource.allocate(nbytes, *self._stream_args))
+        try:
+            if ptr % _MIN_ALIGNMENT:
+                raise ArenaError(
+                    f"{self!r} returned pointer {ptr:#x} for {nbytes} bytes, not aligned to "
+                    f"{_MIN_ALIGNMENT} bytes; the arena's views need at least that (RMM's "
+                    "resources align to 256)"
+                )
+            with self._mutex:
+                self.outstanding += 1
+            kind = _CudaBlock if self._device.is_cuda else _Block
+            block = kind(ptr, nbytes, self._deallocator(ptr, nbytes))
+        except BaseException:
+            self.resource.deallocate(ptr, nbytes, *self._stream_args)
+            raise
+        return Allocation(ptr, nbytes, self._owner(block, nbytes), self._device)
+
+    def _deallocator(self, ptr: int, nbytes: int) -> Callable[[], None]:
+        resource, args = self.resource, self._stream_args
+        source = weakref.ref(self)
+
+        def free() -> None:
+            resource.deallocate(ptr, nbytes, *args)
+            kept = source()
+            if kept is not None:
+                with kept._mutex:
+                    kept.outstanding -= 1
+
+        return free
+
+    def _owner(self, block: _Block, nbytes: int) -> Any:
+        """A 1-D ``uint8`` array over ``block`` that keeps it alive."""
+        if not self._device.is_cuda:
+            import numpy as np
+
+            return np.asarray(block)
+        index = self._device.index
+        if importlib.util.find_spec("cupy") is not None and cupy_device_count() > index:
+            cupy = importlib.import_module("cupy")
+            memory = cupy.cuda.UnownedMemory(block.ptr, nbytes, block, device_id=index)
+            pointer = cupy.cuda.MemoryPointer(memory, 0)
+            return cupy.ndarray((nbytes,), dtype=cupy.uint8, memptr=pointer)
+        torch = importlib.import_module("torch")
+        return torch.as_tensor(block, device=f"cuda:{index}")
+
+    def release(self, allocation: Allocation) -> None:
+        """Nothing to do: the block is deallocated when its last view is gone."""
+
+    def stream_events(self) -> Any:
+        """On CUDA, release in stream order (see :mod:`arena.memory.deferred`); on the
+        host, None (released at once)."""
+        if not self._device.is_cuda:
+            return None
+        from arena.memory.deferred import stream_events
+
+        return stream_events(self._device)
+
+    def __repr__(self) -> str:
+        return f"RmmSource({type(self.resource).__name__}, device='{self._device}')"

@@ -1,0 +1,215 @@
+"""Scopes: scratch whose views live until a ``with`` block exits.
+
+``with ws.scope() as s:`` opens a region on the caller's slot. Every ``s.get_simultaneous``
+puts its views at the top of the slot's open regions, and they stay valid until the scope
+exits (not until the next request, as plain requests). Scopes nest: an inner scope starts
+where the outer one's views end, and when it exits its bytes are the next request's.
+Requests go to the innermost open scope or step (an outer one's requests come before the
+inner one opens), so the regions of a slot always form a stack. A plain
+``get_simultaneous`` inside a scope lives above every open region (vLLM's semantics, one
+level up: valid until the next request on the slot).
+
+The slot's capacity is the peak of its stack plus the plain requests above it, learned
+during warm-up like any other request and sized by ``lock()``; after ``lock()`` a scope
+request that needs more raises :class:`~arena.ArenaLockedError` naming the call site.
+
+The owning thread changes a slot's regions without a lock (a slot belongs to one thread at
+a time, see docs/overview.md, "Threads and safety"); opening and closing a region take the
+arena's mutex only to flip the slot's detour flag, which makes plain requests take the
+checked path while regions are open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, Protocol, TypeVar
+
+from arena.errors import ArenaError
+from arena.slots.slot import Buffer, Resize, Slot
+from arena.views.layout import Layout, compute_layout, shifted
+from arena.views.poison import poison_bytes
+
+__all__ = ["Placer", "Region", "Scope", "close_region"]
+
+ViewT = TypeVar("ViewT")
+
+
+class Placer(Protocol):
+    """What scopes and steps need of a front (an
+    :class:`~arena.views.builder.ViewBuilder`): views of a layout placed in a slot, the
+    bookkeeping of a request served from remembered views, and announcements."""
+
+    key: str
+    probe: Callable[[], bool] | None
+    log: Any
+
+    def place(
+        self,
+        slot: Slot,
+        layout: Layout,
+        specs: Any,
+        *,
+        strict: bool = True,
+        keep: int = 0,
+        what: str = "",
+        memo: Callable[[Buffer, Any], None] | None = None,
+    ) -> list[Any] | None:
+        """Views of ``layout`` in ``slot``, growing it if needed."""
+        ...
+
+    def remember(self, cache: dict[Any, Any], key: Any, entry: Any) -> None:
+        """Keep a prepared entry in a bounded cache."""
+        ...
+
+    def served(
+        self,
+        slot: Slot,
+        buffer: Buffer,
+        specs: Any,
+        required: int,
+        views: Any,
+        *,
+        strict: bool,
+        retry: Callable[[], list[Any] | None] | None = None,
+    ) -> list[Any] | None:
+        """Capture marks and the request log for views served from memory."""
+        ...
+
+    def announce(self, resizes: Sequence[Resize]) -> None:
+        """Tell the arena's listeners of ``resizes``."""
+        ...
+
+    def retire(self, views: Sequence[Any]) -> None:
+        """Debug mode: make views unusable where the framework allows it."""
+        ...
+
+
+class Region:
+    """An open scope or step on one slot: where it starts and how far its views reach.
+
+    Attributes
+    ----------
+    base : int
+        The slot's top when the region opened (its first byte).
+    end : int
+        The end of its highest view (``base`` while it has none).
+    held : int
+        Bytes of its views still live (less than ``end - base`` where holes are).
+    """
+
+    __slots__ = ("base", "end", "held", "slot")
+
+    def __init__(self) -> None:
+        self.slot: Slot | None = None
+        self.base = 0
+        self.end = 0
+        self.held = 0
+
+    def open_on(self, slot: Slot) -> None:
+        """Open this region on ``slot``, at its top. In debug mode the calling thread holds
+        the slot until the region closes: another thread's request on it raises
+        :class:`~arena.SlotError` naming both threads."""
+        slot.governor.check_open()
+        if slot.governor.debug:
+            slot.enter()
+        self.slot = slot
+        self.base = self.end = slot.top
+        self.held = 0
+        slot.open_region(self)
+
+
+def close_region(region: Region) -> None:
+    """Close ``region``: its bytes are free for the next request, unless a region still
+    open reaches above them (requests on an outer region while this one was open)."""
+    slot = region.slot
+    if slot is None:
+        return
+    if slot.regions and slot.regions[-1] is region:
+        top = region.base  # requests go to the innermost region: nothing open reaches above
+    else:  # closed out of order: the regions still open keep what they reach
+        top = max([region.base, *(r.end for r in slot.regions if r is not region)])
+    slot.close_region(region, top, slot.live - region.held)
+    region.slot = None
+    if slot.governor.debug:
+        slot.leave()
+
+
+class Scope(Region, Generic[ViewT]):
+    """A ``with`` block whose requests stay valid until it exits (see the module doc).
+
+    Obtain one from ``ws.scope()`` or ``ws.torch.scope()`` (any front); enter it with
+    ``with``. The slot is the caller's slot when the block is entered.
+    """
+
+    __slots__ = ("_alignment", "_debug", "_handed", "_placer", "_poison", "_select")
+
+    def __init__(
+        self,
+        placer: Placer,
+        select: Callable[[], Slot],
+        *,
+        alignment: int,
+        poison: bool,
+        debug: bool,
+    ) -> None:
+        super().__init__()
+        self._placer = placer
+        self._select = select
+        self._alignment = alignment
+        self._poison = poison
+        self._debug = debug
+        self._handed: list[Any] = []
+
+    def __enter__(self) -> Scope[ViewT]:
+        if self.slot is not None:
+            raise ArenaError("this scope is already open; make a new one with ws.scope()")
+        self.open_on(self._select())
+        return self
+
+    def get_simultaneous(self, *specs: tuple[Any, Any]) -> list[ViewT]:
+        """Views for several ``(shape, dtype)`` requests, valid until this scope exits.
+
+        Raises
+        ------
+        ArenaLockedError
+            The slot must grow while the arena is locked (names the call site).
+        ArenaError
+            The scope is not open.
+        SpecError, DTypeError
+            Malformed request.
+        """
+        slot = self.slot
+        if slot is None:
+            raise ArenaError(
+                "this scope is not open: request inside its with block (with ws.scope() "
+                "as s: s.get_simultaneous(...))"
+            )
+        if slot.regions[-1] is not self:
+            raise ArenaError(
+                "this scope is not the innermost one open on its slot: request through the "
+                "innermost scope or step (its views live shorter), or make this scope's "
+                "requests before opening the inner one"
+            )
+        layout = compute_layout(specs, self._alignment)
+        base = slot.top
+        views = self._placer.place(slot, shifted(layout, base), specs, what="scope request")
+        assert views is not None  # strict placement raises instead
+        slot.top = self.end = base + layout.total
+        self.held += layout.total
+        slot.live += layout.total
+        slot.note_load(slot.live, plain=slot.top)
+        if self._debug:
+            self._handed.extend(views)
+        return views  # type: ignore[no-any-return]
+
+    def __exit__(self, *exc_info: object) -> None:
+        slot = self.slot
+        if slot is None:
+            return
+        start, end = self.base, self.end
+        close_region(self)
+        if self._poison and end > start:
+            poison_bytes(slot.buffer, start, end)
+        if self._handed:
+            handed, self._handed = self._handed, []
+            self._placer.retire(handed)

@@ -1,0 +1,381 @@
+"""Steps: recorded request sequences whose bytes are planned by lifetime.
+
+``with ws.step("layer") as step:`` runs one step of a program (a forward pass, a layer,
+a decode step). Its requests may live as long as the caller wants: a view is live from
+its request until ``step.release(view)`` (in any order) or the end of the step.
+
+* The first run of a key *records*: each view is placed as it comes, first fit over the
+  bytes free at that moment (released views' bytes are reused), so warm-up does not grow
+  the slot to the sum of every request.
+* From the key's second run (or :meth:`~arena.Arena.plan_steps`, or ``lock()`` for a key
+  not planned yet) the key has a *plan*: :func:`~arena.planning.plan_offsets` over the
+  recorded blocks (the largest bytes seen per view, first and last use in request
+  order), and every later run puts each view at its planned offset. Plans are fixed
+  before graphs are captured, so the pointers of a replay after ``lock()`` are those of
+  the second warm-up run. A replay whose views fit the plan (token counts that vary
+  inside a CUDA-graph bucket) needs no new plan.
+* Planning may find the slot larger than every plan needs; where no capture used its
+  buffer and the arena is unlocked, the slot shrinks (freeing before allocating).
+* A run that diverges from its plan (more requests, larger sizes, another structure, a
+  view kept past its planned last use) records and plans again while unlocked and not
+  capturing; locked it raises :class:`~arena.ArenaLockedError`, capturing
+  :class:`~arena.GraphCaptureError`, naming the key, the request index and the call site.
+
+A step's offsets are relative to where it starts: enter a step at the same stack height
+(outside any scope, typically) for its pointers to repeat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, TypeVar
+
+from arena.errors import ArenaError, ArenaLockedError, GraphCaptureError, SpecError
+from arena.observe.events import caller_info
+from arena.planning.records import StepBook, StepRun, shrink_to_plans
+from arena.planning.scopes import Placer, Region, close_region
+from arena.slots.slot import Slot
+from arena.views.layout import Layout, ViewLayout, compute_layout, round_up
+from arena.views.poison import poison_bytes
+
+__all__ = ["Step"]
+
+ViewT = TypeVar("ViewT")
+
+
+class Step(Region, Generic[ViewT]):
+    """One run of a step key (see the module doc). Obtain one from ``ws.step(key)`` or
+    ``ws.torch.step(key)``; enter it with ``with``."""
+
+    __slots__ = (
+        "_alignment",
+        "_book",
+        "_buffer",
+        "_caches",
+        "_debug",
+        "_expiring",
+        "_memo",
+        "_placer",
+        "_poison",
+        "_select",
+        "_watch",
+        "key",
+        "replay",
+        "request",
+        "run",
+    )
+
+    def __init__(
+        self,
+        placer: Placer,
+        select: Callable[[], Slot],
+        key: Hashable,
+        *,
+        alignment: int,
+        poison: bool,
+        debug: bool,
+    ) -> None:
+        super().__init__()
+        try:
+            hash(key)
+        except TypeError:
+            raise SpecError(
+                f"step key {key!r} ({type(key).__name__}) is not hashable; use a str, an int "
+                "or a tuple of them"
+            ) from None
+        self._placer = placer
+        self._select = select
+        self.key = key
+        self._alignment = alignment
+        self._poison = poison
+        self._debug = debug
+        self._book: StepBook | None = None
+        self.run = StepRun()
+        self.replay = False
+        self.request = 0
+        self._memo: tuple[Any, ...] = ()
+        self._caches: list[dict[Any, Any]] | None = None
+        self._buffer: Any = None  # the buffer whose remembered views _caches holds
+        self._expiring: list[tuple[int, ...]] = []
+        self._watch = False
+
+    def __enter__(self) -> Step[ViewT]:
+        if self.slot is not None:
+            raise ArenaError(f"step {self.key!r} is already running; make a new ws.step()")
+        slot = self._select()
+        book = slot.steps.get(self.key)
+        if book is None:
+            book = slot.steps[self.key] = StepBook()
+        if not book.planned and book.runs:
+            book.make_plan(self._alignment)
+            self._placer.announce(shrink_to_plans(slot))
+        if not book.planned and slot.governor.capturing():
+            raise GraphCaptureError(
+                f"step {self.key!r} runs for the first time while a CUDA graph is being "
+                f"captured in slot {slot.describe()}; run it eagerly twice (record, then "
+                "plan) before capturing, so the capture records the planned pointers"
+            )
+        self._book = book
+        self.request = 0
+        self.replay = book.planned
+        # A capture probe, or a request log while unlocked: served requests need their
+        # bookkeeping (decided per run: the hot path reads one flag).
+        placer = self._placer
+        self._watch = placer.probe is not None or (
+            placer.log is not None and not slot.governor.locked
+        )
+        self.open_on(slot)
+        if self.replay:
+            slot.top = self.end = self.base + book.total
+            # A replay's live bytes are bounded by the plan's LOAD: counted once here.
+            self.held = book.load
+            slot.live += book.load
+            slot.note_load(slot.live)
+            # Where a replay's views are remembered: per front, key, start and plan.
+            self._memo = (self._placer.key, "step", self.key, self.base, book.version)
+            self._buffer = buffer = slot.buffer
+            self._caches = buffer.prepared.get(self._memo)
+            self._expiring = book.expiring
+        return self
+
+    def get_simultaneous(self, *specs: tuple[Any, Any]) -> list[ViewT]:
+        """Views for several ``(shape, dtype)`` requests, live until released or the end
+        of the step.
+
+        Raises
+        ------
+        ArenaLockedError, GraphCaptureError
+            The run diverges from the key's plan while locked or capturing (naming the
+            key, the request index and the call site), or the slot must grow while locked.
+        ArenaError
+            The step is not running, or a scope opened inside it is still open.
+        """
+        caches = self._caches
+        slot = self.slot
+        if caches is not None and slot is not None and slot.regions[-1] is self:
+            # The replay's hit: views remembered for this request index over this buffer.
+            r = self.request
+            try:
+                entry = caches[r][specs]
+            except (IndexError, KeyError, TypeError):
+                pass
+            else:
+                run = self.run
+                released = run.released
+                for block in self._expiring[r]:
+                    if block not in released:
+                        break  # kept past its planned life: the checked path names it
+                else:
+                    views = entry.serve(specs)
+                    if (
+                        views is not None
+                        and slot.buffer is self._buffer
+                        and (not self._watch or self._served(slot, entry, specs, views))
+                    ):
+                        entry.used = True
+                        slot.calls += 1
+                        run.handed.append((entry.metadata, views))
+                        self.request = r + 1
+                        return views  # type: ignore[no-any-return]
+        if slot is None:
+            raise ArenaError(
+                f"step {self.key!r} is not running: request inside its with block (with "
+                "ws.step(key) as step: step.get_simultaneous(...))"
+            )
+        return self._checked(slot, specs)
+
+    def release(self, *views: Any) -> None:
+        """End the life of ``views`` (handed out by this run) now; their bytes are free
+        for the step's later requests.
+
+        Raises
+        ------
+        ArenaError
+            A view this run did not hand out, or released already.
+        """
+        slot = self.slot
+        if slot is None:
+            raise ArenaError(f"step {self.key!r} is not running: release inside its with block")
+        run = self.run
+        if run.handed:
+            run.index()
+        for view in views:
+            found = run.views.pop(id(view), None)
+            if found is None:
+                raise ArenaError(
+                    f"release() takes views this run of step {self.key!r} handed out and "
+                    f"has not released yet; got {type(view).__name__} of shape "
+                    f"{getattr(view, 'shape', '?')}"
+                )
+            block = found[0]
+            run.lasts[block] = self.request - 1
+            if self.replay:  # its place is the plan's; the plan's LOAD stays counted
+                run.released.add(block)
+                book = self._book
+                assert book is not None and book.offsets is not None
+                placed = (book.offsets[block], book.sizes[block])
+            else:
+                placed = run.live.pop(block)
+                slot.live -= placed[1]
+                self.held -= placed[1]
+            if self._poison:
+                offset, size = placed
+                poison_bytes(slot.buffer, self.base + offset, self.base + offset + size)
+            if self._debug:
+                self._placer.retire([view])
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        slot = self.slot
+        if slot is None:
+            return
+        run, book = self.run, self._book
+        assert book is not None
+        if not self.replay:
+            for block in run.live:
+                run.lasts[block] = max(self.request - 1, run.firsts[block])
+        if self._debug:
+            run.index()
+        handed = [view for _, view in run.views.values()] if self._debug else []
+        start, end = self.base, self.end
+        if kind is None:  # an interrupted run is not a record of the step
+            if not self.replay:
+                book.record(run)
+            book.runs += 1
+            book.base = max(book.base, start)
+        self.run = StepRun()
+        self._buffer = self._caches = None
+        close_region(self)
+        if self._poison and end > start:
+            poison_bytes(slot.buffer, start, end)
+        if handed:
+            self._placer.retire(handed)
+
+    # ------------------------------------------------------------------ internals
+    def _served(self, slot: Slot, entry: Any, specs: Any, views: Any) -> bool:
+        """Capture marks and the request log; False when a growth raced a capture."""
+        if not self._placer.probe and (slot.governor.locked or self._placer.log is None):
+            return True
+        served = self._placer.served(
+            slot, slot.buffer, specs, entry.required, views, strict=True, retry=lambda: None
+        )
+        return served is views
+
+    def _checked(self, slot: Slot, specs: Any) -> list[ViewT]:
+        """Every request the replay's hit does not serve: records, diverges, or places at
+        the plan's offsets and remembers the views."""
+        if slot.regions[-1] is not self:
+            raise ArenaError(
+                f"a scope opened inside step {self.key!r} is still open: make the step's "
+                "requests outside it (or through the scope)"
+            )
+        book, run, r = self._book, self.run, self.request
+        assert book is not None
+        layout = compute_layout(specs, self._alignment)
+        sizes = [round_up(v.nbytes, self._alignment) for v in layout.views]
+        if self.replay and not self._fits(r, sizes):
+            self._diverge(slot, r, sizes)
+        if self.replay:
+            blocks = range(book.starts[r], book.starts[r] + len(sizes))
+            offsets = [book.offsets[b] for b in blocks]
+        else:
+            offsets = []
+            for size in sizes:
+                offset = run.first_fit(size)
+                run.live[-1 - len(offsets)] = (offset, size)  # held while placing this request
+                offsets.append(offset)
+            for k in range(len(sizes)):
+                del run.live[-1 - k]
+            blocks = range(len(run.sizes), len(run.sizes) + len(sizes))
+        base = self.base
+        placed = tuple(
+            ViewLayout(v.shape, v.dtype, base + o, v.nbytes, v.strides)
+            for v, o in zip(layout.views, offsets, strict=True)
+        )
+        end = base + max((o + s for o, s in zip(offsets, sizes, strict=True)), default=0)
+        extent = max(end, self.end)
+        views = self._placer.place(
+            slot,
+            Layout(placed, extent, self._alignment),
+            specs,
+            what=f"step {self.key!r} request {r}",
+            memo=self._keep(r, specs, tuple(blocks)) if self.replay else None,
+        )
+        assert views is not None  # strict placement raises instead
+        if self.replay:
+            run.handed.append((tuple(blocks), views))
+        else:  # recorded once placed: a refused request is no block
+            for view, block, offset, size in zip(views, blocks, offsets, sizes, strict=True):
+                run.live[block] = (offset, size)
+                run.views[id(view)] = (block, view)
+            run.add(r, offsets, sizes)
+            self.held += sum(sizes)
+            slot.live += sum(sizes)
+            slot.note_load(slot.live)
+        if extent > self.end:
+            slot.top = self.end = extent
+        self.request = r + 1
+        return views  # type: ignore[no-any-return]
+
+    def _keep(self, r: int, specs: Any, blocks: tuple[int, ...]) -> Callable[[Any, Any], None]:
+        """Where a replayed request's views are remembered: per buffer, a dict per request
+        index of this plan."""
+
+        def store(buffer: Any, entry: Any) -> None:
+            caches = buffer.prepared.get(self._memo)
+            if caches is None:
+                caches = buffer.prepared[self._memo] = [{} for _ in self._book.counts]  # type: ignore[union-attr]
+            entry.metadata = blocks
+            self._placer.remember(caches[r], specs, entry)
+            if buffer is self.slot.buffer:  # type: ignore[union-attr]
+                self._buffer, self._caches = buffer, caches
+
+        return store
+
+    def _fits(self, r: int, sizes: list[int]) -> bool:
+        book = self._book
+        assert book is not None
+        if r >= len(book.counts) or book.counts[r] != len(sizes):
+            return False
+        first = book.starts[r]
+        if any(size > book.sizes[first + k] for k, size in enumerate(sizes)):
+            return False
+        # A view kept past its planned last use would share bytes with this request.
+        return all(block in self.run.released for block in book.expiring[r])
+
+    def _diverge(self, slot: Slot, r: int, sizes: list[int]) -> None:
+        book = self._book
+        assert book is not None
+        if r >= len(book.counts):
+            reason = f"the plan has {len(book.counts)} requests"
+        elif book.counts[r] != len(sizes):
+            reason = f"the plan's request {r} has {book.counts[r]} views, this one {len(sizes)}"
+        elif any(s > book.sizes[book.starts[r] + k] for k, s in enumerate(sizes)):
+            planned = book.sizes[book.starts[r] : book.starts[r] + len(sizes)]
+            reason = f"its views need {sizes} bytes, the plan holds {planned}"
+        else:
+            reason = "a view is kept past its planned last use (release it earlier)"
+        caller = caller_info()
+        where = f"step {self.key!r} request {r} from '{caller}' in slot {slot.describe()}"
+        governor = slot.governor
+        if governor.locked:
+            raise ArenaLockedError(
+                f"arena is locked but {where} diverges from the step's plan ({reason}); "
+                "warm up every shape the step takes before lock() (the largest token count "
+                "of each CUDA-graph bucket), or use one step key per shape",
+                caller=caller,
+                slot=(slot.ubatch, slot.lane),
+                key=self.key,
+            )
+        if governor.capturing():
+            raise GraphCaptureError(
+                f"{where} diverges from the step's plan ({reason}) while a CUDA graph is "
+                "being captured; run every shape the capture uses eagerly first"
+            )
+        # Record from here: the requests so far are recorded as planned, and their live
+        # blocks keep their planned offsets (counted live now, as a recording run does).
+        self.run.adopt(book, r)
+        slot.live -= self.held
+        self.held = sum(size for _, size in self.run.live.values())
+        slot.live += self.held
+        self._caches = None
+        self.replay = False

@@ -1,0 +1,332 @@
+"""The requests a front's hot path does not serve: a structure's generated plan, the
+general path (layout, growth, typed views), placement at explicit offsets for scopes and
+steps, and the bookkeeping of every served request off the locked hot path (capture marks,
+the request log, remembering prepared views).
+
+Every method reads the slot's buffer and builds views over that buffer only; growth goes
+through the slot (:meth:`~arena.slots.slot.Slot.ensure`), under the arena's mutex.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+from arena.errors import GraphCaptureError
+from arena.observe.requests import RequestLog
+from arena.slots.slot import Buffer, Resize, Slot, check_in_bounds
+from arena.slots.table import SlotTable
+from arena.views.framework import FrameworkViews
+from arena.views.layout import Layout, compute_layout, shifted
+from arena.views.plan import Plan, plan_for, server
+from arena.views.poison import fill_views, poisoned
+from arena.views.prepared import Prepared, metadata, plain_key, remember, unchanged
+
+__all__ = ["ALWAYS", "NEVER", "SECOND_SIGHT", "ViewBuilder"]
+
+#: How :meth:`ViewBuilder.place` keeps the views it builds: remembered for later identical
+#: requests (plain requests at offset 0), from a layout's second sighting (plan-built), or
+#: never (views placed above scopes and in steps: their offsets are not the request's).
+ALWAYS, SECOND_SIGHT, NEVER = 2, 1, 0
+
+
+class ViewBuilder:
+    """Builds, places and remembers one front's views.
+
+    Parameters
+    ----------
+    table : SlotTable
+        The arena's slots (growth announcements).
+    adapter : module
+        The framework's adapter.
+    cached : bool
+        Cached front: hand out the prepared objects themselves.
+    max_cached : int
+        Prepared view sets kept per slot buffer.
+    poison : bool
+        Fill every request's views with a sentinel.
+    log : RequestLog or None
+        Told of every unlocked request.
+    """
+
+    __slots__ = (
+        "_adapter",
+        "_cached",
+        "_governor",
+        "_guarded",
+        "_last_plan",
+        "_max_cached",
+        "_name",
+        "_plans",
+        "_poison",
+        "_seen",
+        "_table",
+        "_views",
+        "fresh",
+        "fresh_expression",
+        "key",
+        "log",
+        "probe",
+    )
+
+    #: Debug mode, cached fronts: whether a hit's views still have the metadata they were
+    #: made with (see :mod:`arena.views.prepared`). A plain function: no extra frame.
+    _unchanged = staticmethod(unchanged)
+
+    def __init__(
+        self,
+        table: SlotTable,
+        adapter: ModuleType,
+        *,
+        cached: bool,
+        max_cached: int,
+        poison: bool,
+        log: RequestLog | None,
+    ) -> None:
+        self._table = table
+        self._governor = governor = table.governor
+        self._adapter = adapter
+        self._views = FrameworkViews(adapter, governor)
+        self._name: str = adapter.FRAMEWORK
+        self._cached = cached
+        self._max_cached = max_cached
+        self._poison = poison
+        self.log = log
+        self.probe = governor.capture_probe
+        self._plans: dict[Any, Plan | None] = {}
+        self._last_plan: Plan | None = None
+        # Layouts a plan served once and did not remember yet (see deliver).
+        self._seen: dict[Any, Any] = {}
+        # The in-place-change guard costs about 0.1 us per view per call, a third of a
+        # cached request: it runs in debug mode. JAX arrays are immutable.
+        self._guarded = cached and self._name != "jax" and governor.debug
+        #: Where this front's entries live in a buffer's ``prepared``. Cached fronts hand
+        #: out the prepared objects themselves, so they keep their own entries: a caller's
+        #: in-place change must never leak into an uncached front.
+        self.key = f"{self._name}/cached" if cached else self._name
+        # JAX fronts hand out new arrays even when cached: a shared jax.Array may hold a
+        # host copy cached by an earlier read, which would show stale bytes.
+        #: Fresh views of prepared ones (the hand-out of every request).
+        self.fresh: Callable[[Any], list[Any] | None] = (
+            list if cached and self._name != "jax" else adapter.fresh_views
+        )
+        #: How a hit makes its fresh views, in the code generated per remembered request.
+        self.fresh_expression: str = (
+            "{view}" if cached and self._name != "jax" else adapter.FRESH_EXPRESSION
+        )
+        if poison:  # every request's views are filled with a sentinel on return
+            self.fresh = poisoned(self._name, self.fresh)
+            self.fresh_expression = ""
+
+    @property
+    def framework(self) -> str:
+        """The framework of the views."""
+        return self._name
+
+    def retire(self, views: Sequence[Any]) -> None:
+        """Debug mode: make ``views`` unusable where the framework allows it."""
+        self._adapter.retire_views(views)
+
+    def served(
+        self,
+        slot: Slot,
+        buffer: Buffer,
+        specs: Any,
+        required: int,
+        views: Any,
+        *,
+        strict: bool,
+        retry: Callable[[], list[Any] | None] | None = None,
+    ) -> list[Any] | None:
+        """The bookkeeping of a served request off the locked hot path: mark a capture and
+        note the request while unlocked.
+
+        A buffer read by a CUDA graph being captured is marked under the arena's mutex, so
+        no concurrent growth can release it unmarked; when a growth replaced it between
+        the read and the mark, the request is served again from the current buffer
+        (``retry``, by default the plain request).
+        """
+        probe = self.probe
+        if probe is not None and probe() and not slot.mark_captured(buffer):
+            slot.calls -= 1  # counted again by the request that replaces this one
+            try:
+                if retry is not None:
+                    return retry()
+                return self.request(slot, specs, strict)
+            except GraphCaptureError as exc:
+                raise GraphCaptureError(
+                    f"slot {slot.describe()} was resized by another thread while this "
+                    "thread was capturing a CUDA graph (between building this request's "
+                    "views and marking them captured), and the new buffer cannot serve it "
+                    f"during the capture: {exc}. Finish growth before capturing (warm-up "
+                    "or reserve()), and keep other threads from growing the arena during a "
+                    "capture (lock() it first)"
+                ) from exc
+        log = self.log
+        if log is not None and not self._governor.locked:
+            log.note(required, slot.index, specs)
+        return views  # type: ignore[no-any-return]
+
+    def miss(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
+        """A request not prepared over the slot's buffer: the structure's plan if it fits,
+        else the general path (layout, growth, typed views)."""
+        buffer: Buffer | None = slot.buffer
+        # A slot holding no memory (never sized, or closed) takes the general path, which
+        # serves zero-byte requests and raises ArenaClosedError.
+        if buffer is not None and buffer.allocation is not None and not slot.detour:
+            built: Any = None
+            plan = self._last_plan
+            if plan is not None:
+                built = self._views.build(plan, buffer, specs)
+            if built is None:  # another structure than last time
+                plan = plan_for(self._plans, specs, self._adapter, self._governor.alignment)
+                if plan is not None:
+                    built = self._views.build(plan, buffer, specs)
+                    self._last_plan = plan
+            if built:
+                return self.deliver(
+                    slot, buffer, specs, built[0], built[1], strict=strict, keep=SECOND_SIGHT
+                )
+        buffer = None  # see get_simultaneous: no reference to the buffer that may be replaced
+        return self.request(slot, specs, strict)
+
+    def request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
+        """The general path: a plain request lives at offset 0, or above the scopes and
+        steps open on the slot (then its views are not remembered: the base moves)."""
+        layout = compute_layout(specs, self._governor.alignment)
+        base = slot.top
+        if base:
+            layout = shifted(layout, base)
+        if not base:
+            return self.place(slot, layout, specs, strict=strict, keep=ALWAYS)
+        views = self.place(slot, layout, specs, strict=strict)
+        if views is not None:
+            slot.note_load(slot.live + layout.total - base, plain=layout.total)
+        return views
+
+    def place(
+        self,
+        slot: Slot,
+        layout: Layout,
+        specs: Any,
+        *,
+        strict: bool = True,
+        keep: int = NEVER,
+        what: str = "",
+        memo: Callable[[Buffer, Prepared], None] | None = None,
+    ) -> list[Any] | None:
+        """Views of ``layout`` (offsets from the buffer's start) in ``slot``, growing it to
+        ``layout.total`` bytes if needed: how plain requests, scopes and steps get views.
+        ``keep`` says whether they are remembered as plain requests (:data:`ALWAYS`,
+        :data:`NEVER`); ``memo(buffer, entry)`` is given them as a :class:`Prepared` to keep
+        instead (step replays); ``what`` names a scope or step request in the locked error
+        (``strict``) that growth while locked raises."""
+        governor = self._governor
+        required = layout.total
+        buffer, resizes = slot.ensure(required)
+        if resizes:
+            self._table.announce("resize", resizes)
+            governor.check_open()  # a listener may have closed the arena
+        if buffer is None:
+            if strict:
+                raise slot.locked_error(required, what)
+            return None
+        check_in_bounds(slot, buffer, layout)
+        views = self._views.typed(buffer, layout)
+        if keep != NEVER:
+            return self.deliver(slot, buffer, specs, required, views, strict=strict)
+        slot.calls += 1
+
+        def again() -> list[Any] | None:
+            return self.place(slot, layout, specs, strict=strict, what=what)
+
+        served = self.served(slot, buffer, specs, required, views, strict=strict, retry=again)
+        if served is not views:
+            return served
+        if memo is not None and plain_key(specs) and self._adapter.views_can_be_kept():
+            entry = Prepared(required, views)
+            entry.serve = server(specs, views, self.fresh_expression, self.fresh)
+            memo(buffer, entry)
+        return self.fresh(views)
+
+    def remember(self, cache: dict[Any, Any], key: Any, entry: Prepared) -> None:
+        """Keep ``entry`` in ``cache`` (bounded like every cache of prepared views)."""
+        remember(cache, key, entry, self._max_cached)
+
+    def announce(self, resizes: Sequence[Resize]) -> None:
+        """Tell the arena's listeners of ``resizes`` (a slot shrunk by step planning)."""
+        if resizes:
+            self._table.announce("resize", resizes)
+
+    def deliver(
+        self,
+        slot: Slot,
+        buffer: Buffer,
+        specs: Any,
+        required: int,
+        views: list[Any],
+        *,
+        strict: bool,
+        keep: int = ALWAYS,
+    ) -> list[Any] | None:
+        """Count the call, mark a capture, and hand out the views.
+
+        Views built by the general path are remembered when the request is keyed by plain
+        ints (anything else could alias a plain request it is equal to but does not mean).
+        Views built by a plan are remembered from a layout's second sighting on (or at once
+        by a cached front): a layout seen once is handed out as built, which saves the
+        copies a remembered set needs and keeps one-off layouts from sweeping the cache.
+        """
+        if required > slot.high_water:
+            slot.note_high_water(required)
+        # Not under the high-water test: a request that grew the slot raised it in ensure().
+        if required > slot.plain_high:
+            slot.note_load(required, plain=required)  # at offset 0: nothing else is live
+        slot.calls += 1
+        served = self.served(slot, buffer, specs, required, views, strict=strict)
+        if served is not views:  # the buffer was replaced during a capture: served again
+            return served
+        if keep == SECOND_SIGHT:  # built by a plan
+            admit = False
+            if not self._cached:
+                seen = self._seen
+                try:
+                    admit = seen.pop(specs, False)
+                except TypeError:  # unhashable (list shapes): never remembered
+                    admit = False
+                else:
+                    if not admit:
+                        remember(seen, specs, True, self._max_cached)
+                if not admit:
+                    if self._poison:
+                        fill_views(self._name, views)
+                    return views
+            if not self._adapter.views_can_be_kept():
+                # e.g. built inside torch.inference_mode(): remember views built outside it
+                layout = compute_layout(specs, self._governor.alignment)
+                views = self._views.typed(buffer, layout)
+        elif not plain_key(specs):
+            return self.fresh(views)
+        cache = buffer.prepared.get(self.key)
+        if cache is None:
+            cache = buffer.prepared[self.key] = {}
+        entry = Prepared(required, views)
+        if self._guarded:
+            entry.metadata = tuple(metadata(v) for v in views)
+            entry.serve = functools.partial(self._serve_guarded, cache, entry)
+        else:
+            entry.serve = server(specs, views, self.fresh_expression, self.fresh)
+        remember(cache, specs, entry, self._max_cached)
+        return self.fresh(views)
+
+    def _serve_guarded(self, cache: dict[Any, Any], entry: Prepared, specs: Any) -> Any:
+        """Debug mode's server for cached fronts: the int check, then the in-place guard."""
+        for shape, _ in specs:
+            for dim in shape:
+                if dim.__class__ is not int:
+                    return None
+        if not self._unchanged(cache, specs, entry):
+            return None
+        return self.fresh(entry.views)

@@ -1,0 +1,76 @@
+"""How one framework sees a slot buffer's bytes: one import of each buffer into the
+framework (kept on the buffer), typed views at a layout's offsets, and the sources a
+request structure's generated plan builds its views from."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from arena.errors import GraphCaptureError
+from arena.slots.governor import Governor
+from arena.slots.slot import Buffer
+from arena.views.layout import Layout
+from arena.views.plan import Plan
+
+__all__ = ["FrameworkViews"]
+
+
+class FrameworkViews:
+    """One framework's views of an arena's buffers, through its adapter.
+
+    Parameters
+    ----------
+    adapter : module
+        The framework's adapter (``arena.adapters.<name>``).
+    governor : Governor
+        The arena's governor: its capture probe and empty allocation.
+    """
+
+    __slots__ = ("adapter", "governor", "name")
+
+    def __init__(self, adapter: ModuleType, governor: Governor) -> None:
+        self.adapter = adapter
+        self.governor = governor
+        self.name: str = adapter.FRAMEWORK
+
+    def wrapper(self, buffer: Buffer) -> Any:
+        """The framework's handle on the whole buffer: one import per buffer.
+
+        Raises
+        ------
+        GraphCaptureError
+            The first import of a buffer is asked for while a CUDA graph is captured.
+        """
+        wrapper = buffer.wrappers.get(self.name)
+        if wrapper is None:
+            allocation = buffer.allocation
+            if allocation is None:
+                # A slot that holds no memory serves only zero-byte requests.
+                allocation = self.governor.empty_allocation()
+            elif self.governor.capturing():
+                raise GraphCaptureError(
+                    f"the first {self.name} view of a {buffer.capacity}-byte slot buffer "
+                    f"was requested while a CUDA graph is being captured; importing it into "
+                    f"{self.name} may record work on another stream. Make the same request "
+                    "once eagerly (warm-up) before capturing"
+                )
+            wrapper = buffer.wrappers[self.name] = self.adapter.wrap(allocation)
+        return wrapper
+
+    def typed(self, buffer: Buffer, layout: Layout) -> list[Any]:
+        """One view per entry of ``layout``, over ``buffer`` (bounds checked by the caller)."""
+        return self.adapter.typed_views(self.wrapper(buffer), layout)  # type: ignore[no-any-return]
+
+    def build(self, plan: Plan, buffer: Buffer, specs: Any) -> Any:
+        """``plan.build`` over ``buffer``'s plan sources; None for another structure."""
+        sources = buffer.wrappers.get(plan.key)
+        if sources is None:
+            wrapper = self.wrapper(buffer)
+            source = self.adapter.plan_source
+            sources = tuple(source(wrapper, native) for native in plan.natives)
+            buffer.wrappers[plan.key] = sources
+        try:
+            return plan.build(specs, buffer.capacity, *sources)
+        except (ValueError, TypeError):  # unpacking: another structure
+            return None

@@ -1,0 +1,235 @@
+"""Steps: the first run records, the second plans, later runs replay the plan's pointers;
+divergence re-records while unlocked and is refused, by name, while locked or capturing."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+
+from arena import Arena, ArenaError, ArenaLockedError, GraphCaptureError, SpecError
+from tests.sources import RecordingSource
+
+F32 = "float32"
+
+
+def ptr(ws: Arena, view: Any) -> int:
+    return ws.numpy.data_ptr(view)
+
+
+def layer(ws: Arena, tokens: int, key: str = "layer") -> list[int]:
+    """x lives across the step; h dies after y is made; z reuses h's bytes."""
+    with ws.step(key) as st:
+        (x,) = st.get_simultaneous(((tokens, 64), F32))
+        (h,) = st.get_simultaneous(((tokens, 256), F32))
+        (y,) = st.get_simultaneous(((tokens, 64), F32))
+        x[:] = 1
+        y[:] = 2
+        st.release(h)
+        (z,) = st.get_simultaneous(((tokens, 64), F32))
+        z[:] = 3
+        assert np.all(x == 1) and np.all(y == 2)
+        return [ptr(ws, v) for v in (x, h, y, z)]
+
+
+def test_second_run_plans_and_later_runs_repeat_its_pointers_through_lock() -> None:
+    source = RecordingSource()
+    with Arena(source=source, framework="numpy") as ws:
+        layer(ws, 100)  # records
+        second = layer(ws, 100)  # plans
+        assert layer(ws, 100) == second
+        ws.lock()
+        before = len(source.events)
+        assert layer(ws, 100) == second
+        assert layer(ws, 37) == second  # fewer tokens: the same planned offsets
+        assert len(source.events) == before  # replays after lock allocate nothing
+        stats = ws.stats().slots[0]
+        # x + h + y live at once: LOAD = 25600 + 102400 + 25600, and the plan meets it.
+        assert stats.load == 153600 and stats.capacity == 153600
+
+
+def test_the_plan_reuses_released_bytes_and_warm_up_never_grows_to_the_sum() -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        ws.reserve_bytes(153600)  # LOAD: the first run must fit in it, never the sum
+        _, h, _, z = layer(ws, 100)
+        assert z == h  # first fit: z takes the bytes h was released from
+        assert ws.stats().slots[0].capacity == 153600 < 25600 * 3 + 102400
+        _, h, _, z = layer(ws, 100)
+        assert z == h
+
+
+def test_plan_uses_the_largest_bytes_seen_per_request() -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        layer(ws, 64)
+        layer(ws, 128)  # diverges (larger): records again, unlocked
+        planned = layer(ws, 128)
+        assert layer(ws, 64) == planned  # smaller tokens fit the plan: same pointers
+        assert ws.plan_steps() == {"layer": 128 * 64 * 4 * 2 + 128 * 256 * 4}
+
+
+def test_divergence_while_locked_names_the_key_the_request_and_the_call_site() -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        layer(ws, 100)
+        layer(ws, 100)
+        ws.lock()
+        with pytest.raises(ArenaLockedError) as info:
+            layer(ws, 200)
+        message = str(info.value)
+        assert "step 'layer' request 0" in message and "test_steps.py" in message
+        assert info.value.key == "layer"
+        with (
+            pytest.raises(ArenaLockedError, match="the plan has 4 requests"),
+            ws.step("layer") as st,
+        ):
+            st.get_simultaneous(((100, 64), F32))
+            (h,) = st.get_simultaneous(((100, 256), F32))
+            st.get_simultaneous(((100, 64), F32))
+            st.release(h)
+            st.get_simultaneous(((100, 64), F32))
+            st.get_simultaneous(((100, 64), F32))  # a fifth request
+
+
+def test_a_view_kept_past_its_planned_life_is_a_divergence() -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        layer(ws, 10)
+        layer(ws, 10)
+        ws.lock()
+        with (
+            pytest.raises(ArenaLockedError, match="kept past its planned last use"),
+            ws.step("layer") as st,
+        ):
+            st.get_simultaneous(((10, 64), F32))
+            st.get_simultaneous(((10, 256), F32))
+            st.get_simultaneous(((10, 64), F32))
+            st.get_simultaneous(((10, 64), F32))  # h was never released
+
+
+def test_divergence_unlocked_records_again_and_keeps_live_views_intact() -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        layer(ws, 10)
+        layer(ws, 10)
+        with ws.step("layer") as st:
+            (x,) = st.get_simultaneous(((10, 64), F32))
+            x[:] = 7
+            (big,) = st.get_simultaneous(((10, 4096), F32))  # larger than planned
+            big[:] = 8
+            assert np.all(x == 7)
+            assert ptr(ws, big) >= ptr(ws, x) + x.nbytes or ptr(ws, big) + big.nbytes <= ptr(ws, x)
+        layer(ws, 10)  # new structure recorded last run: this run plans again
+        assert layer(ws, 10) == layer(ws, 10)
+
+
+def test_steps_during_capture_need_a_plan_and_refuse_divergence() -> None:
+    capturing = [False]
+    with Arena("cpu", framework="numpy", capture_probe=lambda: capturing[0]) as ws:
+        layer(ws, 10)
+        layer(ws, 10)
+        capturing[0] = True
+        with pytest.raises(GraphCaptureError, match="first time"), ws.step("never-run"):
+            pass
+        assert layer(ws, 10)  # replay under capture: fine
+        with pytest.raises(GraphCaptureError, match="step 'layer' request 0"):
+            layer(ws, 20)
+        capturing[0] = False
+
+
+def test_planning_shrinks_a_slot_larger_than_its_plans_need() -> None:
+    source = RecordingSource()
+    with Arena(source=source, framework="numpy") as ws:
+        with ws.step("s") as st:  # record: a first-fit order that wastes bytes
+            (a,) = st.get_simultaneous(((100,), F32))
+            (b,) = st.get_simultaneous(((1000,), F32))
+            st.release(a)
+            st.get_simultaneous(((200,), F32))
+            st.release(b)
+            st.get_simultaneous(((1000,), F32))
+        recorded = ws.stats().slots[0].capacity
+        planned = ws.plan_steps()["s"]
+        capacity = ws.stats().slots[0].capacity
+        assert capacity == planned < recorded
+        assert source.events[-2:] == [("release", recorded), ("allocate", planned)]
+
+
+def test_lock_plans_and_gives_siblings_the_plan() -> None:
+    source = RecordingSource()
+    with Arena(source=source, framework="numpy", ubatches=2) as ws:
+        layer(ws, 100)  # ubatch 0 records only
+        ws.lock()
+        before = len(source.events)
+        first = layer(ws, 100)
+        with ws.ubatch(1):  # never ran: gets the plan at lock
+            assert len(layer(ws, 100)) == 4
+        assert layer(ws, 100) == first
+        assert len(source.events) == before
+
+
+def test_two_micro_batch_threads_replay_their_steps() -> None:
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+        for ubatch in (0, 1):
+            with ws.ubatch(ubatch):
+                layer(ws, 50)
+                layer(ws, 50)
+        ws.lock()
+        errors: list[BaseException] = []
+        barrier = threading.Barrier(2)
+
+        def run(ubatch: int) -> None:
+            try:
+                with ws.ubatch(ubatch):
+                    barrier.wait(10)
+                    for _ in range(200):
+                        layer(ws, 50)
+            except BaseException as exc:
+                errors.append(exc)
+                barrier.abort()
+
+        threads = [threading.Thread(target=run, args=(u,)) for u in (0, 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+
+
+def test_bad_use_is_named() -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        with pytest.raises(SpecError, match="not hashable"):
+            ws.step(["layer"])
+        step = ws.step("k")
+        with pytest.raises(ArenaError, match="not running"):
+            step.get_simultaneous(((4,), F32))
+        with step as st:
+            (v,) = st.get_simultaneous(((4,), F32))
+            st.release(v)
+            with pytest.raises(ArenaError, match="released yet"):
+                st.release(v)
+            with pytest.raises(ArenaError, match="released yet"):
+                st.release(np.zeros(4))
+            with ws.scope() as s, pytest.raises(ArenaError, match="scope opened inside"):
+                st.get_simultaneous(((4,), F32))
+            del s
+
+
+def test_an_interrupted_first_run_is_not_recorded() -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        with pytest.raises(KeyboardInterrupt), ws.step("k") as st:
+            st.get_simultaneous(((4,), F32))
+            raise KeyboardInterrupt
+        with ws.step("k") as st:  # still recording: nothing was planned from half a run
+            st.get_simultaneous(((4,), F32))
+            st.get_simultaneous(((8,), F32))
+        assert ws.plan_steps() == {"k": 512}
+
+
+def test_planning_never_shrinks_a_slot_below_a_plain_request_that_grew_it() -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        ws.get_simultaneous(((1 << 18,), F32))  # 1 MB: grows the slot
+        assert ws.stats().slots[0].load == 1 << 20
+        layer(ws, 10)
+        layer(ws, 10)
+        ws.plan_steps()
+        assert ws.stats().slots[0].capacity == 1 << 20
+        ws.lock()
+        ws.get_simultaneous(((1 << 18,), F32))  # warmed up before lock(): served

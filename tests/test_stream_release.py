@@ -1,0 +1,355 @@
+"""Stream-ordered release (a released block goes back once events on its streams have
+completed; the device is never synchronised) and sources with RMM's protocol
+(``allocate(nbytes, stream)``/``deallocate(ptr, nbytes, stream)``), checked with recording
+fakes on the CPU. Nothing here touches a GPU."""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+
+from arena import (
+    Allocation,
+    Arena,
+    ArenaError,
+    ArenaOutOfMemoryError,
+    ConfigError,
+    Device,
+    RmmSource,
+)
+from arena.memory import deferred, devices
+from tests.fakecupy import with_arrays
+from tests.sources import RecordingSource
+from tests.test_cuda_fakes import fake_cupy, fake_torch, install
+
+CUDA0 = Device("cuda", 0)
+MB = 1 << 20
+
+
+@pytest.fixture(autouse=True)
+def _fresh_counts() -> Iterator[None]:
+    def clear() -> None:
+        devices.cupy_device_count.cache_clear()
+        devices.torch_device_count.cache_clear()
+        devices._REASONS.clear()
+
+    clear()
+    yield
+    clear()
+
+
+# ====================================================================== the ledger's rule
+@dataclass
+class FakeEvent:
+    stream: Any
+    complete: bool = False
+
+
+@dataclass
+class FakeEvents:
+    """A :class:`~arena.memory.deferred.StreamEvents` that records every call."""
+
+    current: tuple[Any, ...] = (0,)
+    calls: list[tuple[Any, ...]] = field(default_factory=list)
+    recorded: list[FakeEvent] = field(default_factory=list)
+    fail_record: bool = False
+
+    def streams(self, handles: Any) -> list[Any]:
+        self.calls.append(("streams", tuple(handles)))
+        return list(dict.fromkeys([*self.current, *handles]))
+
+    def record(self, stream: Any) -> FakeEvent:
+        if self.fail_record:
+            raise KeyboardInterrupt("interrupted while recording")
+        self.calls.append(("record", stream))
+        event = FakeEvent(stream)
+        self.recorded.append(event)
+        return event
+
+    def done(self, event: FakeEvent) -> bool:
+        return event.complete
+
+    def wait(self, event: FakeEvent) -> None:
+        self.calls.append(("wait", event.stream))
+        event.complete = True
+
+    def synchronize(self) -> None:
+        self.calls.append(("synchronize",))
+
+    def complete_all(self) -> None:
+        for event in self.recorded:
+            event.complete = True
+
+
+@dataclass
+class StreamOrderedSource(RecordingSource):
+    """Host memory from a source that opts in to stream-ordered release."""
+
+    fake: FakeEvents = field(default_factory=FakeEvents)
+
+    def stream_events(self) -> FakeEvents:
+        return self.fake
+
+
+def test_growth_releases_the_old_block_after_its_streams_never_the_device() -> None:
+    source = StreamOrderedSource()
+    with Arena(source=source, framework="numpy") as a:
+        a.get_simultaneous(((1024,), "uint8"))
+        a.get_simultaneous(((MB,), "uint8"))  # growth: the 1 KiB block is released
+        assert ("release", 1024) not in source.events  # still pending: its event runs
+        assert source.fake.calls == [("streams", ()), ("record", 0)]
+        assert a.memory_stats()["arena.pending_release_bytes"] == 1024
+        assert a.stats().frees == 1 and a.stats().live_bytes == MB  # the arena let it go
+        a.get_persistent("p", (16,), "uint8")  # an allocation: not done yet, still held
+        assert ("release", 1024) not in source.events
+        source.fake.complete_all()
+        a.get_persistent("q", (16,), "uint8")  # the next allocation gives it back
+        assert ("release", 1024) in source.events
+        assert a.memory_stats()["arena.pending_release_bytes"] == 0
+        assert ("synchronize",) not in source.fake.calls
+
+
+def test_close_waits_for_each_pending_event_only() -> None:
+    source = StreamOrderedSource(fake=FakeEvents(current=(0, 5)))
+    a = Arena(source=source, framework="numpy")
+    a.get_simultaneous(((1024,), "uint8"))
+    a.get_simultaneous(((4096,), "uint8"))
+    a.close()  # the 1 KiB block (released by growth) and the 4 KiB one, two streams each
+    waits = [c for c in source.fake.calls if c[0] == "wait"]
+    assert waits == [("wait", 0), ("wait", 5), ("wait", 0), ("wait", 5)]
+    assert ("synchronize",) not in source.fake.calls
+    assert source.live == {}
+    assert sorted(n for kind, n in source.events if kind == "release") == [1024, 4096]
+
+
+def test_a_triton_block_is_released_after_its_own_stream() -> None:
+    pytest.importorskip("torch")
+    source = StreamOrderedSource()
+    with Arena(source=source, framework="numpy") as a:
+        allocate = a.triton_allocator()
+        allocate(1024, 16, 7)
+        allocate(MB, 16, 7)
+        assert ("streams", (7,)) in source.fake.calls
+        assert [c for c in source.fake.calls if c[0] == "record"] == [("record", 0), ("record", 7)]
+
+
+def test_an_interrupt_while_recording_holds_the_block_until_a_full_sync() -> None:
+    source = StreamOrderedSource()
+    a = Arena(source=source, framework="numpy")
+    a.get_simultaneous(((1024,), "uint8"))
+    source.fake.fail_record = True
+    with pytest.raises(KeyboardInterrupt):
+        a.get_simultaneous(((4096,), "uint8"))
+    source.fake.fail_record = False
+    stats = a.stats()
+    assert stats.allocations == stats.frees + stats.live_blocks
+    assert ("release", 1024) not in source.events  # never given back unordered
+    a.close()
+    assert ("synchronize",) in source.fake.calls
+    assert source.live == {}
+
+
+def test_a_source_without_stream_events_releases_at_once() -> None:
+    source = RecordingSource()
+    with Arena(source=source, framework="numpy") as a:
+        a.get_simultaneous(((1024,), "uint8"))
+        a.get_simultaneous(((4096,), "uint8"))
+        assert source.events[:3] == [("allocate", 1024), ("release", 1024), ("allocate", 4096)]
+
+
+# ====================================================================== CuPy and torch events
+def cupy_with_events() -> types.ModuleType:
+    cupy = fake_cupy()
+    calls = cupy.calls
+
+    class Event:
+        def __init__(self, disable_timing: bool = False) -> None:
+            calls.append(("Event", disable_timing))
+            self.done = False
+
+        def record(self, stream: Any) -> None:
+            calls.append(("record", stream.ptr))
+
+        def synchronize(self) -> None:
+            calls.append(("event.synchronize",))
+            self.done = True
+
+    cupy.cuda.Event = Event
+    cupy.cuda.ExternalStream = lambda ptr: types.SimpleNamespace(ptr=ptr)
+    cupy.cuda.get_current_stream = lambda index=-1: types.SimpleNamespace(ptr=3)
+    return cupy
+
+
+def test_cupy_events_record_on_the_current_and_known_streams(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cupy = cupy_with_events()
+    install(monkeypatch, cupy=cupy, torch=fake_torch(stream=9))
+    events = deferred.stream_events(CUDA0)
+    assert isinstance(events, deferred.CupyEvents)
+    streams = events.streams([7, 3])
+    assert [s.ptr for s in streams] == [3, 9, 7]  # CuPy's, torch's, Triton's; no repeats
+    event = events.record(streams[2])
+    assert ("Event", True) in cupy.calls and ("record", 7) in cupy.calls
+    assert events.done(event) is False
+    events.wait(event)
+    assert events.done(event) is True
+    assert ("deviceSynchronize",) not in cupy.calls
+    events.synchronize()
+    assert cupy.calls[-1] == ("deviceSynchronize",)
+
+
+def test_torch_events_where_cupy_does_not_see_the_device(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    torch = fake_torch(stream=9)
+    recorded: list[Any] = []
+
+    class Event:
+        def record(self, stream: Any) -> None:
+            recorded.append(stream.cuda_stream)
+
+        def query(self) -> bool:
+            return True
+
+        def synchronize(self) -> None:
+            recorded.append("synchronize")
+
+    torch.cuda.Event = Event
+    torch.cuda.ExternalStream = lambda handle, device=None: types.SimpleNamespace(
+        cuda_stream=handle
+    )
+    install(monkeypatch, cupy=None, torch=torch)
+    events = deferred.stream_events(CUDA0)
+    assert isinstance(events, deferred.TorchEvents)
+    streams = events.streams([9, 4])
+    assert [s.cuda_stream for s in streams] == [9, 4]
+    event = events.record(streams[1])
+    assert recorded == [4] and events.done(event)
+    events.wait(event)
+    assert torch.calls == []  # no torch.cuda.synchronize
+    events.synchronize()
+    assert torch.calls == [("synchronize", 0)]
+
+
+# ====================================================================== RMM's protocol
+@dataclass
+class HostResource:
+    """An RMM-style resource over page-aligned host memory, recording every call."""
+
+    calls: list[tuple[Any, ...]] = field(default_factory=list)
+    blocks: dict[int, np.ndarray] = field(default_factory=dict)
+    limit: int = 1 << 30
+    misalign: int = 0
+
+    def allocate(self, nbytes: int, stream: Any = None) -> int:
+        if nbytes > self.limit:
+            raise MemoryError(f"std::bad_alloc: out_of_memory: {nbytes} bytes")
+        raw = np.empty(nbytes + 8192, np.uint8)
+        ptr = raw.ctypes.data + (-raw.ctypes.data % 4096) + self.misalign
+        self.blocks[ptr] = raw
+        self.calls.append(("allocate", nbytes, stream))
+        return ptr
+
+    def deallocate(self, ptr: int, nbytes: int, stream: Any = None) -> None:
+        self.calls.append(("deallocate", nbytes, stream))
+        del self.blocks[ptr]
+
+
+def test_an_rmm_style_resource_is_a_source() -> None:
+    resource = HostResource()
+    a = Arena("cpu", source=resource, framework="numpy")
+    assert isinstance(a.source, RmmSource)
+    (x,) = a.get_simultaneous(((1024,), "uint8"))
+    x[:] = 3
+    (y,) = a.get_simultaneous(((MB,), "uint8"))  # growth: the arena releases the old block
+    assert ("deallocate", 1024, None) not in resource.calls  # x still holds it
+    assert (x == 3).all()
+    del x
+    gc.collect()
+    assert ("deallocate", 1024, None) in resource.calls
+    y[:] = 1
+    a.close()
+    assert ("deallocate", MB, None) not in resource.calls  # y holds it after close too
+    del y
+    gc.collect()
+    assert resource.blocks == {} and a.source.outstanding == 0  # type: ignore[attr-defined]
+
+
+def test_rmm_source_passes_its_stream() -> None:
+    resource = HostResource()
+    source = RmmSource(resource, stream="stream-1")
+    allocation = source.allocate(4096)
+    assert allocation.ptr % 4096 == 0 and allocation.owner.nbytes == 4096
+    del allocation
+    gc.collect()
+    assert resource.calls == [("allocate", 4096, "stream-1"), ("deallocate", 4096, "stream-1")]
+
+
+def test_rmm_source_errors() -> None:
+    resource = HostResource(limit=1024)
+    with (
+        Arena("cpu", source=resource, framework="numpy") as a,
+        pytest.raises(ArenaOutOfMemoryError, match="out_of_memory"),
+    ):
+        a.get_simultaneous(((4096,), "uint8"))
+    crooked = HostResource(misalign=16)
+    with pytest.raises(ArenaError, match="not aligned to 256"):
+        RmmSource(crooked).allocate(4096)
+    assert crooked.blocks == {}  # given back at once
+    with pytest.raises(ConfigError, match="RMM's allocate"):
+        Arena("cpu", source=object())
+    with pytest.raises(ConfigError, match="deallocate"):
+        RmmSource(types.SimpleNamespace(allocate=lambda n: 0))
+
+
+def test_rmm_source_on_cuda_owns_through_cupy(monkeypatch: pytest.MonkeyPatch) -> None:
+    cupy = with_arrays(cupy_with_events())
+    install(monkeypatch, cupy=cupy, torch=None)
+    resource = HostResource()
+    source = RmmSource(resource, CUDA0)
+    allocation = source.allocate(4096)
+    assert isinstance(allocation, Allocation) and allocation.device == CUDA0
+    owner = allocation.owner
+    assert owner.data.ptr == allocation.ptr and owner.shape == (4096,)
+    assert isinstance(source.stream_events(), deferred.CupyEvents)
+    del allocation, owner
+    gc.collect()
+    assert resource.calls[-1] == ("deallocate", 4096, None)
+
+
+def test_a_resource_with_host_pointers_needs_no_gpu() -> None:
+    if importlib.util.find_spec("cupy") is not None:
+        pytest.skip("a check of the host default; CuPy is installed here")
+    assert RmmSource(HostResource()).stream_events() is None
+
+
+# ====================================================================== on a GPU
+@pytest.mark.gpu
+@pytest.mark.parametrize("source", ["pool", "torch"])
+def test_real_events_release_the_old_block(source: str) -> None:
+    """CuPy's or torch's events on real streams: a growth records them, and once the
+    device is idle the next allocation gives the old block back."""
+    torch = pytest.importorskip("torch")
+    if source == "pool":
+        pytest.importorskip("cupy")
+    with Arena("cuda:0", source=source, framework="torch") as a:
+        (x,) = a.get_simultaneous(((MB,), torch.float32))
+        x.fill_(1.0)  # work queued on the current stream over the old block
+        a.get_simultaneous(((4 * MB,), torch.float32))
+        assert a.stats().frees == 1
+        torch.cuda.synchronize()
+        a.get_persistent("next", (16,), torch.float32)  # collects what has completed
+        assert a.memory_stats()["arena.pending_release_bytes"] == 0
+        allocate = a.triton_allocator()
+        side = torch.cuda.Stream()
+        allocate(1024, 16, side.cuda_stream)
+        allocate(MB, 16, side.cuda_stream)  # the old block waits on the side stream too
+    assert a.memory_stats()["arena.pending_release_bytes"] == 0  # close() waited
