@@ -53,9 +53,13 @@ def test_a_slot_that_holds_no_memory_serves_zero_byte_views(name: str) -> None:
         assert a.stats().allocations == 0
 
 
-def test_torch_views_are_never_inference_tensors_whatever_the_mode_of_the_request() -> None:
+@pytest.mark.parametrize("cached", [False, True], ids=["fresh", "cached"])
+def test_torch_views_are_never_inference_tensors_whatever_the_mode_of_the_request(
+    cached: bool,
+) -> None:
     torch = pytest.importorskip("torch")
-    with Arena("cpu", framework="torch") as a:
+    with Arena("cpu", framework="torch") as ws:
+        a = ws.front("torch", cached=cached)
         seen = []
         with torch.inference_mode():
             a.get_simultaneous(((3, 4), torch.float32))  # the import and the first alias
@@ -66,8 +70,10 @@ def test_torch_views_are_never_inference_tensors_whatever_the_mode_of_the_reques
         (again,) = a.get_simultaneous(((5, 4), torch.float32))  # the remembered one
         (new,) = a.get_simultaneous(((6, 4), torch.float32))  # a plan, outside the mode
         (half,) = a.get_simultaneous(((6,), torch.float16))  # over the alias the plan made
-        for view in (again, new, half.float()):
+        for view in (again, new, half):
             assert not view.is_inference()
+            view.add_(1)  # in place, outside the mode: refused for a view made inside it
+        for view in (again, new, half.float()):
             weight = torch.ones(view.shape[-1], requires_grad=True)
             (view * weight).sum().backward()  # usable under autograd
         assert all(isinstance(v, torch.Tensor) for v in seen)
