@@ -380,3 +380,109 @@ def test_retired_figures_count_what_lock_kept() -> None:
         assert [(s.retired_buffers, s.retired_bytes) for s in slots] == [(0, 0), (1, 256), (1, 512)]
         assert ws.stats().reserved_bytes == 3 * 40192 + 256 + 512
         assert ws.release_retired() == 768
+
+
+# ---------------------------------------------------------------------- recorder details
+def test_a_slot_that_never_ran_records_zeros(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    with Arena("cpu", lanes=2, framework="numpy", profile=path) as ws:
+        _site_small(ws, 100)
+        ws.lock()
+    slots = read_profile(path)["slots"]
+    assert [(s["peak"], s["capacity"], s["growths"]) for s in slots] == [
+        (512, 512, 1),
+        (0, 0, 0),
+    ]
+
+
+def test_a_resize_is_recorded_for_its_own_slot(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    with Arena("cpu", ubatches=2, lanes=2, framework="numpy", profile=path) as ws:
+        with ws.lane(1):
+            _site_small(ws, 10)  # slot (0, 1) only
+        assert ws.save_profile()
+        slots = read_profile(path)["slots"]
+        assert [s["capacity"] for s in slots] == [0, 256, 0, 0]
+        assert [s["peak"] for s in slots] == [0, 256, 0, 0]
+
+
+def _list_shaped(ws: Arena, n: int) -> None:
+    ws.get_simultaneous(([n], F32))  # a list shape: the request is unhashable
+
+
+def test_layouts_are_recorded_at_the_arenas_alignment_and_for_list_shapes(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "p.json"
+    with Arena("cpu", alignment=64, framework="numpy", profile=path) as ws:
+        for n in (10, 20, 10):
+            _list_shaped(ws, n)
+        ws.lock()
+    (site,) = read_profile(path)["sites"]
+    assert [(lay["total"], lay["views"]) for lay in site["layouts"]] == [
+        (128, [[[20], F32]]),
+        (64, [[[10], F32]]),
+    ]
+
+
+def test_the_smallest_layout_by_bytes_is_the_one_dropped(tmp_path: Path) -> None:
+    """Kept layouts are keyed by their request: the one dropped is the smallest in bytes,
+    not the one whose request sorts first."""
+    path = tmp_path / "p.json"
+    shapes = [(1, 1024)] + [(k, 64) for k in range(2, 10)]  # (1, 1024) sorts first: 4 KiB
+    with Arena("cpu", framework="numpy", profile=path) as ws:
+        for shape in shapes:
+            ws.get_simultaneous((shape, F32))
+        ws.lock()
+    (site,) = read_profile(path)["sites"]
+    kept = [tuple(lay["views"][0][0]) for lay in site["layouts"]]
+    assert kept == [(1, 1024), *[(k, 64) for k in range(9, 2, -1)]]  # (2, 64) dropped
+
+
+def test_the_timeline_keeps_the_first_resizes_up_to_its_limit(tmp_path: Path) -> None:
+    from arena.observe.profilefile import MAX_TIMELINE
+
+    path = tmp_path / "p.json"
+    with Arena("cpu", framework="numpy", profile=path) as ws:
+        for n in range(1, MAX_TIMELINE + 21):
+            ws.get_simultaneous(((64 * n,), F32))  # each one grows by 256 bytes
+        ws.lock()
+    profile = read_profile(path)
+    timeline = profile["timeline"]
+    assert len(timeline) == MAX_TIMELINE
+    assert [e["new"] for e in timeline[:3]] == [256, 512, 768]
+    assert profile["slots"][0]["growths"] == MAX_TIMELINE + 20
+
+
+def test_timeline_times_are_seconds_since_the_arena_started(tmp_path: Path) -> None:
+    import time
+
+    path = tmp_path / "p.json"
+    started = time.monotonic()
+    with Arena("cpu", framework="numpy", profile=path) as ws:
+        _site_small(ws, 10)
+        _site_small(ws, 1000)
+        ws.lock()
+    elapsed = time.monotonic() - started
+    times = [e["t"] for e in read_profile(path)["timeline"]]
+    assert len(times) == 2
+    for t in times:
+        assert isinstance(t, float) and 0 <= t <= elapsed and round(t, 6) == t
+
+
+def test_a_dropped_arena_saves_what_it_recorded_and_an_idle_one_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    import gc
+
+    idle = tmp_path / "idle.json"
+    a = Arena("cpu", framework="numpy", profile=idle)
+    del a
+    gc.collect()
+    assert not idle.exists()
+    busy = tmp_path / "busy.json"
+    a = Arena("cpu", framework="numpy", profile=busy)
+    _site_small(a, 10)
+    del a
+    gc.collect()
+    assert read_profile(busy)["slots"][0]["peak"] == 256
