@@ -486,3 +486,41 @@ def test_a_dropped_arena_saves_what_it_recorded_and_an_idle_one_writes_nothing(
     del a
     gc.collect()
     assert read_profile(busy)["slots"][0]["peak"] == 256
+
+
+def test_a_merge_raises_a_sites_peak_when_the_new_run_asked_more() -> None:
+    old = _profile([0], [0], [], [_site("a.py:1:f", 1024, [256])])
+    new = _profile([0], [0], [], [_site("a.py:1:f", 4096, [1024])])
+    (site,) = merge_profiles(old, new)["sites"]
+    assert site["peak"] == 4096
+
+
+def test_a_merge_keeps_the_largest_load_and_planned_need_of_either_run() -> None:
+    old = _profile([1000, 1000], [4096, 4096], [])
+    new = _profile([2000, 500], [2048, 8192], [])
+    old["slots"][0]["load"] = 3000
+    new["slots"][1]["load"] = 700
+    merged = merge_profiles(old, new)["slots"]
+    assert [s["load"] for s in merged] == [3000, 700]
+    assert [s["planned"] for s in merged] == [0, 0]  # neither run planned
+    new["slots"][0]["planned"] = 1500  # one run planned slot 0: the larger need of both
+    old["slots"][1]["planned"] = 9000
+    merged = merge_profiles(old, new)["slots"]
+    assert [s["planned"] for s in merged] == [4096, 9000]
+
+
+def test_a_merge_keeps_each_workspace_once_at_its_largest() -> None:
+    def workspace(ubatch: int, kind: str, key: str, nbytes: int) -> dict[str, Any]:
+        return {"ubatch": ubatch, "lane": 0, "kind": kind, "key": key, "bytes": nbytes}
+
+    old = _profile([0, 0], [0, 0], [])
+    new = _profile([0, 0], [0, 0], [])
+    old["workspaces"] = [workspace(0, "cublas", "h", 4096), workspace(1, "cublas", "h", 100)]
+    new["workspaces"] = [workspace(0, "cublas", "h", 1024), workspace(0, "cudnn", "h", 512)]
+    merged = merge_profiles(old, new)["workspaces"]
+    assert sorted((w["ubatch"], w["kind"], w["bytes"]) for w in merged) == [
+        (0, "cublas", 4096),
+        (0, "cudnn", 512),
+        (1, "cublas", 100),
+    ]
+    assert "workspaces" not in new or len(new["workspaces"]) == 2  # inputs unchanged
