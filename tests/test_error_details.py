@@ -412,3 +412,50 @@ def test_a_poisoned_arena_refusing_a_locked_request_returns_none() -> None:
         assert a.try_get_simultaneous(((4096,), F32)) is None
         (view,) = a.get_simultaneous(((16,), F32))
         assert np.isnan(view).all()
+
+
+# ---------------------------------------------------------------------- profile messages
+def _profile_error(**fields: object) -> str:
+    from arena.observe.profileschema import ProfileError, check_profile
+
+    data = {
+        "format": "arena-profile",
+        "version": 1,
+        "device": "cpu",
+        "ubatches": 1,
+        "lanes": 1,
+        "alignment": 256,
+        "runs": 1,
+        "ranks": [0],
+        "slots": [{"ubatch": 0, "lane": 0, "peak": 0, "capacity": 0, "growths": 0}],
+        "sites": [],
+        "timeline": [],
+        **fields,
+    }
+    with pytest.raises(ProfileError) as info:
+        check_profile(data)
+    return str(info.value)
+
+
+def test_a_profile_error_shows_the_value_found_shortened_to_sixty_characters() -> None:
+    prefix = '"ubatches" must be an int from 1 to 2**63 - 1, found '
+    exact = "x" * 58  # repr adds two quotes: 60 characters, shown whole
+    assert _profile_error(ubatches=exact) == prefix + repr(exact)
+    longer = "y" * 59
+    assert _profile_error(ubatches=longer) == prefix + repr(longer)[:57] + "..."
+    nested: list[object] = []
+    for _ in range(100_000):
+        nested = [nested]
+    assert _profile_error(ubatches=nested) == prefix + "<deeply nested list>"
+
+
+def test_repairs_are_described_five_at_a_time_and_lines_kept_short() -> None:
+    from arena.observe.profileschema import describe_repairs, one_line
+
+    notes = [f"note {i}" for i in range(7)]
+    assert describe_repairs(notes[:5]) == "note 0; note 1; note 2; note 3; note 4"
+    assert describe_repairs(notes) == "note 0; note 1; note 2; note 3; note 4; and 2 more"
+    assert describe_repairs(notes[:6]) == "note 0; note 1; note 2; note 3; note 4; and 1 more"
+    assert one_line("a\n  b\tc") == "a b c"
+    assert one_line("z" * 200) == "z" * 200
+    assert one_line("z" * 201) == "z" * 197 + "..."
