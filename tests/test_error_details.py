@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
@@ -459,3 +460,116 @@ def test_repairs_are_described_five_at_a_time_and_lines_kept_short() -> None:
     assert one_line("a\n  b\tc") == "a b c"
     assert one_line("z" * 200) == "z" * 200
     assert one_line("z" * 201) == "z" * 197 + "..."
+
+
+def _valid_profile() -> dict[str, object]:
+    return {
+        "format": "arena-profile",
+        "version": 1,
+        "device": "cpu",
+        "ubatches": 1,
+        "lanes": 1,
+        "alignment": 256,
+        "growth": "exact",
+        "runs": 1,
+        "ranks": [0],
+        "slots": [{"ubatch": 0, "lane": 0, "peak": 0, "capacity": 0, "growths": 0}],
+        "sites": [
+            {
+                "site": "a.py:1:f",
+                "ubatch": 0,
+                "lane": 0,
+                "peak": 256,
+                "layouts": [{"total": 256, "padding": 216, "views": [[[10], "float32"]]}],
+            }
+        ],
+        "timeline": [],
+    }
+
+
+BIG = 2**64
+REPAIRS: list[tuple[str, Any, list[str], Any]] = [
+    ("growth", lambda p: p.update(growth=5), ['"growth" 5 is not a string: dropped'], None),
+    ("updated", lambda p: p.update(updated=[1]), ['"updated" [1] is not a string: dropped'], None),
+    (
+        "runs too large",
+        lambda p: p.update(runs=BIG),
+        [f'"runs" {BIG} clamped to 2**63 - 1'],
+        ("runs", 2**63 - 1),
+    ),
+    (
+        "runs not a count",
+        lambda p: p.update(runs="x"),
+        ["\"runs\" must be an int from 0 to 2**63 - 1, found 'x': counted from 0"],
+        ("runs", 0),
+    ),
+    (
+        "slot figure too large",
+        lambda p: p["slots"][0].update(peak=BIG),
+        [f"slot #0 'peak' {BIG} clamped to 2**63 - 1"],
+        None,
+    ),
+    (
+        "slot figure not a count",
+        lambda p: p["slots"][0].update(growths=-1),
+        ["slot #0 'growths' must be an int from 0 to 2**63 - 1, found -1: counted from 0"],
+        None,
+    ),
+    (
+        "site not an object",
+        lambda p: p.update(sites=[5]),
+        ["call site #0 must be an object, found 5: dropped"],
+        ("sites", []),
+    ),
+    (
+        "sites not a list",
+        lambda p: p.update(sites=5),
+        ['"sites" must be a list, found 5: dropped'],
+        ("sites", []),
+    ),
+    (
+        "site peak too large",
+        lambda p: p["sites"][0].update(peak=BIG),
+        [f"call site #0 'peak' {BIG} clamped to 2**63 - 1"],
+        None,
+    ),
+    (
+        "layout not an object",
+        lambda p: p["sites"][0]["layouts"].append(7),
+        ["call site #0 layout #1 must be an object, found 7: dropped"],
+        None,
+    ),
+    (
+        "layout sizes too large",
+        lambda p: p["sites"][0]["layouts"][0].update(total=BIG, padding=BIG),
+        [
+            f"call site #0 layout #0 'total' {BIG} clamped to 2**63 - 1",
+            f"call site #0 layout #0 'padding' {BIG} clamped to 2**63 - 1",
+        ],
+        None,
+    ),
+    ("no timeline", lambda p: p.pop("timeline"), [], ("timeline", [])),
+]
+
+
+@pytest.mark.parametrize(("case", "damage", "notes", "field"), REPAIRS, ids=[r[0] for r in REPAIRS])
+def test_a_repaired_profile_says_exactly_what_was_repaired(
+    case: str, damage: Any, notes: list[str], field: Any
+) -> None:
+    from arena.observe.profileschema import check_profile, salvage_profile
+
+    data = _valid_profile()
+    damage(data)
+    repaired, found = salvage_profile(data)
+    assert found == notes
+    check_profile(repaired)
+    if field is not None:
+        assert repaired[field[0]] == field[1]
+    if case in ("growth", "updated"):
+        assert case not in repaired
+    if case == "layout not an object":
+        assert len(repaired["sites"][0]["layouts"]) == 1
+    if case.startswith(("slot figure", "site peak", "layout sizes")):
+        figures = [*repaired["slots"][0].values(), repaired["sites"][0]["peak"]]
+        figures += list(repaired["sites"][0]["layouts"][0].values())[:2]
+        assert all(not isinstance(v, int) or v <= 2**63 - 1 for v in figures)
