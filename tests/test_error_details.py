@@ -549,6 +549,75 @@ REPAIRS: list[tuple[str, Any, list[str], Any]] = [
         None,
     ),
     ("no timeline", lambda p: p.pop("timeline"), [], ("timeline", [])),
+    (
+        "load and planned",
+        lambda p: p["slots"][0].update(load=BIG, planned="x"),
+        [
+            f"slot #0 'load' {BIG} clamped to 2**63 - 1",
+            "slot #0 'planned' must be an int from 0 to 2**63 - 1, found 'x': counted from 0",
+        ],
+        None,
+    ),
+    (
+        "rank not an int",
+        lambda p: p.update(ranks=[0, "1", True]),
+        [
+            "\"ranks\" #1 must be an int, found '1': dropped",
+            '"ranks" #2 must be an int, found True: dropped',
+        ],
+        ("ranks", [0]),
+    ),
+    (
+        "timeline sizes too large",
+        lambda p: p.update(
+            timeline=[
+                {
+                    "t": 0.5,
+                    "ubatch": 0,
+                    "lane": 0,
+                    "old": BIG,
+                    "new": BIG,
+                    "caller": "c",
+                    "kind": "grow",
+                }
+            ]
+        ),
+        [
+            f"timeline entry #0 'old' {BIG} clamped to 2**63 - 1",
+            f"timeline entry #0 'new' {BIG} clamped to 2**63 - 1",
+        ],
+        None,
+    ),
+    (
+        "workspaces",
+        lambda p: p.update(
+            workspaces=[
+                {"ubatch": 0, "lane": 0, "kind": "library", "key": "cublas", "bytes": BIG},
+                {"ubatch": 0, "lane": 0, "kind": "triton", "key": None, "bytes": 64},
+                {"ubatch": 0, "lane": 0, "kind": "library", "key": 7, "bytes": 64},
+                5,
+                {"ubatch": 1, "lane": 0, "kind": "library", "key": "k", "bytes": 1},
+                {"ubatch": 0, "lane": 1, "kind": "library", "key": "k", "bytes": 1},
+                {"ubatch": 0, "lane": 0, "kind": "library", "key": "k", "bytes": -1},
+                {"ubatch": 0, "lane": 0, "kind": "cuda", "key": "k", "bytes": 1},
+                {"ubatch": 0, "lane": 0, "kind": "triton", "key": "k", "bytes": 1},
+                {"ubatch": 0, "lane": 0, "kind": "library", "key": True, "bytes": 1},
+                {"ubatch": 0, "lane": 0, "kind": "library", "key": 1.5, "bytes": 1},
+            ]
+        ),
+        [
+            f"workspace #0 'bytes' {BIG} clamped to 2**63 - 1",
+            "workspace #3 must be an object, found 5: dropped",
+            "workspace #4 'ubatch' is 1, but the profile has 1 ubatches (0 to 0): dropped",
+            "workspace #5 'lane' is 1, but the profile has 1 lanes (0 to 0): dropped",
+            "workspace #6 'bytes' must be an int from 0 to 2**63 - 1, found -1: dropped",
+            "workspace #7 'kind' must be 'library' or 'triton', found 'cuda': dropped",
+            "workspace #8 'key' must be null for Triton blocks, found 'k': dropped",
+            "workspace #9 'key' must be a string or an int, found True: dropped",
+            "workspace #10 'key' must be a string or an int, found 1.5: dropped",
+        ],
+        None,
+    ),
 ]
 
 
@@ -567,6 +636,8 @@ def test_a_repaired_profile_says_exactly_what_was_repaired(
         assert repaired[field[0]] == field[1]
     if case in ("growth", "updated"):
         assert case not in repaired
+    if case == "workspaces":
+        assert [w["bytes"] for w in repaired["workspaces"]] == [2**63 - 1, 64, 64]
     if case == "layout not an object":
         assert len(repaired["sites"][0]["layouts"]) == 1
     if case.startswith(("slot figure", "site peak", "layout sizes")):
