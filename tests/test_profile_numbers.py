@@ -524,3 +524,79 @@ def test_a_merge_keeps_each_workspace_once_at_its_largest() -> None:
         (1, "cublas", 100),
     ]
     assert "workspaces" not in new or len(new["workspaces"]) == 2  # inputs unchanged
+
+
+# ---------------------------------------------------------------------- the file written
+def test_the_file_records_the_growth_policy_and_when_it_was_updated(tmp_path: Path) -> None:
+    import re
+    import time
+
+    path = tmp_path / "p.json"
+    before = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    with Arena("cpu", growth="pow2", framework="numpy", profile=path) as ws:
+        _site_small(ws, 10)
+        ws.lock()
+    after = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    profile = read_profile(path)
+    assert profile["growth"] == "pow2"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", profile["updated"])
+    assert before <= profile["updated"] <= after
+
+
+def test_writing_into_a_damaged_profile_says_what_was_repaired(tmp_path: Path) -> None:
+    import json
+
+    from arena.observe.profilefile import write_merged
+
+    path = tmp_path / "p.json"
+    run = _profile([256], [256], [256])
+    damaged = _profile([512], [512], [512])
+    damaged["growth"] = 5
+    path.write_text(json.dumps(damaged))
+    note = write_merged(path, run)
+    assert note == 'it was repaired first: "growth" 5 is not a string: dropped'
+    assert read_profile(path)["slots"][0]["peak"] == 512
+    assert write_merged(path, run) is None  # a valid file: merged, nothing to say
+
+
+def test_a_directory_in_place_of_the_profile_is_named_and_left_alone(tmp_path: Path) -> None:
+    from arena.observe.profilefile import ProfileError, write_merged
+
+    folder = tmp_path / "p.json"
+    folder.mkdir()
+    with pytest.raises(ProfileError) as info:
+        write_merged(folder, _profile([256], [256], []))
+    assert str(info.value) == "it is a directory, not a regular file"
+    assert folder.is_dir() and list(folder.iterdir()) == []
+
+
+def test_warnings_about_a_profile_name_its_file(tmp_path: Path) -> None:
+    import warnings
+
+    from arena import ArenaWarning
+
+    path = tmp_path / "p.json"
+    path.write_text("[1, 2]")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ws = Arena("cpu", framework="numpy", profile=path)
+        _site_small(ws, 10)
+        ws.lock()
+        ws.close()
+    messages = [str(w.message) for w in caught if issubclass(w.category, ArenaWarning)]
+    assert len(messages) == 1  # warned once, not again at every save
+    assert messages[0].startswith(f"arena profile {str(path)!r} is ignored and left as it is: ")
+    later = tmp_path / "later.json"  # no file at the start; another one appears there
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ws = Arena("cpu", framework="numpy", profile=later)
+        _site_small(ws, 10)
+        later.write_text("[1, 2]")
+        ws.lock()
+        ws.close()
+    messages = [str(w.message) for w in caught if issubclass(w.category, ArenaWarning)]
+    assert len(messages) == 1
+    assert messages[0].startswith(
+        f"arena profile {str(later)!r} is left as it is and this run is not saved: "
+    )
+    assert later.read_text() == "[1, 2]"
