@@ -644,3 +644,22 @@ def test_a_repaired_profile_says_exactly_what_was_repaired(
         figures = [*repaired["slots"][0].values(), repaired["sites"][0]["peak"]]
         figures += list(repaired["sites"][0]["layouts"][0].values())[:2]
         assert all(not isinstance(v, int) or v <= 2**63 - 1 for v in figures)
+
+
+def test_a_slot_shrunk_by_step_planning_is_announced_as_a_resize() -> None:
+    events: list[ArenaEvent] = []
+    with Arena("cpu", framework="numpy") as ws:
+        with ws.step("s") as st:  # record a first-fit order that wastes bytes
+            (a,) = st.get_simultaneous(((100,), F32))
+            (b,) = st.get_simultaneous(((1000,), F32))
+            st.release(a)
+            st.get_simultaneous(((200,), F32))
+            st.release(b)
+            st.get_simultaneous(((1000,), F32))
+        recorded = ws.stats().slots[0].capacity
+        ws.add_listener(events.append)
+        planned = ws.plan_steps()["s"]
+    assert [(e.kind, e.slot, e.old_bytes, e.new_bytes) for e in events] == [
+        ("resize", (0, 0), recorded, planned),
+        ("close", None, 0, 0),
+    ]
