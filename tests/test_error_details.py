@@ -258,8 +258,9 @@ def test_reserve_checks_its_arguments() -> None:
             a.reserve_bytes(MAX_BYTES + 1)
         with pytest.raises(ArenaOutOfMemoryError):  # addressable, but not once aligned
             a.reserve_bytes(MAX_BYTES)
-        with pytest.raises(SlotError, match="lane"):
+        with pytest.raises(SlotError) as lane:
             a.reserve_bytes(256, lane=2)
+        assert str(lane.value).startswith("lane 2 is out of range")
 
 
 def test_reserve_sizes_only_the_lane_asked_for_and_refuses_only_what_does_not_fit() -> None:
@@ -277,6 +278,12 @@ def test_reserve_sizes_only_the_lane_asked_for_and_refuses_only_what_does_not_fi
             a.reserve_bytes(2048)
         assert source.events == before
     assert info.value.slot == (0, 0) and info.value.required == 2048
+    assert str(info.value) == (
+        f"arena is locked but allocation from '{info.value.caller}' requires 0.00 MB (2048 "
+        "bytes), current size is 0.00 MB in slot (ubatch 0, lane 0) on cpu; growth after "
+        "lock() is refused. Warm up this size before locking, presize with reserve(), or use "
+        "try_get_simultaneous() to fall back"
+    )
 
 
 # ---------------------------------------------------------------------- events and logs
@@ -314,8 +321,8 @@ def test_the_debug_log_names_each_change_and_the_sizes(caplog: pytest.LogCapture
     assert any(
         re.search(r"resized slot \(ubatch 0, lane 0\) from '.*': 0\.00 MB -> ", x) for x in lines
     )
-    assert any(line.endswith("locked. Current sizes (MB): [1.18]") for line in lines)
-    assert any(line.endswith("unlocked. Current sizes (MB): [1.18]") for line in lines)
+    assert sum(line.endswith(" locked. Current sizes (MB): [1.18]") for line in lines) == 1
+    assert sum(line.endswith(" unlocked. Current sizes (MB): [1.18]") for line in lines) == 1
     assert any(line.endswith("closed arena on cpu") for line in lines)
 
 
@@ -663,5 +670,35 @@ def test_a_slot_shrunk_by_step_planning_is_announced_as_a_resize() -> None:
     assert planned < recorded
     assert [(e.kind, e.slot, e.old_bytes, e.new_bytes) for e in events] == [
         ("resize", (0, 0), recorded, planned),
+        ("close", None, 0, 0),
+    ]
+
+
+def _record_wasteful_step(ws: Arena, scale: int) -> None:
+    with ws.step("s") as st:  # a first-fit order that wastes bytes
+        (a,) = st.get_simultaneous(((100 * scale,), F32))
+        (b,) = st.get_simultaneous(((1000 * scale,), F32))
+        st.release(a)
+        st.get_simultaneous(((200 * scale,), F32))
+        st.release(b)
+        st.get_simultaneous(((1000 * scale,), F32))
+
+
+def test_planning_steps_announces_each_shrink_and_plans_the_largest_need() -> None:
+    events: list[ArenaEvent] = []
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+        _record_wasteful_step(ws, 2)
+        with ws.ubatch(1):
+            _record_wasteful_step(ws, 1)
+        recorded = [s.capacity for s in ws.stats().slots]
+        growths = ws.stats().growths
+        ws.add_listener(events.append)
+        planned = ws.plan_steps()
+        after = [s.capacity for s in ws.stats().slots]
+        assert ws.stats().growths == growths  # a shrink is no growth
+    assert planned == {"s": max(after)}
+    assert [(e.kind, e.slot, e.old_bytes, e.new_bytes) for e in events] == [
+        ("resize", (0, 0), recorded[0], after[0]),
+        ("resize", (1, 0), recorded[1], after[1]),
         ("close", None, 0, 0),
     ]

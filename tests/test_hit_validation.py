@@ -311,3 +311,11 @@ def test_a_remembered_request_is_served_again_whenever_nothing_is_due(framework:
             (u,) = front.get_simultaneous(request)
             assert u is s
         assert [x.capacity for x in a.stats().slots] == [4096, 4096]
+
+
+def test_a_zero_byte_request_on_a_slot_that_holds_no_memory_is_remembered() -> None:
+    with Arena("cpu", framework="numpy") as a:
+        front = a.front("numpy", cached=True)
+        (first,) = front.get_simultaneous(((0, 4), F32))
+        (second,) = front.get_simultaneous(((0, 4), F32))
+        assert first is second and a.stats().allocations == 0
