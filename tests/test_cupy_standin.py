@@ -169,3 +169,19 @@ def _copy(value: Any) -> Any:
     array = FakeArray(host.shape, host.dtype)
     array[...] = host
     return array
+
+
+def test_cupy_is_available_when_it_can_be_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    adapter, _ = _adapter(monkeypatch)
+    assert adapter.is_available() is True  # the stand-in has a module spec
+    asked: list[str] = []
+
+    def find_spec(name: str, *args: Any) -> Any:
+        asked.append(name)
+        return None
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    assert adapter.is_available() is False
+    assert asked == ["cupy"]
