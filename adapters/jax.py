@@ -40,42 +40,16 @@ except ImportError:  # JAX releases whose jax.extend.core does not export it yet
     from jax.core import find_top_trace as _find_top_trace
 
 from arena.errors import ArenaError, DTypeError, TracedRequestError
-from arena.memory.devices import Device
 from arena.memory.sources import Allocation
 from arena.views.dtypes import DType
 from arena.views.layout import Layout
+from arena.views.poison import sentinel_byte
 
 from . import check_write
+from .base import Adapter
+from .numpy import ADAPTER as NUMPY
 
-__all__ = [
-    "FRAMEWORK",
-    "FRESH_EXPRESSION",
-    "PLAN_EXPRESSION",
-    "PLAN_GLOBALS",
-    "check_device",
-    "data_ptr",
-    "fresh_views",
-    "is_available",
-    "native_dtype",
-    "plan_source",
-    "retire_views",
-    "typed_views",
-    "views_can_be_kept",
-    "wrap",
-    "write_into",
-]
-
-FRAMEWORK = "jax"
-
-#: How arena's per-structure plans build one view (``arena.views.plan``): a format string over
-#: ``src`` (from :func:`plan_source`), ``native``, ``shape``, ``strides`` and ``offset`` (in
-#: elements), ``bstrides`` and ``boffset`` (in bytes) and ``numel``; empty for no plan.
-PLAN_EXPRESSION = ""
-#: One fresh view of a prepared view ``{view}``, as :func:`fresh_views` makes it, for
-#: the code arena generates per cached request; empty to call :func:`fresh_views`.
-FRESH_EXPRESSION = ""
-#: Names the plan expression uses.
-PLAN_GLOBALS: dict[str, Any] = {}
+__all__ = ["ADAPTER", "JaxAdapter"]
 
 #: JAX imports host memory without a copy only at this alignment.
 CPU_ZERO_COPY_ALIGNMENT = 64
@@ -90,97 +64,6 @@ _top_trace: Callable[[tuple[()]], Any] = _find_top_trace
 # cannot take the wrong one.
 with jax.core.eval_context():
     _EVAL_TRACE = type(_top_trace(()))
-
-
-def is_available() -> bool:
-    """Whether JAX is installed."""
-    return importlib.util.find_spec("jax") is not None
-
-
-def check_device(device: Device) -> None:
-    """JAX views host memory (CPU backend) and CUDA memory (through CuPy) alike."""
-
-
-def native_dtype(dtype: DType) -> Any:
-    """The NumPy dtype JAX uses for ``dtype``.
-
-    Raises
-    ------
-    DTypeError
-        For 64-bit dtypes while ``jax_enable_x64`` is off (JAX would silently convert
-        them, which is a copy) and for dtypes JAX lacks.
-    """
-    if dtype.name in _SIXTY_FOUR_BIT and not jax.config.read("jax_enable_x64"):  # type: ignore[no-untyped-call]
-        raise DTypeError(
-            f"{dtype.name} needs 64-bit mode in JAX: without it JAX silently converts to a "
-            "32-bit copy. Enable it with jax.config.update('jax_enable_x64', True) (or "
-            "JAX_ENABLE_X64=1) before making arrays, or request a 32-bit dtype"
-        )
-    if dtype.name in _UNSUPPORTED:
-        raise DTypeError(
-            f"JAX has no {dtype.name} arrays; request the bytes as "
-            f"'uint{8 * dtype.itemsize}' (or 'complex64' if the width is yours to choose) "
-            "and convert in JAX, or view these bytes through the torch front"
-        )
-    from . import numpy as numpy_adapter
-
-    return numpy_adapter.native_dtype(dtype)
-
-
-def plan_source(buffer: Any, native: Any) -> Any:
-    """Unused: JAX views need a DLPack import per buffer, so JAX has no plan
-    (:data:`PLAN_EXPRESSION` is empty) and new layouts take :func:`typed_views`."""
-    return buffer
-
-
-def retire_views(views: Sequence[Any]) -> None:
-    """Debug mode, at the end of a scope or a step view's life: each array handed out is
-    deleted, so a later use raises JAX's "Array has been deleted" instead of reading bytes
-    that now belong to another request."""
-    for view in views:
-        delete = getattr(view, "delete", None)
-        if delete is not None and not view.is_deleted():
-            delete()
-
-
-def views_can_be_kept() -> bool:
-    """Whether views a plan builds now may be remembered and handed out later: always."""
-    return True
-
-
-def wrap(allocation: Allocation) -> Any:
-    """The allocation itself: every view is imported from a typed NumPy or CuPy view."""
-    return allocation
-
-
-def typed_views(buffer: Any, layout: Layout) -> list[Any]:
-    """Zero-copy ``jax.Array`` views at the layout's offsets (checked by pointer).
-
-    The prepared arrays are uncommitted; :func:`fresh_views` hands out new objects over
-    them per request.
-    """
-    _check_not_tracing()
-    allocation: Allocation = buffer
-    views: list[Any] = []
-    for v in layout.views:
-        dtype = native_dtype(v.dtype)
-        address = allocation.ptr + v.offset
-        if not allocation.device.is_cuda and address % CPU_ZERO_COPY_ALIGNMENT and v.nbytes:
-            raise ArenaError(
-                f"JAX copies host buffers that are not {CPU_ZERO_COPY_ALIGNMENT}-byte "
-                f"aligned; this view sits at offset {v.offset} (arena alignment "
-                f"{layout.alignment}). Construct the arena with alignment>="
-                f"{CPU_ZERO_COPY_ALIGNMENT} for JAX views"
-            )
-        array = _fresh(_import(_source(allocation, v, dtype), v.dtype))
-        if v.nbytes and array.unsafe_buffer_pointer() != address:
-            raise ArenaError(
-                f"JAX copied view #{len(views)} ({v.shape} {v.dtype.name}) instead of "
-                f"viewing the arena's memory at {address:#x}; please report this with your "
-                f"JAX version ({jax.__version__})"
-            )
-        views.append(array)
-    return views
 
 
 def _is_torch_tensor(owner: Any) -> bool:
@@ -254,66 +137,6 @@ def _check_not_tracing() -> None:
         )
 
 
-def fresh_views(views: Sequence[Any]) -> list[Any] | None:
-    """New uncommitted ``jax.Array`` objects over the prepared ones' buffers (no copy).
-
-    New objects carry no host copy cached from an earlier read, so they never show
-    bytes from before this request.
-
-    Returns
-    -------
-    list or None
-        None when a prepared array was deleted (donated to a jitted function, or
-        ``delete()``): a new object over it would be deleted too, so the front imports
-        the views again.
-
-    Raises
-    ------
-    TracedRequestError
-        While JAX traces a function.
-    """
-    if _top_trace(()).__class__ is not _EVAL_TRACE:
-        _check_not_tracing()
-    for view in views:
-        if view.is_deleted():
-            return None
-    return list(map(_fresh, views))
-
-
-def data_ptr(view: Any) -> int:
-    """Address of the first element."""
-    return int(view.unsafe_buffer_pointer())
-
-
-def write_into(view: Any, value: Any) -> Any:
-    """Write ``value`` (e.g. a JAX result) into the arena bytes behind ``view``.
-
-    One copy, straight into the arena memory: no intermediate array. ``value`` must
-    have ``view``'s dtype and shape (:func:`arena.adapters.check_write`: nothing is cast
-    or broadcast); it is blocked on first.
-
-    Returns
-    -------
-    jax.Array
-        A new array over ``view``'s bytes (uncommitted, zero-copy), to read the new
-        contents with. ``view`` itself may already hold a host copy cached by an earlier
-        read (``print``, ``np.asarray`` on a GPU), which JAX would keep showing.
-    """
-    check_write(view, value)
-    value = jax.block_until_ready(value)  # type: ignore[no-untyped-call]
-    address = int(view.unsafe_buffer_pointer())
-    nbytes = int(view.nbytes)
-    device = next(iter(view.devices()))
-    if device.platform in {"gpu", "cuda"}:
-        _write_cuda(view, value, address, nbytes, int(device.local_hardware_id))
-        return _fresh(view)
-    if nbytes:
-        raw = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(address))
-        target = raw.view(view.dtype).reshape(view.shape)
-        np.copyto(target, np.asarray(value), casting="no")
-    return _fresh(view)
-
-
 def _write_cuda(view: Any, value: Any, address: int, nbytes: int, device_id: int) -> None:
     """The CUDA copy for :func:`write_into`: through CuPy when installed, else torch.
 
@@ -346,3 +169,159 @@ def _write_cuda(view: Any, value: Any, address: int, nbytes: int, device_id: int
         source = from_dlpack(value) if isinstance(value, jax.Array) else value
         target.copy_(torch.as_tensor(source, device=target.device))
         torch.cuda.current_stream().synchronize()
+
+
+class JaxAdapter(Adapter):
+    """JAX arrays over arena memory, imported once per (layout, buffer) through DLPack;
+    every request gets new uncommitted ``jax.Array`` objects over those imports.
+
+    No plans (``plan_view`` None: each view needs a DLPack import) and no shared views
+    (``shares_views`` False: a shared array may hold a stale host copy).
+    """
+
+    framework = "jax"
+    shares_views = False
+
+    def native_dtype(self, dtype: DType) -> Any:
+        """The NumPy dtype JAX uses for ``dtype``.
+
+        Raises
+        ------
+        DTypeError
+            For 64-bit dtypes while ``jax_enable_x64`` is off (JAX would silently convert
+            them, which is a copy) and for dtypes JAX lacks.
+        """
+        if dtype.name in _SIXTY_FOUR_BIT and not jax.config.read("jax_enable_x64"):  # type: ignore[no-untyped-call]
+            raise DTypeError(
+                f"{dtype.name} needs 64-bit mode in JAX: without it JAX silently converts to a "
+                "32-bit copy. Enable it with jax.config.update('jax_enable_x64', True) (or "
+                "JAX_ENABLE_X64=1) before making arrays, or request a 32-bit dtype"
+            )
+        if dtype.name in _UNSUPPORTED:
+            raise DTypeError(
+                f"JAX has no {dtype.name} arrays; request the bytes as "
+                f"'uint{8 * dtype.itemsize}' (or 'complex64' if the width is yours to choose) "
+                "and convert in JAX, or view these bytes through the torch front"
+            )
+        return NUMPY.native_dtype(dtype)
+
+    def wrap(self, allocation: Allocation) -> Any:
+        """The allocation itself: every view is imported from a typed NumPy or CuPy view."""
+        return allocation
+
+    def typed_views(self, buffer: Any, layout: Layout) -> list[Any]:
+        """Zero-copy ``jax.Array`` views at the layout's offsets (checked by pointer).
+
+        The prepared arrays are uncommitted; :func:`fresh_views` hands out new objects over
+        them per request.
+        """
+        _check_not_tracing()
+        allocation: Allocation = buffer
+        views: list[Any] = []
+        for v in layout.views:
+            dtype = self.native_dtype(v.dtype)
+            address = allocation.ptr + v.offset
+            if not allocation.device.is_cuda and address % CPU_ZERO_COPY_ALIGNMENT and v.nbytes:
+                raise ArenaError(
+                    f"JAX copies host buffers that are not {CPU_ZERO_COPY_ALIGNMENT}-byte "
+                    f"aligned; this view sits at offset {v.offset} (arena alignment "
+                    f"{layout.alignment}). Construct the arena with alignment>="
+                    f"{CPU_ZERO_COPY_ALIGNMENT} for JAX views"
+                )
+            array = _fresh(_import(_source(allocation, v, dtype), v.dtype))
+            if v.nbytes and array.unsafe_buffer_pointer() != address:
+                raise ArenaError(
+                    f"JAX copied view #{len(views)} ({v.shape} {v.dtype.name}) instead of "
+                    f"viewing the arena's memory at {address:#x}; please report this with your "
+                    f"JAX version ({jax.__version__})"
+                )
+            views.append(array)
+        return views
+
+    def fresh_views(self, views: Sequence[Any]) -> list[Any] | None:
+        """New uncommitted ``jax.Array`` objects over the prepared ones' buffers (no copy).
+
+        New objects carry no host copy cached from an earlier read, so they never show
+        bytes from before this request.
+
+        Returns
+        -------
+        list or None
+            None when a prepared array was deleted (donated to a jitted function, or
+            ``delete()``): a new object over it would be deleted too, so the front imports
+            the views again.
+
+        Raises
+        ------
+        TracedRequestError
+            While JAX traces a function.
+        """
+        if _top_trace(()).__class__ is not _EVAL_TRACE:
+            _check_not_tracing()
+        for view in views:
+            if view.is_deleted():
+                return None
+        return list(map(_fresh, views))
+
+    def retire_views(self, views: Sequence[Any]) -> None:
+        """Debug mode, at the end of a scope or a step view's life: each array handed out
+        is deleted, so a later use raises JAX's "Array has been deleted" instead of reading
+        bytes that now belong to another request."""
+        for view in views:
+            delete = getattr(view, "delete", None)
+            if delete is not None and not view.is_deleted():
+                delete()
+
+    def data_ptr(self, view: Any) -> int:
+        """Address of the first element."""
+        return int(view.unsafe_buffer_pointer())
+
+    def write_into(self, view: Any, value: Any) -> Any:
+        """Write ``value`` (e.g. a JAX result) into the arena bytes behind ``view``.
+
+        One copy, straight into the arena memory: no intermediate array. ``value`` must
+        have ``view``'s dtype and shape (:func:`arena.adapters.check_write`: nothing is cast
+        or broadcast); it is blocked on first.
+
+        Returns
+        -------
+        jax.Array
+            A new array over ``view``'s bytes (uncommitted, zero-copy), to read the new
+            contents with. ``view`` itself may already hold a host copy cached by an earlier
+            read (``print``, ``np.asarray`` on a GPU), which JAX would keep showing.
+        """
+        check_write(view, value)
+        value = jax.block_until_ready(value)  # type: ignore[no-untyped-call]
+        address = int(view.unsafe_buffer_pointer())
+        nbytes = int(view.nbytes)
+        device = next(iter(view.devices()))
+        if device.platform in {"gpu", "cuda"}:
+            _write_cuda(view, value, address, nbytes, int(device.local_hardware_id))
+            return _fresh(view)
+        if nbytes:
+            raw = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(address))
+            target = raw.view(view.dtype).reshape(view.shape)
+            np.copyto(target, np.asarray(value), casting="no")
+        return _fresh(view)
+
+    def fill(self, views: Sequence[Any]) -> None:
+        """Poisoning: JAX arrays are immutable, so the bytes behind them are written (as
+        :meth:`write_into` does): a ``memset`` on the host, CuPy's on a GPU."""
+        for view in views:
+            nbytes = int(view.nbytes)
+            if not nbytes:
+                continue
+            address = int(view.unsafe_buffer_pointer())
+            byte = sentinel_byte(view.dtype)
+            device = next(iter(view.devices()))
+            if device.platform in {"gpu", "cuda"}:
+                import cupy
+
+                with cupy.cuda.Device(int(device.local_hardware_id)):
+                    cupy.cuda.runtime.memset(address, byte, nbytes)
+            else:
+                ctypes.memset(address, byte, nbytes)
+
+
+#: The adapter a JAX front uses.
+ADAPTER = JaxAdapter()

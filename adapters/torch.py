@@ -7,7 +7,7 @@ which costs about a third of slice + view + reshape.
 
 from __future__ import annotations
 
-import importlib.util
+import ctypes
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,45 +15,17 @@ import torch
 from torch.utils.dlpack import from_dlpack
 
 from arena.errors import DTypeError
-from arena.memory.devices import Device
 from arena.memory.sources import Allocation
 from arena.views.dtypes import DType
 from arena.views.layout import Layout
+from arena.views.poison import sentinel_byte
 
 from . import check_write
+from .base import Adapter
 
-__all__ = [
-    "FRAMEWORK",
-    "FRESH_EXPRESSION",
-    "PLAN_EXPRESSION",
-    "PLAN_GLOBALS",
-    "check_device",
-    "data_ptr",
-    "fresh_views",
-    "is_available",
-    "native_dtype",
-    "plan_source",
-    "retire_views",
-    "typed_views",
-    "views_can_be_kept",
-    "wrap",
-    "write_into",
-]
-
-FRAMEWORK = "torch"
-
-#: How arena's per-structure plans build one view (``arena.views.plan``): a format string over
-#: ``src`` (from :func:`plan_source`), ``native``, ``shape``, ``strides`` and ``offset`` (in
-#: elements), ``bstrides`` and ``boffset`` (in bytes) and ``numel``; empty for no plan.
-PLAN_EXPRESSION = "{src}.as_strided({shape}, {strides}, {offset})"
-#: One fresh view of a prepared view ``{view}``, as :func:`fresh_views` makes it, for
-#: the code arena generates per cached request; empty to call :func:`fresh_views`.
-FRESH_EXPRESSION = "{view}.detach()"
-#: Names the plan expression uses.
-PLAN_GLOBALS: dict[str, Any] = {}
+__all__ = ["ADAPTER", "TorchAdapter"]
 
 _NATIVE: dict[str, Any] = {}
-_detach = torch.Tensor.detach
 
 
 class _Buffer:
@@ -72,97 +44,110 @@ class _Buffer:
         return alias
 
 
-def is_available() -> bool:
-    """Whether torch is installed."""
-    return importlib.util.find_spec("torch") is not None
+def _plan_view(
+    source: Any, native: Any, shape: tuple[int, ...], strides: tuple[int, ...], offset: int
+) -> Any:
+    """A plan's view: ``as_strided`` of the buffer's alias for the view's dtype (elements)."""
+    return source.as_strided(shape, strides, offset)
 
 
-def check_device(device: Device) -> None:
-    """torch views host memory and CUDA memory alike."""
+class TorchAdapter(Adapter):
+    """torch tensors: ``as_strided`` views of per-dtype aliases of one DLPack import per
+    buffer; fresh views are ``t.detach()``."""
+
+    framework = "torch"
+    fresh_view = staticmethod(torch.Tensor.detach)
+    plan_view = staticmethod(_plan_view)
+    plan_in_bytes = False
+
+    def native_dtype(self, dtype: DType) -> Any:
+        """The ``torch.dtype`` of the same name."""
+        native = _NATIVE.get(dtype.name)
+        if native is None:
+            native = getattr(torch, dtype.name, None)
+            if not isinstance(native, torch.dtype):
+                raise DTypeError(
+                    f"torch {torch.__version__} has no {dtype.name} dtype; request the bytes "
+                    f"as 'uint{8 * dtype.itemsize}' or upgrade torch"
+                )
+            _NATIVE[dtype.name] = native
+        return native
+
+    def plan_source(self, buffer: Any, native: Any) -> Any:
+        """The buffer's alias for ``native`` (made outside inference mode, see
+        :meth:`wrap`)."""
+        with torch.inference_mode(False):
+            return buffer.alias(native)
+
+    def views_can_be_kept(self) -> bool:
+        """Not inside ``torch.inference_mode()``: views made there would carry the mode
+        into later requests."""
+        return not torch.is_inference_mode_enabled()
+
+    def wrap(self, allocation: Allocation) -> Any:
+        """Import the whole buffer into torch once (zero-copy DLPack).
+
+        Built outside inference mode whatever mode the caller is in: a tensor made under
+        ``torch.inference_mode()`` is an inference tensor for good, and every view of it
+        too, so a later request used under autograd would fail ("Inference tensors cannot
+        be saved for backward").
+        """
+        with torch.inference_mode(False):
+            base = from_dlpack(allocation.owner)
+            if base.numel() == 0:  # DLPack gives empty tensors stride 0; view(dtype) refuses
+                base = base.as_strided((0,), (1,))
+        return _Buffer(base)
+
+    def typed_views(self, buffer: Any, layout: Layout) -> list[Any]:
+        """``as_strided`` views of per-dtype aliases at the layout's offsets.
+
+        Built outside inference mode (see :meth:`wrap`): the prepared views are normal
+        tensors, and the fresh views handed out per request (``detach()``, a view op) are
+        normal tensors in either mode.
+        """
+        views = []
+        with torch.inference_mode(False):
+            for v in layout.views:
+                alias = buffer.alias(self.native_dtype(v.dtype))
+                views.append(alias.as_strided(v.shape, v.strides, v.offset // v.dtype.itemsize))
+        return views
+
+    def retire_views(self, views: Sequence[Any]) -> None:
+        """Debug mode, at the end of a scope or a step view's life: each tensor handed out
+        is set to an empty storage, so a later use fails (a size-0 tensor) instead of
+        reading bytes that now belong to another request. Views taken from it earlier keep
+        working."""
+        for view in views:
+            if isinstance(view, torch.Tensor) and not view.requires_grad:
+                with torch.no_grad():
+                    view.set_()  # type: ignore[call-overload]
+
+    def data_ptr(self, view: Any) -> int:
+        """Address of the first element."""
+        return int(view.data_ptr())
+
+    def write_into(self, view: Any, value: Any) -> Any:
+        """Copy ``value`` (a tensor, or an array ``torch.as_tensor`` reads, of ``view``'s
+        dtype and shape: see :func:`arena.adapters.check_write`) into ``view``; returns
+        ``view``."""
+        check_write(view, value)
+        if not isinstance(value, torch.Tensor):
+            value = torch.as_tensor(value)
+        view.copy_(value)
+        return view
+
+    def fill(self, views: Sequence[Any]) -> None:
+        """Poisoning: ``fill_`` of a byte view on a GPU (on torch's current stream), one
+        ``memset`` on the host (torch's own CPU fill runs on its intra-op thread pool,
+        which costs milliseconds per call when the cores are busy elsewhere)."""
+        for view in views:
+            if view.is_cuda:
+                view.view(-1).view(torch.uint8).fill_(sentinel_byte(view.dtype))
+            elif view.numel():
+                ctypes.memset(
+                    view.data_ptr(), sentinel_byte(view.dtype), view.numel() * view.itemsize
+                )
 
 
-def native_dtype(dtype: DType) -> Any:
-    """The ``torch.dtype`` of the same name."""
-    native = _NATIVE.get(dtype.name)
-    if native is None:
-        native = getattr(torch, dtype.name, None)
-        if not isinstance(native, torch.dtype):
-            raise DTypeError(
-                f"torch {torch.__version__} has no {dtype.name} dtype; request the bytes as "
-                f"'uint{8 * dtype.itemsize}' or upgrade torch"
-            )
-        _NATIVE[dtype.name] = native
-    return native
-
-
-def plan_source(buffer: Any, native: Any) -> Any:
-    """What :data:`PLAN_EXPRESSION` builds views from: the buffer's alias for ``native``
-    (made outside inference mode, see :func:`wrap`)."""
-    with torch.inference_mode(False):
-        return buffer.alias(native)
-
-
-def retire_views(views: Sequence[Any]) -> None:
-    """Debug mode, at the end of a scope or a step view's life: each tensor handed out is
-    set to an empty storage, so a later use fails (a size-0 tensor) instead of reading
-    bytes that now belong to another request. Views taken from it earlier keep working."""
-    for view in views:
-        if isinstance(view, torch.Tensor) and not view.requires_grad:
-            with torch.no_grad():
-                view.set_()  # type: ignore[call-overload]
-
-
-def views_can_be_kept() -> bool:
-    """Whether views a plan builds now may be remembered and handed out later: not inside
-    ``torch.inference_mode()``, where they would carry the mode into later requests."""
-    return not torch.is_inference_mode_enabled()
-
-
-def wrap(allocation: Allocation) -> Any:
-    """Import the whole buffer into torch once (zero-copy DLPack).
-
-    Built outside inference mode whatever mode the caller is in: a tensor made under
-    ``torch.inference_mode()`` is an inference tensor for good, and every view of it too,
-    so a later request used under autograd would fail ("Inference tensors cannot be saved
-    for backward").
-    """
-    with torch.inference_mode(False):
-        base = from_dlpack(allocation.owner)
-        if base.numel() == 0:  # DLPack gives empty tensors stride 0, which view(dtype) refuses
-            base = base.as_strided((0,), (1,))
-    return _Buffer(base)
-
-
-def typed_views(buffer: Any, layout: Layout) -> list[Any]:
-    """``as_strided`` views of per-dtype aliases at the layout's offsets.
-
-    Built outside inference mode (see :func:`wrap`): the prepared views are normal
-    tensors, and the fresh views handed out per request (``detach()``, a view op) are
-    normal tensors in either mode.
-    """
-    views = []
-    with torch.inference_mode(False):
-        for v in layout.views:
-            alias = buffer.alias(native_dtype(v.dtype))
-            views.append(alias.as_strided(v.shape, v.strides, v.offset // v.dtype.itemsize))
-    return views
-
-
-def fresh_views(views: Sequence[Any]) -> list[Any] | None:
-    """``t.detach()`` of each prepared view: new tensor objects, same memory."""
-    return list(map(_detach, views))
-
-
-def data_ptr(view: Any) -> int:
-    """Address of the first element."""
-    return int(view.data_ptr())
-
-
-def write_into(view: Any, value: Any) -> Any:
-    """Copy ``value`` (a tensor, or an array ``torch.as_tensor`` reads, of ``view``'s dtype
-    and shape: see :func:`arena.adapters.check_write`) into ``view``; returns ``view``."""
-    check_write(view, value)
-    if not isinstance(value, torch.Tensor):
-        value = torch.as_tensor(value)
-    view.copy_(value)
-    return view
+#: The adapter a torch front uses.
+ADAPTER = TorchAdapter()

@@ -37,6 +37,9 @@ from arena.memory.rmm import RmmSource
 from arena.memory.sources import Allocation, HostSource, MemorySource
 from arena.observe.events import ArenaEvent
 from arena.observe.stats import ArenaStats, SlotStats
+from arena.planning.offsets import OffsetPlan, plan_offsets
+from arena.planning.scopes import Scope
+from arena.planning.steps import Step
 from arena.process import (
     current_arena,
     init_arena,
@@ -74,11 +77,14 @@ __all__ = [
     "Layout",
     "MemorySource",
     "NotInitializedError",
+    "OffsetPlan",
     "PersistentMismatchError",
     "RmmSource",
+    "Scope",
     "SlotError",
     "SlotStats",
     "SpecError",
+    "Step",
     "TracedRequestError",
     "TritonAllocator",
     "ViewLayout",
@@ -91,6 +97,7 @@ __all__ = [
     "layout_bytes",
     "lock_arena",
     "parse_device",
+    "plan_offsets",
     "reset_arena",
     "resolve_dtype",
     "unlock_arena",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import platform
 import sys
 
+from arena.errors import ArenaError
+
 USAGE = """usage: python -m arena COMMAND [options]
        python -m arena --version
 
@@ -20,11 +22,16 @@ options:
 
 
 def version_line() -> str:
-    """``arena 0.1.0 (hit path: python; Python 3.11.7)``: what ``--version`` prints."""
+    """``arena 0.1.0 (hit path: compiled; Python 3.11.7)``: what ``--version`` prints; a
+    pure-Python hit path says why (``hit path: python, ARENA_PURE_PYTHON is set``)."""
+    from arena.views.hit import WHY_PYTHON
+
     from ._version import __version__, active_hit_path
 
-    python = platform.python_version()
-    return f"arena {__version__} (hit path: {active_hit_path()}; Python {python})"
+    path = active_hit_path()
+    if path == "python" and WHY_PYTHON:
+        path = f"python, {WHY_PYTHON}"
+    return f"arena {__version__} (hit path: {path}; Python {platform.python_version()})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:  # FrameworkUnavailableError included
         print(f"python -m arena: {exc}", file=sys.stderr)
         return 1
+    except ArenaError as exc:  # a device, a framework or a setting this machine refuses
+        print(f"python -m arena: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
 
 
 def _dispatch(argv: list[str] | None) -> int:

@@ -8,16 +8,19 @@ __version__ = "0.1.0"
 
 
 def active_hit_path() -> str:
-    """Name the request hit path in use: ``"python"`` or ``"compiled"``.
+    """Name the request hit path new fronts use: ``"compiled"`` or ``"python"``.
 
-    The hit path serves a request seen before (one lookup and one generated call). Only
-    the pure-Python one ships today, so this returns ``"python"``; a compiled hit path,
-    when one is installed and chosen, will be reported as ``"compiled"``. Printed by
-    ``python -m arena --version``.
+    The hit path serves a request seen before (one lookup, an int check, fresh views):
+    ``"compiled"`` where the optional C extension ``arena.views._hit`` was built at
+    install and ``ARENA_PURE_PYTHON`` is not set, else ``"python"`` (see
+    :mod:`arena.views.hit`). Printed by ``python -m arena --version``, with the reason
+    when it is ``"python"``.
 
     Returns
     -------
     str
-        ``"python"`` or ``"compiled"``.
+        ``"compiled"`` or ``"python"``.
     """
-    return "python"
+    from arena.views.hit import HIT_PATH
+
+    return HIT_PATH

@@ -21,7 +21,7 @@ from arena.observe.requests import RequestLog
 from arena.observe.snapshot import EventLog
 from arena.slots.selector import SlotSelector
 from arena.slots.table import SlotTable
-from arena.views.front import Front
+from arena.views.front import Front, front_class
 
 __all__ = ["Fronts", "Parts", "assemble"]
 
@@ -72,7 +72,7 @@ class Fronts:
         if front is None:
             check_framework(framework)
             config = self._config
-            front = Front(
+            front = front_class()(
                 owner,
                 self._selector.select,
                 self._table,
@@ -81,6 +81,7 @@ class Fronts:
                 max_cached=config.max_cached,
                 poison=config.poison,
                 log=self._log,
+                shortcut=self._selector.shortcut,
             )
             front = self._fronts.setdefault((framework, cached), front)
         return front

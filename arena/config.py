@@ -9,7 +9,6 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 from arena.errors import ConfigError, FrameworkUnavailableError
@@ -205,9 +204,15 @@ def parse_bytes(name: str, value: Any) -> int:
         unit = text[len(digits) :].strip().lower()
         number = int(digits) * _UNITS[unit] if digits.isdigit() and unit in _UNITS else None
     if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        why = ""
+        if isinstance(value, str) and value.strip()[-2:].lower() in {"kb", "mb", "gb", "tb"}:
+            why = (
+                f"; {value.strip()[-2:]!r} is ambiguous (arena prints MiB as 'MB', as vLLM "
+                "does, while 'MB' is also 10**6 bytes): write MiB, or the bytes"
+            )
         raise ConfigError(
             f"{name} must be a number of bytes >= 1 (an int, or a string such as '4GiB', "
-            f"'512MiB' or '1048576'; units KiB, MiB, GiB, TiB), got {value!r}"
+            f"'512MiB' or '1048576'; units KiB, MiB, GiB, TiB), got {value!r}{why}"
         )
     return number
 
@@ -319,9 +324,9 @@ def _default_cuda_source(device: Device) -> str:
     return "torch"
 
 
-def load_adapter(framework: str, device: Device) -> ModuleType:
-    """Import the adapter of ``framework`` (``arena.adapters.<framework>``) and check that it
-    can view ``device``'s memory.
+def load_adapter(framework: str, device: Device) -> Any:
+    """The adapter of ``framework`` (``arena.adapters.<framework>.ADAPTER``, an
+    :class:`arena.adapters.base.Adapter`), checked to view ``device``'s memory.
 
     Raises
     ------
@@ -329,7 +334,7 @@ def load_adapter(framework: str, device: Device) -> ModuleType:
         If the framework is not installed or cannot view this device's memory.
     """
     try:
-        adapter = importlib.import_module(f"arena.adapters.{framework}")
+        module = importlib.import_module(f"arena.adapters.{framework}")
     except FrameworkUnavailableError:
         raise  # the adapter's own message already says what to install
     except ImportError as exc:
@@ -337,5 +342,6 @@ def load_adapter(framework: str, device: Device) -> ModuleType:
             f"the {framework} front needs {framework}, which cannot be imported "
             f"({exc}); install it (pip install {framework}) or use another front"
         ) from exc
+    adapter = module.ADAPTER
     adapter.check_device(device)
     return adapter

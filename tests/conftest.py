@@ -19,6 +19,8 @@ import arena
 from arena.memory.devices import cuda_device_count, cuda_unavailable_reason
 
 REQUIRE_GPU = os.environ.get("ARENA_REQUIRE_GPU", "") == "1"
+#: CI sets it where a C compiler is present: the compiled hit path must be built and tested.
+REQUIRE_COMPILED = os.environ.get("ARENA_REQUIRE_COMPILED", "") == "1"
 
 #: Skip reasons a GPU run accepts (a reason containing one of these), and why each is no gap.
 ALLOWED_GPU_SKIPS = {
@@ -26,6 +28,8 @@ ALLOWED_GPU_SKIPS = {
     "needs two CUDA devices": "tells the arena's device from the current one: one GPU cannot",
     "has no example runnable here": "a document without Python examples",
     "x64 is enabled in this process": "a JAX default checked only while x64 is off",
+    "the compiled hit path is not in use here": "a machine without a C compiler or Python's "
+    "headers installs the pure-Python hit path; the compiled one is tested where it is built",
 }
 
 
@@ -94,3 +98,22 @@ def _clean_registry() -> Iterator[None]:
 def host() -> Iterator[arena.Arena]:
     with arena.Arena("cpu", framework="numpy") as a:
         yield a
+
+
+@pytest.fixture(params=["python", "compiled"])
+def hit_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test once per hit path: every front made in it uses that path.
+
+    ``compiled`` skips where the extension is not in use (not built, or
+    ``ARENA_PURE_PYTHON=1``), and fails instead under ``ARENA_REQUIRE_COMPILED=1``.
+    """
+    from arena.views import hit
+
+    path: str = request.param
+    if path == "compiled" and hit.compiled is None:
+        reason = "the compiled hit path is not in use here (not built, or ARENA_PURE_PYTHON=1)"
+        if REQUIRE_COMPILED:
+            pytest.fail(f"ARENA_REQUIRE_COMPILED=1 but {reason}")
+        pytest.skip(reason)
+    monkeypatch.setattr(hit, "HIT_PATH", path)
+    return path

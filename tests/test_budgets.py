@@ -290,3 +290,8 @@ def test_num_ooms_counts_the_source_running_out() -> None:
             a.get_simultaneous(((2 * MB,), "uint8"))
         assert a.memory_stats()["num_ooms"] == 1
         assert a.memory_stats()["num_alloc_retries"] == 0
+
+
+def test_decimal_units_are_refused_saying_why() -> None:
+    with pytest.raises(ConfigError, match=r"'MB' is ambiguous.*write MiB"):
+        Arena("cpu", framework="numpy", max_bytes="8MB")

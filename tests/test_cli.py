@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -37,22 +39,37 @@ def test_bench_quick_run_measures_every_method_and_target() -> None:
     frameworks = {row.framework for row in result.rows}
     assert "numpy" in frameworks
     workloads = {row.workload for row in result.rows if row.framework == "numpy"}
-    assert {"fixed", "varying", "decode-heavy", "graph buckets", "10^4 layouts"} <= workloads
+    expected_workloads = {"fixed", "varying <32 MiB", "varying", "graph buckets", "2 slots"}
+    assert expected_workloads | {"decode-heavy", "10^4 layouts"} <= workloads
     for row in result.rows:
         expected = {"arena", "cached", "reference"} | (
             set() if row.framework == "jax" and row.workload != "fixed" else {"alloc"}
         )
         assert set(row.median_us) == expected, (row.workload, row.framework)
         assert all(v > 0 for v in row.median_us.values())
+        for baseline in ("alloc", "ref"):  # paired: a median inside its own spread
+            name = f"arena/{baseline}"
+            if baseline == "ref" or "alloc" in expected:
+                low, mid, high = (
+                    row.ratios[f"{name} p10"],
+                    row.ratios[name],
+                    row.ratios[f"{name} p90"],
+                )
+                assert 0 < low <= mid <= high, (row.workload, row.framework, name)
     names = [t["target"] for t in result.targets]
-    assert any("allocations after lock" in n for n in names)
-    assert any("unlocked hit / locked hit" in n for n in names)
+    for wanted in ("allocations after lock", "unlocked hit / locked hit", "2-slot hit"):
+        assert any(wanted in n for n in names), wanted
+    assert any(n.startswith("never-seen 2000-view") for n in names)
+    for target in result.targets:
+        if target["p10"] is not None:
+            assert target["p10"] <= target["measured"] <= target["p90"], target
     zero = result.checks["zero_allocations"]
     assert zero["allocations_after_lock"] == 0 and zero["steps"] == 10_000
     growth = [m for m in result.memory if "growth" in m]
     assert growth and growth[0]["peak_over_new_size"] < 1.1
+    assert result.meta["hit path"] in ("compiled", "python")
     text = format_result(result)
-    assert "arena / reference" in text or "ar/ref" in text
+    assert "arena / reference" in text and "(p10-p90)" in text
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -79,13 +96,29 @@ def test_command_line(tmp_path: Path) -> None:
     assert {"meta", "rows", "targets", "memory", "checks"} <= set(data)
 
 
-def test_version_names_the_package_the_hit_path_and_python() -> None:
+@pytest.mark.parametrize("pure", [False, True], ids=["default", "ARENA_PURE_PYTHON=1"])
+def test_version_names_the_package_the_hit_path_and_python(pure: bool) -> None:
     import arena
 
-    result = _run("--version")
+    env = {k: v for k, v in os.environ.items() if k != "ARENA_PURE_PYTHON"}
+    if pure:
+        env["ARENA_PURE_PYTHON"] = "1"
+        path = "python, ARENA_PURE_PYTHON is set"
+    elif importlib.util.find_spec("arena.views._hit") is not None:
+        path = "compiled"
+    else:
+        path = "python, the extension arena.views._hit is not built"
+    result = subprocess.run(
+        [sys.executable, "-m", "arena", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
-    expected = f"arena {arena.__version__} (hit path: python; Python {platform.python_version()})"
-    assert result.stdout.strip() == expected
+    python = platform.python_version()
+    assert result.stdout.strip() == f"arena {arena.__version__} (hit path: {path}; Python {python})"
 
 
 HELP_COMMANDS = [[], ["demo"], ["bench"], ["report"]]
@@ -159,3 +192,25 @@ def test_bench_render_builds_tables_from_whatever_the_json_holds(tmp_path: Path)
     assert "| varying | jax | 14.5 | - | - | 3 |" in lines  # not measured: '-'
     assert "device: cpu in every row." in lines
     assert "| numpy fixed | 0.0469 | 1.00 | yes |" in lines
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "text"),
+    [
+        (["demo", "--framework", "cupy", "--device", "cpu"], 2, "ConfigError"),
+        (["demo", "--max-tokens", "0"], 2, "must be at least 1"),
+        (["demo", "--steps", "-1"], 2, "must be at least 0"),
+    ],
+)
+def test_bad_demo_settings_end_in_one_line_not_a_traceback(
+    args: list[str], code: int, text: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "arena", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == code
+    assert text in result.stderr and "Traceback" not in result.stderr

@@ -338,10 +338,10 @@ def test_cupy_views_are_numpys_views_of_the_same_bytes(
         assert nothing.shape == (0, 3) and nothing.strides == (12, 4) and not source.live
         for specs in CUPY_REQUESTS * 2:  # new: general path or plan; again: a hit
             views = front.get_simultaneous(*specs)
-            twins = numpy_adapter.typed_views(source.block(), compute_layout(specs))
+            twins = numpy_adapter.ADAPTER.typed_views(source.block(), compute_layout(specs))
             for k, (view, twin) in enumerate(zip(views, twins, strict=True)):
                 assert isinstance(view, cupy.ndarray)
-                assert front.data_ptr(view) == numpy_adapter.data_ptr(twin), (specs, k)
+                assert front.data_ptr(view) == numpy_adapter.ADAPTER.data_ptr(twin), (specs, k)
                 assert view.data.ptr == twin.__array_interface__["data"][0]
                 assert view.shape == twin.shape and view.strides == twin.strides
                 assert view.dtype == twin.dtype
@@ -361,7 +361,7 @@ def test_cupy_write_into_fills_the_bytes_numpy_sees(monkeypatch: pytest.MonkeyPa
         ints, floats = a.cupy.get_simultaneous(*specs)
         assert a.cupy.write_into(floats, np.ones((2, 3), np.float32) * 2) is floats
         a.cupy.write_into(ints, cupy.asarray(np.array([7, 8, 9], np.int32)))
-        _, host = numpy_adapter.typed_views(source.block(), compute_layout(specs))
+        _, host = numpy_adapter.ADAPTER.typed_views(source.block(), compute_layout(specs))
         assert host.tolist() == [[2.0] * 3] * 2
         assert ints.get().tolist() == [7, 8, 9]
         with pytest.raises(DTypeError, match=r"float64.*float32"):

@@ -86,9 +86,10 @@ def test_a_source_returning_too_few_bytes_is_refused_and_given_back() -> None:
         assert stats.allocations == stats.frees + stats.live_blocks and source.live == {}
 
 
-def test_server_factories_stay_bounded() -> None:
-    from arena.views import plan
+def test_server_factories_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from arena.views import hit, plan
 
+    monkeypatch.setattr(hit, "HIT_PATH", "python")  # servers are generated for Python hits
     with Arena("cpu", framework="numpy") as a:
         a.reserve_bytes(1 << 16)
         for index in range(plan.MAX_SERVER_FACTORIES + 200):

@@ -94,7 +94,7 @@ def test_write_into_puts_a_jax_result_into_the_arena(shared: Arena) -> None:
 
     (out,) = shared.jax.get_simultaneous(((4, 4), "float32"))
     result = jnp.arange(16, dtype=jnp.float32).reshape(4, 4) * 2
-    written = jax_adapter.write_into(out, result)
+    written = jax_adapter.ADAPTER.write_into(out, result)
     assert written.unsafe_buffer_pointer() == out.unsafe_buffer_pointer()
     (host,) = shared.numpy.get_simultaneous(((4, 4), "float32"))
     assert np.array_equal(host, np.arange(16).reshape(4, 4) * 2)
@@ -137,7 +137,7 @@ def test_jax_views_of_device_memory_are_zero_copy() -> None:
         cupy.cuda.get_current_stream().synchronize()
         assert float(jnp.sum(j[0])) == 2.0 * 64 * 32
         (out,) = a.jax.get_simultaneous(((8,), "float32"))
-        jax_adapter.write_into(out, jnp.arange(8, dtype=jnp.float32))
+        jax_adapter.ADAPTER.write_into(out, jnp.arange(8, dtype=jnp.float32))
         (seen,) = a.cupy.get_simultaneous(((8,), "float32"))
         assert seen.get().tolist() == list(range(8))
 

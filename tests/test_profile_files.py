@@ -463,3 +463,18 @@ def test_a_file_that_turns_into_a_non_profile_before_the_save_is_left_alone(
         ws.lock()
     ws.close()  # warned once already
     assert path.read_text() == "precious"
+
+
+def test_a_profile_in_a_missing_folder_warns_once_naming_the_folder(tmp_path: Path) -> None:
+    import warnings
+
+    path = tmp_path / "missing" / "profile.json"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ws = arena.Arena("cpu", framework="numpy", profile=path)
+        ws.get_simultaneous(((4,), "float32"))
+        ws.lock()
+        ws.close()
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1, messages
+    assert f"its folder {str(path.parent)!r} does not exist" in messages[0]

@@ -189,3 +189,42 @@ def test_a_plan_made_after_the_last_save_is_saved_by_the_finalizer(tmp_path: Pat
     assert ws.stats().slots[0].capacity == size
     del ws
     assert read_profile(path)["slots"][0]["planned"] == size
+
+
+KIB = 256  # float32 elements per KiB
+
+
+def fragmenting_body(ws: arena.Arena, st: Any, inner: str | None) -> None:
+    """First fit spans 5 KiB here where the plan needs 4 KiB (c cannot reuse a's hole);
+    then 1 KiB above the step: a plain request, or an inner step doing the same."""
+    (a,) = st.get_simultaneous(((KIB,), F32))
+    st.get_simultaneous(((2 * KIB,), F32))  # b: live to the end
+    st.release(a)
+    st.get_simultaneous(((2 * KIB,), F32))  # c
+    if inner is None:
+        ws.get_simultaneous(((KIB,), F32))
+    else:
+        with ws.step(inner) as inside:
+            fragmenting_body(ws, inside, None)
+
+
+@pytest.mark.parametrize(("inner", "need"), [(None, 5), ("inner", 9)])
+def test_requests_inside_a_step_count_above_its_plan_not_its_first_fit(
+    tmp_path: Path, inner: str | None, need: int
+) -> None:
+    """A plain request (or a step) inside a recording step sits above the first fit; the
+    replays put it above the plan: the slot and the profile count it there."""
+    path = tmp_path / "profile.json"
+    with arena.Arena("cpu", framework="numpy", profile=path) as ws:
+        for _ in range(4):  # record, plan, replay
+            with ws.step("outer") as st:
+                fragmenting_body(ws, st, inner)
+        growths = ws.stats().slots[0].growths
+        with ws.step("outer") as st:
+            fragmenting_body(ws, st, inner)
+        assert ws.stats().slots[0].growths == growths
+        ws.lock()
+        if inner is None:  # planned at once: the slot shrank to the plan and what is above
+            assert ws.stats().slots[0].capacity == need * 1024
+    (slot,) = read_profile(path)["slots"]
+    assert slot["planned"] == need * 1024

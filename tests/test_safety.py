@@ -549,7 +549,7 @@ def _live_block_of(source: RecordingSource, ptr: int) -> tuple[int, int] | None:
 @pytest.mark.parametrize("cached", [False, True], ids=["fresh", "cached"])
 @pytest.mark.parametrize("shape", [(256,), (200,)], ids=["hit", "miss"])
 def test_a_growth_inside_the_capture_window_never_frees_what_the_capture_reads(
-    shape: tuple[int, ...], cached: bool
+    shape: tuple[int, ...], cached: bool, hit_path: str
 ) -> None:
     """The capturing thread is paused between building its views and learning that it
     captures; another thread grows the slot by a request in that window. The capture must
@@ -579,7 +579,7 @@ def test_a_growth_inside_the_capture_window_never_frees_what_the_capture_reads(
     assert source.live == {}
 
 
-def test_a_reserve_inside_the_capture_window_fails_the_capture_by_name() -> None:
+def test_a_reserve_inside_the_capture_window_fails_the_capture_by_name(hit_path: str) -> None:
     """reserve_bytes() from another thread replaces the buffer before the capturing
     request could mark it: the request must not hand out views of the released buffer.
     The new buffer has no NumPy handle yet and cannot get one during a capture, so the

@@ -128,6 +128,24 @@ def test_poisoning_fills_an_exited_scopes_bytes() -> None:
         assert np.isnan(kept).all()  # read after its scope ended: NaN, not stale values
 
 
+def test_poisoning_a_plain_request_leaves_the_open_scopes_and_steps_views_alone() -> None:
+    with Arena("cpu", framework="numpy", poison=True) as ws:
+        ws.reserve_bytes(1 << 16)
+        (earlier,) = ws.get_simultaneous(((256,), F32))  # reaches past the scope's view
+        for _ in range(3):  # the step records, plans, replays
+            with ws.scope() as s:
+                (held,) = s.get_simultaneous(((16,), F32))
+                held[:] = 1.0
+                with ws.step("k") as st:
+                    (stepped,) = st.get_simultaneous(((16,), F32))
+                    stepped[:] = 2.0
+                    (plain,) = ws.get_simultaneous(((8,), F32))
+                    assert ptr(ws, plain) >= ptr(ws, stepped) + 64
+                    assert (held == 1.0).all() and (stepped == 2.0).all()
+                    assert np.isnan(plain).all()
+        assert np.isnan(earlier[64:]).all()  # stale bytes above the scope: poisoned
+
+
 @pytest.mark.parametrize("framework", ["torch", "jax"])
 def test_debug_mode_catches_a_view_used_after_its_scope(framework: str) -> None:
     module = pytest.importorskip(framework)

@@ -34,7 +34,7 @@ def layer(ws: Arena, tokens: int, key: str = "layer") -> list[int]:
         return [ptr(ws, v) for v in (x, h, y, z)]
 
 
-def test_second_run_plans_and_later_runs_repeat_its_pointers_through_lock() -> None:
+def test_second_run_plans_and_later_runs_repeat_its_pointers_through_lock(hit_path: str) -> None:
     source = RecordingSource()
     with Arena(source=source, framework="numpy") as ws:
         layer(ws, 100)  # records
@@ -69,7 +69,7 @@ def test_plan_uses_the_largest_bytes_seen_per_request() -> None:
         assert ws.plan_steps() == {"layer": 128 * 64 * 4 * 2 + 128 * 256 * 4}
 
 
-def test_divergence_while_locked_names_the_key_the_request_and_the_call_site() -> None:
+def test_divergence_while_locked_names_the_key_the_request_and_the_call_site(hit_path: str) -> None:
     with Arena("cpu", framework="numpy") as ws:
         layer(ws, 100)
         layer(ws, 100)
@@ -91,7 +91,7 @@ def test_divergence_while_locked_names_the_key_the_request_and_the_call_site() -
             st.get_simultaneous(((100, 64), F32))  # a fifth request
 
 
-def test_a_view_kept_past_its_planned_life_is_a_divergence() -> None:
+def test_a_view_kept_past_its_planned_life_is_a_divergence(hit_path: str) -> None:
     with Arena("cpu", framework="numpy") as ws:
         layer(ws, 10)
         layer(ws, 10)
@@ -106,7 +106,7 @@ def test_a_view_kept_past_its_planned_life_is_a_divergence() -> None:
             st.get_simultaneous(((10, 64), F32))  # h was never released
 
 
-def test_divergence_unlocked_records_again_and_keeps_live_views_intact() -> None:
+def test_divergence_unlocked_records_again_and_keeps_live_views_intact(hit_path: str) -> None:
     with Arena("cpu", framework="numpy") as ws:
         layer(ws, 10)
         layer(ws, 10)
@@ -121,7 +121,7 @@ def test_divergence_unlocked_records_again_and_keeps_live_views_intact() -> None
         assert layer(ws, 10) == layer(ws, 10)
 
 
-def test_steps_during_capture_need_a_plan_and_refuse_divergence() -> None:
+def test_steps_during_capture_need_a_plan_and_refuse_divergence(hit_path: str) -> None:
     capturing = [False]
     with Arena("cpu", framework="numpy", capture_probe=lambda: capturing[0]) as ws:
         layer(ws, 10)
@@ -165,7 +165,7 @@ def test_lock_plans_and_gives_siblings_the_plan() -> None:
         assert len(source.events) == before
 
 
-def test_two_micro_batch_threads_replay_their_steps() -> None:
+def test_two_micro_batch_threads_replay_their_steps(hit_path: str) -> None:
     with Arena("cpu", framework="numpy", ubatches=2) as ws:
         for ubatch in (0, 1):
             with ws.ubatch(ubatch):
@@ -193,7 +193,7 @@ def test_two_micro_batch_threads_replay_their_steps() -> None:
         assert not errors, errors
 
 
-def test_bad_use_is_named() -> None:
+def test_bad_use_is_named(hit_path: str) -> None:
     with Arena("cpu", framework="numpy") as ws:
         with pytest.raises(SpecError, match="not hashable"):
             ws.step(["layer"])
@@ -233,3 +233,189 @@ def test_planning_never_shrinks_a_slot_below_a_plain_request_that_grew_it() -> N
         assert ws.stats().slots[0].capacity == 1 << 20
         ws.lock()
         ws.get_simultaneous(((1 << 18,), F32))  # warmed up before lock(): served
+
+
+def test_a_replayed_request_counts_and_remembers_like_the_checked_path(hit_path: str) -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(3):
+            layer(ws, 8)
+        ws.lock()
+        before = ws.stats().calls
+        with ws.step("layer") as st:
+            st.get_simultaneous(((8, 64), F32))
+            (h,) = st.get_simultaneous(((8, 256), F32))
+            assert st.request == 2
+            st.release(h)
+            st.get_simultaneous(((8, 64), F32))
+            st.get_simultaneous(((8, 64), F32))
+            assert st.request == 4
+        assert ws.stats().calls == before + 4
+        # A float dimension is refused, not served as 8.
+        with ws.step("layer") as st, pytest.raises(SpecError):
+            st.get_simultaneous(((8.0, 64), F32))
+
+
+def test_planning_never_shrinks_a_slot_below_what_reserve_asked_for() -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        ws.reserve_bytes(1 << 20)
+        layer(ws, 4)
+        layer(ws, 4)  # plans: the step needs far less than the reservation
+        assert ws.stats().slots[0].capacity == 1 << 20
+        ws.plan_steps()
+        ws.lock()
+        assert ws.try_get_simultaneous(((1 << 18,), F32)) is not None
+
+
+def test_a_locked_replay_at_another_stack_height_warns_once() -> None:
+    from arena import ArenaWarning
+
+    with Arena("cpu", framework="numpy") as ws:
+        ws.reserve_bytes(1 << 20)
+        layer(ws, 8)
+        layer(ws, 8)
+        ws.lock()
+        layer(ws, 8)  # the same height: no warning (filterwarnings=error would raise)
+        with ws.scope() as s:
+            s.get_simultaneous(((64,), F32))
+            with pytest.warns(ArenaWarning, match="starts at byte 256") as record:
+                layer(ws, 8)
+            assert record[0].filename == __file__
+            layer(ws, 8)  # warned once per step and slot
+
+
+def test_a_step_inside_a_run_of_the_same_key_is_refused_by_name() -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(3):
+            with ws.step("k") as outer:
+                outer.get_simultaneous(((100,), F32))
+                with pytest.raises(ArenaError, match="already running"), ws.step("k"):
+                    pass
+                with ws.step("inner") as inner:  # another key: fine
+                    inner.get_simultaneous(((100,), F32))
+                outer.get_simultaneous(((100,), F32))
+
+
+def test_a_step_whose_entry_fails_leaves_nothing_open() -> None:
+    """A warning raised as an error while entering (filterwarnings=error) must not leave
+    the step marked running or its region open."""
+    from arena import ArenaWarning
+
+    with Arena("cpu", framework="numpy") as ws:
+        ws.reserve_bytes(1 << 20)
+        layer(ws, 8)
+        layer(ws, 8)
+        ws.lock()
+        with ws.scope() as s:
+            s.get_simultaneous(((64,), F32))
+            with pytest.raises(ArenaWarning, match="starts at byte 256"), ws.step("layer"):
+                pass
+            s.get_simultaneous(((64,), F32))  # the scope is innermost again
+        layer(ws, 8)  # not "already running"
+
+
+def test_debug_mode_on_a_cached_torch_front_never_hands_out_a_retired_view() -> None:
+    """A cached front's step replay hands out the same objects every run: retiring them at
+    the end of one run emptied the next run's views."""
+    torch = pytest.importorskip("torch")
+    with Arena("cpu", debug=True) as ws:
+        front = ws.front("torch", cached=True)
+        for _ in range(4):
+            with front.step("s") as st:
+                (a,) = st.get_simultaneous(((4,), torch.float32))
+                assert a.shape == (4,)
+                a.fill_(1.0)
+            with front.scope() as sc:
+                (b,) = sc.get_simultaneous(((4,), torch.float32))
+                assert b.shape == (4,)
+        ws.lock()
+        with front.step("s") as st:
+            (a,) = st.get_simultaneous(((4,), torch.float32))
+            assert a.shape == (4,)
+
+
+def test_release_of_several_views_is_all_or_nothing() -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(3):  # record, plan, replay
+            with ws.step("s") as st:
+                a, b = st.get_simultaneous(((64,), F32), ((64,), F32))
+                stranger = np.zeros(64, F32)
+                with pytest.raises(ArenaError, match="nothing was released"):
+                    st.release(a, stranger)
+                with pytest.raises(ArenaError, match="released twice in this call"):
+                    st.release(b, b)
+                st.release(a, b)  # both still live: the failed calls released nothing
+                with pytest.raises(ArenaError, match="released already"):
+                    st.release(a)
+
+
+def test_a_jax_view_written_by_write_into_is_released_by_its_new_array() -> None:
+    jnp = pytest.importorskip("jax.numpy")
+    with Arena("cpu", framework="jax") as ws:
+        for _ in range(3):  # record, plan, replay
+            with ws.step("s") as st:
+                (a,) = st.get_simultaneous(((8,), "float32"))
+                written = ws.jax.write_into(a, jnp.ones(8, "float32"))
+                assert written is not a
+                st.release(written)  # the view behind it ends its life
+                (b,) = st.get_simultaneous(((8,), "float32"))
+                assert ws.jax.data_ptr(b) == ws.jax.data_ptr(a)  # its bytes were reused
+                with pytest.raises(ArenaError, match="released already"):
+                    st.release(a)
+
+
+def test_a_recorded_request_of_many_views_searches_for_room_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One first-fit search per request (a search per view made a request of n views cost
+    O(n^2 log n) while recording); its views lie side by side in the gap found."""
+    from arena.planning.records import StepRun
+
+    searches: list[int] = []
+    search = StepRun.first_fit
+
+    def counted(run: StepRun, size: int) -> int:
+        searches.append(size)
+        return search(run, size)
+
+    monkeypatch.setattr(StepRun, "first_fit", counted)
+    with Arena("cpu", framework="numpy") as ws, ws.step("s") as st:
+        views = st.get_simultaneous(*[((64,), F32)] * 500)
+        assert searches == [500 * 256]
+        addresses = [ptr(ws, v) for v in views]
+        assert addresses == [addresses[0] + 256 * k for k in range(500)]
+
+
+def test_lock_merges_sibling_plans_so_every_ubatch_replays_what_any_saw() -> None:
+    """Micro-batch 1 warmed up with more tokens than micro-batch 0: after lock() both
+    replay one plan sized for the larger run (ubatch 0 diverged while locked before)."""
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+        for ubatch, tokens in ((0, 8), (1, 64)):
+            with ws.ubatch(ubatch):
+                layer(ws, tokens)
+                layer(ws, tokens)
+        planned = ws.planned_bytes()
+        ws.lock()
+        assert ws.memory_stats()["reserved_bytes.all.current"] == planned
+        offsets = []
+        for ubatch in (0, 1):
+            with ws.ubatch(ubatch):
+                places = layer(ws, 64)  # ubatch 0 never ran 64 tokens: no divergence
+                offsets.append([p - places[0] for p in places])
+                layer(ws, 8)  # the smaller run replays the same plan too
+        assert offsets[0] == offsets[1]  # one plan for the lane
+
+
+def test_lock_keeps_each_slots_plan_where_siblings_recorded_other_requests() -> None:
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+        with ws.ubatch(0):
+            layer(ws, 8)
+            layer(ws, 8)
+        with ws.ubatch(1):
+            for _ in range(2):
+                with ws.step("layer") as st:
+                    st.get_simultaneous(((4096,), F32))
+        ws.lock()
+        with ws.ubatch(0):
+            layer(ws, 8)
+        with ws.ubatch(1), ws.step("layer") as st:
+            st.get_simultaneous(((4096,), F32))

@@ -135,7 +135,7 @@ def test_zeroed_persistent_buffer_with_torch_alone(torch_only_gpu: list[Any]) ->
 
 def test_the_cupy_adapter_accepts_a_torch_owned_buffer() -> None:
     cupy = pytest.importorskip("cupy", reason="needs CuPy installed (no GPU needed)")
-    adapter = importlib.import_module("arena.adapters.cupy")
+    adapter = importlib.import_module("arena.adapters.cupy").ADAPTER
     owner = torch.arange(64, dtype=torch.uint8)  # stands in for the torch source's tensor
     allocation = arena.Allocation(owner.data_ptr(), 64, owner, Device("cuda", 0))
     base = adapter.wrap(allocation)

@@ -48,6 +48,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from arena.kernels.workspaces import missing_library_bytes
+from arena.planning.records import share_plans
 from arena.slots.governor import Governor
 from arena.views.layout import DEFAULT_ALIGNMENT, check_alignment, compute_layout
 
@@ -101,7 +102,7 @@ def lock_additions(slots: Sequence[Slot], lanes: int, alignment: int) -> int:
     total = 0
     for lane in range(lanes):
         group = [s for s in slots if s.lane == lane]
-        need = max((_planned_step_bytes(s, alignment) for s in group), default=0)
+        need = _planned_lane_bytes(group, alignment)
         target = max(need, *(s.buffer.capacity for s in group))
         total += sum(target for s in group if s.buffer.capacity < target)
         sizes: dict[Any, int] = {}
@@ -118,18 +119,10 @@ def lock_additions(slots: Sequence[Slot], lanes: int, alignment: int) -> int:
     return total
 
 
-def _planned_step_bytes(slot: Slot, alignment: int) -> int:
-    """What :func:`~arena.planning.records.plan_slot_steps` would return for ``slot``,
-    without planning anything (a key not planned yet is planned on a copy)."""
-    need = 0
-    for found in list(slot.steps.values()):
-        book = found
-        if not book.planned and book.runs:
-            book = found.copy()
-            book.make_plan(alignment)
-        if book.planned:
-            need = max(need, book.base + book.total)
-    return need
+def _planned_lane_bytes(group: list[Slot], alignment: int) -> int:
+    """What :func:`~arena.planning.records.share_plans` would return for the lane
+    ``group``, without planning anything: it runs on copies of the slots' books."""
+    return share_plans([{k: b.copy() for k, b in list(s.steps.items())} for s in group], alignment)
 
 
 def planned_bytes(governor: Governor, slots: Sequence[Slot], lanes: int) -> int:

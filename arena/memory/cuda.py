@@ -80,13 +80,13 @@ def require_cuda(device: Device) -> Any:
                 f"{device} is not available: no CUDA device is visible here "
                 f"({cuda_unavailable_reason()}). Use device='cpu' (or device=None, which "
                 "picks the host when there is no GPU) for a host arena; on a machine with a "
-                "GPU, install CuPy: pip install 'cupy-arena[cuda12]' (CUDA 12) or "
-                "'cupy-arena[cuda13]' (CUDA 13)"
+                "GPU, install CuPy: pip install cupy-cuda12x (CUDA 12) or "
+                "cupy-cuda13x (CUDA 13)"
             )
         raise DeviceUnavailableError(
-            f"a {device} arena with this source needs CuPy: pip install 'cupy-arena[cuda12]' "
-            "(CUDA 12) or 'cupy-arena[cuda13]' (CUDA 13), use source='torch' (torch sees "
-            "the GPU), or use device='cpu' for a host arena"
+            f"a {device} arena with this source needs CuPy: pip install cupy-cuda12x "
+            "(CUDA 12) or cupy-cuda13x (CUDA 13), use source='torch' (torch sees the GPU), "
+            "or use device='cpu' for a host arena"
         )
     count = cupy_device_count()
     if device.index >= count:
@@ -111,8 +111,8 @@ def require_torch_cuda(device: Device) -> Any:
     """
     if importlib.util.find_spec("torch") is None:
         raise DeviceUnavailableError(
-            f"source='torch' on {device} needs torch: pip install 'cupy-arena[torch]' (a "
-            "CUDA build of torch), or use source='device' with CuPy"
+            f"source='torch' on {device} needs torch: pip install torch (a CUDA build), "
+            "or use source='device' with CuPy"
         )
     count = torch_device_count()
     if device.index >= count:

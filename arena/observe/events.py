@@ -19,6 +19,7 @@ __all__ = [
     "MB",
     "ArenaEvent",
     "caller_info",
+    "caller_memos",
     "debug_from_env",
     "format_mb",
     "log_event",
@@ -132,6 +133,13 @@ def caller_info(skip: int = 1) -> str:
             return site
         frame = frame.f_back  # type: ignore[assignment]
     return "<unknown>"
+
+
+def caller_memos() -> tuple[dict[tuple[object, int], str], dict[str, bool]]:
+    """The memos :func:`caller_info` keeps: ``(code, f_lasti)`` -> site, and file name ->
+    whether it is arena's own. The compiled hit path reads them (never writes) to name a
+    known caller without running Python code."""
+    return _SITES, _INTERNAL_FILES
 
 
 def warn_user(message: str, category: type[Warning] | None = None) -> None:

@@ -1,4 +1,4 @@
-"""The report's picture (matplotlib, Agg backend; ``pip install cupy-arena[plot]``).
+"""The report's picture (matplotlib, Agg backend; ``pip install matplotlib``).
 
 Top: the peak demand of every call site, grouped by slot; the call site that sizes the
 slot is drawn in colour, the others in grey, and a dashed line marks the slot's capacity.

@@ -146,6 +146,8 @@ class Recorder:
         self.warned = False
         self.dirty = False
         self.saved = False
+        #: The last write failure warned of (the same failure again is not warned twice).
+        self.failed = ""
 
     def _renew(self) -> None:
         self._mutex = threading.Lock()
@@ -325,12 +327,21 @@ class Recorder:
                     f"saved: {exc}. {_MOVE_IT}"
                 )
             return False
-        except OSError as exc:  # warned once per attempt; the next lock/close tries again
-            warn_user(
-                f"cannot write the arena profile {str(self.path)!r} ({exc}); the engine "
+        except OSError as exc:  # the next lock/close tries again; the same failure warns once
+            folder = self.path.parent
+            reason = (
+                f"its folder {str(folder)!r} does not exist"
+                if not folder.is_dir()
+                else f"{exc.strerror or exc}"
+            )
+            message = (
+                f"cannot write the arena profile {str(self.path)!r} ({reason}); the engine "
                 "continues, but the next start will not be presized. Pass a writable path "
                 "as profile= (or ARENA_PROFILE)"
             )
+            if message != self.failed:
+                self.failed = message
+                warn_user(message)
             return False
         except Exception as exc:  # lock(), close() and the exit hook must not raise
             self.dirty = False

@@ -11,7 +11,7 @@ padding. Per lane: the bytes duplicated across micro-batches.
 
 ``--plot`` draws the demand per call site, capacity against LOAD per slot and the capacity
 timeline of the warm-up (:mod:`arena.observe.plot`, needs matplotlib: ``pip install
-cupy-arena[plot]``).
+matplotlib``).
 """
 
 from __future__ import annotations
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
             from arena.observe.plot import plot_report
         except ImportError as exc:
             print(
-                f"--plot needs matplotlib ({exc}); pip install 'cupy-arena[plot]'",
+                f"--plot needs matplotlib ({exc}); pip install matplotlib",
                 file=sys.stderr,
             )
             return 1

@@ -7,6 +7,7 @@ that made it to the last request before its release (or the step's end). See
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from arena.planning.offsets import plan_offsets
@@ -44,11 +45,15 @@ class StepBook:
         Completed runs.
     base : int
         The highest offset a run of this key started at in the slot.
+    recorded_at : int
+        Where the recorded run started: replays that start elsewhere get other pointers.
     version : int
         Bumped at every new plan (cached views of an older plan are never served).
     """
 
     __slots__ = (
+        "above",
+        "above_runs",
         "base",
         "counts",
         "expiring",
@@ -57,11 +62,15 @@ class StepBook:
         "lasts",
         "load",
         "offsets",
+        "recorded_at",
+        "running",
         "runs",
         "sizes",
         "starts",
+        "top_level",
         "total",
         "version",
+        "warned",
     )
 
     def __init__(self) -> None:
@@ -78,6 +87,16 @@ class StepBook:
         self.load = 0
         self.runs = 0
         self.base = 0
+        #: Bytes the key's runs needed above their end (plain requests, scopes and steps
+        #: inside them): from its replays once it has some, else from its recording run.
+        self.above = 0
+        self.above_runs = 0
+        #: Whether a run of the key started with no other step running on the slot (a
+        #: step only ever nested counts in the reach of the step it runs in).
+        self.top_level = False
+        self.recorded_at = 0
+        self.warned = False  # a replay at another start was warned of
+        self.running = False  # a run of this key is open on this slot
         self.version = 0
 
     def copy(self) -> StepBook:
@@ -88,16 +107,30 @@ class StepBook:
             if isinstance(value, list):
                 value = list(value)
             setattr(twin, name, value)
+        twin.running = False
         return twin
+
+    def take_plan(self, other: StepBook) -> None:
+        """Replay ``other``'s record and plan from now on (a lane's merged plan); this
+        slot's own counters (runs, warnings) stay."""
+        for name in ("counts", "sizes", "firsts", "lasts", "found", "offsets", "starts"):
+            value = getattr(other, name)
+            setattr(self, name, None if value is None else list(value))
+        self.expiring = list(other.expiring)
+        self.total, self.load, self.version = other.total, other.load, other.version
+        self.base, self.above = other.base, other.above
+        self.top_level = other.top_level
 
     @property
     def planned(self) -> bool:
         """Whether the key has a plan."""
         return self.offsets is not None
 
-    def record(self, run: StepRun) -> None:
-        """Keep ``run`` as the key's record: sizes merge with the record's by maximum when
-        the run has the same structure and lifetimes, else the run replaces it."""
+    def record(self, run: StepRun, start: int) -> None:
+        """Keep ``run`` (started at byte ``start`` of the slot) as the key's record: sizes
+        merge with the record's by maximum when the run has the same structure and
+        lifetimes, else the run replaces it."""
+        self.recorded_at = start
         lasts = [run.lasts[block] for block in range(len(run.sizes))]
         same = run.counts == self.counts and run.firsts == self.firsts and lasts == self.lasts
         if same:
@@ -109,6 +142,27 @@ class StepBook:
             self.found = list(run.offsets)
         self.offsets = None
         self.total = 0
+
+    def ran(self, start: int, above: int, *, nested: bool, replay: bool) -> None:
+        """Count a finished run that started at byte ``start`` and needed ``above`` bytes
+        above its end."""
+        self.runs += 1
+        if not nested:
+            self.top_level = True
+            self.base = max(self.base, start)
+        if not replay:  # a recording's reach above is an estimate until the key replays
+            self.above, self.above_runs = above, 0
+        elif self.above_runs:
+            self.above = max(self.above, above)
+            self.above_runs += 1
+        else:
+            self.above, self.above_runs = above, 1
+
+    @property
+    def reach(self) -> int:
+        """The bytes of its slot the planned key needs: its start plus its plan plus what
+        its runs need above it; 0 for a key that only runs inside another step."""
+        return self.base + self.total + self.above if self.top_level else 0
 
     def make_plan(self, alignment: int) -> None:
         """Plan the recorded blocks (the run's own first-fit placement kept when it is no
@@ -142,6 +196,7 @@ class StepRun:
 
     __slots__ = (
         "counts",
+        "ended",
         "firsts",
         "handed",
         "indexed",
@@ -169,6 +224,8 @@ class StepRun:
         self.indexed = 0
         #: Replay: blocks released so far.
         self.released: set[int] = set()
+        #: id(view) -> view of the views released so far (kept: their ids stay unique).
+        self.ended: dict[int, Any] = {}
 
     def add(self, request: int, offsets: list[int], sizes: list[int]) -> None:
         """Record one request's blocks (numbered from ``len(self.sizes)``)."""
@@ -179,11 +236,12 @@ class StepRun:
 
     def index(self) -> None:
         """Index a replay's handed-out views by identity (for release and the end)."""
-        views = self.views
-        for blocks, handed in self.handed[self.indexed :]:
-            for block, view in zip(blocks, handed, strict=True):
+        views, handed = self.views, self.handed
+        for index in range(self.indexed, len(handed)):
+            blocks, made = handed[index]
+            for block, view in zip(blocks, made, strict=True):
                 views[id(view)] = (block, view)
-        self.indexed = len(self.handed)
+        self.indexed = len(handed)
 
     def adopt(self, book: StepBook, requests: int) -> None:
         """A replay that stops following its plan after ``requests`` requests: those
@@ -221,7 +279,7 @@ def shrink_to_plans(slot: Slot) -> list[Resize]:
     for book in list(slot.steps.values()):
         if not book.planned:
             return []  # a key still recording needs what its record used
-        need = max(need, book.base + book.total)
+        need = max(need, book.reach)
     resize = slot.shrink(max(need, slot.top))
     return [] if resize is None else [resize]
 
@@ -230,7 +288,7 @@ def planned_need(slot: Slot) -> int:
     """What ``slot`` needs once its steps are planned: its largest request outside every
     step, or the furthest a planned step reaches (its start plus its plan), whichever is
     larger; 0 while no step of the slot has a plan (its capacity is then what it needs)."""
-    reach = [book.base + book.total for book in list(slot.steps.values()) if book.planned]
+    reach = [book.reach for book in list(slot.steps.values()) if book.planned]
     return max(slot.plain_high, *reach) if reach else 0
 
 
@@ -242,18 +300,61 @@ def plan_slot_steps(slot: Slot, alignment: int) -> int:
         if not book.planned and book.runs:
             book.make_plan(alignment)
         if book.planned:
-            need = max(need, book.base + book.total)
+            need = max(need, book.reach)
     return need
 
 
-def share_plans(group: list[Slot]) -> None:
-    """Give every slot of ``group`` (one lane) a copy of each planned step a sibling has
-    and it lacks, so a micro-batch that did not run a step during warm-up replays the
-    same plan after ``lock()``."""
-    for slot in group:
-        for key, book in list(slot.steps.items()):
-            if not book.planned:
-                continue
-            for sibling in group:
-                if key not in sibling.steps:
-                    sibling.steps[key] = book.copy()
+def share_plans(lane: Sequence[dict[Any, StepBook]], alignment: int, *, merge: bool = True) -> int:
+    """Make the slots of one lane (``lane``: each slot's ``steps``) replay one plan per
+    step key after ``lock()``; returns the bytes the lane's planned steps need (see
+    :attr:`StepBook.reach`).
+
+    Keys not planned yet are planned. Keys whose books record the same requests and
+    lifetimes on every slot that ran them are merged (each block at its largest size,
+    planned again): any micro-batch then replays any run a sibling saw. A slot that
+    never ran a key gets a copy of the plan. Keys recorded differently (or running now,
+    or ``merge=False``: the arena is locked and nothing may grow) keep each slot's own
+    plan; a slot without one copies the first sibling's.
+    """
+    for steps in lane:
+        for book in list(steps.values()):
+            if not book.planned and book.runs:
+                book.make_plan(alignment)
+    keys = {key: None for steps in lane for key in list(steps)}
+    for key in keys:
+        planned = [steps[key] for steps in lane if key in steps and steps[key].planned]
+        if not planned:
+            continue
+        merged = _merged(planned, alignment) if merge and len(planned) > 1 else None
+        for steps in lane:
+            found = steps.get(key)
+            if found is None:
+                steps[key] = (merged or planned[0]).copy()
+            elif merged is not None:
+                found.take_plan(merged)
+    return max(
+        (book.reach for steps in lane for book in list(steps.values()) if book.planned),
+        default=0,
+    )
+
+
+def _merged(books: list[StepBook], alignment: int) -> StepBook | None:
+    """One plan for ``books`` (one key, sibling slots): None when they differ in requests
+    or lifetimes, are the same already, or one of them is running."""
+    first = books[0]
+    if any(book.running for book in books):
+        return None
+    shapes = [(b.counts, b.firsts, b.lasts) for b in books]
+    if any(shape != shapes[0] for shape in shapes):
+        return None
+    sizes = [max(column) for column in zip(*(b.sizes for b in books), strict=True)]
+    if all(b.sizes == sizes and b.offsets == first.offsets for b in books):
+        return None
+    merged = first.copy()
+    merged.sizes, merged.found = sizes, None
+    merged.version = max(b.version for b in books)
+    merged.make_plan(alignment)  # a new version: remembered views of the old plans go
+    merged.base = max(b.base for b in books)
+    merged.above = max(b.above for b in books)
+    merged.top_level = any(b.top_level for b in books)
+    return merged

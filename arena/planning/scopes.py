@@ -29,7 +29,7 @@ from arena.slots.slot import Buffer, Resize, Slot
 from arena.views.layout import Layout, compute_layout, shifted
 from arena.views.poison import poison_bytes
 
-__all__ = ["Placer", "Region", "Scope", "close_region"]
+__all__ = ["Placer", "Region", "Scope", "close_region", "open_region"]
 
 ViewT = TypeVar("ViewT")
 
@@ -59,6 +59,10 @@ class Placer(Protocol):
 
     def remember(self, cache: dict[Any, Any], key: Any, entry: Any) -> None:
         """Keep a prepared entry in a bounded cache."""
+        ...
+
+    def data_ptr(self, view: Any) -> int:
+        """Address of a view's first element."""
         ...
 
     def served(
@@ -106,19 +110,25 @@ class Region:
         self.held = 0
 
     def open_on(self, slot: Slot) -> None:
-        """Open this region on ``slot``, at its top. In debug mode the calling thread holds
-        the slot until the region closes: another thread's request on it raises
-        :class:`~arena.SlotError` naming both threads."""
-        slot.governor.check_open()
-        if slot.governor.debug:
-            slot.enter()
-        self.slot = slot
-        self.base = self.end = slot.top
-        self.held = 0
-        slot.open_region(self)
+        """Open this region on ``slot``, at its top (see :func:`open_region`)."""
+        open_region(self, slot)
 
 
-def close_region(region: Region) -> None:
+def open_region(region: Any, slot: Slot) -> None:
+    """Open ``region`` (a scope or a step: ``base``, ``end``, ``held`` and ``slot``) on
+    ``slot``, at its top. In debug mode the calling thread holds the slot until the region
+    closes: another thread's request on it raises :class:`~arena.SlotError` naming both
+    threads."""
+    slot.governor.check_open()
+    if slot.governor.debug:
+        slot.enter()
+    region.slot = slot
+    region.base = region.end = slot.top
+    region.held = 0
+    slot.open_region(region)
+
+
+def close_region(region: Any) -> None:
     """Close ``region``: its bytes are free for the next request, unless a region still
     open reaches above them (requests on an outer region while this one was open)."""
     slot = region.slot
@@ -197,7 +207,7 @@ class Scope(Region, Generic[ViewT]):
         slot.top = self.end = base + layout.total
         self.held += layout.total
         slot.live += layout.total
-        slot.note_load(slot.live, plain=slot.top)
+        slot.note_load(slot.live, reach=slot.top, placer=self)
         if self._debug:
             self._handed.extend(views)
         return views  # type: ignore[no-any-return]

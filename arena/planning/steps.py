@@ -31,37 +31,44 @@ from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
 from arena.errors import ArenaError, ArenaLockedError, GraphCaptureError, SpecError
-from arena.observe.events import caller_info
+from arena.observe.events import caller_info, warn_user
 from arena.planning.records import StepBook, StepRun, shrink_to_plans
-from arena.planning.scopes import Placer, Region, close_region
+from arena.planning.scopes import Placer, close_region, open_region
 from arena.slots.slot import Slot
+from arena.views import hit
+from arena.views.hit import StepHitBase, compiled
 from arena.views.layout import Layout, ViewLayout, compute_layout, round_up
 from arena.views.poison import poison_bytes
 
-__all__ = ["Step"]
+__all__ = ["CompiledStep", "Step", "step_class"]
 
 ViewT = TypeVar("ViewT")
 
 
-class Step(Region, Generic[ViewT]):
+#: The run of a step that is not running (never written: entering makes a new one).
+_ENDED = StepRun()
+
+
+class Step(StepHitBase, Generic[ViewT]):
     """One run of a step key (see the module doc). Obtain one from ``ws.step(key)`` or
     ``ws.torch.step(key)``; enter it with ``with``."""
 
+    # The replay's hit settings (slot, request, _caches, ...) are the base's slots.
     __slots__ = (
         "_alignment",
         "_book",
-        "_buffer",
-        "_caches",
         "_debug",
-        "_expiring",
         "_memo",
         "_placer",
         "_poison",
         "_select",
-        "_watch",
+        "above",
+        "base",
+        "end",
+        "held",
         "key",
+        "nested",
         "replay",
-        "request",
         "run",
     )
 
@@ -74,8 +81,8 @@ class Step(Region, Generic[ViewT]):
         alignment: int,
         poison: bool,
         debug: bool,
+        fresh_view: Any = False,
     ) -> None:
-        super().__init__()
         try:
             hash(key)
         except TypeError:
@@ -92,11 +99,18 @@ class Step(Region, Generic[ViewT]):
         self._book: StepBook | None = None
         self.run = StepRun()
         self.replay = False
+        self.slot: Slot | None = None
+        self.base = self.end = self.held = 0
+        self.above = 0  # the most bytes a request inside the run needed above its end
+        self.nested = False  # another step was running below this run on its slot
         self.request = 0
         self._memo: tuple[Any, ...] = ()
         self._caches: list[dict[Any, Any]] | None = None
         self._buffer: Any = None  # the buffer whose remembered views _caches holds
         self._expiring: list[tuple[int, ...]] = []
+        self._released: set[int] = self.run.released
+        self._handed: list[Any] = self.run.handed
+        self._fresh_view = fresh_view
         self._watch = False
 
     def __enter__(self) -> Step[ViewT]:
@@ -106,6 +120,12 @@ class Step(Region, Generic[ViewT]):
         book = slot.steps.get(self.key)
         if book is None:
             book = slot.steps[self.key] = StepBook()
+        if book.running:
+            raise ArenaError(
+                f"step {self.key!r} is already running on slot {slot.describe()}: a step "
+                "inside a run of the same key would share its record and plan; give the "
+                "inner step a key of its own"
+            )
         if not book.planned and book.runs:
             book.make_plan(self._alignment)
             self._placer.announce(shrink_to_plans(slot))
@@ -116,6 +136,9 @@ class Step(Region, Generic[ViewT]):
                 "plan) before capturing, so the capture records the planned pointers"
             )
         self._book = book
+        if self.run is _ENDED:
+            self.run = StepRun()
+        self._released, self._handed = self.run.released, self.run.handed
         self.request = 0
         self.replay = book.planned
         # A capture probe, or a request log while unlocked: served requests need their
@@ -124,18 +147,36 @@ class Step(Region, Generic[ViewT]):
         self._watch = placer.probe is not None or (
             placer.log is not None and not slot.governor.locked
         )
-        self.open_on(slot)
-        if self.replay:
-            slot.top = self.end = self.base + book.total
-            # A replay's live bytes are bounded by the plan's LOAD: counted once here.
-            self.held = book.load
-            slot.live += book.load
-            slot.note_load(slot.live)
-            # Where a replay's views are remembered: per front, key, start and plan.
-            self._memo = (self._placer.key, "step", self.key, self.base, book.version)
-            self._buffer = buffer = slot.buffer
-            self._caches = buffer.prepared.get(self._memo)
-            self._expiring = book.expiring
+        self.above = 0
+        self.nested = any(hasattr(region, "note_above") for region in slot.regions)
+        open_region(self, slot)
+        book.running = True
+        try:
+            if self.replay and self.base != book.recorded_at and not book.warned:
+                governor = slot.governor
+                if governor.locked or governor.capturing():
+                    book.warned = True
+                    warn_user(
+                        f"step {self.key!r} starts at byte {self.base} of slot {slot.describe()}, "
+                        f"its plan at byte {book.recorded_at}: its views are not where its "
+                        "warm-up put them (a CUDA graph captured at the other height reads other "
+                        "bytes). Enter the step at the same stack height every time (outside "
+                        "any scope, typically)"
+                    )
+            if self.replay:
+                slot.top = self.end = self.base + book.total
+                # A replay's live bytes are bounded by the plan's LOAD: counted once here.
+                self.held = book.load
+                slot.live += book.load
+                slot.note_load(slot.live, reach=slot.top, placer=self)
+                # Where a replay's views are remembered: per front, key, start and plan.
+                self._memo = (self._placer.key, "step", self.key, self.base, book.version)
+                self._buffer = buffer = slot.buffer
+                self._caches = buffer.prepared.get(self._memo)
+                self._expiring = book.expiring
+        except BaseException as error:  # a warning raised as an error, an interrupt
+            self.__exit__(type(error), error, error.__traceback__)
+            raise
         return self
 
     def get_simultaneous(self, *specs: tuple[Any, Any]) -> list[ViewT]:
@@ -160,8 +201,7 @@ class Step(Region, Generic[ViewT]):
             except (IndexError, KeyError, TypeError):
                 pass
             else:
-                run = self.run
-                released = run.released
+                released = self._released
                 for block in self._expiring[r]:
                     if block not in released:
                         break  # kept past its planned life: the checked path names it
@@ -174,7 +214,7 @@ class Step(Region, Generic[ViewT]):
                     ):
                         entry.used = True
                         slot.calls += 1
-                        run.handed.append((entry.metadata, views))
+                        self._handed.append((entry.metadata, views))
                         self.request = r + 1
                         return views  # type: ignore[no-any-return]
         if slot is None:
@@ -184,33 +224,59 @@ class Step(Region, Generic[ViewT]):
             )
         return self._checked(slot, specs)
 
+    #: The Python request path: the compiled hit (:class:`CompiledStep`) hands it every
+    #: request it does not serve.
+    _python_get = get_simultaneous
+
     def release(self, *views: Any) -> None:
         """End the life of ``views`` (handed out by this run) now; their bytes are free
         for the step's later requests.
 
+        All or nothing: when one view is refused, none is released. A new array over a
+        view's bytes with its shape and dtype (what JAX's ``write_into`` returns) stands
+        for the view.
+
         Raises
         ------
         ArenaError
-            A view this run did not hand out, or released already.
+            A view this run did not hand out, released already, or given twice.
         """
         slot = self.slot
         if slot is None:
             raise ArenaError(f"step {self.key!r} is not running: release inside its with block")
         run = self.run
-        if run.handed:
+        if run.indexed < len(run.handed):
             run.index()
+        by_view = run.views
+        # All or nothing: every view is checked before any is released.
+        blocks: dict[int, tuple[Any, Any]] = {}  # block -> (the view handed out, given)
         for view in views:
-            found = run.views.pop(id(view), None)
-            if found is None:
+            found = by_view.get(id(view))
+            if found is None and id(view) not in run.ended:
+                found = self._handed_at(view)
+            if found is None or found[0] in blocks:
+                what = (
+                    "released twice in this call"
+                    if found is not None
+                    else "released already"
+                    if id(view) in run.ended
+                    else "not handed out by this run"
+                )
                 raise ArenaError(
                     f"release() takes views this run of step {self.key!r} handed out and "
                     f"has not released yet; got {type(view).__name__} of shape "
-                    f"{getattr(view, 'shape', '?')}"
+                    f"{getattr(view, 'shape', '?')} ({what}); nothing was released"
                 )
-            block = found[0]
-            run.lasts[block] = self.request - 1
+            blocks[found[0]] = (found[1], view)
+        for block, (handed, given) in blocks.items():
+            del by_view[id(handed)]
+            run.ended[id(handed)] = handed
+            run.ended[id(given)] = given
+            run.lasts[block] = self.request - 1  # a diverging replay records it
             if self.replay:  # its place is the plan's; the plan's LOAD stays counted
                 run.released.add(block)
+                if not (self._poison or self._debug):
+                    continue
                 book = self._book
                 assert book is not None and book.offsets is not None
                 placed = (book.offsets[block], book.sizes[block])
@@ -222,7 +288,31 @@ class Step(Region, Generic[ViewT]):
                 offset, size = placed
                 poison_bytes(slot.buffer, self.base + offset, self.base + offset + size)
             if self._debug:
-                self._placer.retire([view])
+                self._placer.retire([handed] if given is handed else [handed, given])
+
+    def note_above(self, reach: int) -> None:
+        """A request inside this run (plain, in a scope or in a step opened in it)
+        reached byte ``reach`` of the slot: it needs that much above the run's end, which
+        the run's replays place at the end of the plan."""
+        self.above = max(self.above, reach - self.end)
+
+    def _handed_at(self, view: Any) -> tuple[int, Any] | None:
+        """The live view handed out at ``view``'s address, shape and dtype: a framework
+        that returns a new array over the same bytes (JAX's ``write_into``) releases by it.
+        """
+        try:
+            address = self._placer.data_ptr(view)
+            shape, dtype = tuple(view.shape), str(view.dtype)
+        except Exception:  # not a view of this front's framework
+            return None
+        for block, handed in self.run.views.values():
+            if (
+                tuple(handed.shape) == shape
+                and str(handed.dtype) == dtype
+                and self._placer.data_ptr(handed) == address
+            ):
+                return block, handed
+        return None
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
         slot = self.slot
@@ -230,6 +320,7 @@ class Step(Region, Generic[ViewT]):
             return
         run, book = self.run, self._book
         assert book is not None
+        book.running = False
         if not self.replay:
             for block in run.live:
                 run.lasts[block] = max(self.request - 1, run.firsts[block])
@@ -239,10 +330,9 @@ class Step(Region, Generic[ViewT]):
         start, end = self.base, self.end
         if kind is None:  # an interrupted run is not a record of the step
             if not self.replay:
-                book.record(run)
-            book.runs += 1
-            book.base = max(book.base, start)
-        self.run = StepRun()
+                book.record(run, start)
+            book.ran(start, self.above, nested=self.nested, replay=self.replay)
+        self.run = _ENDED  # the ended run's views are not kept alive by the step
         self._buffer = self._caches = None
         close_region(self)
         if self._poison and end > start:
@@ -278,13 +368,13 @@ class Step(Region, Generic[ViewT]):
             blocks = range(book.starts[r], book.starts[r] + len(sizes))
             offsets = [book.offsets[b] for b in blocks]
         else:
+            # The request's views side by side in the lowest gap that holds them all: one
+            # search per request, not one per view (a request of n views stays O(n)).
+            offset = run.first_fit(sum(sizes))
             offsets = []
             for size in sizes:
-                offset = run.first_fit(size)
-                run.live[-1 - len(offsets)] = (offset, size)  # held while placing this request
                 offsets.append(offset)
-            for k in range(len(sizes)):
-                del run.live[-1 - k]
+                offset += size
             blocks = range(len(run.sizes), len(run.sizes) + len(sizes))
         base = self.base
         placed = tuple(
@@ -310,9 +400,10 @@ class Step(Region, Generic[ViewT]):
             run.add(r, offsets, sizes)
             self.held += sum(sizes)
             slot.live += sum(sizes)
-            slot.note_load(slot.live)
         if extent > self.end:
             slot.top = self.end = extent
+        if not self.replay:
+            slot.note_load(slot.live, reach=extent, placer=self)
         self.request = r + 1
         return views  # type: ignore[no-any-return]
 
@@ -374,8 +465,26 @@ class Step(Region, Generic[ViewT]):
         # Record from here: the requests so far are recorded as planned, and their live
         # blocks keep their planned offsets (counted live now, as a recording run does).
         self.run.adopt(book, r)
+        self._handed = self.run.handed
         slot.live -= self.held
         self.held = sum(size for _, size in self.run.live.values())
         slot.live += self.held
         self._caches = None
         self.replay = False
+
+
+class CompiledStep(Step[ViewT]):
+    """A :class:`Step` whose replayed requests are served by the compiled hit
+    (``arena.views._hit``); every other request goes to the same Python path. Made only
+    where the extension is in use."""
+
+    __slots__ = ()
+
+    if compiled is not None:
+        get_simultaneous = compiled.StepHitBase.get_simultaneous
+
+
+def step_class() -> type[Step[Any]]:
+    """The class of new steps: :class:`CompiledStep` where the compiled hit path is in use
+    (:data:`arena.views.hit.HIT_PATH`), else :class:`Step`."""
+    return CompiledStep if hit.HIT_PATH == "compiled" and compiled is not None else Step

@@ -6,21 +6,15 @@ from __future__ import annotations
 import contextvars
 import itertools
 import operator
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from arena.errors import SlotError
 from arena.slots.slot import Slot
+from arena.views.hit import Binding
 
 __all__ = ["SlotSelector", "check_index"]
-
-
-class _UbatchBinding(threading.local):
-    """Per-thread micro-batch binding; the class attribute is every thread's default."""
-
-    ubatch = 0
 
 
 class SlotSelector:
@@ -53,7 +47,9 @@ class SlotSelector:
         self._lanes = lanes
         self._resolver = ubatch_resolver
         self._lane_resolver = lane_resolver
-        self._tls = _UbatchBinding()
+        # Each thread's micro-batch (0 until it binds one); the compiled hit path's own
+        # binding type where it is in use, so that it reads it without a lookup.
+        self._tls = Binding()
         self._lane: contextvars.ContextVar[int] = contextvars.ContextVar(name, default=0)
         # A single-slot arena answers from C. Not a bound method of self stored on self:
         # that would be a reference cycle, holding every buffer until the cycle collector.
@@ -69,7 +65,31 @@ class SlotSelector:
     @property
     def select(self) -> Callable[[], Slot]:
         """``select()`` -> the calling thread's slot (fetch it once: a callable to keep)."""
-        return self._only or self._select
+        if self._only is not None:
+            return self._only
+        if self._lanes == 1 and self._resolver is None and self._lane_resolver is None:
+            # One lane, no resolver: the thread's micro-batch is the whole answer (its
+            # binding is checked when it is set). A closure, not a method: no cycle.
+            slots, tls = self._slots, self._tls
+
+            def select() -> Slot:
+                return slots[tls.ubatch]
+
+            return select
+        return self._select
+
+    @property
+    def shortcut(self) -> tuple[tuple[Slot, ...] | None, Any]:
+        """``(slots, tls)`` where the compiled hit path finds the slot without a call:
+        ``slots[tls.ubatch]`` with one lane and no resolver, ``slots[0]`` (``tls`` None)
+        for a single slot; ``(None, None)`` where only :attr:`select` knows."""
+        if self._resolver is not None or self._lane_resolver is not None:
+            return None, None
+        if len(self._slots) == 1:
+            return self._slots, None
+        if self._lanes == 1:
+            return self._slots, self._tls
+        return None, None
 
     def _select(self) -> Slot:
         ubatches = len(self._slots) // self._lanes

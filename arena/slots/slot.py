@@ -204,11 +204,24 @@ class Slot:
         with self.governor.mutex:
             self.high_water = max(self.high_water, required)
 
-    def note_load(self, live: int, plain: int = 0) -> None:
-        """Bytes live at once after a request: raise LOAD (and, for a request outside every
-        step, ``plain_high`` to ``plain``). Only the slot's own thread calls this."""
+    def note_load(self, live: int, reach: int = 0, placer: Any = None) -> None:
+        """Bytes live at once after a request: raise LOAD to ``live``, and tell who needs
+        the bytes up to ``reach`` (the request's end) about them: the outermost step open
+        below ``placer`` (the scope or step that placed the request; None for a plain
+        request), which replays at its planned size and counts what lies above it, else
+        ``plain_high`` (unless ``placer`` is a step: its plan counts its bytes). Only the
+        slot's own thread calls this."""
         self.load = max(self.load, live)
-        self.plain_high = max(self.plain_high, plain)
+        if reach:
+            for region in self.regions:
+                if region is placer:
+                    break
+                note_above = getattr(region, "note_above", None)  # a step
+                if note_above is not None:
+                    note_above(reach)
+                    return
+            if reach > self.plain_high and not hasattr(placer, "note_above"):
+                self.plain_high = reach
 
     def update_detour(self) -> None:
         """Recompute :attr:`detour`; the mutex is held by the caller."""

@@ -99,6 +99,9 @@ class SlotTable:
                 ]
                 if short and governor.locked:
                     raise short[0].locked_error(nbytes)
+                for slot in self.slots:  # a floor: planning never shrinks a slot below it
+                    if lane is None or slot.lane == lane:
+                        slot.plain_high = max(slot.plain_high, nbytes)
                 for slot in short:
                     resize = slot.reserve(nbytes)
                     if resize is not None:
@@ -129,9 +132,11 @@ class SlotTable:
                     )
                 for lane in range(self.lanes):
                     group = [s for s in self.slots if s.lane == lane]
-                    # Steps not planned yet are planned now: sizes are fixed from here.
-                    need = max(plan_slot_steps(s, governor.alignment) for s in group)
-                    share_plans(group)
+                    # Steps not planned yet are planned now, one plan per key for the
+                    # lane: sizes are fixed from here.
+                    need = share_plans(
+                        [s.steps for s in group], governor.alignment, merge=not governor.locked
+                    )
                     if governor.locked:  # lock() again: nothing may grow while locked
                         continue
                     target = max(need, *(s.buffer.capacity for s in group))

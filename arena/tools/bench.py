@@ -9,36 +9,34 @@ four methods, each written as straight-line code the way a user writes it:
 * ``reference``: what vLLM's WorkspaceManager does per call (for JAX: a DLPack import
   per view; ``jnp.empty`` compiles per shape).
 
-Also: zero allocations after lock, the warm-up cost, the cache memory, the growth peak."""
+Also (:mod:`arena.tools.checks`): an unlocked and a second slot's hit, the first request
+of a never-seen structure, zero allocations after lock, the layout memo, the cache
+memory, the growth peak. Every ratio is the median of paired rounds with its 10th-90th
+percentile spread (:mod:`arena.tools.timing`)."""
 
 from __future__ import annotations
 
 import argparse
-import gc
-import importlib.util
 import json
 import math
 import platform
-import random
-import statistics
 import subprocess
 import sys
 import time
-import timeit
-import tracemalloc
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arena._version import __version__
-from arena.core import Arena
+from arena._version import __version__, active_hit_path
 from arena.memory.devices import cuda_device_count
 from arena.observe.events import MB
-from arena.tools.workloads import ATTENTION, WORKLOADS, WorkloadRow, time_workload
-from arena.views.layout import clear_layout_memo, compute_layout
+from arena.tools import checks
+from arena.tools.planbench import format_planning, run_planning_bench
+from arena.tools.timing import Paired
+from arena.tools.workloads import WORKLOADS, WorkloadRow, time_workload
 
-__all__ = ["BenchResult", "format_result", "main", "run_bench"]
+__all__ = ["TARGETS", "BenchResult", "format_result", "main", "run_bench"]
 
 METHODS = ("arena", "cached", "alloc", "reference")
 
@@ -52,195 +50,8 @@ class BenchResult:
     targets: list[dict[str, Any]] = field(default_factory=list)
     memory: list[dict[str, Any]] = field(default_factory=list)
     checks: dict[str, Any] = field(default_factory=dict)
-
-
-def _frameworks(device: str) -> list[str]:
-    names = ["numpy", "torch", "jax"] if device == "cpu" else ["cupy", "torch"]
-    found = []
-    for name in names:
-        if importlib.util.find_spec(name) is None:
-            continue
-        if name == "numpy" and importlib.util.find_spec("ml_dtypes") is None:
-            continue  # bfloat16 workloads need ml_dtypes on the NumPy side
-        if name == "torch" and device != "cpu":
-            import torch
-
-            if not torch.cuda.is_available():
-                continue
-        found.append(name)
-    return found
-
-
-def _time(fn: Callable[[], Any], number: int, repeat: int) -> float:
-    fn()
-    return statistics.median(t / number * 1e6 for t in timeit.Timer(fn).repeat(repeat, number))
-
-
-def _attention(tokens: int) -> tuple[Any, ...]:
-    return tuple((((tokens if m else 1), *rest), dtype) for m, rest, dtype in ATTENTION)
-
-
-def _zero_allocations_after_lock(steps: int) -> dict[str, Any]:
-    with Arena("cpu", ubatches=2, framework="numpy") as arena:
-        arena.reserve(*_attention(8192))
-        arena.lock()
-        before = arena.stats().allocations
-        rng = random.Random(0)
-        for step in range(steps):
-            with arena.ubatch(step % 2):
-                arena.get_simultaneous(*_attention(rng.randint(1, 8192)))
-        stats = arena.stats()
-    return {"steps": steps, "allocations_after_lock": stats.allocations - before}
-
-
-def _warm_up_cost(number: int) -> dict[str, float]:
-    """A hit while unlocked (call sites recorded) against the same hit locked, us."""
-    figures: dict[str, float] = {}
-    for framework in ("numpy", "torch"):
-        if framework not in _frameworks("cpu"):
-            continue
-        specs = _native(framework, _attention(256))
-        with Arena("cpu", framework="numpy") as arena:
-            front = arena.front(framework)
-            front.get_simultaneous(*specs)
-            front.get_simultaneous(*specs)
-            unlocked = _time(lambda: front.get_simultaneous(*specs), number, 7)  # noqa: B023
-            arena.lock()
-            locked = _time(lambda: front.get_simultaneous(*specs), number, 7)  # noqa: B023
-        figures[f"{framework}_unlocked_us"] = unlocked
-        figures[f"{framework}_locked_us"] = locked
-    return figures
-
-
-def _native(framework: str, specs: tuple[Any, ...]) -> tuple[Any, ...]:
-    if framework == "torch":
-        import torch
-
-        return tuple((shape, getattr(torch, dtype)) for shape, dtype in specs)
-    return specs
-
-
-def _layout_memo(number: int) -> dict[str, float]:
-    specs = tuple((shape, dtype) for shape, dtype in _attention(256))
-    compute_layout(specs)
-    hit = _time(lambda: compute_layout(specs), number, 5)
-
-    def miss() -> None:
-        clear_layout_memo()
-        compute_layout(specs)
-
-    cold = _time(miss, max(1, number // 10), 5)
-    return {"memoised_us": hit, "computed_us": cold}
-
-
-def _cache_memory() -> list[dict[str, Any]]:
-    """Resident bytes per remembered 3-view request (the cost of a large view cache)."""
-    figures = []
-    for framework in ("numpy", "torch"):
-        if framework not in _frameworks("cpu"):
-            continue
-        with Arena("cpu", framework="numpy") as arena:
-            front = arena.front(framework)
-            arena.reserve(*_attention(4096))
-            gc.collect()
-            before = _resident()
-            for _ in range(2):  # a layout is remembered from its second sighting
-                for tokens in range(1, 4097):
-                    front.get_simultaneous(*_native(framework, _attention(tokens)))
-            gc.collect()
-            entries = arena.stats().cached_layouts
-            figures.append(
-                {"framework": framework, "bytes_per_layout": (_resident() - before) / entries}
-            )
-    return figures
-
-
-def _resident() -> int:
-    try:
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * 4096
-    except OSError:  # not Linux
-        return 0
-
-
-def _memory_figures() -> list[dict[str, Any]]:
-    figures: list[dict[str, Any]] = []
-    for workload in WORKLOADS:
-        if workload.name not in ("fixed", "MoE 5 views", "32 views"):
-            continue
-        shapes = workload.shapes(256)
-        layout = compute_layout(
-            tuple(
-                (shape, dtype) for shape, (_, _, dtype) in zip(shapes, workload.views, strict=True)
-            )
-        )
-        requested = sum(v.nbytes for v in layout.views)
-        figures.append(
-            {
-                "workload": workload.name,
-                "requested_bytes": requested,
-                "reserved_bytes": layout.total,
-            }
-        )
-    n = 64 * MB
-    for live_view in (False, True):
-        gc.collect()
-        # Traced from before the first allocation: a peak of old + new cannot hide in a
-        # baseline taken after the old buffer exists.
-        tracemalloc.start()
-        with Arena("cpu", framework="numpy") as arena:
-            (old,) = arena.get_simultaneous(((n,), "uint8"))
-            if not live_view:
-                del old
-            arena.get_simultaneous(((2 * n,), "uint8"))
-            _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        what = "with a live view of the old buffer" if live_view else "no live view"
-        figures.append(
-            {"growth": f"64 MiB -> 128 MiB, host, {what}", "peak_over_new_size": peak / (2 * n)}
-        )
-    return figures
-
-
-def _poison_cost(number: int) -> list[dict[str, Any]]:
-    """A locked request with and without poisoning (``Arena(poison=True)``), CPU, us."""
-    rows: list[dict[str, Any]] = []
-    for framework in ("numpy", "torch"):
-        if framework not in _frameworks("cpu"):
-            continue
-        specs = _native(framework, _attention(256))
-        medians = {}
-        for poison in (False, True):
-            with Arena("cpu", framework="numpy", poison=poison) as arena:
-                front = arena.front(framework)
-                front.get_simultaneous(*specs)
-                arena.lock()
-                medians[poison] = _time(lambda: front.get_simultaneous(*specs), number, 5)  # noqa: B023
-        nbytes = sum(v.nbytes for v in compute_layout(_attention(256)).views)
-        rows.append(
-            {
-                "framework": framework,
-                "bytes": nbytes,
-                "off_us": medians[False],
-                "on_us": medians[True],
-            }
-        )
-    return rows
-
-
-def _gpu_growth_figure() -> dict[str, Any]:
-    import cupy
-
-    n = 256 * MB
-    with Arena("cuda:0", framework="cupy") as arena:
-        arena.get_simultaneous(((n,), "uint8"))
-        cupy.cuda.runtime.deviceSynchronize()
-        free_before, _ = cupy.cuda.runtime.memGetInfo()
-        arena.get_simultaneous(((2 * n,), "uint8"))
-        cupy.cuda.runtime.deviceSynchronize()
-        free_after, _ = cupy.cuda.runtime.memGetInfo()
-    used = free_before - free_after + n  # bytes held after growth, counting the old N
-    return {"growth": "256 MiB -> 512 MiB, cuda:0 direct", "peak_over_new_size": used / (2 * n)}
+    #: The planning bench (:mod:`arena.tools.planbench`): bytes per mode and step replays.
+    planning: dict[str, Any] = field(default_factory=dict)
 
 
 def _row(rows: list[WorkloadRow], workload: str, framework: str) -> WorkloadRow | None:
@@ -254,51 +65,70 @@ def _row(rows: list[WorkloadRow], workload: str, framework: str) -> WorkloadRow 
     )
 
 
-#: (workload, framework, numerator, denominator, limit, what the issue aims for).
+#: (workload, framework, baseline, limit): ``arena`` against a baseline, paired per round.
 TARGETS = (
-    ("varying", "torch", "arena", "reference", 0.5, 0.35),
-    ("varying", "torch", "arena", "alloc", 0.9, 0.6),
-    ("fixed", "torch", "arena", "alloc", 0.4, None),
-    ("fixed", "numpy", "arena", "alloc", 1.0, None),
-    ("varying", "numpy", "arena", "alloc", 1.2, None),
+    ("fixed", "torch", "alloc", 0.33),
+    ("varying <32 MiB", "torch", "alloc", 0.6),
+    ("varying <32 MiB", "torch", "reference", 0.3),
+    ("fixed", "numpy", "alloc", 1.0),
+    ("varying <32 MiB", "numpy", "alloc", 1.0),
 )
 
 
-def _targets(rows: list[WorkloadRow], checks: dict[str, Any]) -> list[dict[str, Any]]:
+def _targets(
+    rows: list[WorkloadRow], found: dict[str, Any], planning: dict[str, Any]
+) -> list[dict[str, Any]]:
     targets: list[dict[str, Any]] = []
 
-    def add(name: str, value: float, limit: float, aim: float | None = None) -> None:
+    def add(name: str, value: float, limit: float, spread: tuple[float, float] | None) -> None:
+        low, high = spread if spread is not None else (None, None)
         targets.append(
-            {"target": name, "measured": value, "limit": limit, "aim": aim, "met": value <= limit}
+            {
+                "target": name,
+                "measured": value,
+                "p10": low,
+                "p90": high,
+                "limit": limit,
+                "met": value <= limit,
+            }
         )
 
-    for workload, framework, top, bottom, limit, aim in TARGETS:
+    def paired(name: str, figure: Paired | dict[str, Any], limit: float) -> None:
+        record = figure.record() if isinstance(figure, Paired) else figure
+        add(name, record["ratio"], limit, (record["p10"], record["p90"]))
+
+    for workload, framework, bottom, limit in TARGETS:
         row = _row(rows, workload, framework)
         if row is not None:
-            add(f"{framework} {workload}: {top} / {bottom}", row.ratio(top, bottom), limit, aim)
-    fixed, rotation = _row(rows, "fixed", "torch"), _row(rows, "10^4 layouts", "torch")
-    if fixed is not None and rotation is not None:
-        add(
-            "torch 10^4 layouts / fixed (arena)",
-            rotation.median_us["arena"] / fixed.median_us["arena"],
-            2.0,
-        )
-    warm = checks["warm_up"]
-    for framework in ("numpy", "torch"):
-        if f"{framework}_locked_us" in warm:
-            add(
-                f"{framework}: unlocked hit / locked hit",
-                warm[f"{framework}_unlocked_us"] / warm[f"{framework}_locked_us"],
-                2.0,
-            )
-    zero = checks["zero_allocations"]
+            name = f"{framework} {workload}: arena / {bottom}"
+            add(name, row.ratio("arena", bottom), limit, row.spread("arena", bottom))
+    for framework, figure in found["slots"].items():
+        paired(f"{framework}: 2-slot hit / 1-slot hit", figure, 1.05)
+    for framework, figure in found["warm_up"].items():
+        paired(f"{framework}: unlocked hit / locked hit", figure, 1.5)
+    for views, limit in ((3, 100.0), (2000, 50.0)):
+        paired(f"never-seen {views}-view request / np.empty per view", found[f"new_{views}"], limit)
+    paired("10^4 layouts in rotation / the fixed request (arena)", found["rotation"], 2.0)
+    zero = found["zero_allocations"]
     add(
         f"allocations after lock over {zero['steps']} varying steps",
         zero["allocations_after_lock"],
         0,
+        None,
     )
-    memo = checks["layout"]
-    add("memoised layout / computed layout", memo["memoised_us"] / memo["computed_us"], 0.25)
+    memo = found["layout"]
+    add("memoised layout / computed layout", memo["memoised_us"] / memo["computed_us"], 0.25, None)
+    if planning:
+        timing = planning["timing"]
+        ratio = timing["request_ratio"]
+        add(
+            "request in a replayed step / plain locked request",
+            ratio["median"],
+            timing["target"],
+            (ratio["p10"], ratio["p90"]),
+        )
+        for row in planning["bytes"]:
+            add(f"steps / LOAD, {row['tokens']} tokens", row["steps"] / row["load"], 1.05, None)
     return targets
 
 
@@ -324,6 +154,7 @@ def _meta(quick: bool) -> dict[str, Any]:
         "arena": __version__,
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {platform.system()}",
+        "hit path": active_hit_path(),
         "versions": versions,
         "mode": "quick" if quick else "full",
     }
@@ -349,17 +180,19 @@ def run_bench(
         Also measure what poisoning (``Arena(poison=True)``) costs a locked request.
     """
     say = progress or (lambda _line: None)
-    steps, repeat, number = (1000, 3, 2000) if quick else (10_000, 7, 20_000)
+    steps, repeat, number = (500, 5, 2000) if quick else (2000, 31, 20_000)
+    rounds = 11 if quick else 41
     devices = ["cpu"]
     if gpu if gpu is not None else cuda_device_count() > 0:
         devices.append("cuda:0")
     result = BenchResult(meta={})
+    found = result.checks
     if not quick:
         # First, while the process is fresh: resident memory only grows by new pages.
         say("measuring the view cache's memory")
-        result.checks["cache_memory"] = _cache_memory()
+        found["cache_memory"] = checks.cache_memory()
     for device in devices:
-        for framework in _frameworks(device):
+        for framework in checks.frameworks(device):
             for workload in WORKLOADS:
                 runs = steps
                 if framework == "jax":
@@ -367,84 +200,116 @@ def run_bench(
                     # run only the fixed and varying workloads.
                     if quick and workload.name not in ("fixed", "varying"):
                         continue
-                    runs = 200
+                    runs = 100
                 say(f"timing {framework} on {device}: {workload.name}")
                 result.rows.append(
                     time_workload(workload, framework, device, steps=runs, repeat=repeat)
                 )
+    say("timing never-seen requests, a second slot and the unlocked warm-up path")
+    found["new_3"] = checks.never_seen(3, 21 if quick else 101).record()
+    found["new_2000"] = checks.never_seen(2000, 2 if quick else 5).record()
+    found["slots"] = {k: v.record() for k, v in checks.slots_cost(rounds, number // 10).items()}
+    found["warm_up"] = {k: v.record() for k, v in checks.warm_up_cost(rounds, number // 10).items()}
+    found["rotation"] = checks.rotation_cost(rounds // 2, 10_000 if not quick else 2_000).record()
     say("counting allocations after lock")
-    result.checks["zero_allocations"] = _zero_allocations_after_lock(10_000 if quick else 100_000)
-    result.checks["layout"] = _layout_memo(number)
-    say("timing the unlocked warm-up path")
-    result.checks["warm_up"] = _warm_up_cost(number)
+    found["zero_allocations"] = checks.zero_allocations_after_lock(10_000 if quick else 100_000)
+    found["layout"] = checks.layout_memo(number)
     if poison:
         say("measuring the cost of poisoning")
-        result.checks["poison"] = _poison_cost(max(50, number // 4))
+        found["poison"] = checks.poison_cost(rounds, max(50, number // 40))
     say("measuring memory")
-    result.memory = _memory_figures()
+    result.memory = checks.memory_figures()
+    say("planning: four decoder layers as plain requests, scopes and steps")
+    result.planning = run_planning_bench(quick)
     if "cuda:0" in devices:
-        result.memory.append(_gpu_growth_figure())
+        growth = checks.gpu_growth_figure()
+        if growth is not None:
+            result.memory.append(growth)
+        result.meta["gpu"] = _gpu_name()
+    result.targets = _targets(result.rows, found, result.planning)
+    result.meta = {**_meta(quick), **result.meta}
+    return result
+
+
+def _gpu_name() -> str:
+    try:
+        import torch
+
+        return str(torch.cuda.get_device_name(0))
+    except (ImportError, RuntimeError, AssertionError):
         import cupy
 
         name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
-        result.meta["gpu"] = name.decode() if isinstance(name, bytes) else str(name)
-    result.targets = _targets(result.rows, result.checks)
-    result.meta = {**_meta(quick), **result.meta}
-    return result
+        return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def _spread(value: float, low: float | None, high: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return f"{value:.3g}"
+    return f"{value:.3g} ({low:.3g}-{high:.3g})"
 
 
 def format_result(result: BenchResult) -> str:
     """Tables for people."""
     meta = result.meta
     lines = [
-        f"arena {meta['arena']} bench ({meta['mode']}), {meta['date']}, commit {meta['commit']}",
+        f"arena {meta['arena']} bench ({meta['mode']}), {meta['date']}, commit {meta['commit']}, "
+        f"hit path {meta['hit path']}",
         f"python {meta['python']} on {meta['machine']}"
         + (f", GPU {meta['gpu']}" if "gpu" in meta else "")
         + "; "
         + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
         "",
-        "us per step, median of interleaved repetitions; ratios of medians; '-' not measured",
-        f"{'workload':<15}{'framework':<12}"
+        "us per step (median over rounds); arena / baseline: median of per-round ratios "
+        "(p10-p90); '-' not measured",
+        f"{'workload':<16}{'framework':<11}"
         + "".join(f"{m:>10}" for m in METHODS)
-        + f"{'ar/alloc':>10}{'ar/ref':>8}",
+        + f"{'arena/alloc':>24}{'arena/ref':>24}",
     ]
     for row in result.rows:
         cells = "".join(
             f"{row.median_us[m]:>10.2f}" if m in row.median_us else f"{'-':>10}" for m in METHODS
         )
         ratios = "".join(
-            f"{r:>{w}.2f}" if not math.isnan(r) else f"{'-':>{w}}"
-            for r, w in ((row.ratio("arena", "alloc"), 10), (row.ratio("arena", "reference"), 8))
+            f"{_spread(row.ratio('arena', b), *row.spread('arena', b)):>24}"
+            for b in ("alloc", "reference")
         )
         where = row.framework + ("" if row.device == "cpu" else f" {row.device}")
-        lines.append(f"{row.workload:<15}{where:<12}{cells}{ratios}")
-    lines += ["", f"{'target':<58}{'measured':>10}{'limit':>8}{'aim':>6}  result"]
+        lines.append(f"{row.workload:<16}{where:<11}{cells}{ratios}")
+    lines += ["", f"{'target':<56}{'measured (p10-p90)':>26}{'limit':>7}  result"]
     for t in result.targets:
-        aim = f"{t['aim']:>6g}" if t["aim"] is not None else f"{'':>6}"
         lines.append(
-            f"{t['target']:<58}{t['measured']:>10.3g}{t['limit']:>8g}{aim}  "
-            + ("met" if t["met"] else "NOT MET")
+            f"{t['target']:<56}{_spread(t['measured'], t['p10'], t['p90']):>26}"
+            f"{t['limit']:>7g}  " + ("met" if t["met"] else "NOT MET")
         )
-    memo, warm = result.checks["layout"], result.checks["warm_up"]
+    found = result.checks
+    memo = found["layout"]
     lines += [
         "",
         f"layout: {memo['memoised_us']:.2f} us memoised vs {memo['computed_us']:.2f} us computed",
     ]
-    for framework in ("numpy", "torch"):
-        if f"{framework}_locked_us" in warm:
-            lines.append(
-                f"{framework} 3-view hit: {warm[f'{framework}_locked_us']:.2f} us locked, "
-                f"{warm[f'{framework}_unlocked_us']:.2f} us unlocked (call sites recorded)"
-            )
-    for figure in result.checks.get("cache_memory", []):
+    for framework, w in found["warm_up"].items():
+        lines.append(
+            f"{framework} 3-view hit: {w['baseline_us']:.2f} us locked, {w['us']:.2f} us "
+            "unlocked (call sites recorded)"
+        )
+    for views in (3, 2000):
+        n = found[f"new_{views}"]
+        lines.append(
+            f"never-seen {views}-view request: {n['us']:.1f} us, np.empty per view "
+            f"{n['baseline_us']:.2f} us"
+        )
+    for figure in found.get("cache_memory", []):
         lines.append(
             f"{figure['framework']} view cache: {figure['bytes_per_layout'] / 1024:.2f} KiB "
             "resident per remembered 3-view request"
         )
-    for p in result.checks.get("poison", []):
+    for p in found.get("poison", []):
         lines.append(
-            f"poison, {p['framework']} ({p['bytes'] / MB:.2f} MB filled): "
-            f"{p['off_us']:.2f} us off, {p['on_us']:.2f} us on"
+            f"poison, {p['framework']} ({p['bytes'] / MB:.2f} MB filled): {p['us']:.2f} us on, "
+            f"{p['baseline_us']:.2f} us off ({_spread(p['ratio'], p['p10'], p['p90'])}x)"
         )
     lines += ["", "memory"]
     for m in result.memory:
@@ -456,6 +321,8 @@ def format_result(result: BenchResult) -> str:
             )
         else:
             lines.append(f"  growth {m['growth']}: peak = {m['peak_over_new_size']:.3f} x new size")
+    if result.planning:
+        lines += ["", format_planning(result.planning)]
     return "\n".join(lines)
 
 

@@ -342,11 +342,14 @@ def main(argv: list[str] | None = None) -> int:
         "numpy on cpu)",
     )
     parser.add_argument(
-        "--steps", type=int, default=2000, help="locked steps to run (default: %(default)s)"
+        "--steps",
+        type=_at_least(0),
+        default=2000,
+        help="locked steps to run (default: %(default)s)",
     )
     parser.add_argument(
         "--max-tokens",
-        type=int,
+        type=_at_least(1),
         default=512,
         help="warm-up batch size, the largest batch (default: %(default)s)",
     )
@@ -369,6 +372,21 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(format_planning_demo(planning))
     return 0 if report.ok and planning.ok else 1
+
+
+def _at_least(low: int) -> Any:
+    """An argparse type: an int of at least ``low``, else a one-line usage error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an int") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    return parse
 
 
 if __name__ == "__main__":

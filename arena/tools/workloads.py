@@ -3,37 +3,47 @@ written as a user writes them.
 
 A workload is a request structure (views as ``(trailing shape, dtype)``, each view's
 leading dimension a token count, or a multiple of it) and a sequence of token counts, one
-per step: fixed, uniform over 1..8192, decode-heavy, padded to CUDA-graph buckets, an
-MoE-like step with 5 views, 32 views, and 10 000 distinct layouts in rotation.
+per step: fixed, uniform over 1..2048 (every view under 32 MiB) and over 1..8192 (the
+largest views 64 MiB), decode-heavy, padded to CUDA-graph buckets, an MoE-like step with
+5 views, 32 views, 10 000 distinct layouts in rotation, and the fixed step on an arena of
+two micro-batch slots (vLLM's dual micro-batch mode).
 
 Every method is a function of one token count whose body is generated once per workload
-and framework as straight-line code, exactly as a user would write the calls inline:
+and framework as straight-line code, exactly as a user would write the calls inline, with
+the cheapest spelling: the dtype objects are names bound once (``d0 = torch.bfloat16``,
+``d0 = np.dtype(ml_dtypes.bfloat16)``), not attribute lookups or conversions per call.
 
-* ``arena``: ``front.get_simultaneous(((T, 32, 128), torch.bfloat16), ...)`` on a locked,
-  presized arena, after one warm-up pass over the sequence (the steady state);
-* ``alloc``: ``torch.empty((T, 32, 128), dtype=torch.bfloat16)`` per view (``np.empty``,
-  ``cupy.empty``; for JAX, ``jnp.empty``, which dispatches a computation);
+* ``arena``: ``front.get_simultaneous(((T, 32, 128), d0), ...)`` on a locked, presized
+  arena, after one warm-up pass over the sequence (the steady state);
+* ``alloc``: ``torch.empty((T, 32, 128), dtype=d0)`` per view (``np.empty((T, 32, 128),
+  d0)``, ``cupy.empty``; for JAX, ``jnp.empty``, which dispatches a computation);
 * ``reference``: what vLLM's WorkspaceManager does per call (sizes, running sums, then
   slice + dtype view + reshape of one ``uint8`` buffer). For JAX the reference imports
   each view per call through DLPack: the fair baseline, since the alternative to arena
   for viewing existing memory in JAX is an import per call, not an allocation.
+
+Each round runs every method over the whole sequence, back to back; a row reports each
+method's median over the rounds and, for ``arena`` against each baseline, the median of
+the per-round ratios with their 10th-90th percentile spread (:mod:`arena.tools.timing`).
 """
 
 from __future__ import annotations
 
+import gc
 import itertools
 import math
 import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from arena.core import Arena
+from arena.tools.timing import ratios
 from arena.views.layout import round_up
 
-__all__ = ["WORKLOADS", "Workload", "WorkloadRow", "time_workload"]
+__all__ = ["WORKLOADS", "Workload", "WorkloadRow", "specs_at", "step_function", "time_workload"]
 
 #: CUDA-graph capture sizes in the style of vLLM: 1, 2, 4, then multiples of 8 to 512.
 BUCKETS = (1, 2, 4, *range(8, 513, 8))
@@ -60,6 +70,8 @@ class Workload:
     views: tuple[tuple[int, tuple[int, ...], str], ...]
     tokens: Callable[[random.Random, int], list[int]]
     max_tokens: int
+    #: Micro-batch slots of the arena (requests run on the last one).
+    ubatches: int = 1
 
     @property
     def varies(self) -> bool:
@@ -102,45 +114,84 @@ THIRTY_TWO = tuple(
     (1, (16 * (1 + i % 4),), ("bfloat16", "float32", "int32", "float16")[i % 4]) for i in range(32)
 )
 
+
+def _fixed(rng: random.Random, steps: int) -> list[int]:
+    return [256] * steps
+
+
 WORKLOADS = (
-    Workload("fixed", ATTENTION, lambda rng, steps: [256] * steps, 256),
+    Workload("fixed", ATTENTION, _fixed, 256),
+    Workload("varying <32 MiB", ATTENTION, _uniform(1, 2048), 2048),
     Workload("varying", ATTENTION, _uniform(1, 8192), 8192),
     Workload("decode-heavy", ATTENTION, _decode_heavy, 8192),
     Workload("graph buckets", ATTENTION, _buckets, 512),
     Workload("MoE 5 views", MOE, _uniform(1, 1024), 1024),
     Workload("32 views", THIRTY_TWO, lambda rng, steps: [64] * steps, 64),
     Workload("10^4 layouts", ATTENTION, _rotation, 10_000),
+    Workload("2 slots", ATTENTION, _fixed, 256, ubatches=2),
 )
 
 
 @dataclass
 class WorkloadRow:
-    """One workload on one framework: median microseconds per step, per method."""
+    """One workload on one framework: median microseconds per step, per method, and the
+    paired ratios of ``arena`` to each baseline.
+
+    Attributes
+    ----------
+    median_us : dict
+        Method -> median microseconds per step over the rounds.
+    ratios : dict
+        ``"arena/alloc"``, ``"arena/ref"`` -> the median per-round ratio, and the same
+        names with `` p10`` / `` p90`` -> its spread.
+    """
 
     workload: str
     framework: str
     device: str
     median_us: dict[str, float]
+    ratios: dict[str, float] = field(default_factory=dict)
 
     def ratio(self, top: str, bottom: str) -> float:
-        """``median[top] / median[bottom]`` (nan when either is missing)."""
+        """The paired ratio of ``arena`` to ``alloc`` or ``reference`` where measured;
+        else ``median[top] / median[bottom]`` (nan when either is missing)."""
+        paired = self.ratios.get(f"{top}/{_SHORT.get(bottom, bottom)}")
+        if paired is not None:
+            return paired
         a, b = self.median_us.get(top), self.median_us.get(bottom)
         return a / b if a and b else math.nan
 
+    def spread(self, top: str, bottom: str) -> tuple[float, float]:
+        """The 10th and 90th percentiles of a paired ratio (nan, nan when not paired)."""
+        name = f"{top}/{_SHORT.get(bottom, bottom)}"
+        return self.ratios.get(f"{name} p10", math.nan), self.ratios.get(f"{name} p90", math.nan)
 
-def _dtype_names(framework: str, workload: Workload) -> list[str]:
-    """How a user of ``framework`` names each dtype in source code."""
-    names = []
-    for _, _, name in workload.views:
+
+_SHORT = {"reference": "ref"}
+
+
+def _dtypes(framework: str, workload: Workload) -> list[Any]:
+    """The dtype object a user of ``framework`` holds for each view (bound once as a name:
+    the cheapest spelling). NumPy, CuPy and JAX get ``np.dtype`` instances, which
+    ``np.empty`` takes without a conversion; torch its ``torch.dtype`` objects."""
+    import numpy as np
+
+    objects = []
+    for _, _, view_dtype in workload.views:
         # NumPy-side DLPack (the JAX reference) and CuPy lack bfloat16: same size instead.
-        dtype = "float16" if framework in ("jax", "cupy") and name == "bfloat16" else name
-        prefix = {"torch": "torch", "numpy": "np", "cupy": "cupy", "jax": "jnp"}[framework]
-        names.append(
-            f"ml_dtypes.{dtype}"
-            if framework == "numpy" and dtype == "bfloat16"
-            else f"{prefix}.{dtype}"
-        )
-    return names
+        lacks = framework in ("jax", "cupy") and view_dtype == "bfloat16"
+        name = "float16" if lacks else view_dtype
+        if framework == "torch":
+            import torch
+
+            objects.append(getattr(torch, name))
+        elif name == "bfloat16":
+            import ml_dtypes
+
+            objects.append(np.dtype(ml_dtypes.bfloat16))
+        else:
+            objects.append(np.dtype(name))
+    return objects
 
 
 def _shape_code(multiple: int, rest: tuple[int, ...]) -> str:
@@ -148,22 +199,19 @@ def _shape_code(multiple: int, rest: tuple[int, ...]) -> str:
     return f"({', '.join([lead, *map(str, rest)])}{',' if not rest else ''})"
 
 
-def _generate(body: list[str], namespace: dict[str, Any]) -> Callable[[int], Any]:
+def step_function(body: list[str], namespace: dict[str, Any]) -> Callable[[int], Any]:
+    """``step(T)`` with ``body``, compiled in ``namespace`` under a file name outside the
+    package: its calls are user code (the call site a request names)."""
     source = "def step(T):\n" + "\n".join(f"    {line}" for line in body)
     exec(compile(source, "<arena bench workload>", "exec"), namespace)
     return namespace["step"]  # type: ignore[no-any-return]
 
 
-def _namespace(framework: str) -> dict[str, Any]:
+def _namespace(framework: str, workload: Workload) -> dict[str, Any]:
     import numpy as np
 
     namespace: dict[str, Any] = {"np": np}
-    try:
-        import ml_dtypes
-
-        namespace["ml_dtypes"] = ml_dtypes
-    except ImportError:
-        pass
+    namespace.update({f"d{i}": d for i, d in enumerate(_dtypes(framework, workload))})
     if framework == "torch":
         import torch
 
@@ -180,24 +228,22 @@ def _namespace(framework: str) -> dict[str, Any]:
     return namespace
 
 
-def _spec_code(framework: str, workload: Workload) -> str:
-    dtypes = _dtype_names(framework, workload)
+def _spec_code(workload: Workload) -> str:
     shapes = [_shape_code(m, rest) for m, rest, _ in workload.views]
-    return ", ".join(f"({s}, {d})" for s, d in zip(shapes, dtypes, strict=True))
+    return ", ".join(f"({s}, d{i})" for i, s in enumerate(shapes))
 
 
-def _specs(framework: str, workload: Workload) -> Callable[[int], Any]:
+def specs_at(framework: str, workload: Workload) -> Callable[[int], Any]:
     """``specs(T)``: the request at ``T`` tokens, with the framework's dtype objects."""
-    return _generate([f"return ({_spec_code(framework, workload)},)"], _namespace(framework))
+    return step_function([f"return ({_spec_code(workload)},)"], _namespace(framework, workload))
 
 
 def _methods(
     framework: str, device: str, workload: Workload, front: Any, buffer: Any
 ) -> dict[str, Callable[[int], Any]]:
-    namespace = _namespace(framework)
-    dtypes = _dtype_names(framework, workload)
+    namespace = _namespace(framework, workload)
     shapes = [_shape_code(m, rest) for m, rest, _ in workload.views]
-    specs = _spec_code(framework, workload)
+    specs = _spec_code(workload)
     namespace.update(
         front=front,
         cached=front.arena.front(framework, cached=True),
@@ -205,25 +251,21 @@ def _methods(
         buffer=buffer,
         framework=framework,
     )
-    methods = {"arena": _generate([f"return front.get_simultaneous({specs})"], namespace)}
-    methods["cached"] = _generate([f"return cached.get_simultaneous({specs})"], namespace)
+    methods = {"arena": step_function([f"return front.get_simultaneous({specs})"], namespace)}
+    methods["cached"] = step_function([f"return cached.get_simultaneous({specs})"], namespace)
     if framework == "jax":
-        alloc = [
-            f"v{i} = jnp.empty({s}, dtype={d})"
-            for i, (s, d) in enumerate(zip(shapes, dtypes, strict=True))
-        ]
+        alloc = [f"v{i} = jnp.empty({s}, d{i})" for i, s in enumerate(shapes)]
         alloc.append(f"jax.block_until_ready([{', '.join(f'v{i}' for i in range(len(shapes)))}])")
+    elif framework == "torch":
+        where = f", device={device!r}" if device != "cpu" else ""
+        alloc = [f"torch.empty({s}, dtype=d{i}{where})" for i, s in enumerate(shapes)]
     else:
-        where = f", device={device!r}" if framework == "torch" and device != "cpu" else ""
-        alloc = [
-            f"v{i} = {_module(framework)}.empty({s}, dtype={d}{where})"
-            for i, (s, d) in enumerate(zip(shapes, dtypes, strict=True))
-        ]
+        alloc = [f"{_module(framework)}.empty({s}, d{i})" for i, s in enumerate(shapes)]
     # jnp.empty compiles once per shape: on a varying workload it would time thousands of
     # compilations, which is no baseline for anything.
     if framework != "jax" or not workload.varies:
-        methods["alloc"] = _generate(alloc, namespace)
-    methods["reference"] = _generate(
+        methods["alloc"] = step_function(alloc, namespace)
+    methods["reference"] = step_function(
         [f"return reference(framework, buffer, ({specs},))"], namespace
     )
     return methods
@@ -266,12 +308,18 @@ _ITEMSIZES: dict[Any, int] = {}
 def time_workload(
     workload: Workload, framework: str, device: str, *, steps: int, repeat: int, seed: int = 0
 ) -> WorkloadRow:
-    """Median microseconds per step of every method, interleaved over ``repeat`` rounds."""
+    """Every method over the workload's sequence, ``repeat`` rounds, back to back (the
+    order rotates between rounds); the medians and the paired ratios of ``arena``."""
     sequence = workload.tokens(random.Random(seed), steps)
-    arena = Arena(device, framework="numpy" if device == "cpu" else framework)
+    arena = Arena(
+        device,
+        framework="numpy" if device == "cpu" else framework,
+        ubatches=workload.ubatches,
+    )
     try:
+        arena.bind_ubatch(workload.ubatches - 1)
         front = arena.front(framework)
-        arena.reserve(*_specs(framework, workload)(workload.max_tokens))
+        arena.reserve(*specs_at(framework, workload)(workload.max_tokens))
         arena.lock()
         buffer = _reference_buffer(framework, arena)
         methods = _methods(framework, device, workload, front, buffer)
@@ -279,15 +327,32 @@ def time_workload(
             for tokens in sequence:
                 step(tokens)
         samples: dict[str, list[float]] = {name: [] for name in methods}
-        for _ in range(repeat):
-            for name, step in methods.items():
-                start = time.perf_counter()
-                for tokens in sequence:
-                    step(tokens)
-                samples[name].append((time.perf_counter() - start) / len(sequence) * 1e6)
+        order = list(methods.items())
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for index in range(repeat):
+                rotated = order[index % len(order) :] + order[: index % len(order)]
+                for name, step in rotated:
+                    start = time.perf_counter()
+                    for tokens in sequence:
+                        step(tokens)
+                    samples[name].append((time.perf_counter() - start) / len(sequence) * 1e6)
+        finally:
+            if enabled:
+                gc.enable()
         medians = {name: statistics.median(values) for name, values in samples.items()}
-        return WorkloadRow(workload.name, framework, device, medians)
+        paired: dict[str, float] = {}
+        for baseline in ("alloc", "reference"):
+            if baseline in samples:
+                figures = ratios(samples["arena"], samples[baseline])
+                name = f"arena/{_SHORT.get(baseline, baseline)}"
+                paired.update(
+                    {name: figures.median, f"{name} p10": figures.p10, f"{name} p90": figures.p90}
+                )
+        return WorkloadRow(workload.name, framework, device, medians, paired)
     finally:
+        arena.bind_ubatch(0)
         arena.close()
 
 

@@ -9,9 +9,7 @@ through the slot (:meth:`~arena.slots.slot.Slot.ensure`), under the arena's mute
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
-from types import ModuleType
 from typing import Any
 
 from arena.errors import GraphCaptureError
@@ -21,8 +19,8 @@ from arena.slots.table import SlotTable
 from arena.views.framework import FrameworkViews
 from arena.views.layout import Layout, compute_layout, shifted
 from arena.views.plan import Plan, plan_for, server
-from arena.views.poison import fill_views, poisoned
-from arena.views.prepared import Prepared, metadata, plain_key, remember, unchanged
+from arena.views.poison import poisoned
+from arena.views.prepared import Prepared, guarded_server, plain_key, remember
 
 __all__ = ["ALWAYS", "NEVER", "SECOND_SIGHT", "ViewBuilder"]
 
@@ -39,7 +37,7 @@ class ViewBuilder:
     ----------
     table : SlotTable
         The arena's slots (growth announcements).
-    adapter : module
+    adapter : Adapter
         The framework's adapter.
     cached : bool
         Cached front: hand out the prepared objects themselves.
@@ -62,23 +60,21 @@ class ViewBuilder:
         "_plans",
         "_poison",
         "_seen",
+        "_shared",
         "_table",
         "_views",
         "fresh",
-        "fresh_expression",
+        "fresh_view",
         "key",
         "log",
         "probe",
+        "python_hits",
     )
-
-    #: Debug mode, cached fronts: whether a hit's views still have the metadata they were
-    #: made with (see :mod:`arena.views.prepared`). A plain function: no extra frame.
-    _unchanged = staticmethod(unchanged)
 
     def __init__(
         self,
         table: SlotTable,
-        adapter: ModuleType,
+        adapter: Any,
         *,
         cached: bool,
         max_cached: int,
@@ -89,7 +85,7 @@ class ViewBuilder:
         self._governor = governor = table.governor
         self._adapter = adapter
         self._views = FrameworkViews(adapter, governor)
-        self._name: str = adapter.FRAMEWORK
+        self._name: str = adapter.framework
         self._cached = cached
         self._max_cached = max_cached
         self._poison = poison
@@ -99,35 +95,46 @@ class ViewBuilder:
         self._last_plan: Plan | None = None
         # Layouts a plan served once and did not remember yet (see deliver).
         self._seen: dict[Any, Any] = {}
+        # Cached fronts hand out the prepared objects themselves where the adapter allows
+        # it (JAX does not: a shared jax.Array may hold a host copy cached by an earlier
+        # read, which would show stale bytes).
+        self._shared = shared = cached and adapter.shares_views
         # The in-place-change guard costs about 0.1 us per view per call, a third of a
-        # cached request: it runs in debug mode. JAX arrays are immutable.
-        self._guarded = cached and self._name != "jax" and governor.debug
-        #: Where this front's entries live in a buffer's ``prepared``. Cached fronts hand
-        #: out the prepared objects themselves, so they keep their own entries: a caller's
-        #: in-place change must never leak into an uncached front.
+        # cached request: it runs in debug mode.
+        self._guarded = shared and governor.debug
+        #: Where this front's entries live in a buffer's ``prepared``. Cached fronts keep
+        #: their own entries: a caller's in-place change must never leak into an uncached
+        #: front.
         self.key = f"{self._name}/cached" if cached else self._name
-        # JAX fronts hand out new arrays even when cached: a shared jax.Array may hold a
-        # host copy cached by an earlier read, which would show stale bytes.
         #: Fresh views of prepared ones (the hand-out of every request).
-        self.fresh: Callable[[Any], list[Any] | None] = (
-            list if cached and self._name != "jax" else adapter.fresh_views
-        )
-        #: How a hit makes its fresh views, in the code generated per remembered request.
-        self.fresh_expression: str = (
-            "{view}" if cached and self._name != "jax" else adapter.FRESH_EXPRESSION
-        )
+        self.fresh: Callable[[Any], list[Any] | None] = list if shared else adapter.fresh_views
+        #: How the compiled hit path makes one fresh view: a per-view function, None for
+        #: the prepared view itself, False to leave every request to Python.
+        self.fresh_view: Any = None if shared else (adapter.fresh_view or False)
         if poison:  # every request's views are filled with a sentinel on return
-            self.fresh = poisoned(self._name, self.fresh)
-            self.fresh_expression = ""
+            self.fresh = poisoned(adapter, self.fresh)
+            self.fresh_view = False
+        #: Whether Python serves this front's hits (generated servers pay off there only);
+        #: the front says so once it knows its hit path.
+        self.python_hits = True
 
     @property
     def framework(self) -> str:
         """The framework of the views."""
         return self._name
 
+    def data_ptr(self, view: Any) -> int:
+        """Address of ``view``'s first element."""
+        return int(self._adapter.data_ptr(view))
+
     def retire(self, views: Sequence[Any]) -> None:
-        """Debug mode: make ``views`` unusable where the framework allows it."""
-        self._adapter.retire_views(views)
+        """Debug mode: make ``views`` unusable where the framework allows it.
+
+        Not on a cached front that hands out shared objects: the next request of the same
+        layout hands the very same objects out again (poisoning still marks the bytes).
+        """
+        if not self._shared:
+            self._adapter.retire_views(views)
 
     def served(
         self,
@@ -139,6 +146,7 @@ class ViewBuilder:
         *,
         strict: bool,
         retry: Callable[[], list[Any] | None] | None = None,
+        capturing: bool | None = None,
     ) -> list[Any] | None:
         """The bookkeeping of a served request off the locked hot path: mark a capture and
         note the request while unlocked.
@@ -146,10 +154,14 @@ class ViewBuilder:
         A buffer read by a CUDA graph being captured is marked under the arena's mutex, so
         no concurrent growth can release it unmarked; when a growth replaced it between
         the read and the mark, the request is served again from the current buffer
-        (``retry``, by default the plain request).
+        (``retry``, by default the plain request). ``capturing`` is the capture probe's
+        answer where the caller asked it already (the compiled hit path), after the views
+        were built.
         """
-        probe = self.probe
-        if probe is not None and probe() and not slot.mark_captured(buffer):
+        if capturing is None:
+            probe = self.probe
+            capturing = probe is not None and bool(probe())
+        if capturing and not slot.mark_captured(buffer):
             slot.calls -= 1  # counted again by the request that replaces this one
             try:
                 if retry is not None:
@@ -186,6 +198,7 @@ class ViewBuilder:
                     built = self._views.build(plan, buffer, specs)
                     self._last_plan = plan
             if built:
+                plan.built()  # type: ignore[union-attr]
                 return self.deliver(
                     slot, buffer, specs, built[0], built[1], strict=strict, keep=SECOND_SIGHT
                 )
@@ -197,13 +210,13 @@ class ViewBuilder:
         steps open on the slot (then its views are not remembered: the base moves)."""
         layout = compute_layout(specs, self._governor.alignment)
         base = slot.top
+        if not (base or slot.regions):
+            return self.place(slot, layout, specs, strict=strict, keep=ALWAYS)
         if base:
             layout = shifted(layout, base)
-        if not base:
-            return self.place(slot, layout, specs, strict=strict, keep=ALWAYS)
         views = self.place(slot, layout, specs, strict=strict)
         if views is not None:
-            slot.note_load(slot.live + layout.total - base, plain=layout.total)
+            slot.note_load(slot.live + layout.total - base, reach=layout.total)
         return views
 
     def place(
@@ -246,8 +259,8 @@ class ViewBuilder:
         if served is not views:
             return served
         if memo is not None and plain_key(specs) and self._adapter.views_can_be_kept():
-            entry = Prepared(required, views)
-            entry.serve = server(specs, views, self.fresh_expression, self.fresh)
+            entry = Prepared(required, views, specs)
+            entry.serve = server(specs, views, self.fresh, self.fresh_view, straight=True)
             memo(buffer, entry)
         return self.fresh(views)
 
@@ -283,7 +296,7 @@ class ViewBuilder:
             slot.note_high_water(required)
         # Not under the high-water test: a request that grew the slot raised it in ensure().
         if required > slot.plain_high:
-            slot.note_load(required, plain=required)  # at offset 0: nothing else is live
+            slot.note_load(required, reach=required)  # at offset 0: nothing else is live
         slot.calls += 1
         served = self.served(slot, buffer, specs, required, views, strict=strict)
         if served is not views:  # the buffer was replaced during a capture: served again
@@ -301,7 +314,7 @@ class ViewBuilder:
                         remember(seen, specs, True, self._max_cached)
                 if not admit:
                     if self._poison:
-                        fill_views(self._name, views)
+                        self._adapter.fill(views)
                     return views
             if not self._adapter.views_can_be_kept():
                 # e.g. built inside torch.inference_mode(): remember views built outside it
@@ -312,21 +325,12 @@ class ViewBuilder:
         cache = buffer.prepared.get(self.key)
         if cache is None:
             cache = buffer.prepared[self.key] = {}
-        entry = Prepared(required, views)
+        entry = Prepared(required, views, specs)
         if self._guarded:
-            entry.metadata = tuple(metadata(v) for v in views)
-            entry.serve = functools.partial(self._serve_guarded, cache, entry)
+            entry.serve = guarded_server(cache, specs, entry, self.fresh)
         else:
-            entry.serve = server(specs, views, self.fresh_expression, self.fresh)
+            entry.serve = server(
+                specs, views, self.fresh, self.fresh_view, straight=self.python_hits
+            )
         remember(cache, specs, entry, self._max_cached)
         return self.fresh(views)
-
-    def _serve_guarded(self, cache: dict[Any, Any], entry: Prepared, specs: Any) -> Any:
-        """Debug mode's server for cached fronts: the int check, then the in-place guard."""
-        for shape, _ in specs:
-            for dim in shape:
-                if dim.__class__ is not int:
-                    return None
-        if not self._unchanged(cache, specs, entry):
-            return None
-        return self.fresh(entry.views)

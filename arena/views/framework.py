@@ -4,7 +4,6 @@ request structure's generated plan builds its views from."""
 
 from __future__ import annotations
 
-from types import ModuleType
 from typing import Any
 
 from arena.errors import GraphCaptureError
@@ -21,18 +20,18 @@ class FrameworkViews:
 
     Parameters
     ----------
-    adapter : module
-        The framework's adapter (``arena.adapters.<name>``).
+    adapter : Adapter
+        The framework's adapter (``arena.adapters.<name>.ADAPTER``).
     governor : Governor
         The arena's governor: its capture probe and empty allocation.
     """
 
     __slots__ = ("adapter", "governor", "name")
 
-    def __init__(self, adapter: ModuleType, governor: Governor) -> None:
+    def __init__(self, adapter: Any, governor: Governor) -> None:
         self.adapter = adapter
         self.governor = governor
-        self.name: str = adapter.FRAMEWORK
+        self.name: str = adapter.framework
 
     def wrapper(self, buffer: Buffer) -> Any:
         """The framework's handle on the whole buffer: one import per buffer.
@@ -63,14 +62,12 @@ class FrameworkViews:
         return self.adapter.typed_views(self.wrapper(buffer), layout)  # type: ignore[no-any-return]
 
     def build(self, plan: Plan, buffer: Buffer, specs: Any) -> Any:
-        """``plan.build`` over ``buffer``'s plan sources; None for another structure."""
+        """``plan.build`` over ``buffer``'s plan sources: None for another structure, False
+        for the general path; whatever it raises is an error (nothing is caught)."""
         sources = buffer.wrappers.get(plan.key)
         if sources is None:
             wrapper = self.wrapper(buffer)
             source = self.adapter.plan_source
             sources = tuple(source(wrapper, native) for native in plan.natives)
             buffer.wrappers[plan.key] = sources
-        try:
-            return plan.build(specs, buffer.capacity, *sources)
-        except (ValueError, TypeError):  # unpacking: another structure
-            return None
+        return plan.build(specs, buffer.capacity, sources)

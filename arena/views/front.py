@@ -4,36 +4,38 @@
 objects over the same slots. The request path reads top to bottom:
 front (this module) -> :class:`~arena.slots.slot.Slot` -> :mod:`~arena.views.layout` -> adapter.
 
-A request seen before in the same slot costs one dictionary lookup and one call of code
-generated for it (an int check of its dimensions and one cheap fresh view per tensor). A
-request with new sizes but a known structure is served by the structure's generated plan
-(:mod:`arena.views.plan`). Neither takes a lock: both read the slot's current
-:class:`~arena.slots.slot.Buffer` once and build views over that buffer only.
+A request seen before in the same slot (a *hit*) costs one dictionary lookup, an int check
+of its dimensions and one cheap fresh view per tensor: in C where the compiled hit path is
+in use (:mod:`arena.views.hit`), else in :meth:`Front._request`. A request with new sizes
+but a known structure is served by the structure's plan (:mod:`arena.views.plan`).
+Neither takes a lock: both read the slot's current :class:`~arena.slots.slot.Buffer` once
+and build views over that buffer only.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Hashable
-from types import ModuleType
 from typing import Any, Generic, TypeVar
 
 from arena.observe.requests import RequestLog
 from arena.planning.scopes import Scope
-from arena.planning.steps import Step
+from arena.planning.steps import Step, step_class
 from arena.slots.slot import Slot
 from arena.slots.table import SlotTable
+from arena.views import hit
 from arena.views.builder import ViewBuilder
+from arena.views.hit import HitBase, compiled
 from arena.views.layout import compute_layout
 from arena.views.poison import poison_stale_bytes
 
-__all__ = ["Front", "ViewT"]
+__all__ = ["CompiledFront", "Front", "ViewT", "front_class"]
 
 #: The type of the views a front hands out (``torch.Tensor`` for ``ws.torch``, ...).
 ViewT = TypeVar("ViewT")
 
 
-class Front(Generic[ViewT]):
+class Front(HitBase, Generic[ViewT]):
     """Hands out views of an arena's slots as one framework's arrays.
 
     Obtain one with ``ws.torch``, ``ws.numpy``, ``ws.cupy``, ``ws.jax`` or
@@ -41,40 +43,32 @@ class Front(Generic[ViewT]):
     ``ws.torch`` as ``Front[torch.Tensor]``, so its requests are lists of tensors.
     """
 
-    __slots__ = (
-        "_adapter",
-        "_builder",
-        "_cached",
-        "_debug",
-        "_governor",
-        "_key",
-        "_log",
-        "_name",
-        "_owner",
-        "_poison",
-        "_probe",
-        "_select",
-    )
+    # The hit's settings (_select, _key, _debug, _probe, _log, _governor, _builder, ...)
+    # are the base's: arena.views.hit.PyHitBase, or the compiled HitBase.
+    __slots__ = ("_adapter", "_cached", "_name", "_owner", "_poison")
 
     def __init__(
         self,
         owner: object,
         select: Callable[[], Slot],
         table: SlotTable,
-        adapter: ModuleType,
+        adapter: Any,
         *,
         cached: bool = False,
         max_cached: int = 256,
         poison: bool = False,
         log: RequestLog | None = None,
+        shortcut: tuple[tuple[Slot, ...] | None, Any] = (None, None),
     ) -> None:
         # Weak: the arena holds its fronts, and a cycle would keep every buffer alive
         # until the cycle collector runs after the arena is dropped.
         self._owner = weakref.ref(owner)
         self._select = select
+        # The compiled hit path's way to the caller's slot (see SlotSelector.shortcut).
+        self._slots, self._tls = shortcut
         self._governor = governor = table.governor
         self._adapter = adapter
-        self._name: str = adapter.FRAMEWORK
+        self._name: str = adapter.framework
         self._cached = cached
         self._poison = poison
         self._builder = builder = ViewBuilder(
@@ -86,6 +80,7 @@ class Front(Generic[ViewT]):
         self._probe = governor.capture_probe
         # Debug mode and poisoning take the checked path (_debug_request), off the hot one.
         self._debug = governor.debug or poison
+        self._fresh_view = builder.fresh_view
 
     @property
     def cached(self) -> bool:
@@ -138,31 +133,7 @@ class Front(Generic[ViewT]):
         slot = self._select()
         if self._debug:
             return self._debug_request(slot, specs, True)  # type: ignore[return-value]
-        # The hit, inline: one lookup of the exact request in the slot's current buffer.
-        buffer = slot.buffer
-        cache = buffer.prepared.get(self._key)
-        entry: Any = None
-        if cache is not None and not slot.detour:
-            try:
-                entry = cache[specs]
-            except (KeyError, TypeError):
-                pass
-            else:
-                # The entry's server checks every dimension is a plain int (1.0 == 1 and
-                # True == 1 hash alike) and returns fresh views, in one generated call.
-                views = entry.serve(specs)
-                if views is not None:
-                    entry.used = True
-                    slot.calls += 1
-                    if self._probe is None and (self._log is None or self._governor.locked):
-                        return views  # type: ignore[no-any-return]
-                    return self._builder.served(  # type: ignore[return-value]
-                        slot, buffer, specs, entry.required, views, strict=True
-                    )
-        # Hold nothing of the current buffer while the slot may grow: the old block must
-        # go back before the new one is allocated.
-        buffer = cache = entry = None  # type: ignore[assignment]
-        return self._builder.miss(slot, specs, True)  # type: ignore[return-value]
+        return self._request(slot, specs, True)  # type: ignore[return-value]
 
     def try_get_simultaneous(self, *specs: tuple[Any, Any]) -> list[ViewT] | None:
         """Like :meth:`get_simultaneous`, but ``None`` instead of raising when locked and
@@ -170,42 +141,57 @@ class Front(Generic[ViewT]):
         slot = self._select()
         if self._debug:
             return self._debug_request(slot, specs, False)
-        views = self._hit(slot, specs, False)
-        if views is None:
-            views = self._builder.miss(slot, specs, False)
-        return views
+        return self._request(slot, specs, False)
+
+    def _python_request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
+        """A request the compiled hit path leaves to Python whole (debug mode, poisoning,
+        fronts whose fresh views need Python: JAX)."""
+        if self._debug:
+            return self._debug_request(slot, specs, strict)
+        return self._request(slot, specs, strict)
+
+    def _request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
+        """A request on ``slot``: the hit, else the builder's miss path. The one place the
+        hit's bookkeeping is written in Python (arena/views/_hit.c mirrors it)."""
+        buffer = slot.buffer
+        cache = buffer.prepared.get(self._key)
+        if cache is not None and not slot.detour:
+            try:
+                entry = cache[specs]
+            except (KeyError, TypeError):
+                pass
+            else:
+                # The entry's server checks every dimension is a plain int (1.0 == 1 and
+                # True == 1 hash alike) and returns fresh views.
+                views = entry.serve(specs)
+                if views is not None:
+                    entry.used = True
+                    slot.calls += 1
+                    if self._probe is None and (self._log is None or self._governor.locked):
+                        return views  # type: ignore[no-any-return]
+                    return self._builder.served(
+                        slot, buffer, specs, entry.required, views, strict=strict
+                    )
+                entry = None
+        # Hold nothing of the current buffer while the slot may grow: the old block must
+        # go back before the new one is allocated.
+        buffer = cache = None  # type: ignore[assignment]
+        return self._builder.miss(slot, specs, strict)
 
     def _debug_request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
+        """Debug mode and poisoning: the same request, with the check that no two threads
+        share the slot (debug) and the stale bytes poisoned."""
         debug = self._governor.debug
         if debug:
             slot.enter()
         try:
-            views = self._hit(slot, specs, strict)
-            if views is None:
-                views = self._builder.miss(slot, specs, strict)
+            views = self._request(slot, specs, strict)
             if views is not None and self._poison:
-                poison_stale_bytes(slot.buffer, self._name, views, self._adapter.data_ptr)
+                poison_stale_bytes(slot.buffer, self._adapter, views, slot.top)
             return views
         finally:
             if debug:
                 slot.leave()
-
-    def _hit(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
-        """Fresh views of an entry prepared over the slot's buffer, or None."""
-        buffer = slot.buffer
-        cache = buffer.prepared.get(self._key)
-        if cache is None or slot.detour:
-            return None
-        try:
-            entry = cache[specs]
-        except (KeyError, TypeError):
-            return None
-        views = entry.serve(specs)
-        if views is None:
-            return None
-        entry.used = True
-        slot.calls += 1
-        return self._builder.served(slot, buffer, specs, entry.required, views, strict=strict)
 
     def scope(self) -> Scope[ViewT]:
         """A ``with`` block whose requests stay valid until it exits; nested scopes stack
@@ -243,13 +229,14 @@ class Front(Generic[ViewT]):
             ``key`` is not hashable.
         """
         governor = self._governor
-        return Step(
+        return step_class()(
             self._builder,
             self._select,
             key,
             alignment=governor.alignment,
             poison=self._poison,
             debug=governor.debug,
+            fresh_view=self._fresh_view,
         )
 
     def get_persistent(
@@ -265,7 +252,9 @@ class Front(Generic[ViewT]):
         ----------
         key : hashable
             Identifies the buffer within the slot.
-        shape, dtype
+        shape : tuple of int
+            As in :meth:`get_simultaneous`; must match the first request for ``key``.
+        dtype : dtype or str
             As in :meth:`get_simultaneous`; must match the first request for ``key``.
         zero_init : bool
             Fill with zeros when the buffer is created (later calls do not re-zero).
@@ -328,3 +317,29 @@ class Front(Generic[ViewT]):
         kind = "cached " if self._cached else ""
         owner = self._owner()
         return f"<arena {kind}front {self._name!r} of {owner!r}>"
+
+
+class CompiledFront(Front[ViewT]):
+    """A :class:`Front` whose :meth:`get_simultaneous` and :meth:`try_get_simultaneous`
+    are the compiled hit path's (``arena.views._hit``); every request that is not a plain
+    hit goes on to the same Python methods. Made only where the extension is in use."""
+
+    __slots__ = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Python serves this front's hits only where C leaves every request to it.
+        self._builder.python_hits = bool(self._debug) or self._fresh_view is False
+
+    if compiled is not None:
+        get_simultaneous = compiled.HitBase.get_simultaneous
+        try_get_simultaneous = compiled.HitBase.try_get_simultaneous
+
+
+def front_class() -> type[Front[Any]]:
+    """The class of new fronts: :class:`CompiledFront` where the hit path in use
+    (:data:`arena.views.hit.HIT_PATH`) is ``"compiled"``, else :class:`Front` (the
+    pure-Python hit path)."""
+    if hit.HIT_PATH == "compiled" and compiled is not None:
+        return CompiledFront
+    return Front

@@ -169,8 +169,12 @@ def compute_layout(specs: Sequence[Any], alignment: int = DEFAULT_ALIGNMENT) -> 
         layout = _MEMO[key]
     except (KeyError, TypeError):
         return _compute_and_memoise(specs, alignment)
-    # 1.0 == 1 and True == 1 hash alike: a hit only counts for plain int dimensions.
-    for shape, _ in specs:
+    # 1.0 == 1 and True == 1 hash alike: a hit only counts for plain int dimensions, exact
+    # tuple shapes and dtype names that are plain strs (subclasses may equal one name and
+    # mean another).
+    for shape, dtype in specs:
+        if shape.__class__ is not tuple or (isinstance(dtype, str) and dtype.__class__ is not str):
+            return _compute_and_memoise(specs, alignment)
         for dim in shape:
             if dim.__class__ is not int:
                 return _compute_and_memoise(specs, alignment)
@@ -198,6 +202,8 @@ def _compute_and_memoise(specs: Any, alignment: int) -> Layout:
             )
         canonical.append((shape, spec[1]))
     layout = Layout(tuple(views), offset, alignment)
+    if any(isinstance(d, str) and d.__class__ is not str for _, d in canonical):
+        return layout  # a str subclass must never key what a plain name finds
     if len(_MEMO) >= _MEMO_LIMIT:
         # Drop the oldest quarter, never the whole memo: a working set that fits stays.
         for old in list(itertools.islice(_MEMO, _MEMO_LIMIT // 4)):

@@ -1,25 +1,40 @@
 """Per-structure plans: a request whose structure was seen before, but whose sizes are new,
-is served by generated arithmetic instead of a full layout computation.
+is served by precomputed arithmetic instead of a full layout computation.
 
 A request's *structure* is the number of views and, for each view, its number of
-dimensions and its dtype. For each structure the plan generates (once) a small Python
-function that unpacks the dimensions, checks each one is a plain non-negative ``int``,
-computes every offset in closed form (the same arithmetic as
-:func:`~arena.views.layout.compute_layout`: each view's bytes rounded up to the alignment,
-offsets the running sum), checks the total against the buffer's capacity, and only then
-builds the views with the adapter's view expression. Anything unusual (a float or bool
-dimension, a request larger than the buffer, a dtype the adapter refuses) sends the
-caller to the general path, which grows or explains the error.
+dimensions and its dtype. A plan checks that a request has its structure, that every
+dimension is a plain non-negative ``int``, computes every offset in closed form (the same
+arithmetic as :func:`~arena.views.layout.compute_layout`: each view's bytes rounded up to
+the alignment, offsets the running sum), checks the total against the buffer's capacity,
+and only then builds the views with the adapter's ``plan_view``. Anything unusual (a float
+or bool dimension, a zero-size view, a request larger than the buffer) sends the caller to
+the general path, which grows or explains the error. An error inside a plan is an error:
+the structure is checked without catching anything, so nothing a plan raises is mistaken
+for "another structure".
 
-The builder checks the request's structure itself (the spec count and shape lengths by
-unpacking, each dtype by identity), so a front can try the plan it used last before it
-computes a request's structure at all.
+A plan is never more expensive to start than the general path it replaces:
+
+1. a structure seen for the first time gets a *closure* over its per-view constants (no
+   code generated): building three views costs a few microseconds, less than the general
+   path's layout computation alone;
+2. a structure its plan has served :data:`GENERATE_AFTER` times, and that is small (at
+   most :data:`MAX_GENERATED_VIEWS` views of at most :data:`MAX_GENERATED_DIMS`
+   dimensions), gets straight-line generated code (about three times faster than the
+   closure for three views). Compiling it costs about what the closure lost over those
+   builds; larger structures keep their closure.
+
+The servers that hand out a remembered request's views again (:func:`server`) follow the
+same rule: a loop over the request for any structure, generated straight-line code only
+for small ones, and only where Python serves the hits (the compiled hit path does its own
+checks). Generated code is registered with :mod:`linecache` under a name that says what
+it is, so tracebacks show its source.
 """
 
 from __future__ import annotations
 
+import hashlib
+import linecache
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 from arena.errors import ArenaError
@@ -27,9 +42,14 @@ from arena.views.dtypes import resolve_dtype
 from arena.views.prepared import remember
 
 __all__ = [
+    "GENERATE_AFTER",
+    "MAX_GENERATED_DIMS",
+    "MAX_GENERATED_VIEWS",
     "MAX_PLANS",
     "MAX_SERVER_FACTORIES",
+    "MAX_SOURCES",
     "Plan",
+    "generated",
     "make_plan",
     "plan_for",
     "server",
@@ -39,16 +59,23 @@ __all__ = [
 
 #: Request structures whose plans a front keeps (oldest eighth dropped when full).
 MAX_PLANS = 1024
+#: Builds by its closure after which a small structure's plan generates code.
+GENERATE_AFTER = 64
+#: The largest structure that gets generated code: views, and dimensions per view.
+MAX_GENERATED_VIEWS = 16
+MAX_GENERATED_DIMS = 8
 
-#: build(specs, capacity, *sources) -> (total bytes, views); None when ``specs`` has another
-#: structure (or raises ValueError/TypeError unpacking it); False when the structure
-#: matches but the request needs the general path (a dimension that is not a plain
-#: non-negative int, or more bytes than ``capacity``).
-Builder = Callable[..., "tuple[int, list[Any]] | bool | None"]
+#: build(specs, capacity, sources) -> (total bytes, views); None when ``specs`` has another
+#: structure; False when the structure matches but the request needs the general path (a
+#: dimension that is not a plain non-negative int, a zero-size view, or more bytes than
+#: ``capacity``). ``sources`` holds one view source per view (``Adapter.plan_source``).
+Builder = Callable[[Any, int, tuple[Any, ...]], "tuple[int, list[Any]] | bool | None"]
+
+_SEQUENCES = (tuple, list)
 
 
 class Plan:
-    """The generated builder for one request structure on one adapter.
+    """How requests of one structure are built on one adapter.
 
     Attributes
     ----------
@@ -57,25 +84,44 @@ class Plan:
     natives : tuple
         The adapter's dtype per view.
     build : callable
-        ``build(specs, capacity, *sources)`` -> ``(total, views)``, None (another
+        ``build(specs, capacity, sources)`` -> ``(total, views)``, None (another
         structure) or False (take the general path); see :data:`Builder`.
     source : str
-        The generated code, for inspection.
+        The generated code, once there is some ("" while the plan is a closure).
+    uses : int
+        Requests the plan built.
     """
 
-    __slots__ = ("build", "key", "natives", "source")
+    __slots__ = ("_adapter", "_alignment", "build", "key", "natives", "source", "uses")
 
     def __init__(
-        self, key: tuple[Any, ...], natives: tuple[Any, ...], build: Builder, source: str
+        self, key: tuple[Any, ...], natives: tuple[Any, ...], adapter: Any, alignment: int
     ) -> None:
         self.key = key
         self.natives = natives
-        self.build = build
-        self.source = source
+        self._adapter = adapter
+        self._alignment = alignment
+        self.build: Builder = _closure(key[1], natives, adapter, alignment)
+        self.source = ""
+        self.uses = 0
+
+    def built(self) -> None:
+        """Count a request the plan built; at :data:`GENERATE_AFTER`, a small structure's
+        closure is replaced by generated code."""
+        self.uses += 1
+        if self.uses == GENERATE_AFTER and _small(ndim for ndim, _ in self.key[1]):
+            self.generate()
+
+    def generate(self) -> None:
+        """Replace the closure by generated straight-line code (idempotent)."""
+        if not self.source:
+            self.build, self.source = _generated_builder(
+                self.key[1], self.natives, self._adapter, self._alignment
+            )
 
 
 def plan_for(
-    plans: dict[Any, Plan | None], specs: Any, adapter: ModuleType, alignment: int
+    plans: dict[Any, Plan | None], specs: Any, adapter: Any, alignment: int
 ) -> Plan | None:
     """The plan of ``specs``'s structure from ``plans`` (a front's), made and kept on first
     sight; None when the request has no plan (the general path serves it)."""
@@ -100,10 +146,10 @@ def structure_of(specs: Any) -> tuple[Any, ...] | None:
     structure = []
     try:
         for spec in specs:
-            if not isinstance(spec, (tuple, list)) or len(spec) != 2:
+            if not isinstance(spec, _SEQUENCES) or len(spec) != 2:
                 return None
             shape = spec[0]
-            if not isinstance(shape, (tuple, list)):
+            if not isinstance(shape, _SEQUENCES):
                 return None
             structure.append((len(shape), spec[1]))
     except TypeError:
@@ -111,61 +157,145 @@ def structure_of(specs: Any) -> tuple[Any, ...] | None:
     return tuple(structure)
 
 
-def make_plan(structure: tuple[Any, ...], adapter: ModuleType, alignment: int) -> Plan | None:
-    """Generate the builder for ``structure``, or None when the adapter has no view
-    expression (an empty ``PLAN_EXPRESSION``) or a dtype does not resolve (the general
-    path then raises the error)."""
-    expression = adapter.PLAN_EXPRESSION
-    if not expression or not structure:  # no views: the general path returns []
+def make_plan(structure: tuple[Any, ...], adapter: Any, alignment: int) -> Plan | None:
+    """The plan for ``structure``, or None when the adapter has no ``plan_view`` (JAX) or
+    a dtype does not resolve (the general path then raises the error). Generates no code:
+    see :meth:`Plan.built`."""
+    if adapter.plan_view is None or not structure:  # no views: the general path returns []
         return None
     try:
-        dtypes = [resolve_dtype(dtype) for _, dtype in structure]
-        natives = tuple(adapter.native_dtype(d) for d in dtypes)
+        natives = tuple(adapter.native_dtype(resolve_dtype(dtype)) for _, dtype in structure)
     except (ArenaError, TypeError, ValueError):
         return None
+    return Plan((adapter.framework, structure), natives, adapter, alignment)
+
+
+def _small(ndims: Any) -> bool:
+    """Whether a structure with these dimension counts gets generated code."""
+    for count, ndim in enumerate(ndims, 1):
+        if ndim > MAX_GENERATED_DIMS or count > MAX_GENERATED_VIEWS:
+            return False
+    return True
+
+
+def _closure(
+    structure: tuple[Any, ...], natives: tuple[Any, ...], adapter: Any, alignment: int
+) -> Builder:
+    """The builder of a structure as a closure over its per-view constants."""
+    view = adapter.plan_view
+    in_bytes = adapter.plan_in_bytes
+    per_view = tuple(
+        (ndim, dtype, resolve_dtype(dtype).itemsize, native)
+        for (ndim, dtype), native in zip(structure, natives, strict=True)
+    )
+    count = len(per_view)
     mask = alignment - 1
-    unpack: list[str] = []
+
+    def build(specs: Any, capacity: int, sources: tuple[Any, ...]) -> Any:
+        if len(specs) != count:
+            return None
+        sizes = []
+        for spec, (ndim, want, _, _) in zip(specs, per_view, strict=True):
+            if spec.__class__ not in _SEQUENCES or len(spec) != 2:
+                return None
+            shape, dtype = spec
+            if dtype is not want or shape.__class__ not in _SEQUENCES or len(shape) != ndim:
+                return None
+            sizes.append(shape)
+        offsets = []
+        total = 0
+        for shape, (_, _, itemsize, _) in zip(sizes, per_view, strict=True):
+            numel = 1
+            for dim in shape:
+                if dim.__class__ is not int or dim < 0:
+                    return False
+                numel *= dim
+            if not numel:
+                # A zero-size view with a huge other dimension is 0 bytes here, yet past
+                # what a framework can index: the general path validates it.
+                return False
+            offsets.append(total)
+            total += (numel * itemsize + mask) & ~mask
+        if total > capacity:
+            return False
+        views = []
+        for shape, offset, (_, _, itemsize, native), source in zip(
+            sizes, offsets, per_view, sources, strict=True
+        ):
+            strides = []
+            step = itemsize if in_bytes else 1
+            for dim in reversed(shape):
+                strides.append(step)
+                step *= dim
+            strides.reverse()
+            views.append(
+                view(
+                    source,
+                    native,
+                    tuple(shape),
+                    tuple(strides),
+                    offset if in_bytes else offset // itemsize,
+                )
+            )
+        return total, views
+
+    return build
+
+
+def _generated_builder(
+    structure: tuple[Any, ...], natives: tuple[Any, ...], adapter: Any, alignment: int
+) -> tuple[Builder, str]:
+    """Straight-line code for one structure: the closure's work without its loops."""
+    mask = alignment - 1
+    in_bytes = adapter.plan_in_bytes
+    count = len(structure)
     checks: list[str] = []
+    unpack: list[str] = []
+    dims_ok: list[str] = []
     arithmetic: list[str] = []
     views: list[str] = []
     offset = "0"
-    for i, ((ndim, _), dtype) in enumerate(zip(structure, dtypes, strict=True)):
-        size = dtype.itemsize
+    for i, (ndim, dtype) in enumerate(structure):
+        size = resolve_dtype(dtype).itemsize
         dims = [f"d{i}_{k}" for k in range(ndim)]
         comma = "," if ndim == 1 else ""
-        unpack.append(f"    ({', '.join(dims)}{comma}) = s{i}")
-        checks += [f"{d}.__class__ is not int or {d} < 0" for d in dims]
+        checks.append(f"t{i} is not T{i} or s{i}.__class__ not in SEQUENCES or len(s{i}) != {ndim}")
+        if dims:
+            unpack.append(f"    ({', '.join(dims)}{comma}) = s{i}")
+        dims_ok += [f"{d}.__class__ is not int or {d} < 0" for d in dims]
         arithmetic.append(f"    n{i} = {' * '.join(dims) if dims else '1'}")
         arithmetic.append(f"    o{i} = {offset}")
         offset = f"o{i} + ((n{i} * {size} + {mask}) & {~mask})"
+        unit = size if in_bytes else 1
         strides: list[str] = []
-        step = ""
+        step = str(unit)
         for d in reversed(dims):
-            strides.append(step or "1")
-            step = f"{step} * ({d} or 1)" if step else f"({d} or 1)"
+            strides.append(step)
+            step = f"{step} * {d}" if step != "1" else d
         strides.reverse()
+        start = f"o{i}" if in_bytes else f"o{i} // {size}"
         views.append(
-            expression.format(
-                src=f"src{i}",
-                native=f"native{i}",
-                shape=f"({', '.join(dims)}{comma})",
-                strides=f"({', '.join(strides)}{comma})",
-                offset=f"(o{i} // {size})",
-                numel=f"n{i}",
-                boffset=f"o{i}",
-                bstrides=f"({', '.join(f'{s} * {size}' for s in strides)}{comma})",
-            )
+            f"view(src{i}, native{i}, ({', '.join(dims)}{comma}), "
+            f"({', '.join(strides)}{comma}), {start})"
         )
-    count = len(structure)
-    same = [f"t{i} is not T{i} or not isinstance(s{i}, _SEQUENCE)" for i in range(count)]
+    pairs = ", ".join(f"p{i}" for i in range(count))
     lines = [
-        f"    ({', '.join(f'(s{i}, t{i})' for i in range(count))},) = specs",
-        "    if (\n        " + "\n        or ".join(same) + "\n    ):\n        return None",
+        "def build(specs, capacity, sources):",
+        f"    if len(specs) != {count}:",
+        "        return None",
+        f"    ({pairs},) = specs",
+        "    if (\n        "
+        + "\n        or ".join(
+            f"p{i}.__class__ not in SEQUENCES or len(p{i}) != 2" for i in range(count)
+        )
+        + "\n    ):\n        return None",
+        f"    ({', '.join(f'(s{i}, t{i})' for i in range(count))},) = ({pairs},)",
+        "    if (\n        " + "\n        or ".join(checks) + "\n    ):\n        return None",
         *unpack,
     ]
-    if checks:
+    if dims_ok:
         lines.append(
-            "    if (\n        " + "\n        or ".join(checks) + "\n    ):\n        return False"
+            "    if (\n        " + "\n        or ".join(dims_ok) + "\n    ):\n        return False"
         )
     lines += arithmetic
     # A zero-size view with a huge other dimension is 0 bytes here, yet past what a
@@ -175,21 +305,43 @@ def make_plan(structure: tuple[Any, ...], adapter: ModuleType, alignment: int) -
     )
     lines.append(f"    total = {offset}")
     lines.append("    if total > capacity:\n        return False")
+    lines.append(f"    ({', '.join(f'src{i}' for i in range(count))},) = sources")
     lines.append(f"    return total, [{', '.join(views)}]")
-    sources = ", ".join(f"src{i}" for i in range(len(structure)))
-    header = f"def build(specs, capacity{', ' if sources else ''}{sources}):"
-    code = "\n".join([header, *lines])
-    namespace: dict[str, Any] = dict(adapter.PLAN_GLOBALS)
+    namespace: dict[str, Any] = {"view": adapter.plan_view, "SEQUENCES": _SEQUENCES}
     namespace.update({f"native{i}": native for i, native in enumerate(natives)})
     namespace.update({f"T{i}": dtype for i, (_, dtype) in enumerate(structure)})
-    namespace["_SEQUENCE"] = (tuple, list)
-    filename = f"<arena plan {adapter.FRAMEWORK} {len(structure)} views>"
+    code = "\n".join(lines) + "\n"
+    generated(code, f"plan {adapter.framework} {count} views", namespace)
+    return namespace["build"], code
+
+
+#: The most generated sources kept in :mod:`linecache` (the oldest go first).
+MAX_SOURCES = 4096
+_SOURCES: dict[str, None] = {}
+
+
+def generated(code: str, what: str, namespace: dict[str, Any]) -> None:
+    """Compile and run ``code`` in ``namespace``, registered with :mod:`linecache` so that
+    tracebacks and debuggers show its lines (the name says ``what`` it is and carries a
+    digest of the code: the same code shares one entry; at most :data:`MAX_SOURCES`)."""
+    digest = hashlib.sha1(code.encode(), usedforsecurity=False).hexdigest()[:12]
+    filename = f"<arena {what} {digest}>"
+    # mtime None: linecache.checkcache keeps the entry (there is no file to check).
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    _SOURCES.pop(filename, None)
+    _SOURCES[filename] = None
+    while len(_SOURCES) > MAX_SOURCES:
+        try:  # another thread may trim at the same time
+            oldest = next(iter(_SOURCES))
+            del _SOURCES[oldest]
+        except (KeyError, RuntimeError, StopIteration):
+            break
+        linecache.cache.pop(oldest, None)
     exec(compile(code, filename, "exec"), namespace)
-    return Plan((adapter.FRAMEWORK, structure), natives, namespace["build"], code)
 
 
-#: (dimension counts, fresh expression) -> factory of servers. Engines use a handful; the
-#: bound (oldest eighth dropped when full) guards against requests with ever-new shapes.
+#: dimension counts -> factory of generated servers. Engines use a handful; the bound
+#: (oldest eighth dropped when full) guards against requests with ever-new shapes.
 _SERVER_FACTORIES: dict[tuple[Any, ...], Callable[..., Callable[[Any], Any]]] = {}
 MAX_SERVER_FACTORIES = 1024
 
@@ -199,40 +351,74 @@ def server_factories() -> int:
     return len(_SERVER_FACTORIES)
 
 
-def server(specs: Any, views: list[Any], expression: str, fresh: Any) -> Callable[[Any], Any]:
+def server(
+    specs: Any, views: list[Any], fresh: Callable[[Any], Any], fresh_view: Any, *, straight: bool
+) -> Callable[[Any], Any]:
     """The function that serves a remembered request on a hit: ``serve(specs)`` checks that
     every dimension is a plain int (``2.0`` and ``True`` hash and compare like ``2`` and
     ``1``, so the exact-request lookup alone cannot tell) and returns fresh views, or None.
 
-    Generated once per (dimension counts, ``expression``) and closed over ``views``: one
-    call, straight-line checks and one view expression per view. ``expression`` formats
-    ``{view}`` into a fresh view; empty means ``fresh(views)``.
+    ``fresh(views)`` makes the fresh views; where ``fresh_view`` is a per-view function
+    (``torch.Tensor.detach``) or None (the views themselves), and ``straight`` is true
+    (Python serves this front's hits) and the request is small, the server is generated
+    straight-line code per dimension counts, closed over ``views``: one call, no loops.
+    Otherwise it is a loop over the request and one call of ``fresh``.
     """
     ndims = tuple(len(shape) for shape, _ in specs)
-    key = (ndims, expression)
+    if not straight or fresh_view is False or not _small(ndims):
+        return _looping_server(views, fresh, specs)
+    key = (ndims, fresh_view is None)
     factory = _SERVER_FACTORIES.get(key)
     if factory is None:
         count = len(ndims)
         names = [f"v{i}" for i in range(count)]
         dims = [[f"d{i}_{k}" for k in range(n)] for i, n in enumerate(ndims)]
-        body = [f"    ({', '.join(f'(s{i}, _)' for i in range(count))},) = specs"] if count else []
+        body = (
+            [f"    ({', '.join(f'(s{i}, t{i})' for i in range(count))},) = specs"] if count else []
+        )
+        # Exact shapes and the remembered dtypes' own classes: an equal object of another
+        # class (a tuple subclass, a str subclass) takes the general path.
+        same = [f"s{i}.__class__ is not tuple or t{i}.__class__ is not C{i}" for i in range(count)]
+        if same:
+            body.append("    if " + " or ".join(same) + ":\n        return None")
         body += [
-            f"    ({', '.join(d)}{',' if len(d) == 1 else ''}) = s{i}" for i, d in enumerate(dims)
+            f"    ({', '.join(d)}{',' if len(d) == 1 else ''}) = s{i}"
+            for i, d in enumerate(dims)
+            if d
         ]
         checks = [f"{d}.__class__ is not int" for group in dims for d in group]
         if checks:
             body.append("    if " + " or ".join(checks) + ":\n        return None")
-        if expression:
-            body.append(f"    return [{', '.join(expression.format(view=v) for v in names)}]")
-        else:
-            body.append(f"    return fresh([{', '.join(names)}])")
-        code = "\n".join(
-            [f"def make({', '.join(['fresh', *names])}):", "  def serve(specs):"]
-            + ["  " + line for line in body]
-            + ["  return serve"]
+        fresh_of = "{}" if fresh_view is None else "fresh({})"
+        body.append(f"    return [{', '.join(fresh_of.format(v) for v in names)}]")
+        classes = [f"C{i}" for i in range(count)]
+        code = (
+            "\n".join(
+                [f"def make({', '.join(['fresh', *names, *classes])}):", "  def serve(specs):"]
+                + ["  " + line for line in body]
+                + ["  return serve"]
+            )
+            + "\n"
         )
         namespace: dict[str, Any] = {}
-        exec(compile(code, f"<arena server {count} views>", "exec"), namespace)
+        generated(code, f"server {count} views", namespace)
         factory = namespace["make"]
         remember(_SERVER_FACTORIES, key, factory, MAX_SERVER_FACTORIES)
-    return factory(fresh, *views)
+    return factory(fresh_view, *views, *(dtype.__class__ for _, dtype in specs))
+
+
+def _looping_server(
+    views: list[Any], fresh: Callable[[Any], Any], specs: Any
+) -> Callable[[Any], Any]:
+    classes = tuple(dtype.__class__ for _, dtype in specs)
+
+    def serve(request: Any) -> Any:
+        for (shape, dtype), kind in zip(request, classes, strict=True):
+            if shape.__class__ is not tuple or dtype.__class__ is not kind:
+                return None
+            for dim in shape:
+                if dim.__class__ is not int:
+                    return None
+        return fresh(views)
+
+    return serve

@@ -14,15 +14,14 @@ it, or reading a view after the next request on the same slot, shows at once:
   integer view, the kept float view reads that view's ``0xA5`` pattern (a tiny float) until
   it is written.
 
-The fill is one call per view: a byte view's ``fill`` for NumPy and CuPy (on CuPy's
-current stream), torch's ``fill_`` on a GPU (on torch's current stream), a ``memset``
-for host torch tensors and for JAX arrays. It costs a memory write of every byte requested:
-a debugging aid, off by default.
+The fill is one call per view, written by each adapter (``Adapter.fill``): a byte view's
+``fill`` for NumPy and CuPy (on CuPy's current stream), torch's ``fill_`` on a GPU (on
+torch's current stream), a ``memset`` for host torch tensors and for JAX arrays. It costs a
+memory write of every byte requested: a debugging aid, off by default.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,12 +32,12 @@ __all__ = [
     "NAN_BYTE",
     "NAN_BYTE_FNUZ",
     "PATTERN_BYTE",
-    "fill_views",
     "poison_bytes",
     "poison_from_env",
     "poison_stale_bytes",
     "poisoned",
     "sentinel",
+    "sentinel_byte",
 ]
 
 #: Byte written to the views of floating dtypes: all bits set is a NaN in IEEE formats.
@@ -65,7 +64,8 @@ def sentinel(dtype: Any) -> int:
     return PATTERN_BYTE
 
 
-def _byte(dtype: Any) -> int:
+def sentinel_byte(dtype: Any) -> int:
+    """:func:`sentinel`, memoised per dtype object: what an adapter's ``fill`` writes."""
     try:
         return _BYTE_OF[dtype]
     except KeyError:
@@ -75,49 +75,30 @@ def _byte(dtype: Any) -> int:
         return sentinel(dtype)
 
 
-def fill_views(framework: str, views: Sequence[Any]) -> None:
-    """Fill every view in ``views`` (arrays of ``framework``) with its sentinel bytes."""
-    if framework == "torch":
-        import torch
-
-        for view in views:
-            if view.is_cuda:  # on the tensor's stream, like any torch kernel
-                view.view(-1).view(torch.uint8).fill_(_byte(view.dtype))
-            elif view.numel():
-                # One memset: torch's own CPU fill runs on its intra-op thread pool, which
-                # costs milliseconds per call when the cores are busy elsewhere.
-                ctypes.memset(view.data_ptr(), _byte(view.dtype), view.numel() * view.itemsize)
-    elif framework == "jax":
-        for view in views:
-            _fill_jax(view)
-    else:  # NumPy and CuPy arrays share this API
-        for view in views:
-            view.reshape(-1).view("uint8").fill(_byte(view.dtype))
-
-
-def poison_stale_bytes(
-    buffer: Any, framework: str, views: Sequence[Any], address: Callable[[Any], int]
-) -> None:
+def poison_stale_bytes(buffer: Any, adapter: Any, views: Sequence[Any], start: int = 0) -> None:
     """Poison what the previous request on this buffer left beyond the new views' bytes.
 
-    Every byte from the buffer's start to the end of the previous request or of this one,
-    whichever is further, is set to :data:`NAN_BYTE` (a NaN for every IEEE float), then the
-    new views get their own sentinels again. So a view kept from the previous request reads
-    NaN wherever the new request does not hand out those bytes as an integer view.
+    Every byte from ``start`` (where plain requests begin: the slot's top, above what open
+    scopes and steps hold) to the end of the previous request or of this one, whichever
+    is further, is set to :data:`NAN_BYTE` (a NaN for every IEEE float), then the new views
+    get their own sentinels again. So a view kept from the previous request reads NaN
+    wherever the new request does not hand out those bytes as an integer view.
     """
     allocation = buffer.allocation
     if allocation is None:
         return
+    address = adapter.data_ptr
     end = max((address(v) - allocation.ptr + v.nbytes for v in views if v.nbytes), default=0)
     reach = max(end, buffer.poisoned_end)
     buffer.poisoned_end = end
-    if reach:
+    if reach > start:
         owner = allocation.owner
         if hasattr(owner, "fill_"):  # a torch tensor owner (a torch-only CUDA arena)
-            owner[:reach].fill_(NAN_BYTE)
+            owner[start:reach].fill_(NAN_BYTE)
         elif hasattr(owner, "fill"):  # NumPy and CuPy
-            owner[:reach].fill(NAN_BYTE)
-        fill_views(framework, views)
+            owner[start:reach].fill(NAN_BYTE)
+    if reach:
+        adapter.fill(views)
 
 
 def poison_bytes(buffer: Any, start: int, end: int) -> None:
@@ -136,35 +117,18 @@ def poison_bytes(buffer: Any, start: int, end: int) -> None:
 
 
 def poisoned(
-    framework: str, fresh: Callable[[Sequence[Any]], list[Any]]
-) -> Callable[[Sequence[Any]], list[Any]]:
-    """``fresh`` (a front's view maker), followed by :func:`fill_views` of its result.
+    adapter: Any, fresh: Callable[[Sequence[Any]], list[Any] | None]
+) -> Callable[[Sequence[Any]], list[Any] | None]:
+    """``fresh`` (a front's view maker), followed by the adapter's ``fill`` of its result.
 
     A poisoning front uses this in place of its view maker, so an arena without poison
     pays nothing on its hot path, not even a test.
     """
 
-    def fresh_and_filled(prepared: Sequence[Any]) -> list[Any]:
+    def fresh_and_filled(prepared: Sequence[Any]) -> list[Any] | None:
         views = fresh(prepared)
         if views is not None:  # None: the prepared views are gone, the front rebuilds
-            fill_views(framework, views)
+            adapter.fill(views)
         return views
 
     return fresh_and_filled
-
-
-def _fill_jax(view: Any) -> None:
-    """JAX arrays are immutable: write the bytes behind them (as ``write_into`` does)."""
-    nbytes = int(view.nbytes)
-    if not nbytes:
-        return
-    address = int(view.unsafe_buffer_pointer())
-    byte = _byte(view.dtype)
-    device = next(iter(view.devices()))
-    if device.platform in {"gpu", "cuda"}:
-        import cupy
-
-        with cupy.cuda.Device(int(device.local_hardware_id)):
-            cupy.cuda.runtime.memset(address, byte, nbytes)
-        return
-    ctypes.memset(address, byte, nbytes)

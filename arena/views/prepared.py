@@ -29,6 +29,7 @@ from arena.observe.events import warn_user
 __all__ = [
     "Prepared",
     "array_start",
+    "guarded_server",
     "metadata",
     "plain_key",
     "remember",
@@ -53,13 +54,17 @@ class Prepared:
         Debug mode, cached fronts: each view's :func:`metadata` when it was made.
     used : bool
         Served since the cache's last sweep.
+    key : Any
+        The request it is remembered under (the very object that keys it in its cache),
+        or None: the compiled hit path looks it up again by that key's identity.
     """
 
-    __slots__ = ("metadata", "required", "serve", "used", "views")
+    __slots__ = ("key", "metadata", "required", "serve", "used", "views")
 
-    def __init__(self, required: int, views: list[Any]) -> None:
+    def __init__(self, required: int, views: list[Any], key: Any = None) -> None:
         self.required = required
         self.views = views
+        self.key = key
         self.serve: Callable[[Any], Any] = _unset
         self.metadata: tuple[Any, ...] = ()
         self.used = False
@@ -99,7 +104,53 @@ def remember(cache: dict[Any, Any], key: Any, entry: Any, limit: int) -> None:
         pass
 
 
+def plain_key(specs: Any) -> bool:
+    """Whether ``specs`` may key a remembered request: hashable, exact tuples of ``(shape,
+    dtype)`` with exact-tuple shapes of plain ``int`` dimensions, and no ``str`` subclass
+    for a dtype name. An object equal to 4 whose ``__index__`` says 1000, a tuple subclass
+    that iterates as another shape, or a ``str`` subclass that equals ``"float32"`` but
+    names another dtype must never be the key a later plain request finds."""
+    if specs.__class__ is not tuple:
+        return False
+    try:
+        for spec in specs:
+            if spec.__class__ is not tuple or len(spec) != 2:
+                return False
+            shape, dtype = spec
+            if shape.__class__ is not tuple:
+                return False
+            if isinstance(dtype, str) and dtype.__class__ is not str:
+                return False
+            for dim in shape:
+                if dim.__class__ is not int:
+                    return False
+        hash(specs)
+    except TypeError:
+        return False
+    return True
+
+
 # ---------------------------------------------------------------------- debug guard
+def guarded_server(
+    cache: dict[Any, Any], specs: Any, entry: Prepared, fresh: Callable[[Any], Any]
+) -> Callable[[Any], Any]:
+    """Debug mode's server for a cached front's ``entry`` (the request ``specs`` in
+    ``cache``): the int check, then the in-place guard (:func:`unchanged`), then
+    ``fresh(entry.views)``. Records the views' :func:`metadata` now."""
+    entry.metadata = tuple(metadata(v) for v in entry.views)
+
+    def serve(request: Any) -> Any:
+        for shape, _ in request:
+            for dim in shape:
+                if dim.__class__ is not int:
+                    return None
+        if not unchanged(cache, specs, entry):
+            return None
+        return fresh(entry.views)
+
+    return serve
+
+
 def unchanged(cache: dict[Any, Any], specs: Any, entry: Prepared) -> bool:
     """Whether cached views still have the metadata they were made with.
 
@@ -149,18 +200,3 @@ def warn_changed(expected: Any, found: Any) -> None:
         ".view()/.reshape() instead; for gradients, .detach().requires_grad_() gives a "
         "tensor of your own). The views were rebuilt"
     )
-
-
-def plain_key(specs: Any) -> bool:
-    """Whether ``specs`` may key a remembered request: hashable, with every dimension a
-    plain ``int``. An object equal to 4 whose ``__index__`` says 1000 must never be the key
-    a later plain ``(4,)`` request finds."""
-    try:
-        for shape, _ in specs:
-            for dim in shape:
-                if dim.__class__ is not int:
-                    return False
-        hash(specs)
-    except TypeError:
-        return False
-    return True

@@ -1,0 +1,319 @@
+"""What ``python -m arena bench`` measures besides the workloads: the costs that are not a
+step of an engine (an unlocked or a second slot's hit, a never-seen request), zero
+allocations after lock, the layout memo, the memory of the view cache, growth peaks and
+poisoning.
+
+Every comparison of two costs is paired (:mod:`arena.tools.timing`): the two run back to
+back, round after round, and the figure is the median of the per-round ratios with its
+10th-90th percentile spread.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import random
+import statistics
+import time
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+from arena.core import Arena
+from arena.memory.devices import cuda_device_count
+from arena.observe.events import MB
+from arena.tools.timing import Paired, paired, quantile
+from arena.tools.workloads import ATTENTION, WORKLOADS, specs_at, step_function
+from arena.views.layout import clear_layout_memo, compute_layout
+
+__all__ = [
+    "attention",
+    "cache_memory",
+    "frameworks",
+    "gpu_growth_figure",
+    "layout_memo",
+    "memory_figures",
+    "never_seen",
+    "poison_cost",
+    "rotation_cost",
+    "slots_cost",
+    "warm_up_cost",
+    "zero_allocations_after_lock",
+]
+
+_FIXED = next(w for w in WORKLOADS if w.name == "fixed")
+
+
+def frameworks(device: str) -> list[str]:
+    """The frameworks the bench times on ``device``: installed, and usable there."""
+    names = ["numpy", "torch", "jax"] if device == "cpu" else ["cupy", "torch"]
+    found = []
+    for name in names:
+        if importlib.util.find_spec(name) is None:
+            continue
+        if name == "numpy" and importlib.util.find_spec("ml_dtypes") is None:
+            continue  # bfloat16 workloads need ml_dtypes on the NumPy side
+        if name == "torch" and device != "cpu":
+            import torch
+
+            if not torch.cuda.is_available():
+                continue
+        found.append(name)
+    return found
+
+
+def _host() -> list[str]:
+    return [name for name in ("numpy", "torch") if name in frameworks("cpu")]
+
+
+def attention(tokens: int) -> tuple[Any, ...]:
+    """The attention workload's request at ``tokens`` tokens, with dtype names."""
+    return tuple((((tokens if m else 1), *rest), dtype) for m, rest, dtype in ATTENTION)
+
+
+def _hit(front: Any, framework: str) -> Callable[[Any], Any]:
+    """A repeated request (the fixed attention step), called from user code."""
+    specs = specs_at(framework, _FIXED)(256)
+    hit = step_function(["return get(*specs)"], {"get": front.get_simultaneous, "specs": specs})
+    hit(0)
+    hit(0)  # remembered now
+    return hit
+
+
+def zero_allocations_after_lock(steps: int) -> dict[str, Any]:
+    """Backend allocations over ``steps`` varying requests on a locked 2-slot arena."""
+    with Arena("cpu", ubatches=2, framework="numpy") as arena:
+        arena.reserve(*attention(8192))
+        arena.lock()
+        before = arena.stats().allocations
+        rng = random.Random(0)
+        for step in range(steps):
+            with arena.ubatch(step % 2):
+                arena.get_simultaneous(*attention(rng.randint(1, 8192)))
+        stats = arena.stats()
+    return {"steps": steps, "allocations_after_lock": stats.allocations - before}
+
+
+def warm_up_cost(rounds: int, number: int) -> dict[str, Paired]:
+    """A hit while unlocked (call sites recorded) against the same hit locked, paired."""
+    figures: dict[str, Paired] = {}
+    for framework in _host():
+        with Arena("cpu", framework="numpy") as unlocked, Arena("cpu", framework="numpy") as locked:
+            loose = _hit(unlocked.front(framework), framework)
+            tight = _hit(locked.front(framework), framework)
+            locked.lock()
+            figures[framework] = paired(loose, tight, range(number), rounds)
+    return figures
+
+
+def slots_cost(rounds: int, number: int) -> dict[str, Paired]:
+    """A locked hit on an arena of two micro-batch slots against one of a single slot."""
+    figures: dict[str, Paired] = {}
+    for framework in _host():
+        with (
+            Arena("cpu", framework="numpy", ubatches=2) as two,
+            Arena("cpu", framework="numpy") as one,
+        ):
+            hits = [_hit(arena.front(framework), framework) for arena in (two, one)]
+            two.lock()
+            one.lock()
+            figures[framework] = paired(hits[0], hits[1], range(number), rounds)
+    return figures
+
+
+def rotation_cost(rounds: int, steps: int) -> Paired:
+    """torch: a locked request on the 10^4-layouts rotation (1, 2, ..., 10 000 tokens)
+    against the fixed request, paired (numpy where torch is missing)."""
+    framework = "torch" if "torch" in _host() else "numpy"
+    specs = specs_at(framework, _FIXED)
+    rotation = [specs(1 + step % 10_000) for step in range(steps)]
+    with Arena("cpu", framework="numpy") as arena:
+        arena.reserve(*specs(10_000))
+        get = arena.front(framework).get_simultaneous
+        namespace = {"get": get, "fixed": specs(256)}
+        fixed = step_function(["return get(*fixed)"], namespace)
+        varied = step_function(["return get(*T)"], namespace)
+        for request in rotation:  # two sightings each: every layout remembered
+            varied(request)
+            varied(request)
+        arena.lock()
+        figure = paired(varied, lambda _: fixed(0), rotation, rounds)
+    return figure
+
+
+def never_seen(views: int, trials: int, number: int = 200) -> Paired:
+    """The first request of a structure a presized NumPy arena never saw, against one
+    ``np.empty`` per view of the same request (its steady-state cost), per trial.
+
+    Each trial makes a new arena and a structure no arena saw in this process (its
+    dimension counts and dtypes drawn anew), so no cache of any kind helps.
+    """
+    import numpy as np
+
+    dtypes = [np.dtype(n) for n in ("float32", "int32", "float16", "int8", "uint16", "int64")]
+    rng = random.Random(views)
+    namespace: dict[str, Any] = {}
+    # One call site for every trial: a new site costs its own first naming.
+    request = step_function(["return get(*specs)"], namespace)
+    first: list[float] = []
+    empty: list[float] = []
+    for _ in range(trials):
+        specs = tuple(
+            ((4,) * rng.randint(1, 4), dtypes[rng.randrange(len(dtypes))]) for _ in range(views)
+        )
+        with Arena("cpu", framework="numpy") as arena:
+            arena.reserve_bytes(sum(4**4 * 8 for _ in range(views)) + views * 256)
+            arena.get_simultaneous(((1,), np.uint8))  # the buffer's import, another plan
+            namespace.update(get=arena.get_simultaneous, specs=specs)
+            # No gc.collect() here: it leaves the CPU caches cold, which no request meets
+            # in a running engine (that cost 3-4x the request itself, measured).
+            gc.disable()
+            try:
+                start = time.perf_counter()
+                request(0)
+                first.append((time.perf_counter() - start) * 1e6)
+                start = time.perf_counter()
+                for _ in range(number):
+                    for shape, dtype in specs:
+                        np.empty(shape, dtype)
+                empty.append((time.perf_counter() - start) / number * 1e6)
+            finally:
+                gc.enable()
+    per_trial = [f / e for f, e in zip(first, empty, strict=True)]
+    return Paired(
+        statistics.median(per_trial),
+        quantile(per_trial, 0.1),
+        quantile(per_trial, 0.9),
+        statistics.median(first),
+        statistics.median(empty),
+        trials,
+    )
+
+
+def layout_memo(number: int) -> dict[str, float]:
+    """A memoised :func:`compute_layout` against a computed one, us."""
+    specs = attention(256)
+    compute_layout(specs)
+    hit = _mean_us(lambda: compute_layout(specs), number)
+
+    def miss() -> None:
+        clear_layout_memo()
+        compute_layout(specs)
+
+    return {"memoised_us": hit, "computed_us": _mean_us(miss, max(1, number // 10))}
+
+
+def _mean_us(fn: Callable[[], Any], number: int, repeat: int = 5) -> float:
+    fn()
+    runs = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        runs.append((time.perf_counter() - start) / number * 1e6)
+    return statistics.median(runs)
+
+
+def cache_memory() -> list[dict[str, Any]]:
+    """Resident bytes per remembered 3-view request (the cost of a large view cache)."""
+    figures = []
+    for framework in _host():
+        specs = specs_at(framework, _FIXED)
+        with Arena("cpu", framework="numpy") as arena:
+            front = arena.front(framework)
+            arena.reserve(*specs(4096))
+            gc.collect()
+            before = _resident()
+            for _ in range(2):  # a layout is remembered from its second sighting
+                for tokens in range(1, 4097):
+                    front.get_simultaneous(*specs(tokens))
+            gc.collect()
+            entries = arena.stats().cached_layouts
+            figures.append(
+                {"framework": framework, "bytes_per_layout": (_resident() - before) / entries}
+            )
+    return figures
+
+
+def _resident() -> int:
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * 4096
+    except OSError:  # not Linux
+        return 0
+
+
+def memory_figures() -> list[dict[str, Any]]:
+    """Requested against reserved bytes of three workloads; growth peaks on the host."""
+    figures: list[dict[str, Any]] = []
+    for workload in WORKLOADS:
+        if workload.name not in ("fixed", "MoE 5 views", "32 views"):
+            continue
+        shapes = workload.shapes(256)
+        layout = compute_layout(
+            tuple(
+                (shape, dtype) for shape, (_, _, dtype) in zip(shapes, workload.views, strict=True)
+            )
+        )
+        requested = sum(v.nbytes for v in layout.views)
+        figures.append(
+            {
+                "workload": workload.name,
+                "requested_bytes": requested,
+                "reserved_bytes": layout.total,
+            }
+        )
+    n = 64 * MB
+    for live_view in (False, True):
+        gc.collect()
+        # Traced from before the first allocation: a peak of old + new cannot hide in a
+        # baseline taken after the old buffer exists.
+        tracemalloc.start()
+        with Arena("cpu", framework="numpy") as arena:
+            (old,) = arena.get_simultaneous(((n,), "uint8"))
+            if not live_view:
+                del old
+            arena.get_simultaneous(((2 * n,), "uint8"))
+            _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        what = "with a live view of the old buffer" if live_view else "no live view"
+        figures.append(
+            {"growth": f"64 MiB -> 128 MiB, host, {what}", "peak_over_new_size": peak / (2 * n)}
+        )
+    return figures
+
+
+def poison_cost(rounds: int, number: int) -> list[dict[str, Any]]:
+    """A locked hit with poisoning (``Arena(poison=True)``) against one without, paired."""
+    rows: list[dict[str, Any]] = []
+    for framework in _host():
+        with (
+            Arena("cpu", framework="numpy", poison=True) as on,
+            Arena("cpu", framework="numpy") as off,
+        ):
+            hits = []
+            for arena in (on, off):
+                hits.append(_hit(arena.front(framework), framework))
+                arena.lock()
+            figure = paired(hits[0], hits[1], range(number), rounds)
+        nbytes = sum(v.nbytes for v in compute_layout(attention(256)).views)
+        rows.append({"framework": framework, "bytes": nbytes, **figure.record()})
+    return rows
+
+
+def gpu_growth_figure() -> dict[str, Any] | None:
+    """Growth from 256 MiB to 512 MiB on ``cuda:0`` through CuPy: the driver's view."""
+    if cuda_device_count() == 0 or importlib.util.find_spec("cupy") is None:
+        return None
+    import cupy
+
+    n = 256 * MB
+    with Arena("cuda:0", framework="cupy") as arena:
+        arena.get_simultaneous(((n,), "uint8"))
+        cupy.cuda.runtime.deviceSynchronize()
+        free_before, _ = cupy.cuda.runtime.memGetInfo()
+        arena.get_simultaneous(((2 * n,), "uint8"))
+        cupy.cuda.runtime.deviceSynchronize()
+        free_after, _ = cupy.cuda.runtime.memGetInfo()
+    used = free_before - free_after + n  # bytes held after growth, counting the old N
+    return {"growth": "256 MiB -> 512 MiB, cuda:0 direct", "peak_over_new_size": used / (2 * n)}

@@ -1,0 +1,981 @@
+/* arena.views._hit: the compiled hit path of arena's fronts and replayed steps (optional;
+ * CPython API only).
+ *
+ * A request an arena served before on the same slot buffer (a "hit") is one dictionary
+ * lookup, a check that every dimension is a plain int, and one fresh view per tensor.
+ * In pure Python that costs about a third more than the fresh views alone; here it costs
+ * a few pointer reads. Everything that is not a plain hit (debug mode, a miss, a dimension
+ * that is not an exact int, a capture probe, a caller whose call site is not known yet)
+ * goes to the same Python methods the pure-Python path uses, so every guarantee is
+ * written once, in Python (arena/views/front.py, builder.py, observe/requests.py), and
+ * this file only skips work on the paths where the outcome is already decided.
+ *
+ * HitBase is the base class of arena.views.front.Front when this module is in use. Its
+ * fields are the front's hit settings, readable and writable from Python under the same
+ * names the pure-Python base (arena.views.hit.PyHitBase) has as slots:
+ *
+ *   _select      callable -> the caller's slot (the general selection)
+ *   _slots       tuple of slots, or None: selection the C way (see select_slot)
+ *   _tls         the selector's per-thread micro-batch binding (a Binding), or None
+ *   _key         the front's key into Buffer.prepared
+ *   _fresh_view  per-view callable that makes a fresh view (torch.Tensor.detach,
+ *                numpy.ndarray.view); None: hand out the prepared view itself (cached
+ *                fronts); False: this front takes the Python path for every request
+ *   _debug       True: every request takes the Python path
+ *   _probe       the capture probe or None
+ *   _log         the request log (arena.observe.requests.RequestLog) or None
+ *   _governor    the arena's governor (its `locked` flag)
+ *   _builder     the front's ViewBuilder: its miss() and served()
+ *
+ * Binding is the per-thread micro-batch binding (arena.slots.selector): an int per thread,
+ * kept in the thread state's dict under a key object of its own, read here without a
+ * Python attribute lookup.
+ *
+ * A small memo per front (look_up) finds a repeated request in its cache by the key it is
+ * remembered under, without hashing the nested request again.
+ *
+ * bind() tells the module where Slot, Buffer, Prepared, Governor and RequestLog keep the
+ * attributes a hit reads (their __slots__ offsets), so it reads them without a name
+ * lookup, and hands it the memos arena.observe.events.caller_info keeps. Objects of any
+ * other type take the Python path.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+#include <structmember.h>
+
+/* ------------------------------------------------------------------ Binding */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *key; /* the key of this binding in every thread state's dict */
+} Binding;
+
+static PyTypeObject *binding_type;
+
+/* A one-entry cache per OS thread of its last binding read: which binding, its value, and
+ * the version it was read at. Every write to any binding, and every binding's end, moves
+ * the version on, so a cached value is never stale and a new binding at a freed one's
+ * address is never mistaken for it. (All of this runs under the GIL.) */
+#if defined(_MSC_VER)
+#define THREAD_LOCAL __declspec(thread)
+#else
+#define THREAD_LOCAL _Thread_local
+#endif
+static unsigned long long binding_version = 1;
+static THREAD_LOCAL void *cached_binding;
+static THREAD_LOCAL unsigned long long cached_version;
+static THREAD_LOCAL Py_ssize_t cached_index;
+
+/* The calling thread's micro-batch: a borrowed int (0 where it never bound), or NULL with
+ * an exception set. */
+static PyObject *binding_value(Binding *self) {
+    PyObject *state = PyThreadState_GetDict();
+    if (state == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "arena: no thread state dict");
+        return NULL;
+    }
+    PyObject *value = PyDict_GetItemWithError(state, self->key);
+    if (value != NULL || PyErr_Occurred()) return value;
+    static PyObject *zero_ubatch;
+    if (zero_ubatch == NULL && (zero_ubatch = PyLong_FromLong(0)) == NULL) return NULL;
+    return zero_ubatch;
+}
+
+/* The calling thread's micro-batch as an index: 0 on success, -1 with an exception set. */
+static int binding_index(Binding *self, Py_ssize_t *index) {
+    if (cached_binding == (void *)self && cached_version == binding_version) {
+        *index = cached_index;
+        return 0;
+    }
+    PyObject *value = binding_value(self);
+    if (value == NULL) return -1;
+    Py_ssize_t found = PyLong_AsSsize_t(value);
+    if (found == -1 && PyErr_Occurred()) return -1;
+    cached_binding = (void *)self;
+    cached_version = binding_version;
+    cached_index = found;
+    *index = found;
+    return 0;
+}
+
+static PyObject *binding_get(PyObject *self, void *closure) {
+    Py_ssize_t index;
+    if (binding_index((Binding *)self, &index) < 0) return NULL;
+    return PyLong_FromSsize_t(index);
+}
+
+static int binding_set(PyObject *self, PyObject *value, void *closure) {
+    binding_version++;
+    PyObject *state = PyThreadState_GetDict();
+    if (state == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "arena: no thread state dict");
+        return -1;
+    }
+    if (value == NULL) {
+        if (PyDict_DelItem(state, ((Binding *)self)->key) < 0) {
+            if (!PyErr_ExceptionMatches(PyExc_KeyError)) return -1;
+            PyErr_Clear();
+        }
+        return 0;
+    }
+    if (!PyLong_CheckExact(value)) {
+        PyErr_Format(PyExc_TypeError, "ubatch must be an int, got %s", Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    return PyDict_SetItem(state, ((Binding *)self)->key, value);
+}
+
+static PyObject *binding_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    if (PyTuple_GET_SIZE(args) || (kwds != NULL && PyDict_GET_SIZE(kwds))) {
+        PyErr_SetString(PyExc_TypeError, "Binding() takes no arguments");
+        return NULL;
+    }
+    Binding *self = (Binding *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    /* A fresh object: hashed by identity, equal to nothing else in any thread's dict. It
+     * stays in the dicts of threads that bound until they end (an object of 16 bytes). */
+    self->key = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    if (self->key == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static void binding_dealloc(Binding *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    binding_version++;
+    Py_CLEAR(self->key);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+static PyGetSetDef binding_getset[] = {
+    {"ubatch", binding_get, binding_set,
+     "The calling thread's micro-batch (0 where the thread never bound one).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot binding_slots[] = {
+    {Py_tp_doc, "A per-thread micro-batch binding: `ubatch` reads and writes the calling "
+                "thread's value (see arena.views.hit)."},
+    {Py_tp_new, binding_new},
+    {Py_tp_dealloc, binding_dealloc},
+    {Py_tp_getset, binding_getset},
+    {0, NULL},
+};
+
+static PyType_Spec binding_spec = {
+    "arena.views._hit.Binding", sizeof(Binding), 0, Py_TPFLAGS_DEFAULT, binding_slots,
+};
+
+/* ------------------------------------------------------------------ HitBase */
+
+/* Requests a front looked up lately, by a digest of their contents: the key object each
+ * is remembered under (a tuple of shapes and dtype objects: holding it keeps no memory
+ * alive) and its hash. A request equal to one of them is looked up by that key, whose
+ * hash is known and which the cache finds by identity: no hashing, no comparing of the
+ * nested tuples. The cache itself (the buffer's dict) still decides: a key it no longer
+ * holds is a miss. */
+#define MEMO_SIZE 64
+
+typedef struct {
+    PyObject *key;
+    Py_hash_t hash;
+    Py_uhash_t digest;
+} MemoSlot;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *select;
+    PyObject *slots;
+    PyObject *tls;
+    PyObject *key;
+    PyObject *fresh_view;
+    PyObject *debug;
+    PyObject *probe;
+    PyObject *log;
+    PyObject *governor;
+    PyObject *builder;
+    /* The call site of the last unlocked hit (a one-entry memo of caller_info's). */
+    PyObject *site_code;
+    int site_lasti;
+    PyObject *site;
+    MemoSlot memo[MEMO_SIZE];
+} HitBase;
+
+/* Where the hit reads its Python objects' attributes (set by bind()). */
+static PyTypeObject *slot_type, *buffer_type, *prepared_type, *governor_type, *log_type;
+static Py_ssize_t slot_buffer, slot_detour, slot_calls, slot_index, buffer_prepared;
+static Py_ssize_t prepared_views, prepared_used, prepared_required, prepared_key;
+static Py_ssize_t slot_regions, prepared_metadata;
+static Py_ssize_t governor_locked;
+static Py_ssize_t log_peaks, log_last_requests, log_recorder;
+static PyObject *sites_memo, *internal_memo;
+static PyObject *str_miss, *str_python_request, *str_served, *served_names, *zero, *one;
+static PyObject *str_python_get;
+
+#define FIELD(object, offset) (*(PyObject **)((char *)(object) + (offset)))
+
+static int member_offset(PyTypeObject *type, const char *name, Py_ssize_t *offset) {
+    PyObject *descr = PyDict_GetItemString(type->tp_dict, name); /* borrowed */
+    if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not a __slots__ member", type->tp_name, name);
+        return -1;
+    }
+    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+    if (member->type != T_OBJECT_EX || (member->flags & READONLY)) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not a writable object slot", type->tp_name,
+                     name);
+        return -1;
+    }
+    *offset = member->offset;
+    return 0;
+}
+
+static void keep(PyObject **target, PyObject *value) {
+    PyObject *old = *target;
+    Py_INCREF(value);
+    *target = value;
+    Py_XDECREF(old);
+}
+
+static PyObject *bind(PyObject *module, PyObject *args) {
+    PyTypeObject *types[5];
+    PyObject *sites, *internal;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!", &PyType_Type, &types[0], &PyType_Type,
+                          &types[1], &PyType_Type, &types[2], &PyType_Type, &types[3],
+                          &PyType_Type, &types[4], &PyDict_Type, &sites, &PyDict_Type,
+                          &internal))
+        return NULL;
+    if (member_offset(types[0], "buffer", &slot_buffer) < 0 ||
+        member_offset(types[0], "detour", &slot_detour) < 0 ||
+        member_offset(types[0], "calls", &slot_calls) < 0 ||
+        member_offset(types[0], "index", &slot_index) < 0 ||
+        member_offset(types[0], "regions", &slot_regions) < 0 ||
+        member_offset(types[1], "prepared", &buffer_prepared) < 0 ||
+        member_offset(types[2], "views", &prepared_views) < 0 ||
+        member_offset(types[2], "used", &prepared_used) < 0 ||
+        member_offset(types[2], "required", &prepared_required) < 0 ||
+        member_offset(types[2], "key", &prepared_key) < 0 ||
+        member_offset(types[2], "metadata", &prepared_metadata) < 0 ||
+        member_offset(types[3], "locked", &governor_locked) < 0 ||
+        member_offset(types[4], "peaks", &log_peaks) < 0 ||
+        member_offset(types[4], "last_requests", &log_last_requests) < 0 ||
+        member_offset(types[4], "recorder", &log_recorder) < 0)
+        return NULL;
+    PyTypeObject **targets[5] = {&slot_type, &buffer_type, &prepared_type, &governor_type,
+                                 &log_type};
+    for (int i = 0; i < 5; i++) keep((PyObject **)targets[i], (PyObject *)types[i]);
+    keep(&sites_memo, sites);
+    keep(&internal_memo, internal);
+    Py_RETURN_NONE;
+}
+
+/* The caller's slot (new reference), or NULL with an exception set. */
+static PyObject *select_slot(HitBase *self) {
+    PyObject *slots = self->slots;
+    if (slots != NULL && PyTuple_CheckExact(slots)) {
+        PyObject *tls = self->tls;
+        if (tls == NULL || tls == Py_None) {
+            if (PyTuple_GET_SIZE(slots) == 1) {
+                PyObject *slot = PyTuple_GET_ITEM(slots, 0);
+                Py_INCREF(slot);
+                return slot;
+            }
+        } else if (Py_IS_TYPE(tls, binding_type)) {
+            /* One lane, no resolver: the thread's micro-batch indexes the slots. */
+            Py_ssize_t index;
+            if (binding_index((Binding *)tls, &index) < 0) return NULL;
+            if (index >= 0 && index < PyTuple_GET_SIZE(slots)) {
+                PyObject *slot = PyTuple_GET_ITEM(slots, index);
+                Py_INCREF(slot);
+                return slot;
+            }
+        }
+    }
+    return PyObject_CallNoArgs(self->select);
+}
+
+/* A digest of a plain request (exact tuples of (exact tuple of exact ints, dtype)), never
+ * 0; 0 for anything else (2.0 and True hash and compare like 2 and 1: only exact ints
+ * make a hit), with any exception cleared. */
+static Py_uhash_t digest_of(PyObject *specs) {
+    const Py_uhash_t prime = (Py_uhash_t)1099511628211ULL;
+    Py_uhash_t h = (Py_uhash_t)14695981039346656037ULL ^ (Py_uhash_t)PyTuple_GET_SIZE(specs);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(specs); i++) {
+        PyObject *spec = PyTuple_GET_ITEM(specs, i);
+        if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 2) return 0;
+        PyObject *shape = PyTuple_GET_ITEM(spec, 0);
+        if (!PyTuple_CheckExact(shape)) return 0;
+        Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
+        h = (h ^ (Py_uhash_t)ndim) * prime;
+        for (Py_ssize_t k = 0; k < ndim; k++) {
+            PyObject *dim = PyTuple_GET_ITEM(shape, k);
+            if (!PyLong_CheckExact(dim)) return 0;
+            Py_ssize_t value = PyLong_AsSsize_t(dim);
+            if (value == -1 && PyErr_Occurred()) {
+                PyErr_Clear(); /* past Py_ssize_t: the Python path explains */
+                return 0;
+            }
+            h = (h ^ (Py_uhash_t)value) * prime;
+        }
+        PyObject *dtype = PyTuple_GET_ITEM(spec, 1);
+        /* A str subclass may equal a dtype name and mean another: the Python path. */
+        if (PyUnicode_Check(dtype) && !PyUnicode_CheckExact(dtype)) return 0;
+        h = (h ^ (Py_uhash_t)(uintptr_t)dtype) * prime;
+    }
+    return h ? h : 1;
+}
+
+/* Whether `key` (a memo's) and the plain request `specs` are the same request: the same
+ * shapes and the very same dtype objects. 1, 0, or -1 with an exception set. */
+/* Whether the request `specs` has the dtype classes of the key `key` it was found under: an
+ * object of another class equal to a remembered dtype takes the Python path. */
+static int same_classes(PyObject *key, PyObject *specs) {
+    if (key == NULL || !PyTuple_CheckExact(key)) return 0;
+    Py_ssize_t count = PyTuple_GET_SIZE(specs);
+    if (PyTuple_GET_SIZE(key) != count) return 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *a = PyTuple_GET_ITEM(key, i), *b = PyTuple_GET_ITEM(specs, i);
+        if (a == b) continue;
+        if (!PyTuple_CheckExact(a) || PyTuple_GET_SIZE(a) != 2) return 0;
+        if (Py_TYPE(PyTuple_GET_ITEM(a, 1)) != Py_TYPE(PyTuple_GET_ITEM(b, 1))) return 0;
+    }
+    return 1;
+}
+
+static int same_request(PyObject *key, PyObject *specs) {
+    Py_ssize_t count = PyTuple_GET_SIZE(specs);
+    if (!PyTuple_CheckExact(key) || PyTuple_GET_SIZE(key) != count) return 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *a = PyTuple_GET_ITEM(key, i), *b = PyTuple_GET_ITEM(specs, i);
+        if (a == b) continue;
+        if (!PyTuple_CheckExact(a) || PyTuple_GET_SIZE(a) != 2) return 0;
+        if (PyTuple_GET_ITEM(a, 1) != PyTuple_GET_ITEM(b, 1)) return 0;
+        PyObject *x = PyTuple_GET_ITEM(a, 0), *y = PyTuple_GET_ITEM(b, 0);
+        if (x == y) continue;
+        Py_ssize_t ndim = PyTuple_GET_SIZE(y);
+        if (!PyTuple_CheckExact(x) || PyTuple_GET_SIZE(x) != ndim) return 0;
+        for (Py_ssize_t k = 0; k < ndim; k++) {
+            PyObject *u = PyTuple_GET_ITEM(x, k), *v = PyTuple_GET_ITEM(y, k);
+            if (u == v) continue;
+            if (!PyLong_CheckExact(u)) return 0;
+            int equal = PyObject_RichCompareBool(u, v, Py_EQ);
+            if (equal <= 0) return equal;
+        }
+    }
+    return 1;
+}
+
+/* The entry `cache` holds for the plain request `specs` (borrowed), or NULL (a miss, or
+ * an error: the caller checks PyErr_Occurred). */
+static PyObject *look_up(HitBase *self, PyObject *cache, PyObject *specs, Py_uhash_t digest) {
+    MemoSlot *memo = &self->memo[digest % MEMO_SIZE];
+    if (memo->key != NULL && memo->digest == digest) {
+        int same = same_request(memo->key, specs);
+        if (same < 0) return NULL;
+        if (same) {
+#if PY_VERSION_HEX < 0x030D0000
+            return _PyDict_GetItem_KnownHash(cache, memo->key, memo->hash);
+#else
+            return PyDict_GetItemWithError(cache, memo->key);
+#endif
+        }
+    }
+    /* The request's hash, once: for this lookup and for the memo (its key is equal). */
+    Py_hash_t hash = PyObject_Hash(specs);
+    if (hash == -1) return NULL;
+#if PY_VERSION_HEX < 0x030D0000
+    PyObject *entry = _PyDict_GetItem_KnownHash(cache, specs, hash);
+#else
+    PyObject *entry = PyDict_GetItemWithError(cache, specs);
+#endif
+    if (entry == NULL || !Py_IS_TYPE(entry, prepared_type)) return entry;
+    PyObject *key = FIELD(entry, prepared_key);
+    if (key != NULL && PyTuple_CheckExact(key)) {
+        keep(&memo->key, key);
+        memo->hash = hash;
+        memo->digest = digest;
+    }
+    return entry;
+}
+
+/* A hit: its entry (a new reference), the buffer it was found in (a new reference) and
+ * fresh views (returned, a new reference); NULL without an exception when the request is
+ * not a plain hit (the Python path serves it), NULL with one on error. */
+static PyObject *serve(HitBase *self, PyObject *slot, PyObject *specs, PyObject **entry_out,
+                       PyObject **buffer_out) {
+    if (!Py_IS_TYPE(slot, slot_type)) return NULL;
+    PyObject *detour = FIELD(slot, slot_detour);
+    PyObject *buffer = FIELD(slot, slot_buffer);
+    /* A pending growth or open scopes and steps take the Python path (0 is a cached
+     * object). */
+    if (detour != zero || buffer == NULL || !Py_IS_TYPE(buffer, buffer_type)) return NULL;
+    /* Not plain (a float or bool dimension, list shapes...): the Python path explains. */
+    Py_uhash_t digest = digest_of(specs);
+    if (digest == 0) return NULL;
+    PyObject *prepared = FIELD(buffer, buffer_prepared);
+    if (prepared == NULL || !PyDict_CheckExact(prepared)) return NULL;
+    PyObject *cache = PyDict_GetItemWithError(prepared, self->key);
+    if (cache == NULL || !PyDict_CheckExact(cache)) {
+        PyErr_Clear();
+        return NULL;
+    }
+    /* Held from here: the lookup may run Python code (a dtype's __hash__ or __eq__) that
+     * lets another thread close the arena or grow the slot, dropping the buffer, its
+     * caches and their entries. */
+    Py_INCREF(buffer);
+    Py_INCREF(cache);
+    PyObject *entry = look_up(self, cache, specs, digest);
+    Py_XINCREF(entry);
+    Py_DECREF(cache);
+    if (entry == NULL || !Py_IS_TYPE(entry, prepared_type) ||
+        !same_classes(FIELD(entry, prepared_key), specs)) {
+        PyErr_Clear(); /* a miss, or an unhashable dtype: the Python path explains */
+        Py_XDECREF(entry);
+        Py_DECREF(buffer);
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(specs);
+    PyObject *views = FIELD(entry, prepared_views);
+    if (views == NULL || !PyList_CheckExact(views) || PyList_GET_SIZE(views) != count) {
+        Py_DECREF(entry);
+        Py_DECREF(buffer);
+        return NULL;
+    }
+    /* Held while fresh views are made: that may run code that lets another thread sweep
+     * the cache or replace the buffer. */
+    Py_INCREF(views);
+    PyObject *out = PyList_New(count);
+    PyObject *fresh = self->fresh_view;
+    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
+        PyObject *view = PyList_GET_ITEM(views, i);
+        if (fresh == Py_None) {
+            Py_INCREF(view);
+        } else if ((view = PyObject_Vectorcall(fresh, &view, 1, NULL)) == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, view);
+    }
+    Py_DECREF(views);
+    if (out == NULL) {
+        Py_DECREF(entry);
+        Py_DECREF(buffer);
+        return NULL;
+    }
+    *entry_out = entry;
+    *buffer_out = buffer;
+    return out;
+}
+
+/* Note an unlocked hit in the request log without Python code where the outcome is
+ * decided: the caller's site is known (caller_info's memos), it is user code, the peak
+ * of that site does not rise and no profile records. Then RequestLog.note would only
+ * set last_requests[slot.index] = (site, specs), which this does. Returns 1 when noted,
+ * 0 when RequestLog.note must run, -1 on error. */
+static int note_hit(HitBase *self, PyObject *log, PyObject *slot, PyObject *specs,
+                    PyObject *required) {
+#if PY_VERSION_HEX < 0x030B0000
+    return 0; /* no PyFrame_GetLasti: caller_info's key cannot be formed here */
+#else
+    if (!Py_IS_TYPE(log, log_type) || sites_memo == NULL) return 0;
+    PyObject *recorder = FIELD(log, log_recorder);
+    if (recorder != Py_None) return 0;
+    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller of this request */
+    if (frame == NULL) return 0;
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    int lasti = PyFrame_GetLasti(frame);
+    if ((PyObject *)code != self->site_code || lasti != self->site_lasti) {
+        /* Another call site than last time: caller_info's memos, or Python. */
+        PyObject *internal = PyDict_GetItemWithError(internal_memo, code->co_filename);
+        if (internal != Py_False) {
+            Py_DECREF(code);
+            return PyErr_Occurred() ? -1 : 0;
+        }
+        PyObject *offset = PyLong_FromLong(lasti);
+        PyObject *location = offset == NULL ? NULL : PyTuple_Pack(2, (PyObject *)code, offset);
+        Py_XDECREF(offset);
+        if (location == NULL) {
+            Py_DECREF(code);
+            return -1;
+        }
+        PyObject *site = PyDict_GetItemWithError(sites_memo, location);
+        Py_DECREF(location);
+        if (site == NULL) {
+            Py_DECREF(code);
+            return PyErr_Occurred() ? -1 : 0;
+        }
+        keep(&self->site, site);
+        keep(&self->site_code, (PyObject *)code);
+        self->site_lasti = lasti;
+    }
+    Py_DECREF(code);
+    PyObject *peaks = FIELD(log, log_peaks);
+    PyObject *last = FIELD(log, log_last_requests);
+    if (peaks == NULL || last == NULL || !PyDict_CheckExact(peaks) || !PyDict_CheckExact(last))
+        return 0;
+    PyObject *peak = PyDict_GetItemWithError(peaks, self->site);
+    if (peak == NULL) return PyErr_Occurred() ? -1 : 0;
+    int lower = PyObject_RichCompareBool(peak, required, Py_LT);
+    if (lower != 0) return lower < 0 ? -1 : 0; /* a new peak: RequestLog.note, under its lock */
+    PyObject *index = FIELD(slot, slot_index);
+    PyObject *noted = index == NULL ? NULL : PyTuple_Pack(2, self->site, specs);
+    if (noted == NULL) return index == NULL ? 0 : -1;
+    int failed = PyDict_SetItem(last, index, noted);
+    Py_DECREF(noted);
+    return failed ? -1 : 1;
+#endif
+}
+
+static PyObject *request(HitBase *self, PyObject *specs, PyObject *strict) {
+    PyObject *slot = select_slot(self);
+    if (slot == NULL) return NULL;
+    PyObject *result;
+    if (self->debug != Py_False || self->fresh_view == NULL || self->fresh_view == Py_False ||
+        self->builder == NULL) {
+        PyObject *call[4] = {(PyObject *)self, slot, specs, strict};
+        result = PyObject_VectorcallMethod(str_python_request, call,
+                                           4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        Py_DECREF(slot);
+        return result;
+    }
+    PyObject *entry = NULL, *buffer = NULL;
+    PyObject *views = serve(self, slot, specs, &entry, &buffer);
+    if (views == NULL) {
+        if (PyErr_Occurred()) {
+            Py_DECREF(slot);
+            return NULL;
+        }
+        PyObject *call[4] = {self->builder, slot, specs, strict};
+        result = PyObject_VectorcallMethod(str_miss, call, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                           NULL);
+        Py_DECREF(slot);
+        return result;
+    }
+    /* The bookkeeping of a hit: the entry was used (the cache's CLOCK sweep spares it),
+     * the slot served one more request. */
+    keep(&FIELD(entry, prepared_used), Py_True);
+    PyObject *calls = FIELD(slot, slot_calls);
+    if (calls != NULL) {
+        PyObject *more = PyNumber_Add(calls, one);
+        if (more == NULL) goto error;
+        FIELD(slot, slot_calls) = more;
+        Py_DECREF(calls);
+    }
+    result = views;
+    PyObject *required = FIELD(entry, prepared_required);
+    int capturing = 0;
+    if (required == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "arena: a remembered request has no size");
+        goto error;
+    }
+    if (self->probe != Py_None) {
+        /* Asked after the views were built, as the Python path does. */
+        PyObject *answer = PyObject_CallNoArgs(self->probe);
+        capturing = answer == NULL ? -1 : PyObject_IsTrue(answer);
+        Py_XDECREF(answer);
+        if (capturing < 0) goto error;
+        if (capturing) result = NULL; /* the capture marking: Python */
+    }
+    if (result != NULL && self->log != Py_None &&
+        !(Py_IS_TYPE(self->governor, governor_type) &&
+          FIELD(self->governor, governor_locked) == Py_True)) {
+        int noted = note_hit(self, self->log, slot, specs, required);
+        if (noted < 0) goto error;
+        if (noted == 0) result = NULL; /* RequestLog.note: Python */
+    }
+    if (result == NULL) {
+        /* A capture or a request to note in Python: the builder's bookkeeping, with the
+         * buffer these views were built over and the probe's answer. */
+        PyObject *call[8] = {self->builder, slot,   buffer,
+                             specs,         required, views,
+                             strict,        capturing ? Py_True : Py_False};
+        result = PyObject_VectorcallMethod(str_served, call,
+                                           6 | PY_VECTORCALL_ARGUMENTS_OFFSET, served_names);
+        Py_DECREF(views);
+    }
+    Py_DECREF(entry);
+    Py_DECREF(buffer);
+    Py_DECREF(slot);
+    return result;
+error:
+    Py_DECREF(views);
+    Py_DECREF(entry);
+    Py_DECREF(buffer);
+    Py_DECREF(slot);
+    return NULL;
+}
+
+static PyObject *get_simultaneous(PyObject *self, PyObject *specs) {
+    return request((HitBase *)self, specs, Py_True);
+}
+
+static PyObject *try_get_simultaneous(PyObject *self, PyObject *specs) {
+    return request((HitBase *)self, specs, Py_False);
+}
+
+static int traverse(HitBase *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->select);
+    Py_VISIT(self->slots);
+    Py_VISIT(self->tls);
+    Py_VISIT(self->key);
+    Py_VISIT(self->fresh_view);
+    Py_VISIT(self->debug);
+    Py_VISIT(self->probe);
+    Py_VISIT(self->log);
+    Py_VISIT(self->governor);
+    Py_VISIT(self->builder);
+    Py_VISIT(self->site_code);
+    Py_VISIT(self->site);
+    for (int i = 0; i < MEMO_SIZE; i++) Py_VISIT(self->memo[i].key);
+    return 0;
+}
+
+static int clear(HitBase *self) {
+    Py_CLEAR(self->select);
+    Py_CLEAR(self->slots);
+    Py_CLEAR(self->tls);
+    Py_CLEAR(self->key);
+    Py_CLEAR(self->fresh_view);
+    Py_CLEAR(self->debug);
+    Py_CLEAR(self->probe);
+    Py_CLEAR(self->log);
+    Py_CLEAR(self->governor);
+    Py_CLEAR(self->builder);
+    Py_CLEAR(self->site_code);
+    Py_CLEAR(self->site);
+    for (int i = 0; i < MEMO_SIZE; i++) Py_CLEAR(self->memo[i].key);
+    return 0;
+}
+
+static void dealloc(HitBase *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    clear(self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+static PyMethodDef hit_methods[] = {
+    {"get_simultaneous", (PyCFunction)get_simultaneous, METH_VARARGS,
+     "get_simultaneous(*specs): the compiled hit path of Front.get_simultaneous."},
+    {"try_get_simultaneous", (PyCFunction)try_get_simultaneous, METH_VARARGS,
+     "try_get_simultaneous(*specs): the compiled hit path of Front.try_get_simultaneous."},
+    {NULL, NULL, 0, NULL},
+};
+
+#define MEMBER(name, field) {name, T_OBJECT_EX, offsetof(HitBase, field), 0, NULL}
+static PyMemberDef hit_members[] = {
+    MEMBER("_select", select),
+    MEMBER("_slots", slots),
+    MEMBER("_tls", tls),
+    MEMBER("_key", key),
+    MEMBER("_fresh_view", fresh_view),
+    MEMBER("_debug", debug),
+    MEMBER("_probe", probe),
+    MEMBER("_log", log),
+    MEMBER("_governor", governor),
+    MEMBER("_builder", builder),
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot hit_slots[] = {
+    {Py_tp_doc, "The compiled hit path of arena's fronts (see arena.views.hit)."},
+    {Py_tp_methods, hit_methods},
+    {Py_tp_members, hit_members},
+    {Py_tp_traverse, traverse},
+    {Py_tp_clear, clear},
+    {Py_tp_dealloc, dealloc},
+    {0, NULL},
+};
+
+static PyType_Spec hit_spec = {
+    "arena.views._hit.HitBase",
+    sizeof(HitBase),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    hit_slots,
+};
+
+/* ------------------------------------------------------------------ StepHitBase
+ *
+ * The compiled hit of a replayed step (arena.planning.steps): a request index whose views
+ * the replay remembered over the slot's current buffer, every view the plan says must be
+ * released by now released, no capture probe and no request log to tell. Its fields are
+ * the step's, under the names the pure-Python base (arena.views.hit.PyStepHitBase) has:
+ *
+ *   slot         the slot the step runs on, or None
+ *   request      the index of the step's next request (an int)
+ *   _caches      list, per request index, of {specs: Prepared} over _buffer; or None
+ *   _expiring    list, per request index, of the blocks that must be released by then
+ *   _released    the run's set of released blocks
+ *   _handed      the run's list of (blocks, views) handed out
+ *   _buffer      the buffer _caches belongs to
+ *   _fresh_view  per-view callable for a fresh view; None: the prepared view itself;
+ *                False: every request takes the Python path
+ *   _watch       True when served requests need Python's bookkeeping
+ *
+ * Anything else goes to the step's Python method _python_get. */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *slot;
+    PyObject *request;
+    PyObject *caches;
+    PyObject *expiring;
+    PyObject *released;
+    PyObject *handed;
+    PyObject *buffer;
+    PyObject *fresh_view;
+    PyObject *watch;
+} StepHitBase;
+
+/* Replace an object field with a new reference (consumed). */
+static void put(PyObject **target, PyObject *value) {
+    PyObject *old = *target;
+    *target = value;
+    Py_XDECREF(old);
+}
+
+/* The replay's hit: fresh views (a new reference); NULL without an exception when the
+ * Python path serves the request, NULL with one on error. */
+static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
+    PyObject *caches = self->caches, *slot = self->slot, *request = self->request;
+    if (caches == NULL || !PyList_CheckExact(caches) || slot == NULL ||
+        !Py_IS_TYPE(slot, slot_type) || self->watch != Py_False || request == NULL ||
+        !PyLong_CheckExact(request))
+        return NULL;
+    PyObject *regions = FIELD(slot, slot_regions);
+    if (regions == NULL || !PyList_CheckExact(regions)) return NULL;
+    Py_ssize_t depth = PyList_GET_SIZE(regions);
+    if (depth == 0 || PyList_GET_ITEM(regions, depth - 1) != (PyObject *)self) return NULL;
+    if (FIELD(slot, slot_buffer) != self->buffer) return NULL;
+    Py_ssize_t r = PyLong_AsSsize_t(request);
+    if (r < 0 || r >= PyList_GET_SIZE(caches)) {
+        PyErr_Clear();
+        return NULL;
+    }
+    /* Plain requests only (exact tuples of exact ints): 4.0 hashes like 4. */
+    if (digest_of(specs) == 0) return NULL;
+    PyObject *cache = PyList_GET_ITEM(caches, r);
+    if (!PyDict_CheckExact(cache)) return NULL;
+    /* Held across the lookup, which may run a dtype's Python __hash__ or __eq__. */
+    Py_INCREF(cache);
+    PyObject *found = PyDict_GetItemWithError(cache, specs);
+    Py_XINCREF(found);
+    Py_DECREF(cache);
+    if (found == NULL || !Py_IS_TYPE(found, prepared_type) ||
+        !same_classes(FIELD(found, prepared_key), specs)) {
+        PyErr_Clear(); /* a miss, or an unhashable dtype: the Python path explains */
+        Py_XDECREF(found);
+        return NULL;
+    }
+    /* The lookup may have let another thread move on: check the step again. */
+    if (self->caches != caches || self->slot != slot || self->request != request ||
+        FIELD(slot, slot_buffer) != self->buffer) {
+        Py_DECREF(found);
+        return NULL;
+    }
+    PyObject *entry = found;
+    PyObject *expiring = self->expiring, *released = self->released;
+    if (expiring == NULL || !PyList_CheckExact(expiring) || r >= PyList_GET_SIZE(expiring)) {
+        Py_DECREF(entry);
+        return NULL;
+    }
+    PyObject *ends = PyList_GET_ITEM(expiring, r);
+    if (!PyTuple_CheckExact(ends)) {
+        Py_DECREF(entry);
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(ends)) {
+        if (released == NULL || !PySet_CheckExact(released)) {
+            Py_DECREF(entry);
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ends); i++) {
+            int gone = PySet_Contains(released, PyTuple_GET_ITEM(ends, i));
+            if (gone != 1) {
+                /* kept past its planned life: the Python path names the divergence */
+                PyErr_Clear();
+                Py_DECREF(entry);
+                return NULL;
+            }
+        }
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(specs);
+    PyObject *views = FIELD(entry, prepared_views);
+    PyObject *blocks = FIELD(entry, prepared_metadata);
+    PyObject *handed = self->handed, *fresh = self->fresh_view;
+    if (views == NULL || !PyList_CheckExact(views) || PyList_GET_SIZE(views) != count ||
+        blocks == NULL || handed == NULL || !PyList_CheckExact(handed) || fresh == NULL ||
+        fresh == Py_False || FIELD(slot, slot_calls) == NULL) {
+        Py_DECREF(entry);
+        return NULL;
+    }
+    Py_INCREF(views);
+    PyObject *out = PyList_New(count);
+    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
+        PyObject *view = PyList_GET_ITEM(views, i);
+        if (fresh == Py_None) {
+            Py_INCREF(view);
+        } else if ((view = PyObject_Vectorcall(fresh, &view, 1, NULL)) == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, view);
+    }
+    Py_DECREF(views);
+    PyObject *pair = out == NULL ? NULL : PyTuple_Pack(2, blocks, out);
+    PyObject *calls = pair == NULL ? NULL : PyNumber_Add(FIELD(slot, slot_calls), one);
+    PyObject *next = calls == NULL ? NULL : PyNumber_Add(request, one);
+    if (next == NULL || PyList_Append(handed, pair) < 0) {
+        Py_XDECREF(next);
+        Py_XDECREF(calls);
+        Py_XDECREF(pair);
+        Py_XDECREF(out);
+        Py_DECREF(entry);
+        return NULL;
+    }
+    Py_DECREF(pair);
+    Py_INCREF(Py_True);
+    put(&FIELD(entry, prepared_used), Py_True);
+    put(&FIELD(slot, slot_calls), calls);
+    put(&self->request, next);
+    Py_DECREF(entry);
+    return out;
+}
+
+static PyObject *step_get_simultaneous(PyObject *self, PyObject *specs) {
+    PyObject *out = step_serve((StepHitBase *)self, specs);
+    if (out != NULL || PyErr_Occurred()) return out;
+    PyObject *method = PyObject_GetAttr(self, str_python_get);
+    if (method == NULL) return NULL;
+    out = PyObject_Call(method, specs, NULL);
+    Py_DECREF(method);
+    return out;
+}
+
+static int step_traverse(StepHitBase *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->slot);
+    Py_VISIT(self->request);
+    Py_VISIT(self->caches);
+    Py_VISIT(self->expiring);
+    Py_VISIT(self->released);
+    Py_VISIT(self->handed);
+    Py_VISIT(self->buffer);
+    Py_VISIT(self->fresh_view);
+    Py_VISIT(self->watch);
+    return 0;
+}
+
+static int step_clear(StepHitBase *self) {
+    Py_CLEAR(self->slot);
+    Py_CLEAR(self->request);
+    Py_CLEAR(self->caches);
+    Py_CLEAR(self->expiring);
+    Py_CLEAR(self->released);
+    Py_CLEAR(self->handed);
+    Py_CLEAR(self->buffer);
+    Py_CLEAR(self->fresh_view);
+    Py_CLEAR(self->watch);
+    return 0;
+}
+
+static void step_dealloc(StepHitBase *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    step_clear(self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+static PyMethodDef step_methods[] = {
+    {"get_simultaneous", (PyCFunction)step_get_simultaneous, METH_VARARGS,
+     "get_simultaneous(*specs): the compiled hit of a replayed step."},
+    {NULL, NULL, 0, NULL},
+};
+
+#define STEP_MEMBER(name, field) {name, T_OBJECT_EX, offsetof(StepHitBase, field), 0, NULL}
+static PyMemberDef step_members[] = {
+    STEP_MEMBER("slot", slot),
+    STEP_MEMBER("request", request),
+    STEP_MEMBER("_caches", caches),
+    STEP_MEMBER("_expiring", expiring),
+    STEP_MEMBER("_released", released),
+    STEP_MEMBER("_handed", handed),
+    STEP_MEMBER("_buffer", buffer),
+    STEP_MEMBER("_fresh_view", fresh_view),
+    STEP_MEMBER("_watch", watch),
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot step_slots[] = {
+    {Py_tp_doc, "The compiled hit of a replayed step (see arena.views.hit)."},
+    {Py_tp_methods, step_methods},
+    {Py_tp_members, step_members},
+    {Py_tp_traverse, step_traverse},
+    {Py_tp_clear, step_clear},
+    {Py_tp_dealloc, step_dealloc},
+    {0, NULL},
+};
+
+static PyType_Spec step_spec = {
+    "arena.views._hit.StepHitBase",
+    sizeof(StepHitBase),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    step_slots,
+};
+
+static PyMethodDef module_methods[] = {
+    {"bind", bind, METH_VARARGS,
+     "bind(Slot, Buffer, Prepared, Governor, RequestLog, sites, internal_files): where a "
+     "hit reads their attributes, and caller_info's memos."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "arena.views._hit",
+    "The compiled hit path of arena's fronts (optional; see arena.views.hit).", -1,
+    module_methods,
+};
+
+PyMODINIT_FUNC PyInit__hit(void) {
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL) return NULL;
+    str_miss = PyUnicode_InternFromString("miss");
+    str_python_request = PyUnicode_InternFromString("_python_request");
+    str_served = PyUnicode_InternFromString("served");
+    served_names = Py_BuildValue("(ss)", "strict", "capturing");
+    zero = PyLong_FromLong(0);
+    one = PyLong_FromLong(1);
+    PyObject *type = PyType_FromSpec(&hit_spec);
+    binding_type = (PyTypeObject *)PyType_FromSpec(&binding_spec);
+    if (str_miss == NULL || str_python_request == NULL || str_served == NULL ||
+        served_names == NULL || zero == NULL || one == NULL || type == NULL ||
+        binding_type == NULL || PyModule_AddObject(module, "HitBase", type) < 0) {
+        Py_XDECREF(type);
+        Py_DECREF(module);
+        return NULL;
+    }
+    Py_INCREF(binding_type);
+    if (PyModule_AddObject(module, "Binding", (PyObject *)binding_type) < 0) {
+        Py_DECREF(binding_type);
+        Py_DECREF(module);
+        return NULL;
+    }
+    str_python_get = PyUnicode_InternFromString("_python_get");
+    PyObject *step_type = PyType_FromSpec(&step_spec);
+    if (str_python_get == NULL || step_type == NULL ||
+        PyModule_AddObject(module, "StepHitBase", step_type) < 0) {
+        Py_XDECREF(step_type);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

@@ -1,0 +1,166 @@
+"""Which hit path serves a request seen before: compiled, or pure Python.
+
+A *hit* is a request the front served before on the same slot buffer: one dictionary
+lookup, a check that every dimension is a plain ``int``, and one fresh view per tensor.
+Two implementations serve it, with the same results:
+
+* **compiled**: ``arena.views._hit``, a small C extension (CPython's API only, no NumPy or
+  torch headers) built at install where a C compiler is found. Its ``HitBase`` is the
+  base class of :class:`~arena.views.front.Front`, and its ``get_simultaneous`` and
+  ``try_get_simultaneous`` serve a plain hit without running Python code: the slot (its
+  ``Binding`` holds each thread's micro-batch in the thread state), the lookup, the
+  exact-int check, one ``fresh_view`` call per view, and, while unlocked, the request
+  log's note when the call site is already known. Everything else (debug mode, a miss, a
+  dimension that is not an exact ``int``, capture marking, a new call site or peak) is
+  handed to the front's Python methods, so each guarantee is written once, in Python.
+* **python**: the same hit written in Python (:meth:`~arena.views.front.Front.get_simultaneous`),
+  the fallback where the extension was not built, or when ``ARENA_PURE_PYTHON=1`` is set
+  in the environment before arena is imported.
+
+A replayed step's request (:mod:`arena.planning.steps`) has the same two paths: the
+compiled ``StepHitBase`` serves a request index whose views the replay remembered over the
+slot's current buffer, and hands everything else to the step's Python method.
+
+``python -m arena --version`` names the one in use (:func:`arena._version.active_hit_path`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from arena.observe.events import caller_memos
+from arena.observe.requests import RequestLog
+from arena.slots.governor import Governor
+from arena.slots.slot import Buffer, Slot
+from arena.views.prepared import Prepared
+
+__all__ = [
+    "HIT_PATH",
+    "WHY_PYTHON",
+    "Binding",
+    "HitBase",
+    "PyBinding",
+    "PyHitBase",
+    "PyStepHitBase",
+    "StepHitBase",
+    "compiled",
+]
+
+
+class PyHitBase:
+    """The pure-Python twin of the compiled ``HitBase``: the same hit settings, as slots.
+
+    Attributes
+    ----------
+    _select : callable
+        ``_select()`` -> the caller's slot.
+    _slots, _tls
+        The compiled path's shortcut to the slot: the slots and the selector's per-thread
+        micro-batch binding where one lane and no resolver make ``slots[tls.ubatch]`` the
+        answer (``_tls`` None and one slot: that slot); ``_slots`` None otherwise.
+    _key : str
+        The front's key into ``Buffer.prepared``.
+    _fresh_view
+        The per-view function that makes a fresh view, None to hand out the prepared
+        views themselves (cached fronts), False when every request takes the Python path.
+    _debug : bool
+        Every request takes the checked Python path.
+    _probe, _log, _governor
+        The capture probe (or None), the request log (or None) and the governor.
+    _builder : ViewBuilder
+        Serves what the hit does not (``miss``) and the bookkeeping off the locked hot
+        path (``served``).
+    """
+
+    __slots__ = (
+        "_builder",
+        "_debug",
+        "_fresh_view",
+        "_governor",
+        "_key",
+        "_log",
+        "_probe",
+        "_select",
+        "_slots",
+        "_tls",
+    )
+
+
+class PyStepHitBase:
+    """The pure-Python twin of the compiled ``StepHitBase``: a replayed step's hit
+    settings, as slots (see :class:`arena.planning.steps.Step`).
+
+    Attributes
+    ----------
+    slot
+        The slot the step runs on, or None.
+    request : int
+        The index of the step's next request.
+    _caches
+        Per request index, ``{specs: Prepared}`` over ``_buffer``; None outside a replay.
+    _expiring
+        Per request index, the blocks that must be released by then.
+    _released, _handed
+        The run's released blocks, and its ``(blocks, views)`` handed out.
+    _buffer
+        The buffer ``_caches`` belongs to.
+    _fresh_view
+        The per-view fresh-view function, None (hand out the prepared views) or False
+        (every request takes the Python path).
+    _watch : bool
+        Served requests need the front's bookkeeping (a capture probe, a request log).
+    """
+
+    __slots__ = (
+        "_buffer",
+        "_caches",
+        "_expiring",
+        "_fresh_view",
+        "_handed",
+        "_released",
+        "_watch",
+        "request",
+        "slot",
+    )
+
+
+class PyBinding(threading.local):
+    """The pure-Python per-thread micro-batch binding: ``ubatch`` is the calling thread's
+    (the class attribute is every thread's default)."""
+
+    ubatch = 0
+
+
+def _load() -> tuple[ModuleType | None, str]:
+    if os.environ.get("ARENA_PURE_PYTHON", "").strip() not in ("", "0"):
+        return None, "ARENA_PURE_PYTHON is set"
+    try:
+        module = importlib.import_module("arena.views._hit")
+    except ImportError:  # not built (no compiler at install): the pure-Python path
+        return None, "the extension arena.views._hit is not built"
+    module.bind(Slot, Buffer, Prepared, Governor, RequestLog, *caller_memos())
+    return module, ""
+
+
+#: The compiled extension module, or None where it is not in use; and why not.
+compiled, WHY_PYTHON = _load()
+
+#: ``"compiled"`` or ``"python"``: the hit path new fronts use.
+HIT_PATH = "compiled" if compiled is not None else "python"
+
+if TYPE_CHECKING:
+    HitBase = PyHitBase
+    Binding = PyBinding
+    StepHitBase = PyStepHitBase
+else:
+    #: The base class of :class:`~arena.views.front.Front`.
+    HitBase = compiled.HitBase if compiled is not None else PyHitBase
+    #: The per-thread micro-batch binding of :class:`~arena.slots.selector.SlotSelector`
+    #: (the compiled path reads the compiled one without an attribute lookup).
+    Binding = compiled.Binding if compiled is not None else PyBinding
+    #: The base class of :class:`~arena.planning.steps.Step`.
+    StepHitBase = compiled.StepHitBase if compiled is not None else PyStepHitBase
