@@ -18,9 +18,9 @@ F32 = "float32"
 @pytest.mark.parametrize("name", ["numpy", "torch", "jax"])
 def test_an_installed_framework_is_available(name: str) -> None:
     pytest.importorskip(name)
-    adapter = importlib.import_module(f"arena.adapters.{name}")
+    adapter = importlib.import_module(f"arena.adapters.{name}").ADAPTER
     assert adapter.is_available() is True
-    assert name == adapter.FRAMEWORK
+    assert name == adapter.framework
 
 
 def test_a_framework_that_is_not_installed_is_not_available(
@@ -28,7 +28,7 @@ def test_a_framework_that_is_not_installed_is_not_available(
 ) -> None:
     import importlib.util
 
-    from arena.adapters import numpy as adapter
+    from arena.adapters.numpy import ADAPTER as adapter
 
     asked: list[str] = []
 
@@ -81,7 +81,7 @@ def test_torch_views_are_never_inference_tensors_whatever_the_mode_of_the_reques
 
 def test_torch_refuses_a_dtype_it_lacks_naming_the_bytes_to_ask_for() -> None:
     torch = pytest.importorskip("torch")
-    from arena.adapters import torch as adapter
+    from arena.adapters.torch import ADAPTER as adapter
 
     lacking = [name for name in ("float8_e4m3b11fnuz",) if not hasattr(torch, name)]
     if not lacking:

@@ -34,7 +34,7 @@ def test_dtypes_cupy_cannot_hold_are_refused_with_the_bytes_to_ask_for(
     adapter, _ = _adapter(monkeypatch)
     dtype = resolve_dtype(name)
     with pytest.raises(DTypeError) as info:
-        adapter.native_dtype(dtype)
+        adapter.ADAPTER.native_dtype(dtype)
     assert str(info.value) == (
         f"CuPy has no {name} dtype; request the bytes as 'uint{8 * dtype.itemsize}' or use "
         "the torch front"
@@ -44,10 +44,10 @@ def test_dtypes_cupy_cannot_hold_are_refused_with_the_bytes_to_ask_for(
 @pytest.mark.parametrize("name", ["float32", "int8", "bool", "complex64", "uint16", "float16"])
 def test_other_dtypes_are_numpys_and_remembered(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     adapter, _ = _adapter(monkeypatch)
-    native = adapter.native_dtype(resolve_dtype(name))
+    native = adapter.ADAPTER.native_dtype(resolve_dtype(name))
     assert native == np.dtype(name)
     assert adapter._NATIVE[name] is native
-    assert adapter.native_dtype(resolve_dtype(name)) is native
+    assert adapter.ADAPTER.native_dtype(resolve_dtype(name)) is native
 
 
 def test_bfloat16_is_ml_dtypes_when_cupy_can_make_the_arrays(
@@ -64,7 +64,7 @@ def test_bfloat16_is_ml_dtypes_when_cupy_can_make_the_arrays(
             super().__init__(shape, dtype, *args, **kwargs)
 
     monkeypatch.setattr(cupy, "ndarray", Recording)
-    native = adapter.native_dtype(resolve_dtype("bfloat16"))
+    native = adapter.ADAPTER.native_dtype(resolve_dtype("bfloat16"))
     assert native == np.dtype(ml_dtypes.bfloat16)
     assert made == [((0,), np.dtype(ml_dtypes.bfloat16))]  # one empty trial array
 
@@ -80,7 +80,7 @@ def test_bfloat16_is_refused_by_name_where_cupy_cannot_make_the_arrays(
 
     monkeypatch.setattr(cupy, "ndarray", refuse)
     with pytest.raises(DTypeError) as info:
-        adapter.native_dtype(resolve_dtype("bfloat16"))
+        adapter.ADAPTER.native_dtype(resolve_dtype("bfloat16"))
     assert str(info.value) == (
         "CuPy 0.0-standin cannot make bfloat16 arrays (dtype not supported); request the "
         "bytes as 'uint16' or use the torch front"
@@ -92,7 +92,7 @@ def test_bfloat16_without_ml_dtypes_names_the_install(monkeypatch: pytest.Monkey
     adapter, _ = _adapter(monkeypatch)
     monkeypatch.setitem(sys.modules, "ml_dtypes", None)
     with pytest.raises(DTypeError) as info:
-        adapter.native_dtype(resolve_dtype("bfloat16"))
+        adapter.ADAPTER.native_dtype(resolve_dtype("bfloat16"))
     assert str(info.value) == (
         "CuPy's bfloat16 support needs ml_dtypes (pip install ml_dtypes); or request the "
         "bytes as 'uint16' or use the torch front"
@@ -105,14 +105,14 @@ def test_a_foreign_owner_is_wrapped_without_a_copy_kept_alive_on_its_device(
     adapter, cupy = _adapter(monkeypatch)
     owner = np.zeros(512, np.uint8)
     device = type(CUDA0)("cuda", 3)
-    wrapped = adapter.wrap(Allocation(owner.ctypes.data, 512, owner, device))
+    wrapped = adapter.ADAPTER.wrap(Allocation(owner.ctypes.data, 512, owner, device))
     assert isinstance(wrapped, cupy.ndarray) and wrapped.shape == (512,)
     assert wrapped.dtype == np.uint8
     assert wrapped.data.ptr == owner.ctypes.data
     assert wrapped.data.mem.owner is owner and wrapped.data.mem.size == 512
     assert wrapped.data.device_id == 3
     mine = FakeArray((64,), np.uint8)
-    assert adapter.wrap(Allocation(mine.data.ptr, 64, mine, CUDA0)) is mine  # used as it is
+    assert adapter.ADAPTER.wrap(Allocation(mine.data.ptr, 64, mine, CUDA0)) is mine  # used as it is
 
 
 def test_typed_views_have_explicit_strides_and_offsets(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -121,10 +121,10 @@ def test_typed_views_have_explicit_strides_and_offsets(monkeypatch: pytest.Monke
     adapter, _ = _adapter(monkeypatch)
     base = FakeArray((4096,), np.uint8)
     layout = compute_layout((((3, 4), "float32"), ((2, 0, 5), "int16")))
-    first, second = adapter.typed_views(base, layout)
+    first, second = adapter.ADAPTER.typed_views(base, layout)
     assert first.data.ptr == base.data.ptr and first.strides == (16, 4)
     assert second.data.ptr == base.data.ptr + 256 and second.strides == (10, 10, 2)
-    assert adapter.views_can_be_kept() is True
+    assert adapter.ADAPTER.views_can_be_kept() is True
 
 
 class DLPackProducer:
@@ -175,7 +175,7 @@ def test_cupy_is_available_when_it_can_be_found(monkeypatch: pytest.MonkeyPatch)
     import importlib.util
 
     adapter, _ = _adapter(monkeypatch)
-    assert adapter.is_available() is True  # the stand-in has a module spec
+    assert adapter.ADAPTER.is_available() is True  # the stand-in has a module spec
     asked: list[str] = []
 
     def find_spec(name: str, *args: Any) -> Any:
@@ -183,5 +183,5 @@ def test_cupy_is_available_when_it_can_be_found(monkeypatch: pytest.MonkeyPatch)
         return None
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    assert adapter.is_available() is False
+    assert adapter.ADAPTER.is_available() is False
     assert asked == ["cupy"]

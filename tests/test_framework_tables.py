@@ -106,7 +106,7 @@ def test_an_adapters_native_dtype_has_the_tables_item_size(framework: str, name:
     from arena import DTypeError
 
     pytest.importorskip(framework)
-    adapter = importlib.import_module(f"arena.adapters.{framework}")
+    adapter = importlib.import_module(f"arena.adapters.{framework}").ADAPTER
     try:
         native = adapter.native_dtype(resolve_dtype(name))
     except DTypeError:
