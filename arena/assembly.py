@@ -9,6 +9,7 @@ keeps the parts and adds only its public methods.
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from arena.slots.selector import SlotSelector
 from arena.slots.table import SlotTable
 from arena.views.front import Front, front_class
 
-__all__ = ["Fronts", "Parts", "assemble"]
+__all__ = ["Fronts", "Parts", "assemble", "close_when_collected"]
 
 _arena_ids = itertools.count()
 
@@ -141,3 +142,26 @@ def assemble(
     fronts = Fronts(table, selector, config, log)
     workspaces = LibraryWorkspaces(table, selector.select, chosen)
     return Parts(table, selector, fronts, chosen, recorder, log, workspaces)
+
+
+def close_when_collected(arena: object, table: SlotTable) -> weakref.finalize[..., Any]:
+    """Close ``table`` when ``arena`` is garbage collected; returns the finalizer, for
+    :meth:`~arena.Arena.close` to detach.
+
+    A front holds its arena weakly and its table strongly: without this, a front that
+    outlives its arena (``Arena(...).torch``) would keep allocating on a table nobody can
+    close. Closed, the table releases its blocks (views keep their own memory alive) and
+    the front raises :class:`~arena.ArenaClosedError` naming the fix. The finalizer holds
+    the table weakly, never the arena: a listener, resolver or persistent resource that
+    refers to the arena cannot make the arena immortal through it. Not run at exit: the
+    device may be gone by then.
+    """
+    finalizer = weakref.finalize(arena, _close_collected, weakref.ref(table))
+    finalizer.atexit = False
+    return finalizer
+
+
+def _close_collected(table: weakref.ref[SlotTable]) -> None:
+    alive = table()
+    if alive is not None:  # else collected with the arena: its blocks went with it
+        alive.close(collected=True)

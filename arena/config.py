@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import operator
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +23,7 @@ from arena.memory.devices import (
 )
 from arena.memory.sources import MemorySource
 from arena.observe.events import debug_from_env
-from arena.views.layout import check_alignment
+from arena.views.layout import MAX_BYTES, check_alignment
 from arena.views.poison import poison_from_env
 
 __all__ = [
@@ -187,23 +189,37 @@ def check_growth(growth: Any) -> str | int:
 
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 
+# ASCII only: str.isdigit and int() take other scripts' digits (full-width, Arabic-Indic), and
+# case folding without re.ASCII takes the Kelvin sign for a 'k'.
+_BYTE_COUNT = re.compile(r"\s*([0-9]+)\s*(b|kib|mib|gib|tib)?\s*", re.ASCII | re.IGNORECASE)
+
 
 def parse_bytes(name: str, value: Any) -> int:
-    """A byte count >= 1: an int, or a string of digits with an optional binary unit
-    (``"4GiB"``, ``"512 MiB"``, ``"1048576"``; ``KiB``, ``MiB``, ``GiB``, ``TiB``, any case).
+    """A byte count from 1 to 2**63 - 1: an int, or a string of ASCII digits with an
+    optional binary unit (``"4GiB"``, ``"512 MiB"``, ``"1048576"``; ``B``, ``KiB``,
+    ``MiB``, ``GiB``, ``TiB``, any case), with ASCII blanks before, between and after
+    them only. Underscores, signs, decimal points, blanks inside the number, digits of
+    other scripts and other spaces are refused.
 
     Raises
     ------
     ConfigError
-        Naming ``name``, the value and the accepted forms.
+        Naming ``name``, the value and the accepted forms, or the limit it is past.
     """
-    number: Any = value
+    number: int | None = None
     if isinstance(value, str):
-        text = value.strip().replace("_", "")
-        digits = text.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ ")
-        unit = text[len(digits) :].strip().lower()
-        number = int(digits) * _UNITS[unit] if digits.isdigit() and unit in _UNITS else None
-    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        match = _BYTE_COUNT.fullmatch(value)
+        if match is not None:
+            digits = match.group(1).lstrip("0") or "0"
+            scale = _UNITS[(match.group(2) or "").lower()]
+            # More digits than the limit has: past it, whatever they are (and int() of
+            # thousands of digits is refused by Python itself).
+            number = None if len(digits) > len(str(MAX_BYTES)) else int(digits) * scale
+            if number is None:
+                raise _past_the_limit(name, value, None)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        number = operator.index(value)  # an int subclass: its plain value
+    if number is None or number < 1:
         why = ""
         if isinstance(value, str) and value.strip()[-2:].lower() in {"kb", "mb", "gb", "tb"}:
             why = (
@@ -211,10 +227,27 @@ def parse_bytes(name: str, value: Any) -> int:
                 "does, while 'MB' is also 10**6 bytes): write MiB, or the bytes"
             )
         raise ConfigError(
-            f"{name} must be a number of bytes >= 1 (an int, or a string such as '4GiB', "
-            f"'512MiB' or '1048576'; units KiB, MiB, GiB, TiB), got {value!r}{why}"
+            f"{name} must be a number of bytes >= 1 (an int, or a string of ASCII digits "
+            f"such as '4GiB', '512MiB' or '1048576'; units KiB, MiB, GiB, TiB), got "
+            f"{_shown(value)}{why}"
         )
+    if number > MAX_BYTES:
+        raise _past_the_limit(name, value, number)
     return number
+
+
+def _past_the_limit(name: str, value: Any, number: int | None) -> ConfigError:
+    bytes_ = f" ({number} bytes)" if isinstance(value, str) and number is not None else ""
+    return ConfigError(
+        f"{name} is {_shown(value)}{bytes_}, past the limit of {MAX_BYTES} bytes "
+        "(2**63 - 1) a buffer can address; give at most that, or no cap at all"
+    )
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, cut to 60 characters (a value may be thousands of digits)."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:45]}... ({len(text)} characters)"
 
 
 def max_bytes_from_env(variable: str = "ARENA_MAX_BYTES") -> int | None:
@@ -225,8 +258,10 @@ def max_bytes_from_env(variable: str = "ARENA_MAX_BYTES") -> int | None:
     ConfigError
         Naming the variable, when it is set to something that is not a byte count.
     """
-    value = os.environ.get(variable, "").strip()
-    return parse_bytes(f"the environment variable {variable}", value) if value else None
+    value = os.environ.get(variable, "")
+    # Only ASCII blanks make it unset: parse_bytes refuses other spaces (no-break, ...).
+    blank = not value.strip(" \t\n\r\f\v")
+    return None if blank else parse_bytes(f"the environment variable {variable}", value)
 
 
 def make_source(device: Any, source: Any) -> MemorySource:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from arena.assembly import assemble
+from arena.assembly import assemble, close_when_collected
 from arena.config import FRAMEWORKS, check_flag, settings
 from arena.kernels.budget import memory_stats, planned_bytes, reset_peaks
 from arena.kernels.triton import TritonAllocator
@@ -158,6 +158,7 @@ class Arena:
         self._log = parts.log
         self._workspaces = parts.workspaces
         self._default_front: Front[Any] | None = None
+        self._closer = close_when_collected(self, parts.table)  # fronts may outlive self
         if parts.recorder is not None:
             # Saved when the arena is collected or the interpreter exits; the finalizer
             # holds the recorder, never the arena.
@@ -474,7 +475,9 @@ class Arena:
 
     def close(self) -> None:
         """Release every buffer; views made before stay valid (they own their memory).
-        Every block is released even if one release raises; the first error propagates."""
+        Every block is released even if one release raises; the first error propagates.
+        An arena garbage collected unclosed is closed then (its fronts stop serving)."""
+        self._closer.detach()
         self._table.close()
 
     def __enter__(self: _A) -> _A:

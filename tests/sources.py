@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from arena import CPU, Allocation, Device, HostSource
+from arena import CPU, Allocation, Arena, Device, HostSource
 
 
 @dataclass
@@ -69,3 +69,14 @@ class FaultySource(RecordingSource):
         super().release(allocation)
         if self.release_calls in self.fail_release_at:
             raise self.fault(f"injected fault at release #{self.release_calls}")
+
+
+def check_books(a: Arena, source: RecordingSource | None = None) -> None:
+    """Every block the arena took is released or held by it (scratch, retired and
+    persistent buffers, workspaces), and ``source`` holds exactly those blocks."""
+    stats = a.stats()
+    assert stats.allocations == stats.frees + stats.live_blocks
+    assert stats.live_bytes == stats.reserved_bytes
+    if source is not None:
+        assert len(source.live) == stats.live_blocks
+        assert sum(source.live.values()) == stats.live_bytes

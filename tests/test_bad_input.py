@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -11,13 +12,17 @@ import arena
 from arena import (
     Arena,
     ArenaClosedError,
+    ArenaOutOfMemoryError,
     ConfigError,
     DeviceError,
     DTypeError,
+    FrameworkUnavailableError,
     NotInitializedError,
     SlotError,
     SpecError,
+    compute_layout,
 )
+from tests.sources import check_books
 
 F32 = "float32"
 
@@ -270,3 +275,70 @@ def test_warnings_point_at_the_users_line(tmp_path: Any) -> None:
         debug.get_simultaneous(((4, 4), F32))
     assert record[0].filename == __file__
     del cached
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+@pytest.mark.parametrize("shape", [(0, 2**70), (0, 2**62), (2**62, 0, 3)])
+def test_a_zero_size_shape_with_a_huge_dimension_is_a_spec_error(
+    framework: str, shape: tuple[int, ...]
+) -> None:
+    pytest.importorskip(framework)
+    with Arena("cpu", framework="numpy") as a:
+        front = a.front(framework)
+        front.get_simultaneous(((4, 4), F32))  # the plan for 2-D float32 exists
+        with pytest.raises(SpecError):
+            front.get_simultaneous((shape, F32))
+
+
+def test_sizes_past_what_can_be_addressed_are_named_errors() -> None:
+    with Arena("cpu", framework="numpy") as a:
+        with pytest.raises(SpecError, match=str(2**63)):
+            a.reserve_bytes(2**63)
+        with pytest.raises(ArenaOutOfMemoryError, match=str(2**63 - 256)):
+            a.get_simultaneous(((2**63 - 256,), "uint8"))
+        with pytest.raises(ArenaOutOfMemoryError, match="more than"):
+            Arena("cpu", growth="pow2", framework="numpy").reserve_bytes(2**62 + 1)
+        a.get_simultaneous(((8,), F32))  # still usable
+        check_books(a)
+
+
+@pytest.mark.parametrize(
+    ("options", "pattern"),
+    [
+        ({"alignment": 2**70}, "at most"),
+        ({"debug": "false"}, "debug must be True or False"),
+        ({"cached_views": "no"}, "cached_views must be True or False"),
+        ({"track_call_sites": 1}, "track_call_sites must be True or False"),
+        ({"capture_probe": 3}, "capture_probe must be a callable"),
+    ],
+)
+def test_settings_of_the_wrong_type_are_refused(options: dict[str, Any], pattern: str) -> None:
+    with pytest.raises(ConfigError, match=pattern):
+        Arena("cpu", **options)
+
+
+def test_compute_layout_validates_its_alignment() -> None:
+    with pytest.raises(ConfigError, match="alignment"):
+        compute_layout((((4,), F32), ((4,), F32)), 0)
+    with pytest.raises(ConfigError, match="alignment"):
+        compute_layout((((4,), F32),), 100)
+
+
+def test_a_missing_framework_is_framework_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
+    monkeypatch.delitem(sys.modules, "arena.adapters.torch", raising=False)
+    with (
+        Arena("cpu", framework="numpy") as a,
+        pytest.raises(FrameworkUnavailableError, match="pip install torch"),
+    ):
+        a.torch  # noqa: B018
+
+
+def test_list_shapes_are_accepted_like_tuples() -> None:
+    with Arena("cpu", framework="numpy") as a:
+        x, y = a.get_simultaneous(([5, 3], F32), ([2], "int32"))
+        assert x.shape == (5, 3) and y.shape == (2,)
+        with pytest.raises(SpecError, match="bool"):
+            a.get_simultaneous(([True, 3], F32))
+        with pytest.raises(SpecError, match="float"):
+            a.get_simultaneous(([2.5], F32))

@@ -19,15 +19,9 @@ from arena import (
     compute_layout,
     layout_bytes,
 )
-from tests.sources import FailingSource, RecordingSource
+from tests.sources import FailingSource, RecordingSource, check_books
 
 MB = 1 << 20
-
-
-def check_books(a: Arena, source: RecordingSource) -> None:
-    stats = a.stats()
-    assert stats.allocations == stats.frees + stats.live_blocks
-    assert stats.live_bytes == stats.reserved_bytes == sum(source.live.values())
 
 
 # ====================================================================== layout_bytes
@@ -217,6 +211,79 @@ def test_a_bad_arena_max_bytes_names_the_variable(
 def test_a_bad_max_bytes_argument_is_refused(value: object) -> None:
     with pytest.raises(ConfigError, match="max_bytes must be a number of bytes"):
         Arena("cpu", framework="numpy", max_bytes=value)  # type: ignore[arg-type]
+
+
+# Spellings that int(), str.isdigit() or str.strip() would have let through.
+BAD_SPELLINGS = [
+    "\uff11\uff12\uff13",  # full-width digits
+    "\u0663",  # ARABIC-INDIC DIGIT THREE
+    "\u00b2",  # superscript two: isdigit() says yes, int() says no
+    "\U0001d7d1",  # MATHEMATICAL BOLD DIGIT THREE
+    "1_000",
+    "4_096KiB",
+    "+5",
+    "+4GiB",
+    "1 000",
+    "1\t000",
+    "4\u00a0GiB",  # a no-break space between
+    "\u30004GiB",  # an ideographic space before
+    "4\u212aiB",  # the Kelvin sign, which folds to 'k'
+    "4 Gi B",
+    "0x1000",
+    "4e9",
+    "4.0GiB",
+    "",
+]
+
+
+@pytest.mark.parametrize("text", BAD_SPELLINGS)
+def test_only_ascii_digits_make_a_byte_count(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    with pytest.raises(ConfigError, match=r"max_bytes must be a number of bytes.*ASCII digits"):
+        Arena("cpu", framework="numpy", max_bytes=text)
+    if text:  # an empty variable is an unset one
+        monkeypatch.setenv("ARENA_MAX_BYTES", text)
+        with pytest.raises(ConfigError, match=r"ARENA_MAX_BYTES must be a number of bytes"):
+            Arena("cpu", framework="numpy")
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (2**63, "9223372036854775808"),
+        ("9223372036854775808", "'9223372036854775808' \\(9223372036854775808 bytes\\)"),
+        ("8388608TiB", "'8388608TiB' \\(9223372036854775808 bytes\\)"),
+        ("1" + "0" * 5000, r"'1000.*\.\.\. \(5003 characters\)"),
+        (10**30, "1" + "0" * 30),
+    ],
+    ids=["int", "digits", "unit", "5001-digits", "huge-int"],
+)
+def test_a_byte_count_past_2_63_is_refused_naming_the_limit(
+    monkeypatch: pytest.MonkeyPatch, value: object, shown: str
+) -> None:
+    limit = rf"past the limit of {2**63 - 1} bytes \(2\*\*63 - 1\)"
+    with pytest.raises(ConfigError, match=rf"^max_bytes is {shown}, {limit}"):
+        Arena("cpu", framework="numpy", max_bytes=value)  # type: ignore[arg-type]
+    monkeypatch.setenv("ARENA_MAX_BYTES", str(value))
+    with pytest.raises(ConfigError, match=rf"ARENA_MAX_BYTES is .*{limit}"):
+        Arena("cpu", framework="numpy")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (2**63 - 1, 2**63 - 1),
+        ("9223372036854775807", 2**63 - 1),
+        ("8388607TiB", 8388607 << 40),
+        (" \t4GiB\n", 4 << 30),
+        ("512 MiB", 512 << 20),
+        ("0004096", 4096),
+        ("16b", 16),
+    ],
+)
+def test_good_byte_counts_up_to_the_limit(value: object, expected: int) -> None:
+    with Arena("cpu", framework="numpy", max_bytes=value) as a:  # type: ignore[arg-type]
+        assert a.memory_stats()["arena.max_bytes"] == expected
+        assert type(a.memory_stats()["arena.max_bytes"]) is int
 
 
 # ====================================================================== memory_stats

@@ -6,6 +6,7 @@ extension is not built, and fails instead under ``ARENA_REQUIRE_COMPILED=1`` (CI
 
 from __future__ import annotations
 
+import enum
 import os
 import subprocess
 import sys
@@ -202,6 +203,69 @@ def test_resolvers_and_lanes_choose_the_slot(hit_path: str) -> None:
                     for _ in range(2):  # the second is a hit
                         seen.add(tuple(_pointers(a.numpy, a.get_simultaneous(*SPECS))))
         assert len(seen) == 4
+
+
+class Slot1(enum.IntEnum):
+    FIRST = 0
+    SECOND = 1
+
+
+class Liar(int):
+    """An int whose own arithmetic, comparisons and conversions all say 0 (or yes)."""
+
+    def __index__(self) -> int:
+        return 0
+
+    def __int__(self) -> int:
+        return 0
+
+    def __mul__(self, other: object) -> int:
+        return 0
+
+    __rmul__ = __add__ = __radd__ = __mul__
+
+    def __lt__(self, other: object) -> bool:
+        return True
+
+    __le__ = __gt__ = __ge__ = __lt__
+
+
+@pytest.mark.parametrize("kind", [Slot1, Liar], ids=["IntEnum", "int-subclass"])
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_an_int_subclass_binds_the_slot_of_its_value(hit_path: str, kind: Any, lanes: int) -> None:
+    """``bind_ubatch``, ``ubatch()`` and ``lane()`` take an int subclass as its value: both
+    hit paths serve that slot, and the subclass's own methods are never asked."""
+    one = kind(1)
+    with Arena("cpu", framework="numpy", ubatches=2, lanes=lanes) as a:
+        a.reserve(*SPECS)
+        a.lock()
+        plain = {}
+        for ubatch in (0, 1):
+            for lane in range(lanes):
+                with a.ubatch(ubatch), a.lane(lane):
+                    plain[ubatch, lane] = _pointers(a.numpy, a.get_simultaneous(*SPECS))
+        lane_one = kind(lanes - 1)
+        with a.ubatch(one), a.lane(lane_one):
+            for _ in range(3):  # the general path, then hits
+                assert _pointers(a.numpy, a.get_simultaneous(*SPECS)) == plain[1, lanes - 1]
+            assert a.current_slot() == (1, lanes - 1)
+            assert all(type(i) is int for i in a.current_slot())
+        seen: list[tuple[Any, ...]] = []
+
+        def bound() -> None:
+            a.bind_ubatch(one)
+            seen.append((a.current_slot(), _pointers(a.numpy, a.get_simultaneous(*SPECS))))
+            seen.append((a.current_slot(), _pointers(a.numpy, a.get_simultaneous(*SPECS))))
+
+        thread = threading.Thread(target=bound)
+        thread.start()
+        thread.join(10)
+        assert seen == [((1, 0), plain[1, 0])] * 2
+        with pytest.raises(arena.SlotError, match="ubatch 5 is out of range"):
+            a.bind_ubatch(kind(5) if kind is Liar else 5)
+        with pytest.raises(arena.SlotError, match="lane 7 is out of range"):
+            a.lane(kind(7) if kind is Liar else 7).__enter__()
+        assert a.current_slot() == (0, 0)
 
 
 def test_a_sibling_s_growth_is_matched_before_a_hit(hit_path: str) -> None:
@@ -436,3 +500,16 @@ def test_the_arena_closed_during_a_hits_lookup_never_crashes(path: str, kind: st
         check=False,
     )
     assert result.returncode == 0 and "survived" in result.stdout, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch", "jax"])
+@pytest.mark.parametrize("cached", [False, True])
+def test_an_empty_request_returns_an_empty_list_on_every_path(framework: str, cached: bool) -> None:
+    pytest.importorskip(framework)
+    with Arena("cpu", framework="numpy") as a:
+        front = a.front(framework, cached=cached)
+        assert front.get_simultaneous() == [] and front.try_get_simultaneous() == []
+        front.get_simultaneous(((4,), F32))  # warm slot: plans exist
+        assert front.get_simultaneous() == [] and front.get_simultaneous() == []
+        a.lock()
+        assert front.get_simultaneous() == []

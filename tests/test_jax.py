@@ -336,3 +336,13 @@ def test_a_request_under_a_trace_is_refused(shared: Arena, cached: bool, seen_be
 def test_the_traced_request_error_is_an_arena_runtime_error() -> None:
     assert issubclass(arena.TracedRequestError, arena.ArenaError)
     assert issubclass(arena.TracedRequestError, RuntimeError)
+
+
+def test_jax_zero_d_bfloat16_works_and_complex32_is_a_dtype_error() -> None:
+    pytest.importorskip("jax")
+    pytest.importorskip("torch")  # bfloat16 reaches JAX through torch's DLPack export
+    with Arena("cpu", framework="jax") as a:
+        (scalar,) = a.get_simultaneous(((), "bfloat16"))
+        assert scalar.shape == () and str(scalar.dtype) == "bfloat16"
+        with pytest.raises(arena.DTypeError, match="JAX has no complex32"):
+            a.get_simultaneous(((4,), "complex32"))

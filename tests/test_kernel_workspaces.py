@@ -30,20 +30,10 @@ from arena import (
     SpecError,
 )
 from arena.kernels import workspaces as workspaces_module
-from tests.sources import FaultySource, RecordingSource
+from tests.sources import FaultySource, RecordingSource, check_books
 
 MB = 1 << 20
 TIMEOUT = 10
-
-
-def check_books(a: Arena, source: RecordingSource | None = None) -> None:
-    """Every block the arena took is released or held by it, workspaces included."""
-    stats = a.stats()
-    assert stats.allocations == stats.frees + stats.live_blocks
-    assert stats.live_bytes == stats.reserved_bytes
-    if source is not None:
-        assert len(source.live) == stats.live_blocks
-        assert sum(source.live.values()) == stats.live_bytes
 
 
 def span(view: Any) -> range:

@@ -18,14 +18,17 @@ from arena.observe.profilefile import (
     read_profile,
     salvage_profile,
 )
+from arena.planning.records import StepBook
 
 F32 = "float32"
 
 
-def forward(ws: arena.Arena, tokens: int, layers: int = 3) -> None:
+def forward(ws: arena.Arena, tokens: int, layers: int = 3, seen: list[Any] | None = None) -> None:
     """Chained layers in one step: the first-fit placement of the recording run spans
-    more than the plan made from it (checked below, so the test can tell them apart)."""
-    with ws.step("forward") as st:
+    more than the plan made from it (checked below, so the test can tell them apart).
+    ``seen`` collects every view handed out, in request order."""
+    with ws.step("forward") as step:
+        st: Any = step if seen is None else _Seen(step, seen)
         (x,) = st.get_simultaneous(((tokens, 64), F32))
         for _ in range(layers):
             (xn,) = st.get_simultaneous(((tokens, 64), F32))
@@ -46,6 +49,21 @@ def forward(ws: arena.Arena, tokens: int, layers: int = 3) -> None:
             st.release(act)
             (x,) = st.get_simultaneous(((tokens, 64), F32))
             st.release(h, down)
+
+
+class _Seen:
+    """A step that keeps every view it hands out."""
+
+    def __init__(self, step: Any, seen: list[Any]) -> None:
+        self.step, self.seen = step, seen
+
+    def get_simultaneous(self, *specs: Any) -> list[Any]:
+        views: list[Any] = self.step.get_simultaneous(*specs)
+        self.seen.extend(views)
+        return views
+
+    def release(self, *views: Any) -> None:
+        self.step.release(*views)
 
 
 def _record(path: Path, ubatches: int = 1) -> tuple[int, int, int]:
@@ -228,3 +246,291 @@ def test_requests_inside_a_step_count_above_its_plan_not_its_first_fit(
             assert ws.stats().slots[0].capacity == need * 1024
     (slot,) = read_profile(path)["slots"]
     assert slot["planned"] == need * 1024
+
+
+# ------------------------------------------------------------- stored plans of steps
+def _offsets(ws: arena.Arena, views: list[Any]) -> list[int]:
+    """Each view's byte offset in its slot's buffer."""
+    low = min(v.ctypes.data for v in views)
+    (segment,) = [
+        s
+        for s in ws.memory_snapshot()["segments"]
+        if s["address"] <= low < s["address"] + s["total_size"]
+    ]
+    offsets = [v.ctypes.data - segment["address"] for v in views]
+    assert all(o + v.nbytes <= segment["total_size"] for o, v in zip(offsets, views, strict=True))
+    return offsets
+
+
+def _stored(path: Path, slot: int = 0) -> list[dict[str, Any]]:
+    return read_profile(path)["slots"][slot]["steps"]  # type: ignore[no-any-return]
+
+
+def test_a_restart_locked_at_once_replays_the_stored_plan_from_its_first_run(
+    tmp_path: Path,
+) -> None:
+    """The production pattern: presize from the profile, lock, serve. The first run of
+    the step under lock must not record (its first fit needs more than the presize)."""
+    path = tmp_path / "profile.json"
+    with arena.Arena("cpu", framework="numpy", profile=path) as ws:
+        forward(ws, 100)
+        first = ws.stats().slots[0].capacity
+        forward(ws, 100)
+        ws.lock()
+        seen: list[Any] = []
+        forward(ws, 100, seen=seen)
+        planned = _offsets(ws, seen)
+        size = ws.stats().slots[0].capacity
+    assert first > size  # a recording run under the restart's lock would not fit
+    (entry,) = _stored(path)
+    assert entry["key"] == "forward" and entry["total"] <= size and entry["recorded_at"] == 0
+    assert planned == entry["offsets"]  # the replays' views sit at the planned offsets
+    with arena.Arena("cpu", framework="numpy", profile=path) as ws:
+        presized = ws.stats()
+        ws.lock()
+        again: list[Any] = []
+        forward(ws, 100, seen=again)  # no ArenaLockedError, no warning of another height
+        forward(ws, 50)  # smaller token counts fit the plan too
+        after = ws.stats()
+        assert _offsets(ws, again) == planned
+    assert presized.slots[0].capacity == size
+    assert after.allocations == presized.allocations == 1
+    assert after.slots[0].growths == presized.slots[0].growths
+    assert after.allocations_while_locked == 0
+    assert _stored(path) == [entry]  # the restart saved the same plan
+
+
+@pytest.mark.parametrize("tokens", [1, 37, 100])
+def test_a_stored_book_rebuilds_the_plan_it_was_made_from(tokens: int) -> None:
+    with arena.Arena("cpu", framework="numpy") as ws:
+        forward(ws, tokens)
+        forward(ws, tokens)
+        book = ws._table.slots[0].steps["forward"]
+        entry = json.loads(json.dumps(book.to_profile()))
+    assert "firsts" not in entry and "load" not in entry  # derived, not stored
+    again = StepBook.from_profile(entry)
+    for name in ("counts", "sizes", "firsts", "lasts", "offsets", "starts", "expiring"):
+        assert getattr(again, name) == getattr(book, name), name
+    for name in ("total", "load", "base", "above", "top_level", "recorded_at"):
+        assert getattr(again, name) == getattr(book, name), name
+    assert again.planned and again.reach == book.reach
+    with pytest.raises(ValueError, match="without a plan"):
+        StepBook().to_profile()
+
+
+def test_a_micro_batch_that_never_ran_the_step_replays_the_lane_plan_after_restart(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "profile.json"
+    _, planned, _ = _record(path, ubatches=2)  # only ubatch 0 ran; lock() shared its plan
+    assert _stored(path, 1) == _stored(path, 0)
+    with arena.Arena("cpu", ubatches=2, framework="numpy", profile=path) as ws:
+        ws.lock()
+        with ws.ubatch(1):
+            forward(ws, 100)
+        forward(ws, 100)
+        assert [s.capacity for s in ws.stats().slots] == [planned, planned]
+        assert ws.stats().allocations_while_locked == 0
+
+
+def test_a_restored_plan_records_again_when_a_run_diverges(tmp_path: Path) -> None:
+    path = tmp_path / "profile.json"
+    _record(path)
+    with arena.Arena("cpu", framework="numpy", profile=path) as ws:
+        ws.lock()
+        with pytest.raises(arena.ArenaLockedError, match=r"'forward' request 0 .* diverges"):
+            forward(ws, 200)
+        ws.unlock()
+        forward(ws, 200)  # unlocked: records, and the next run plans
+        forward(ws, 200)
+        ws.lock()
+        forward(ws, 200)
+    (entry,) = _stored(path)  # the newer, larger plan replaced the stored one
+    assert entry["sizes"][0] == 200 * 64 * 4
+
+
+def test_a_stored_plan_keeps_its_start_in_the_slot(tmp_path: Path) -> None:
+    """A step entered above a scope: its restored plan knows where it was recorded, so a
+    replay at that height does not warn, and one at another height does."""
+    path = tmp_path / "profile.json"
+
+    def run(ws: arena.Arena, held: bool) -> None:
+        with ws.scope() as scope:
+            if held:
+                scope.get_simultaneous(((1024,), F32))
+            forward(ws, 20)
+
+    with arena.Arena("cpu", framework="numpy", profile=path) as ws:
+        run(ws, True)
+        run(ws, True)
+        ws.lock()
+    (entry,) = _stored(path)
+    assert entry["recorded_at"] == entry["base"] == 4096
+    with arena.Arena("cpu", framework="numpy", profile=path) as ws:
+        ws.lock()
+        run(ws, True)  # no warning: the height the plan was recorded at
+        with pytest.warns(arena.ArenaWarning, match="starts at byte 0 .* its plan at byte 4096"):
+            run(ws, False)
+
+
+def test_only_str_and_int_step_keys_are_stored_each_with_its_type(tmp_path: Path) -> None:
+    path = tmp_path / "profile.json"
+
+    def steps(ws: arena.Arena) -> None:
+        for key in ("7", 7, ("layer", 0), True):
+            with ws.step(key) as st:
+                st.get_simultaneous(((64 + len(str(key)),), F32))
+
+    with arena.Arena("cpu", framework="numpy", profile=path) as ws:
+        steps(ws)
+        steps(ws)
+        ws.lock()
+    keys = [entry["key"] for entry in _stored(path)]
+    assert keys == ["7", 7]  # a tuple and a bool are skipped, "7" and 7 kept apart
+    with arena.Arena("cpu", framework="numpy", profile=path) as ws:
+        replays = {}
+        for key in ("7", 7, ("layer", 0)):
+            with ws.step(key) as st:
+                replays[key] = st.replay
+                st.get_simultaneous(((64 + len(str(key)),), F32))
+    assert replays == {"7": True, 7: True, ("layer", 0): False}
+
+
+def test_an_old_profile_without_steps_presizes_and_its_steps_record_again(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "profile.json"
+    _, planned, _ = _record(path)
+    old = read_profile(path)
+    for slot in old["slots"]:
+        del slot["steps"]
+    path.write_text(json.dumps(check_profile(old)))
+    with arena.Arena("cpu", framework="numpy", profile=path) as ws:
+        assert ws.stats().slots[0].capacity == planned
+        with ws.step("forward") as st:
+            assert not st.replay  # nothing to replay: it records, as before stored plans
+        forward(ws, 100)
+        forward(ws, 100)
+        ws.lock()
+        assert ws.stats().slots[0].capacity == planned
+    assert [e["key"] for e in _stored(path)] == ["forward"]
+
+
+def test_a_stored_plan_reaching_past_its_presized_slot_is_not_restored(tmp_path: Path) -> None:
+    path = tmp_path / "profile.json"
+    _record(path)
+    data = read_profile(path)
+    (entry,) = data["slots"][0]["steps"]
+    data["slots"][0]["planned"] = 4096  # smaller than the plan: hand-edited
+    path.write_text(json.dumps(data))
+    reach = entry["base"] + entry["total"] + entry["above"]
+    with pytest.warns(
+        arena.ArenaWarning,
+        match=rf"1 step plan\(s\) reach past their slot \(step 'forward' of slot \(0, 0\) "
+        rf"needs {reach} bytes, the slot holds 4096\); those steps record again",
+    ):
+        ws = arena.Arena("cpu", framework="numpy", profile=path)
+    with ws, ws.step("forward") as st:
+        assert not st.replay
+
+
+def _entry(**changes: Any) -> dict[str, Any]:
+    """A valid stored plan: block 0 lives through requests 0-1, 1 and 2 share request 1."""
+    entry = {
+        "key": "k",
+        "counts": [1, 2],
+        "sizes": [256, 512, 256],
+        "lasts": [1, 1, 1],
+        "offsets": [0, 256, 768],
+        "total": 1024,
+        "base": 0,
+        "above": 0,
+        "top_level": True,
+        "recorded_at": 0,
+    }
+    return {**entry, **changes}
+
+
+BAD_STEPS = [
+    (
+        _entry(sizes=[256, 512]),
+        "'sizes' must list one item per block (3: the sum of 'counts'), found 2",
+    ),
+    (
+        _entry(offsets=[0, 0, 768]),
+        "blocks #0 and #1 are live at request 1 and share bytes (0..256 and 0..512)",
+    ),
+    (_entry(offsets=[0, 256, 1024]), "block #2 ends at byte 1280, past 'total' 1024"),
+    (_entry(lasts=[1, 0, 1]), "'lasts' #1 is 0, before request 1 that makes the block"),
+    (_entry(lasts=[2, 1, 1]), "'lasts' #0 is 2, past the step's last request (1)"),
+    (_entry(sizes=[256, 500, 256]), "'sizes' #1 is 500, not a multiple of the alignment 256"),
+    (
+        _entry(offsets=[0, 256, 2**63]),
+        "'offsets' #2 must be an int from 0 to 2**63 - 1, found 9223372036854775808",
+    ),
+    (_entry(counts=[1, -2]), "'counts' #1 must be an int from 0 to 2**63 - 1, found -2"),
+    (_entry(key=["k"]), "'key' must be a string or an int, found ['k']"),
+    (_entry(key=True), "'key' must be a string or an int, found True"),
+    (_entry(top_level=1), "'top_level' must be true or false, found 1"),
+    (_entry(total="1024"), "'total' must be an int from 0 to 2**63 - 1, found '1024'"),
+    (_entry(above=2**63 - 1), "'base' + 'total' + 'above' must be at most 2**63 - 1"),
+    (_entry(offsets=None), "'offsets' must be a list, found None"),
+    ([1, 2], "must be an object, found [1, 2]"),
+]
+
+
+@pytest.mark.parametrize(("bad", "problem"), BAD_STEPS)
+def test_a_damaged_stored_plan_is_refused_and_repaired_by_dropping_it(
+    bad: Any, problem: str
+) -> None:
+    good = _entry(key=5)
+    data = _profile(peak=1024, capacity=1024)
+    data["slots"][0]["steps"] = [good, bad]
+    with pytest.raises(arena.ArenaError) as refused:
+        check_profile(copy.deepcopy(data))
+    assert str(refused.value) == f"slot #0 step #1 {problem}"
+    repaired, notes = salvage_profile(data)
+    assert notes == [f"slot #0 step #1 {problem}: dropped"]
+    assert repaired["slots"][0]["steps"] == [good]  # the valid plan stays
+
+
+def test_a_repeated_key_or_a_steps_field_that_is_no_list_is_repaired() -> None:
+    data = _profile(peak=1024, capacity=1024)
+    data["slots"][0]["steps"] = [_entry(key=5), _entry(key="5"), _entry(key=5, total=2048)]
+    with pytest.raises(arena.ArenaError, match="slot #0 step #2 repeats the key 5"):
+        check_profile(copy.deepcopy(data))
+    repaired, notes = salvage_profile(data)
+    assert notes == ["slot #0 step #2 repeats the key 5 of an earlier step: dropped"]
+    assert repaired["slots"][0]["steps"] == [_entry(key=5), _entry(key="5")]
+    data["slots"][0]["steps"] = {"k": 1}
+    repaired, notes = salvage_profile(data)
+    assert notes == ["slot #0 'steps' must be a list, found {'k': 1}: dropped"]
+    assert repaired["slots"][0]["steps"] == []
+
+
+def test_an_arena_repairs_a_damaged_plan_and_records_that_step_again(tmp_path: Path) -> None:
+    path = tmp_path / "profile.json"
+    _record(path)
+    data = read_profile(path)
+    (entry,) = data["slots"][0]["steps"]
+    entry["offsets"] = [0] * len(entry["offsets"])  # every block on top of the others
+    path.write_text(json.dumps(data))
+    with pytest.warns(arena.ArenaWarning, match=r"slot #0 step #0 blocks #0 and #1 .*: dropped"):
+        ws = arena.Arena("cpu", framework="numpy", profile=path)
+    with ws:
+        forward(ws, 100)  # records: the plan that would alias views is gone
+        forward(ws, 100)
+        ws.lock()
+    (saved,) = _stored(path)
+    assert saved["offsets"] != entry["offsets"]
+
+
+def test_merging_keeps_the_newer_plan_of_a_key_and_the_older_keys() -> None:
+    old = _profile(peak=1024, capacity=1024)
+    new = copy.deepcopy(old)
+    old["slots"][0]["steps"] = [_entry(key="a"), _entry(key="b")]
+    newer_a = _entry(key="a", offsets=[0, 256, 0], lasts=[0, 1, 1], total=768)
+    new["slots"][0]["steps"] = [newer_a, _entry(key=3)]
+    merged = check_profile(merge_profiles(old, new))
+    assert merged["slots"][0]["steps"] == [newer_a, _entry(key="b"), _entry(key=3)]
+    assert "steps" not in merge_profiles(_profile(), _profile())["slots"][0]  # old stays old

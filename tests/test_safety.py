@@ -22,27 +22,13 @@ from arena import (
     ArenaLockedError,
     ArenaOutOfMemoryError,
     ConfigError,
-    FrameworkUnavailableError,
     GraphCaptureError,
     SlotError,
-    SpecError,
-    compute_layout,
 )
-from tests.sources import FaultySource, RecordingSource
+from tests.sources import FaultySource, RecordingSource, check_books
 
 F32 = "float32"
 TIMEOUT = 10
-
-
-def check_books(a: Arena, source: RecordingSource | None = None) -> None:
-    """Every block the arena took is either released or still held by it."""
-    stats = a.stats()
-    assert stats.allocations == stats.frees + stats.live_blocks
-    held = sum(s.capacity + s.retired_bytes + s.persistent_bytes for s in stats.slots)
-    assert stats.live_bytes == held
-    if source is not None:
-        assert len(source.live) == stats.live_blocks
-        assert sum(source.live.values()) == stats.live_bytes
 
 
 class Gate:
@@ -282,18 +268,6 @@ def test_a_failed_growth_keeps_a_buffer_of_the_old_capacity(fault: type[BaseExce
     assert source.live == {}
 
 
-def test_sizes_past_what_can_be_addressed_are_named_errors() -> None:
-    with Arena("cpu", framework="numpy") as a:
-        with pytest.raises(SpecError, match=str(2**63)):
-            a.reserve_bytes(2**63)
-        with pytest.raises(ArenaOutOfMemoryError, match=str(2**63 - 256)):
-            a.get_simultaneous(((2**63 - 256,), "uint8"))
-        with pytest.raises(ArenaOutOfMemoryError, match="more than"):
-            Arena("cpu", growth="pow2", framework="numpy").reserve_bytes(2**62 + 1)
-        a.get_simultaneous(((8,), F32))  # still usable
-        check_books(a)
-
-
 # ---------------------------------------------------------------------- 6. interrupts
 def test_interrupt_in_a_release_during_close_still_releases_everything() -> None:
     source = FaultySource(fail_release_at={1}, fault=KeyboardInterrupt)
@@ -366,36 +340,6 @@ def test_interrupt_while_zeroing_a_persistent_buffer_leaves_no_entry() -> None:
         check_books(a, source)
 
 
-# ---------------------------------------------------------------------- 7. registry
-def test_registry_under_concurrent_init_reset_and_current() -> None:
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def churn() -> None:
-        while not stop.is_set():
-            arena.reset_arena("cpu")  # so init_arena has nothing to warn about
-            arena.init_arena("cpu", framework="numpy")
-
-    def read() -> None:
-        while not stop.is_set():
-            try:
-                arena.current_arena("cpu")
-            except arena.NotInitializedError as exc:
-                if "initialised: none" not in str(exc):
-                    errors.append(exc)
-            except BaseException as exc:
-                errors.append(exc)
-
-    threads = [threading.Thread(target=churn)] + [threading.Thread(target=read) for _ in range(3)]
-    for t in threads:
-        t.start()
-    threading.Event().wait(1.0)
-    stop.set()
-    for t in threads:
-        t.join(TIMEOUT)
-    assert errors == []
-
-
 # ---------------------------------------------------------------------- 8. growth peak
 def _traced_peak(n: int, keep_old_view: bool) -> int:
     gc.collect()
@@ -438,84 +382,6 @@ def test_zero_byte_request_on_a_pending_sibling_does_not_allocate() -> None:
         with a.ubatch(1):
             a.get_simultaneous(((1,), F32))  # its first real request follows its sibling
         assert a.stats().slots[1].capacity == 4096
-
-
-@pytest.mark.parametrize(
-    ("options", "pattern"),
-    [
-        ({"alignment": 2**70}, "at most"),
-        ({"debug": "false"}, "debug must be True or False"),
-        ({"cached_views": "no"}, "cached_views must be True or False"),
-        ({"track_call_sites": 1}, "track_call_sites must be True or False"),
-        ({"capture_probe": 3}, "capture_probe must be a callable"),
-    ],
-)
-def test_settings_of_the_wrong_type_are_refused(options: dict[str, Any], pattern: str) -> None:
-    with pytest.raises(ConfigError, match=pattern):
-        Arena("cpu", **options)
-
-
-def test_compute_layout_validates_its_alignment() -> None:
-    with pytest.raises(ConfigError, match="alignment"):
-        compute_layout((((4,), F32), ((4,), F32)), 0)
-    with pytest.raises(ConfigError, match="alignment"):
-        compute_layout((((4,), F32),), 100)
-
-
-def test_a_missing_framework_is_framework_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
-    monkeypatch.delitem(sys.modules, "arena.adapters.torch", raising=False)
-    with (
-        Arena("cpu", framework="numpy") as a,
-        pytest.raises(FrameworkUnavailableError, match="pip install torch"),
-    ):
-        a.torch  # noqa: B018
-
-
-def test_list_shapes_are_accepted_like_tuples() -> None:
-    with Arena("cpu", framework="numpy") as a:
-        x, y = a.get_simultaneous(([5, 3], F32), ([2], "int32"))
-        assert x.shape == (5, 3) and y.shape == (2,)
-        with pytest.raises(SpecError, match="bool"):
-            a.get_simultaneous(([True, 3], F32))
-        with pytest.raises(SpecError, match="float"):
-            a.get_simultaneous(([2.5], F32))
-
-
-# ---------------------------------------------------------------------- debug: slot sharing
-def test_debug_mode_names_two_threads_inside_one_slot() -> None:
-    gate = Gate()
-    a = Arena("cpu", framework="numpy", debug=True, alloc_context=gate)
-    gate.armed = True
-    first, first_out = run(a.get_simultaneous, ((4096,), F32))
-    assert gate.inside.wait(TIMEOUT)
-    with pytest.raises(SlotError) as info:
-        a.get_simultaneous(((16,), F32))
-    gate.go.set()
-    first.join(TIMEOUT)
-    message = str(info.value)
-    assert "worker-get_simultaneous" in message and "MainThread" in message
-    assert "(ubatch 0, lane 0)" in message and "bind_ubatch" in message
-    assert not isinstance(first_out[0], BaseException)
-    a.get_simultaneous(((16,), F32))  # once the other thread is out, the slot is free
-    a.close()
-
-
-def test_debug_mode_allows_threads_on_their_own_slots() -> None:
-    a = Arena("cpu", ubatches=2, framework="numpy", debug=True)
-
-    def work(ubatch: int) -> None:
-        a.bind_ubatch(ubatch)
-        for n in range(1, 200):
-            a.get_simultaneous(((n,), F32))
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(TIMEOUT)
-    assert a.stats().calls == 2 * 199
-    a.close()
 
 
 # ---------------------------------------------------------------------- 9. capture window
@@ -651,3 +517,122 @@ def test_dropping_an_arena_frees_its_memory_without_the_cycle_collector(
         assert alive == [], f"{len(alive)} blocks outlive the dropped arena until gc runs"
     finally:
         gc.enable()
+
+
+# ---------------------------------------------------------------------- 11. outlived arenas
+COLLECTED = r"garbage collected.*Keep a reference to the Arena"
+
+
+def test_a_front_of_an_arena_never_kept_is_closed(hit_path: str) -> None:
+    source = RecordingSource()
+    front = Arena(source=source, framework="numpy").numpy  # the arena is gone at once
+    with pytest.raises(ArenaClosedError, match=COLLECTED):
+        front.get_simultaneous(((64,), F32))
+    with pytest.raises(ArenaClosedError, match=COLLECTED):
+        front.arena  # noqa: B018
+    assert source.events == []
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_a_front_that_outlives_its_arena_stops_and_its_views_stay(
+    hit_path: str, framework: str
+) -> None:
+    pytest.importorskip(framework)
+    source = RecordingSource()
+    a = Arena(source=source, framework="numpy")
+    front = a.front(framework)
+    for _ in range(2):  # the second is a hit: remembered by both hit paths
+        (x,) = front.get_simultaneous(((1024,), F32))
+    x[:] = 7
+    a.lock()
+    gc.collect()
+    assert source.allocations() == [4096]
+    del a
+    gc.collect()
+    # Closed: its blocks went back to the source; x keeps its own memory alive.
+    assert source.live == {} and source.events[-1] == ("release", 4096)
+    for request in (((1024,), F32), ((1 << 20,), F32)):  # a remembered one, a new one
+        with pytest.raises(ArenaClosedError, match=COLLECTED):
+            front.get_simultaneous(request)
+        with pytest.raises(ArenaClosedError, match=COLLECTED):
+            front.try_get_simultaneous(request)
+    assert source.allocations() == [4096]  # nothing allocated after the arena went
+    assert (np.asarray(x) == 7).all()
+    x[:] = 8  # still writable: its memory is its own
+    assert (np.asarray(x) == 8).all()
+
+
+def listen_to_itself(a: Arena) -> None:
+    a.add_listener(lambda event: a.stats())
+
+
+def test_the_finalizer_never_keeps_the_arena_alive() -> None:
+    import weakref
+
+    source = WatchedSource()
+    a = Arena(source=source, framework="numpy")
+    a.get_simultaneous(((64,), F32))
+    listen_to_itself(a)  # a cycle through the arena's own table
+    gone = weakref.ref(a)
+    del a
+    gc.collect()
+    # Collected with its table: the memory went with them (no close() to run).
+    assert gone() is None and all(ref() is None for ref in source.owners)
+    b = Arena(source=source, framework="numpy")  # no cycle: reference counting alone
+    front = b.numpy
+    gone = weakref.ref(b)
+    del b
+    assert gone() is None
+    with pytest.raises(ArenaClosedError, match=COLLECTED):
+        front.get_simultaneous(((64,), F32))
+
+
+def test_close_then_collection_says_close() -> None:
+    source = RecordingSource()
+    a = Arena(source=source, framework="numpy")
+    front = a.numpy
+    front.get_simultaneous(((64,), F32))
+    a.close()
+    a.close()
+    events = list(source.events)
+    del a
+    gc.collect()
+    assert source.events == events  # released once, by close()
+    with pytest.raises(ArenaClosedError, match=r"close\(\) or reset_arena\(\) was called"):
+        front.get_simultaneous(((64,), F32))
+
+
+# ---------------------------------------------------------------------- debug: slot sharing
+def test_debug_mode_names_two_threads_inside_one_slot() -> None:
+    gate = Gate()
+    a = Arena("cpu", framework="numpy", debug=True, alloc_context=gate)
+    gate.armed = True
+    first, first_out = run(a.get_simultaneous, ((4096,), F32))
+    assert gate.inside.wait(TIMEOUT)
+    with pytest.raises(SlotError) as info:
+        a.get_simultaneous(((16,), F32))
+    gate.go.set()
+    first.join(TIMEOUT)
+    message = str(info.value)
+    assert "worker-get_simultaneous" in message and "MainThread" in message
+    assert "(ubatch 0, lane 0)" in message and "bind_ubatch" in message
+    assert not isinstance(first_out[0], BaseException)
+    a.get_simultaneous(((16,), F32))  # once the other thread is out, the slot is free
+    a.close()
+
+
+def test_debug_mode_allows_threads_on_their_own_slots() -> None:
+    a = Arena("cpu", ubatches=2, framework="numpy", debug=True)
+
+    def work(ubatch: int) -> None:
+        a.bind_ubatch(ubatch)
+        for n in range(1, 200):
+            a.get_simultaneous(((n,), F32))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TIMEOUT)
+    assert a.stats().calls == 2 * 199
+    a.close()

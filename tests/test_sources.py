@@ -3,6 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import arena
 from arena import Arena, ArenaError, ArenaOutOfMemoryError, ConfigError, HostSource, MemorySource
 from tests.sources import FailingSource, RecordingSource
 
@@ -155,3 +156,16 @@ def test_cuda_out_of_memory_errors_become_memory_errors() -> None:
         assert info.value.__cause__ is error
     with pytest.raises(ValueError), _out_of_memory_as_memory_error():
         raise ValueError("not memory")
+
+
+def test_a_source_returning_too_few_bytes_is_refused_and_given_back() -> None:
+    class ShortSource(RecordingSource):
+        def allocate(self, nbytes: int) -> arena.Allocation:
+            return super().allocate(max(1, nbytes // 2))
+
+    source = ShortSource()
+    with Arena(source=source, framework="numpy") as a:
+        with pytest.raises(ArenaError, match=r"returned 2048 bytes .* needs 4096"):
+            a.get_simultaneous(((1024,), F32))
+        stats = a.stats()
+        assert stats.allocations == stats.frees + stats.live_blocks and source.live == {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import sys
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -308,6 +309,160 @@ def test_rmm_source_errors() -> None:
         Arena("cpu", source=object())
     with pytest.raises(ConfigError, match="deallocate"):
         RmmSource(types.SimpleNamespace(allocate=lambda n: 0))
+
+
+class StreamRequired(HostResource):
+    """RMM's protocol with the stream required, as a resource written to it may have it."""
+
+    def allocate(self, nbytes: int, stream: Any) -> int:  # type: ignore[override]
+        return super().allocate(nbytes, stream)
+
+    def deallocate(self, ptr: int, nbytes: int, stream: Any) -> None:  # type: ignore[override]
+        super().deallocate(ptr, nbytes, stream)
+
+
+class NoStream(HostResource):
+    """The old two-argument protocol: ``allocate(nbytes)``, ``deallocate(ptr, nbytes)``."""
+
+    def allocate(self, nbytes: int) -> int:  # type: ignore[override]
+        return super().allocate(nbytes, "none given")
+
+    def deallocate(self, ptr: int, nbytes: int) -> None:  # type: ignore[override]
+        super().deallocate(ptr, nbytes, "none given")
+
+
+class Unreadable:
+    """A method whose signature :func:`inspect.signature` cannot read (as a C function
+    without a text signature)."""
+
+    __signature__ = "unreadable"
+
+    def __init__(self, method: Any) -> None:
+        self.method = method
+
+    def __call__(self, *args: Any) -> Any:
+        return self.method(*args)
+
+
+def one_block(source: RmmSource) -> None:
+    allocation = source.allocate(4096)
+    assert allocation.owner.nbytes == 4096
+    del allocation
+    gc.collect()
+
+
+def test_a_resource_that_requires_the_stream_gets_the_default_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    resource = StreamRequired()
+    with Arena("cpu", source=resource, framework="numpy") as a:
+        (x,) = a.get_simultaneous(((1024,), "uint8"))
+        x[:] = 5
+    del x
+    gc.collect()
+    # RMM not imported: None, Python's "the default stream".
+    assert resource.calls == [("allocate", 1024, None), ("deallocate", 1024, None)]
+    rmm_stream = types.ModuleType("rmm.pylibrmm.stream")
+    rmm_stream.DEFAULT_STREAM = "rmm's default stream"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "rmm.pylibrmm.stream", rmm_stream)
+    resource = StreamRequired()
+    one_block(RmmSource(resource))
+    assert resource.calls == [
+        ("allocate", 4096, "rmm's default stream"),
+        ("deallocate", 4096, "rmm's default stream"),
+    ]
+    resource = StreamRequired()
+    one_block(RmmSource(resource, stream="mine"))
+    assert resource.calls == [("allocate", 4096, "mine"), ("deallocate", 4096, "mine")]
+    resource = HostResource()  # an optional stream: the resource's own default
+    one_block(RmmSource(resource))
+    assert resource.calls == [("allocate", 4096, None), ("deallocate", 4096, None)]
+
+
+def test_a_resource_without_a_stream_gets_none() -> None:
+    resource = NoStream()
+    with Arena("cpu", source=resource, framework="numpy") as a:
+        a.get_simultaneous(((1024,), "uint8"))
+    gc.collect()
+    assert resource.calls == [("allocate", 1024, "none given"), ("deallocate", 1024, "none given")]
+    assert resource.blocks == {}
+    with pytest.raises(
+        ConfigError, match=r"NoStream.allocate\(nbytes.* takes no stream.*stream='s1'"
+    ):
+        RmmSource(NoStream(), stream="s1")
+
+
+def test_an_unreadable_signature_gets_the_stream() -> None:
+    resource = StreamRequired()
+    wrapped = types.SimpleNamespace(
+        allocate=Unreadable(resource.allocate), deallocate=Unreadable(resource.deallocate)
+    )
+    one_block(RmmSource(wrapped, stream="s2"))
+    one_block(RmmSource(wrapped))
+    assert resource.calls == [
+        ("allocate", 4096, "s2"),
+        ("deallocate", 4096, "s2"),
+        ("allocate", 4096, None),
+        ("deallocate", 4096, None),
+    ]
+
+
+def test_a_signature_that_takes_neither_call_is_refused() -> None:
+    def keyword_stream(nbytes: int, *, stream: Any) -> int:
+        return 0
+
+    resource = types.SimpleNamespace(allocate=keyword_stream, deallocate=lambda p, n, s: None)
+    with pytest.raises(ConfigError, match=r"takes neither allocate\(nbytes\) nor allocate"):
+        RmmSource(resource)
+
+
+@dataclass
+class Returning(HostResource):
+    """Allocates, then returns ``value`` instead of the pointer."""
+
+    value: Any = None
+
+    def allocate(self, nbytes: int, stream: Any = None) -> int:
+        super().allocate(nbytes, stream)
+        return self.value  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    "value", [None, -4096, 4096.0, True, "4096", 1 << 64, np.float64(4096), b"\x10"]
+)
+def test_a_returned_value_that_is_no_pointer_is_refused(value: Any) -> None:
+    resource = Returning(value=value)
+    with pytest.raises(ConfigError, match=r"Returning.allocate\(4096\) returned .*not a pointer"):
+        RmmSource(resource).allocate(4096)
+    assert [c[0] for c in resource.calls] == ["allocate"]  # never given back: not a pointer
+    with (
+        Arena("cpu", source=Returning(value=value), framework="numpy") as a,
+        pytest.raises(ConfigError, match="int from 1 to 2\\*\\*64 - 1"),
+    ):
+        a.get_simultaneous(((64,), "uint8"))
+    assert a.stats().live_blocks == 0
+
+
+def test_a_null_pointer_is_out_of_memory() -> None:
+    resource = Returning(value=0)
+    with pytest.raises(ArenaOutOfMemoryError, match=r"null pointer \(0\)"):
+        RmmSource(resource).allocate(4096)
+    with Arena("cpu", source=Returning(value=0), framework="numpy") as a:
+        with pytest.raises(
+            ArenaOutOfMemoryError, match=r"could not allocate 256 bytes.*null pointer"
+        ):
+            a.get_simultaneous(((64,), "uint8"))
+        assert a.memory_stats()["num_ooms"] == 1
+
+
+def test_a_numpy_integer_pointer_is_taken() -> None:
+    resource = HostResource()
+    numpy_pointers = types.SimpleNamespace(
+        allocate=lambda n, s=None: np.uint64(resource.allocate(n, s)),
+        deallocate=resource.deallocate,
+    )
+    allocation = RmmSource(numpy_pointers).allocate(4096)
+    assert type(allocation.ptr) is int and allocation.ptr in resource.blocks
 
 
 def test_rmm_source_on_cuda_owns_through_cupy(monkeypatch: pytest.MonkeyPatch) -> None:

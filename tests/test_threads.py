@@ -10,9 +10,12 @@ import threading
 import numpy as np
 import pytest
 
+import arena
 from arena import Arena
 
+F32 = "float32"
 STEPS = 300
+TIMEOUT = 10
 
 
 @pytest.mark.parametrize("framework", ["numpy", "torch"])
@@ -147,3 +150,52 @@ def test_fork_while_another_thread_holds_the_mutex_never_deadlocks_the_child(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
     )
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_a_resource_factory_runs_without_holding_the_arena() -> None:
+    a = Arena("cpu", framework="numpy", ubatches=2)
+
+    def factory() -> bool:
+        done = threading.Event()
+
+        def grow_another_slot() -> None:
+            with a.ubatch(1):
+                a.get_simultaneous(((1024,), F32))
+            done.set()
+
+        threading.Thread(target=grow_another_slot, daemon=True).start()
+        return done.wait(timeout=10)
+
+    assert a.get_persistent_resource("k", factory) is True
+    assert a.get_persistent_resource("k", factory) is True  # built once
+    a.close()
+
+
+# ---------------------------------------------------------------------- 7. registry
+def test_registry_under_concurrent_init_reset_and_current() -> None:
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def churn() -> None:
+        while not stop.is_set():
+            arena.reset_arena("cpu")  # so init_arena has nothing to warn about
+            arena.init_arena("cpu", framework="numpy")
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                arena.current_arena("cpu")
+            except arena.NotInitializedError as exc:
+                if "initialised: none" not in str(exc):
+                    errors.append(exc)
+            except BaseException as exc:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=churn)] + [threading.Thread(target=read) for _ in range(3)]
+    for t in threads:
+        t.start()
+    threading.Event().wait(1.0)
+    stop.set()
+    for t in threads:
+        t.join(TIMEOUT)
+    assert errors == []

@@ -77,3 +77,18 @@ def test_persistent_first_made_under_inference_mode_then_autograd() -> None:
     assert not q.is_inference()
     _backward_through(manager.get_persistent("acc", (4, 3), torch.float32))
     manager.arena.close()
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_views_first_built_in_inference_mode_work_under_autograd_later(cached: bool) -> None:
+    torch = pytest.importorskip("torch")
+    with Arena("cpu", framework="torch", cached_views=cached) as a:
+        a.get_simultaneous(((8,), torch.float32))  # sized: the next sizes take the plan
+        with torch.inference_mode():
+            a.get_simultaneous(((4,), torch.float32))
+            a.get_simultaneous(((4,), torch.float32))  # remembered now
+        (view,) = a.get_simultaneous(((4,), torch.float32))
+        x = torch.ones(4, requires_grad=True)
+        view.copy_(x * 2)  # an in-place write of an autograd value into the view
+        view.sum().backward()
+        assert x.grad is not None and x.grad.tolist() == [2.0] * 4

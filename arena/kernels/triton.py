@@ -72,8 +72,8 @@ class TritonAllocator:
         if lane is None:
             self._select = selector.select
         else:
-            check_index("lane", lane, selector.lanes)
-            self._select = functools.partial(selector.select_in_lane, lane)
+            index = check_index("lane", lane, selector.lanes)
+            self._select = functools.partial(selector.select_in_lane, index)
 
     def __call__(self, size: int, alignment: int, stream: Any) -> Any:
         """A ``torch.uint8`` tensor of ``size`` bytes aligned to ``alignment`` for ``stream``.

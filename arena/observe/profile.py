@@ -7,8 +7,9 @@ process-wide ones included):
   and alignment, every slot is presized from it with one allocation (each slot of a lane
   to the largest size recorded in that lane, under the arena's growth policy: a slot's
   planned need where steps were planned, see
-  :func:`~arena.observe.profilefile.presize_target`), so a restarted
-  engine does not grow and ``lock()`` has nothing to size. A profile for another
+  :func:`~arena.observe.profilefile.presize_target`), and each slot gets the stored plans
+  of its steps (:mod:`~arena.observe.profilesteps`): their first run replays the plan. A
+  restarted engine does not grow and ``lock()`` has nothing to size. A profile for another
   configuration warns (:class:`~arena.ArenaWarning`, with the reason) and is ignored; the
   run's own profile replaces it later. A profile with fields out of range or entries this
   arena cannot use is repaired (warned) and presizes from what is left. Anything else at
@@ -20,7 +21,7 @@ process-wide ones included):
   :data:`~arena.observe.profilefile.MAX_LAYOUTS` largest distinct layouts, and the capacity
   timeline (every resize, with the call site that caused it). Locked requests record
   nothing: recording rides on the unlocked call-site bookkeeping. At every save it also
-  reads each slot's LOAD and planned need (:meth:`ProfiledSlots.plan_figures`).
+  reads each slot's LOAD, planned need and step plans (:class:`ProfiledSlots`).
 * on ``lock()``, on ``close()``, when the arena is garbage collected and at interpreter
   exit (a ``weakref.finalize`` on the arena; the recorder holds no reference to it), the
   record is merged into ``PATH`` (see :mod:`arena.observe.profilefile`).
@@ -49,6 +50,7 @@ from arena.forks import after_fork
 from arena.observe.events import ArenaEvent, warn_user
 from arena.observe.profilefile import (
     FORMAT,
+    LIMIT,
     MAX_LAYOUTS,
     MAX_TIMELINE,
     VERSION,
@@ -60,6 +62,7 @@ from arena.observe.profilefile import (
     presize_target,
     write_merged,
 )
+from arena.observe.profilesteps import step_ident, step_problem
 from arena.views.layout import compute_layout
 
 __all__ = ["ProfiledSlots", "Recorder", "attach_profile", "profile_from_env"]
@@ -87,6 +90,15 @@ class ProfiledSlots(Protocol):
         """Per slot, ubatch-major: ``(LOAD, planned need)``. LOAD is the most bytes the
         slot's requests held live at once; the planned need is what the slot needs once
         its steps are planned (0 while none is: its capacity is then what it needs)."""
+        ...
+
+    def step_plans(self) -> tuple[list[dict[str, Any]], ...]:
+        """Per slot, ubatch-major: its plans of str or int step keys as profile entries."""
+        ...
+
+    def restore_step_plans(self, plans: list[list[dict[str, Any]]]) -> list[tuple[Any, ...]]:
+        """Give each slot (ubatch-major) its checked stored ``plans`` (keys it has no book
+        of); ``(slot, key, bytes, capacity)`` per plan reaching past the slot's capacity."""
         ...
 
 
@@ -141,6 +153,8 @@ class Recorder:
         #: Per slot: the largest LOAD and planned need read from the slots (see watch()).
         self.loads = [0] * count
         self.planned = [0] * count
+        #: Per slot: the newest plan of each step key read from the slots.
+        self.steps: list[dict[Any, dict[str, Any]]] = [{} for _ in range(count)]
         self._figures: weakref.ref[Any] | None = None
         self._start = time.monotonic()
         self.warned = False
@@ -164,13 +178,19 @@ class Recorder:
         slots = None if self._figures is None else self._figures()
         if slots is None:  # the arena is gone: its last figures were read at its last save
             return
-        figures = slots.plan_figures()
+        figures, plans = slots.plan_figures(), slots.step_plans()
         with self._mutex:
             for index, (load, planned) in enumerate(figures):
                 if load > self.loads[index] or planned > self.planned[index]:
                     self.loads[index] = max(self.loads[index], load)
                     self.planned[index] = max(self.planned[index], planned)
                     self.dirty = True
+            for kept, entries in zip(self.steps, plans, strict=True):
+                for entry in entries:  # a book a step changed as it was read: kept if valid
+                    ident, bad = step_ident(entry["key"]), step_problem
+                    if kept.get(ident) != entry and not bad(entry, self._alignment, LIMIT):
+                        kept[ident] = entry
+                        self.dirty = True
 
     def note(self, site: str, index: int, specs: Any, required: int) -> None:
         """An unlocked request of ``required`` bytes from ``site`` in slot ``index``."""
@@ -268,6 +288,7 @@ class Recorder:
                     "growths": self.growths[i],
                     "load": self.loads[i],
                     "planned": self.planned[i],
+                    "steps": list(self.steps[i].values()),
                 }
                 for i in range(ubatches * lanes)
             ]
@@ -460,6 +481,14 @@ def _presize(slots: ProfiledSlots, recorder: Recorder, profile: dict[str, Any]) 
             )
             continue
         recorder.workspace(where, entry["kind"], entry["key"], entry["bytes"])
+    refused = slots.restore_step_plans([s.get("steps", []) for s in profile["slots"]])
+    if refused:
+        where, key, need, capacity = refused[0]
+        warn_user(
+            f"arena profile {str(recorder.path)!r}: {len(refused)} step plan(s) reach past "
+            f"their slot (step {key!r} of slot {where} needs {need} bytes, the slot holds "
+            f"{capacity}); those steps record again"
+        )
     for index, capacity in enumerate(slots.sizes()):
         if capacity:
             recorder.resized(divmod(index, lanes), 0, capacity, "profile", "presize")

@@ -6,7 +6,7 @@ A profile is one JSON object (``"format": "arena-profile"``, ``"version": 1``)::
      "device": "cuda", "ubatches": 2, "lanes": 1, "alignment": 256,   # the match key
      "growth": "exact", "runs": 3, "ranks": [0, 1], "updated": "2026-...Z",
      "slots": [{"ubatch": 0, "lane": 0, "peak": ..., "capacity": ..., "growths": ...,
-                "load": ..., "planned": ...}],
+                "load": ..., "planned": ..., "steps": [{"key": "forward", ...}]}],
      "sites": [{"site": "attn.py:88:forward", "ubatch": 0, "lane": 0, "peak": ...,
                 "layouts": [{"total": ..., "padding": ..., "views": [[[4, 64], "float16"]]}]}],
      "timeline": [{"t": 0.0012, "ubatch": 0, "lane": 0, "old": 0, "new": ...,
@@ -19,10 +19,13 @@ each library workspace (keys that are a str or an int) and of each slot's Triton
 A slot's ``load`` and ``planned`` are optional too: its LOAD (the most bytes its requests
 held live at once) and its planned need (what it needs once its steps are planned; 0
 when no run planned a step there). A slot with a planned need presizes to it, others to
-the larger of ``peak`` and ``capacity``.
+the larger of ``peak`` and ``capacity``. A slot's ``steps`` is optional as well: the plan
+of each step key (a str or an int) planned there, which a restarted arena replays from the
+step's first run (fields in :mod:`arena.observe.profilesteps`).
 
 Merging takes the maximum over runs (and over ranks: every rank of a distributed job may
-write the same file); ``runs`` adds up, saturating at :data:`LIMIT`. Writers resolve
+write the same file); ``runs`` adds up, saturating at :data:`LIMIT`; of a step's plans the
+newer run's wins (keys only the older planned stay). Writers resolve
 symlinks first (the link stays a link, its target gets the run), take an exclusive
 ``fcntl.flock`` on ``REALPATH.lock`` (removed again when they are done), re-read the file
 under it, merge, write a temporary file in the same directory and ``os.replace`` it over
@@ -34,8 +37,8 @@ What a writer does with the file it finds (:func:`write_merged`):
 * a valid profile of the same match key: merges into it;
 * a profile of this schema version with fields out of range or entries it cannot use:
   repairs it (:func:`salvage_profile`: counters above :data:`LIMIT` are clamped, invalid
-  entries of ``sites``, ``ranks`` and ``timeline`` are dropped, an invalid slot figure or
-  ``runs`` counts from 0) and merges into what is left;
+  entries of ``sites``, ``ranks``, ``timeline``, ``workspaces`` and a slot's ``steps`` are
+  dropped, an invalid slot figure or ``runs`` counts from 0) and merges into what is left;
 * a valid profile of another match key: replaces it (the caller warns);
 * anything else (not a regular file, over :data:`MAX_PROFILE_BYTES`, unreadable, not JSON,
   not an arena profile, another schema version, a match key or slot list that cannot be
@@ -67,6 +70,7 @@ from arena.observe.profileschema import (
     one_line,
     salvage_profile,
 )
+from arena.observe.profilesteps import merge_steps
 
 __all__ = [
     "FORMAT",
@@ -212,6 +216,8 @@ def merge_profiles(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     A slot's planned need is the maximum of what each side would presize to once either
     side has one: a side without a plan there counts with the larger of its peak and its
     capacity, so a run that planned no step never presizes below what another run used.
+    Of a slot's stored step plans, ``new``'s plan of a key wins; keys only ``old`` planned
+    stay.
     """
     merged = dict(new)
     slots = []
@@ -224,6 +230,8 @@ def merge_profiles(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         planned = before.get("planned", 0) or now.get("planned", 0)
         slot["planned"] = max(presize_target(before), presize_target(now)) if planned else 0
         raised = raised or now["peak"] > before["peak"] or now["capacity"] > before["capacity"]
+        if "steps" in before or "steps" in now:
+            slot["steps"] = merge_steps(before.get("steps", []), now.get("steps", []))
         slots.append(slot)
     merged["slots"] = slots
     sites: dict[tuple[str, int, int], dict[str, Any]] = {}

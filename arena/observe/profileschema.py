@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from arena.errors import ArenaError
+from arena.observe.profilesteps import step_ident, step_problem
 
 __all__ = [
     "FORMAT",
@@ -236,6 +237,20 @@ def _check_workspace(i: int, entry: Any, ubatches: int, lanes: int) -> None:
         raise ProfileError(f"{where} 'key' must be a string or an int, found {_show(key)}")
 
 
+def _check_step(i: int, j: int, entry: Any, alignment: int, seen: set[Any]) -> dict[str, Any]:
+    """Step entry ``j`` of slot ``i`` (:func:`~arena.observe.profilesteps.step_problem`);
+    ``seen``: the keys of the slot's entries before it."""
+    where = f"slot #{i} step #{j}"
+    problem = step_problem(entry, alignment, LIMIT)
+    if problem is not None:
+        raise ProfileError(f"{where} {problem}")
+    ident = step_ident(entry["key"])
+    if ident in seen:
+        raise ProfileError(f"{where} repeats the key {_show(entry['key'])} of an earlier step")
+    seen.add(ident)
+    return dict(entry)
+
+
 def check_profile(data: Any) -> dict[str, Any]:
     """``data`` if it is a valid profile of this schema version.
 
@@ -244,8 +259,10 @@ def check_profile(data: Any) -> dict[str, Any]:
     one slot per (ubatch, lane) in ubatch-major order, call sites and timeline entries
     inside those slots, sizes ints from 0 to :data:`LIMIT`; the optional ``workspaces``
     (library workspaces and Triton blocks per slot) and slot figures ``load`` and
-    ``planned`` likewise. What passes can be merged,
-    presized from and reported on without further checks.
+    ``planned`` likewise, and a slot's optional ``steps`` (stored step plans, one per key:
+    every list as long as it must be, every block aligned, inside the plan and apart from
+    the blocks live with it; see :func:`~arena.observe.profilesteps.step_problem`). What
+    passes can be merged, presized from, restored and reported on without further checks.
 
     Parameters
     ----------
@@ -270,6 +287,9 @@ def check_profile(data: Any) -> dict[str, Any]:
         for name in OPTIONAL_SLOT_FIGURES:
             if name in slot:
                 _int(slot[name], f"slot #{i} {name!r}")
+        seen: set[Any] = set()  # optional: profiles written before stored plans lack it
+        for j, entry in enumerate(_list(slot.get("steps", []), f"slot #{i} 'steps'")):
+            _check_step(i, j, entry, profile["alignment"], seen)
     for i, site in enumerate(_list(profile.get("sites"), '"sites"')):
         _check_site(i, site, ubatches, lanes)
     for i, rank in enumerate(_list(profile.get("ranks"), '"ranks"')):
@@ -304,6 +324,16 @@ class _Repair:
             entry[name] = 0
             self.notes.append(f"{exc}: counted from 0")
 
+    def steps(self, i: int, value: Any, alignment: int) -> list[Any]:
+        """Slot ``i``'s stored step plans that pass the check (others dropped)."""
+        if not isinstance(value, list):
+            self.notes.append(f"slot #{i} 'steps' must be a list, found {_show(value)}: dropped")
+            return []
+        seen: set[Any] = set()
+        return self.entries(
+            {"steps": value}, "steps", lambda j, entry: _check_step(i, j, entry, alignment, seen)
+        )
+
     def entries(self, data: dict[str, Any], name: str, keep: Any) -> list[Any]:
         """The entries of list ``data[name]`` that ``keep(i, entry)`` returns (others
         raise :class:`ProfileError`: dropped, with the reason)."""
@@ -326,8 +356,9 @@ def salvage_profile(data: Any) -> tuple[dict[str, Any], list[str]]:
     Counters above :data:`LIMIT` (``runs``, slot and call-site figures, layout sizes,
     timeline sizes) are clamped to it; a ``runs`` or slot figure that is not a count
     counts from 0 (a ``planned`` of 0 presizes from the capacity instead); an invalid
-    entry of ``sites`` (or a layout of one), ``ranks`` or ``timeline`` is dropped; an
-    invalid ``growth`` or ``updated`` is dropped. Nothing else is changed: what cannot be
+    entry of ``sites`` (or a layout of one), ``ranks``, ``timeline``, ``workspaces`` or a
+    slot's ``steps`` (a stored step plan: that step records again) is dropped; an invalid
+    ``growth`` or ``updated`` is dropped. Nothing else is changed: what cannot be
     repaired raises.
 
     Returns
@@ -357,6 +388,8 @@ def salvage_profile(data: Any) -> tuple[dict[str, Any], list[str]]:
         for name in OPTIONAL_SLOT_FIGURES:
             if name in slot:  # 0 is "not recorded": presizing falls back to the capacity
                 repair.figure(slot, name, f"slot #{i} {name!r}")
+        if "steps" in slot:  # a plan dropped: that step records again after a restart
+            slot["steps"] = repair.steps(i, slot["steps"], profile["alignment"])
     profile["slots"] = slots
 
     def site(i: int, entry: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from arena.observe.profilesteps import storable_key
 from arena.planning.offsets import plan_offsets
 from arena.slots.slot import Resize, Slot
 
@@ -18,8 +19,10 @@ __all__ = [
     "StepRun",
     "plan_slot_steps",
     "planned_need",
+    "restore_plans",
     "share_plans",
     "shrink_to_plans",
+    "stored_plans",
 ]
 
 
@@ -184,6 +187,66 @@ class StepBook:
         self.expiring = [tuple(ends.get(r - 1, ())) for r in range(len(self.counts))]
         self.version += 1
 
+    def to_profile(self) -> dict[str, Any]:
+        """The record and plan a replay needs, JSON-ready (see
+        :mod:`arena.observe.profilesteps` for the fields). The first request of each block
+        and the plan's LOAD follow from the rest and are not stored.
+
+        Raises
+        ------
+        ValueError
+            The key has no plan (a key still recording has nothing to replay).
+        """
+        offsets = self.offsets
+        if offsets is None:
+            raise ValueError("a step book without a plan has no profile entry")
+        return {
+            "counts": list(self.counts),
+            "sizes": list(self.sizes),
+            "lasts": list(self.lasts),
+            "offsets": list(offsets),
+            "total": self.total,
+            "base": self.base,
+            "above": self.above,
+            "top_level": self.top_level,
+            "recorded_at": self.recorded_at,
+        }
+
+    @classmethod
+    def from_profile(cls, entry: dict[str, Any]) -> StepBook:
+        """A planned book from :meth:`to_profile`'s dict (one that passed
+        :func:`~arena.observe.profilesteps.step_problem`): it replays the stored plan from
+        its first run, as a book planned in this process does. ``above`` counts as measured
+        by a replay: later replays only raise it."""
+        book = cls()
+        book.counts = [int(count) for count in entry["counts"]]
+        book.sizes = [int(size) for size in entry["sizes"]]
+        book.lasts = [int(last) for last in entry["lasts"]]
+        book.firsts = [r for r, count in enumerate(book.counts) for _ in range(count)]
+        book.offsets = [int(offset) for offset in entry["offsets"]]
+        book.total, book.base = int(entry["total"]), int(entry["base"])
+        book.above, book.above_runs = int(entry["above"]), 1
+        book.top_level = bool(entry["top_level"])
+        book.recorded_at = int(entry["recorded_at"])
+        book.starts = [0]
+        for count in book.counts:
+            book.starts.append(book.starts[-1] + count)
+        ends: dict[int, list[int]] = {}
+        change = [0] * (len(book.counts) + 1)  # live bytes: + at a block's first, - after
+        for block, (first, last, size) in enumerate(
+            zip(book.firsts, book.lasts, book.sizes, strict=True)
+        ):
+            ends.setdefault(last, []).append(block)
+            change[first] += size
+            change[last + 1] -= size
+        book.expiring = [tuple(ends.get(r - 1, ())) for r in range(len(book.counts))]
+        live = 0
+        for delta in change:  # the plan's LOAD: what plan_offsets calls its lower bound
+            live += delta
+            book.load = max(book.load, live)
+        book.version = 1
+        return book
+
 
 class StepRun:
     """The blocks of one run, numbered in request order (a replay numbers them as its
@@ -269,6 +332,40 @@ class StepRun:
                 break
             offset = max(offset, start + length)
         return offset
+
+
+def stored_plans(steps: dict[Any, StepBook]) -> list[dict[str, Any]]:
+    """A profile's entries for one slot's ``steps``: each planned key that is a str or an
+    int, as :meth:`StepBook.to_profile` with its ``key``. Other keys are skipped (JSON
+    would not give them back as themselves)."""
+    entries = []
+    for key, book in list(steps.items()):
+        if storable_key(key) and book.planned:
+            try:
+                entries.append({"key": key, **book.to_profile()})
+            except ValueError:  # a run on another thread is recording it again
+                continue
+    return entries
+
+
+def restore_plans(
+    steps: dict[Any, StepBook], entries: list[dict[str, Any]], capacity: int
+) -> list[tuple[Any, int]]:
+    """Put the plans of a profile's checked ``entries`` into one slot's ``steps`` (keys the
+    slot has a book for stay as they are), where the slot's ``capacity`` holds them.
+    Returns ``(key, bytes)`` for each plan refused: it reaches past the capacity."""
+    refused = []
+    for entry in entries:
+        key = entry["key"]
+        if key in steps:  # the slot's own book (or one equal to it: 1 == True) stays
+            continue
+        book = StepBook.from_profile(entry)
+        need = max(book.reach, book.total)
+        if need > capacity:
+            refused.append((key, need))
+        else:
+            steps[key] = book
+    return refused
 
 
 def shrink_to_plans(slot: Slot) -> list[Resize]:

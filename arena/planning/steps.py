@@ -10,7 +10,8 @@ its request until ``step.release(view)`` (in any order) or the end of the step.
 * From the key's second run (or :meth:`~arena.Arena.plan_steps`, or ``lock()`` for a key
   not planned yet) the key has a *plan*: :func:`~arena.planning.plan_offsets` over the
   recorded blocks (the largest bytes seen per view, first and last use in request
-  order), and every later run puts each view at its planned offset. Plans are fixed
+  order), and every later run puts each view at its planned offset. An arena made with
+  a profile starts with the plans it stored: their keys replay from their first run. Plans are fixed
   before graphs are captured, so the pointers of a replay after ``lock()`` are those of
   the second warm-up run. A replay whose views fit the plan (token counts that vary
   inside a CUDA-graph bucket) needs no new plan.

@@ -67,6 +67,7 @@ class Governor:
         "capture_probe",
         "captures",
         "closed",
+        "collected",
         "debug",
         "growth",
         "ledger",
@@ -94,6 +95,8 @@ class Governor:
         after_fork(self, _renew_mutex)
         self.locked = False
         self.closed = False
+        #: Whether the close was the arena's garbage collection (a front outlived it).
+        self.collected = False
         self.allocations_while_locked = 0
         self.max_bytes = max_bytes
         #: How many times a block was seen serving a CUDA graph capture (any slot, any
@@ -213,6 +216,13 @@ class Governor:
 
     def closed_error(self) -> ArenaClosedError:
         """The error for any request on a closed arena."""
+        if self.collected:
+            return ArenaClosedError(
+                f"the Arena on {self.device} behind this front was garbage collected, which "
+                "closed it and released its memory; views made before stay valid. Keep a "
+                "reference to the Arena for as long as you use its fronts (ws = Arena(...); "
+                "front = ws.torch, not Arena(...).torch)"
+            )
         return ArenaClosedError(
             f"this arena on {self.device} is closed (close() or reset_arena() was called); "
             "views made before stay valid, but new requests need a new Arena or init_arena()"

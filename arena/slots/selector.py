@@ -126,15 +126,14 @@ class SlotSelector:
 
     def bind_ubatch(self, ubatch: int) -> None:
         """Bind the calling thread to a micro-batch slot."""
-        check_index("ubatch", ubatch, self.ubatches)
-        self._tls.ubatch = ubatch
+        self._tls.ubatch = check_index("ubatch", ubatch, self.ubatches)
 
     @contextmanager
     def ubatch(self, ubatch: int) -> Iterator[None]:
         """Bind the calling thread to ``ubatch`` inside the block, then restore."""
-        check_index("ubatch", ubatch, self.ubatches)
+        index = check_index("ubatch", ubatch, self.ubatches)
         previous = self._tls.ubatch
-        self._tls.ubatch = ubatch
+        self._tls.ubatch = index
         try:
             yield
         finally:
@@ -143,8 +142,7 @@ class SlotSelector:
     @contextmanager
     def lane(self, lane: int) -> Iterator[None]:
         """Use ``lane`` inside the block (context-local: threads and tasks stay apart)."""
-        check_index("lane", lane, self._lanes)
-        token = self._lane.set(lane)
+        token = self._lane.set(check_index("lane", lane, self._lanes))
         try:
             yield
         finally:
@@ -177,8 +175,12 @@ def _resolved(what: str, value: Any, count: int) -> int:
     return index
 
 
-def check_index(what: str, value: Any, count: int) -> None:
-    """Validate a ubatch or lane index.
+def check_index(what: str, value: Any, count: int) -> int:
+    """Validate a ubatch or lane index; returns it as a plain int.
+
+    An int subclass (an ``IntEnum`` member) is taken as its value, a plain int, which is
+    what the selector and the compiled hit path read, and what the range check compares:
+    a subclass's own arithmetic and comparisons are never used.
 
     Raises
     ------
@@ -187,14 +189,17 @@ def check_index(what: str, value: Any, count: int) -> None:
     """
     if isinstance(value, bool) or not isinstance(value, int):
         raise SlotError(f"{what} must be an int, got {type(value).__name__} {value!r}")
-    if not 0 <= value < count:
+    # operator.index of an int subclass is a plain int of its value (no __index__ call).
+    index = operator.index(value)
+    if not 0 <= index < count:
         fix = (
             f"{what} indices start at 0"
-            if value < 0
+            if index < 0
             else f"construct the arena with {what}{'es' if what == 'ubatch' else 's'}="
-            f"{value + 1} or more"
+            f"{index + 1} or more"
         )
         raise SlotError(
-            f"{what} {value} is out of range: this arena has {count} {what} slot(s) "
+            f"{what} {index} is out of range: this arena has {count} {what} slot(s) "
             f"(0..{count - 1}); {fix}"
         )
+    return index

@@ -20,7 +20,14 @@ from arena.memory.sources import Allocation
 from arena.observe.events import MB, ArenaEvent, caller_info, format_mb, log_event
 from arena.observe.snapshot import EventLog, build_snapshot
 from arena.observe.stats import ArenaStats, SlotStats
-from arena.planning.records import plan_slot_steps, planned_need, share_plans, shrink_to_plans
+from arena.planning.records import (
+    plan_slot_steps,
+    planned_need,
+    restore_plans,
+    share_plans,
+    shrink_to_plans,
+    stored_plans,
+)
 from arena.slots.governor import Governor
 from arena.slots.selector import check_index
 from arena.slots.slot import Resize, Slot
@@ -86,7 +93,7 @@ class SlotTable:
                 f"nbytes={nbytes} is more than the {MAX_BYTES} bytes a buffer can address"
             )
         if lane is not None:
-            check_index("lane", lane, self.lanes)
+            lane = check_index("lane", lane, self.lanes)
         governor = self.governor
         resizes: list[Resize] = []
         try:
@@ -115,6 +122,20 @@ class SlotTable:
         with governor.mutex:
             governor.check_open()
             self.slots[ubatch * self.lanes + lane].workspaces.presize(kind, key, nbytes)
+
+    def restore_step_plans(self, plans: list[list[dict[str, Any]]]) -> list[tuple[Any, ...]]:
+        """From a profile: see :meth:`arena.observe.profile.ProfiledSlots.restore_step_plans`."""
+        governor = self.governor
+        refused = []
+        with governor.mutex:
+            governor.check_open()
+            for slot, entries in zip(self.slots, plans, strict=True):
+                capacity = slot.buffer.capacity
+                refused += [
+                    ((slot.ubatch, slot.lane), key, need, capacity)
+                    for key, need in restore_plans(slot.steps, entries, capacity)
+                ]
+        return refused
 
     def lock(self) -> None:
         """Bring each lane's slots to the largest of them, retiring (never releasing) the
@@ -186,13 +207,15 @@ class SlotTable:
             release_all(governor.ledger, blocks)
         return sum(a.nbytes for a in blocks)
 
-    def close(self) -> None:
-        """Mark the arena closed and release every block (once; later calls do nothing)."""
+    def close(self, *, collected: bool = False) -> None:
+        """Mark the arena closed and release every block (once; later calls do nothing);
+        ``collected``: the arena was garbage collected (its fronts' errors say so)."""
         governor = self.governor
         with governor.mutex:
             if governor.closed:
                 return
             note_allocated_peak(governor, self.slots)  # the figure drops to 0 now
+            governor.collected = collected
             governor.closed = True
             blocks = [a for s in self.slots for a in s.take_blocks()]
             try:
@@ -286,6 +309,12 @@ class SlotTable:
         :meth:`arena.observe.profile.ProfiledSlots.plan_figures`."""
         with self.governor.mutex:
             return tuple((s.load, planned_need(s)) for s in self.slots)
+
+    def step_plans(self) -> tuple[list[dict[str, Any]], ...]:
+        """Per slot, ubatch-major: its step plans as profile entries; see
+        :meth:`arena.observe.profile.ProfiledSlots.step_plans`."""
+        with self.governor.mutex:
+            return tuple(stored_plans(s.steps) for s in self.slots)
 
     def announce(self, kind: str, resizes: Sequence[Resize] = ()) -> None:
         """Log and emit ``resizes`` then one ``kind`` event (skipped when ``kind`` is
