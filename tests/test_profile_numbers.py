@@ -470,16 +470,9 @@ def test_timeline_times_are_seconds_since_the_arena_started(tmp_path: Path) -> N
         assert isinstance(t, float) and 0 <= t <= elapsed and round(t, 6) == t
 
 
-def test_a_dropped_arena_saves_what_it_recorded_and_an_idle_one_writes_nothing(
-    tmp_path: Path,
-) -> None:
+def test_a_dropped_arena_saves_what_it_recorded(tmp_path: Path) -> None:
     import gc
 
-    idle = tmp_path / "idle.json"
-    a = Arena("cpu", framework="numpy", profile=idle)
-    del a
-    gc.collect()
-    assert not idle.exists()
     busy = tmp_path / "busy.json"
     a = Arena("cpu", framework="numpy", profile=busy)
     _site_small(a, 10)
