@@ -4,9 +4,9 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
 
-from arena import SpecError, compute_layout
+from arena import ConfigError, SpecError, compute_layout
 from arena.views.dtypes import KNOWN_DTYPES
-from arena.views.layout import round_up
+from arena.views.layout import clear_layout_memo, round_up
 
 DTYPES = sorted(KNOWN_DTYPES)
 shapes = st.lists(st.integers(0, 64), min_size=0, max_size=4).map(tuple)
@@ -79,3 +79,85 @@ def test_layout_invariants(specs: list[tuple[tuple[int, ...], str]], alignment: 
         previous_end = view.offset + view.nbytes
     assert layout.total % alignment == 0
     assert layout.total == sum(round_up(v.nbytes, alignment) for v in layout.views)
+
+
+def test_numpy_bools_are_named_as_bools() -> None:
+    np = pytest.importorskip("numpy")
+    for flag in (np.True_, np.bool_(False)):
+        with pytest.raises(SpecError, match=r"^spec #0: dimension 1 is a bool \("):
+            compute_layout((((4, flag), "float32"),))
+
+
+def test_messages_name_the_spec_the_dimension_and_the_fix() -> None:
+    np = pytest.importorskip("numpy")
+    cases = [
+        ((((2.5,), "float32"),), "spec #0: dimension 0 must be an int, got float 2.5"),
+        ((((2.0,), "float32"),), "spec #0: dimension 0 must be an int, got float 2.0; use 2"),
+        (
+            (((4,), "int8"), ("ab", "float32")),
+            "spec #1: shape must be a tuple or list of ints, got str 'ab'; pass a tuple such "
+            "as (4, 128)",
+        ),
+        (
+            (((4,), "int8"), (4, "float32")),
+            "spec #1: shape must be a tuple or list of ints, got int 4; pass (4,)",
+        ),
+        (
+            (((4,), "int8"), ((2**62, 3), "float32")),
+            "spec #1: shape (4611686018427387904, 3) of float32 spans 55340232221128654848 "
+            "bytes of strides, more than the 9223372036854775807 a framework can index (even "
+            "with a zero dimension); the shape probably overflowed upstream",
+        ),
+        (
+            (((np.int64(2**63 - 1),), "uint8"),),
+            "spec #0 brings the layout to 9223372036854775808 bytes, more than the "
+            "9223372036854775807 a buffer can address; split the request or shrink the shapes",
+        ),
+    ]
+    for specs, message in cases:
+        with pytest.raises(SpecError) as info:
+            compute_layout(specs)
+        assert str(info.value) == message
+    with pytest.raises(SpecError) as not_a_sequence:
+        compute_layout({((4,), "float32")})  # type: ignore[arg-type]
+    assert str(not_a_sequence.value) == (
+        "specs must be a sequence of (shape, dtype) tuples, got set"
+    )
+
+
+def test_edge_dimensions_are_accepted_by_value() -> None:
+    np = pytest.importorskip("numpy")
+    assert compute_layout((((np.int64(0), 3), "float32"),)).views[0].shape == (0, 3)
+    assert compute_layout((((0, 2**62), "uint8"),)).total == 0  # 2**62 of extent: indexable
+    assert compute_layout((((2**63 - 1, 0), "uint8"),)).total == 0  # exactly the limit
+
+
+def test_alignments_up_to_a_gibibyte_are_accepted_and_the_suggestion_is_the_next_power() -> None:
+    assert compute_layout((((1,), "int8"),), 2**30).total == 2**30
+    assert compute_layout((((1,), "int8"),), 64).alignment == 64
+    with pytest.raises(ConfigError) as too_large:
+        compute_layout((((1,), "int8"),), 2**31)
+    assert str(too_large.value) == (
+        "alignment must be at most 1073741824 (1 GiB), got 2147483648; offsets are rounded "
+        "up to it, so use e.g. alignment=256 or 4096"
+    )
+    for alignment, suggestion in [(127, 128), (129, 256), (100, 128), (8, 16), (0, 16)]:
+        with pytest.raises(ConfigError, match=rf"use alignment={suggestion}$"):
+            compute_layout((((1,), "int8"),), alignment)
+
+
+def test_the_layout_memo_is_bounded_and_drops_its_oldest_quarter() -> None:
+    from arena.views import layout as module
+
+    clear_layout_memo()
+    limit = module._MEMO_LIMIT
+    first = compute_layout((((1,), "int8"),))
+    kept = [compute_layout((((n,), "int8"),)) for n in range(2, limit + 1)]
+    assert len(module._MEMO) == limit
+    assert compute_layout((((1,), "int8"),)) is first  # full, not over: nothing dropped
+    newest = compute_layout((((limit + 1,), "int8"),))  # one more: the oldest quarter goes
+    assert len(module._MEMO) == limit - limit // 4 + 1
+    assert compute_layout((((limit + 1,), "int8"),)) is newest
+    assert compute_layout((((limit,), "int8"),)) is kept[-1]
+    assert compute_layout((((1,), "int8"),)) is not first
+    clear_layout_memo()

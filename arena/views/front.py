@@ -274,7 +274,11 @@ class Front(HitBase, Generic[ViewT]):
         # donation is built again (and none is handed out while JAX traces).
         if view is None or self._adapter.fresh_views((view,)) is None:
             buffer = self._adapter.wrap(entry.allocation)
-            view = entry.views[self._name] = self._adapter.typed_views(buffer, entry.layout)[0]
+            built = self._adapter.typed_views(buffer, entry.layout)[0]
+            if view is None:  # two threads at once: both get the view stored first
+                view = entry.views.setdefault(self._name, built)
+            else:
+                view = entry.views[self._name] = built
         return view
 
     def data_ptr(self, view: Any) -> int:

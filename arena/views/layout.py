@@ -235,7 +235,7 @@ def _split_spec(index: int, spec: Any) -> tuple[tuple[int, ...], DType]:
 def _check_dim(index: int, axis: int, dim: Any) -> int:
     if dim.__class__ is int and 0 <= dim <= MAX_BYTES:
         return int(dim)
-    if isinstance(dim, bool) or type(dim).__name__ == "bool_":
+    if isinstance(dim, bool) or type(dim).__name__ in ("bool", "bool_"):  # NumPy 2, NumPy 1
         raise SpecError(f"spec #{index}: dimension {axis} is a bool ({dim!r}); pass an int")
     if isinstance(dim, (tuple, list)):
         raise SpecError(

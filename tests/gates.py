@@ -1,0 +1,76 @@
+"""Helpers for tests that force one interleaving or one fault: the books check, a gate that
+holds a thread inside an allocation, a capture probe, and a thread runner."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from arena import Arena
+from tests.sources import RecordingSource
+
+TIMEOUT = 10
+
+
+def check_books(a: Arena, source: RecordingSource | None = None) -> None:
+    """Every block the arena took is either released or still held by it."""
+    stats = a.stats()
+    assert stats.allocations == stats.frees + stats.live_blocks
+    held = sum(s.capacity + s.retired_bytes + s.persistent_bytes for s in stats.slots)
+    assert stats.live_bytes == held
+    if source is not None:
+        assert len(source.live) == stats.live_blocks
+        assert sum(source.live.values()) == stats.live_bytes
+
+
+def live_block_of(source: RecordingSource, ptr: int) -> tuple[int, int] | None:
+    """The live block of ``source`` holding address ``ptr``, as ``(start, nbytes)``."""
+    for start, nbytes in source.live.items():
+        if start <= ptr < start + nbytes:
+            return start, nbytes
+    return None
+
+
+class Gate:
+    """An alloc_context that holds the allocating thread inside the allocation until
+    released, so another thread can act at exactly that moment."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.inside = threading.Event()
+        self.go = threading.Event()
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        if self.armed:
+            self.armed = False
+            self.inside.set()
+            assert self.go.wait(TIMEOUT)
+        yield
+
+
+class Probe:
+    """An injectable capture-status probe: ``capturing`` says what it answers."""
+
+    def __init__(self) -> None:
+        self.capturing = False
+
+    def __call__(self) -> bool:
+        return self.capturing
+
+
+def run(target: Any, *args: Any) -> tuple[threading.Thread, list[Any]]:
+    """Start ``target(*args)`` in a thread; its result or exception lands in the list."""
+    out: list[Any] = []
+
+    def body() -> None:
+        try:
+            out.append(target(*args))
+        except BaseException as exc:
+            out.append(exc)
+
+    thread = threading.Thread(target=body, name=f"worker-{getattr(target, '__name__', 'call')}")
+    thread.start()
+    return thread, out
