@@ -105,6 +105,39 @@ def test_divergence_unlocked_records_again_and_keeps_live_views_intact(hit_path:
         assert layer(ws, 10) == layer(ws, 10)
 
 
+def test_a_replay_that_diverges_after_a_release_keeps_the_released_views_life(
+    hit_path: str,
+) -> None:
+    """A replay releases one view (the single-view path) and two at once, then diverges:
+    the run recorded from there keeps the lives those releases ended, so the next plan
+    puts the later request on the released bytes."""
+    with Arena("cpu", framework="numpy") as ws:
+
+        def run(extra: bool) -> list[int]:
+            with ws.step("s") as st:
+                (a,) = st.get_simultaneous(((256,), F32))
+                b, c = st.get_simultaneous(((256,), F32), ((256,), F32))
+                (d,) = st.get_simultaneous(((256,), F32))
+                st.release(a)
+                st.release(b, c)
+                (e,) = st.get_simultaneous(((768,), F32))  # fits where a, b and c were
+                if extra:
+                    st.get_simultaneous(((4096,), F32))  # diverges from the plan
+                return [ptr(ws, v) for v in (a, d, e)]
+
+        run(False)
+        planned = run(False)
+        assert planned[2] == planned[0]
+        run(True)  # replays, releases, then diverges: recorded from the plan onwards
+        replanned = run(True)  # plans the new record
+        assert run(True) == replanned
+        # a, b and c died before e and the extra view were made: at most d, e and the
+        # extra view are live at once, and the plan needs no more than that.
+        stats = ws.stats().slots[0]
+        assert stats.load == (256 + 768 + 4096) * 4
+        assert stats.capacity == stats.load
+
+
 def test_steps_during_capture_need_a_plan_and_refuse_divergence(hit_path: str) -> None:
     capturing = [False]
     with Arena("cpu", framework="numpy", capture_probe=lambda: capturing[0]) as ws:

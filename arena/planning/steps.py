@@ -256,11 +256,23 @@ class Step(StepHitBase, Generic[ViewT]):
         if run.indexed < len(run.handed):
             run.index()
         by_view = run.views
+        if len(views) == 1 and self.replay and not (self._poison or self._debug):  # hot path
+            view = views[0]
+            found = by_view.pop(id(view), None)
+            if found is not None:
+                block = found[0]
+                run.ended[id(view)] = view
+                run.lasts[block] = self.request - 1  # a diverging replay records it
+                run.released.add(block)
+                return
         # All or nothing: every view is checked before any is released.
         blocks: dict[int, tuple[Any, Any]] = {}  # block -> (the view handed out, given)
         for view in views:
-            target = origin_of(view)  # the view a write_into result was written through
-            found = by_view.get(id(target))
+            found = by_view.get(id(view))
+            target = view
+            if found is None:  # a live view's id is its own
+                target = origin_of(view)  # the view a write_into result was written through
+                found = by_view.get(id(target))
             if found is None or found[0] in blocks:
                 what = (
                     "released twice in this call"
