@@ -125,7 +125,9 @@ def test_release_names_what_it_refused() -> None:
                 with pytest.raises(ArenaError, match=r"got ndarray of shape \(64,\) \(not handed"):
                     st.release(np.zeros(64, F32))
                 st.release(a)
-                with pytest.raises(ArenaError, match=r"ndarray of shape \(256,\) \(released already\)"):
+                with pytest.raises(
+                    ArenaError, match=r"ndarray of shape \(256,\) \(released already\)"
+                ):
                     st.release(a)  # the single-view path of a replay, twice
 
 
@@ -196,9 +198,12 @@ def test_a_replayed_request_under_an_open_scope_is_refused_on_the_remembered_pat
         for _ in range(3):  # record, plan, replay (remembers its views)
             with ws.step("s") as st:
                 st.get_simultaneous(KIB)
-        with ws.step("s") as st, ws.scope():
-            with pytest.raises(ArenaError, match="a scope opened inside step 's'"):
-                st.get_simultaneous(KIB)
+        with (
+            ws.step("s") as st,
+            ws.scope(),
+            pytest.raises(ArenaError, match="a scope opened inside step 's'"),
+        ):
+            st.get_simultaneous(KIB)
 
 
 # ------------------------------------------------------------------ runs, plans, memory
@@ -460,7 +465,7 @@ def test_a_scope_request_refused_while_locked_says_so() -> None:
         with pytest.raises(ArenaLockedError, match="scope request"), ws.scope() as s:
             s.get_simultaneous(KIB)
         scope = ws.scope()
-        with scope, pytest.raises(ArenaError, match="^this scope is already open; make a new"):
+        with scope, pytest.raises(ArenaError, match=r"^this scope is already open; make a new"):
             scope.__enter__()
 
 
@@ -532,3 +537,64 @@ def test_a_bad_list_is_shown_in_the_message_cut_to_sixty_characters() -> None:
     assert step_problem(entry(sizes=nested), 256, 1 << 20) == (
         "'sizes' must be a list, found <deeply nested dict>"
     )
+
+
+def test_an_empty_request_places_nothing() -> None:
+    """A request of no views in a recording run leaves the step's end where it was: a
+    plain request after it lands where the step's next view does (Step._checked #76 #78
+    #87)."""
+    with Arena("cpu", framework="numpy") as ws:
+        ws.reserve_bytes(1 << 16)
+        with ws.step("s") as st:
+            assert st.get_simultaneous() == []
+            (plain,) = ws.get_simultaneous(KIB)  # above the step's (empty) end
+            (a,) = st.get_simultaneous(KIB)  # valid until the next request: a reuses it
+            assert ptr(ws, a) == ptr(ws, plain)
+
+
+def test_planning_keeps_the_most_any_replay_needed_above_the_step() -> None:
+    """What a key's replays need above their plan is the largest any of them needed, not
+    the last one's (StepBook.ran #12 #21, Step.__exit__ #29)."""
+    with Arena("cpu", framework="numpy") as ws:
+
+        def run(plain: int) -> None:
+            with ws.step("s") as st:
+                st.get_simultaneous(KIB)
+                ws.get_simultaneous(((plain,), F32))  # above the step's plan
+
+        run(256)
+        run(256)  # plans
+        run(16_384)  # a replay needs 64 KiB above the plan
+        run(256)
+        run(256)
+        ws.plan_steps()  # sizes the slot to what its steps need
+        assert ws.stats().slots[0].capacity >= 1024 + 65536
+
+
+# ------------------------------------------------------------------ plan_offsets' input
+@pytest.mark.parametrize(
+    ("blocks", "message"),
+    [
+        ("ab", "tuples, got str; pass e.g. [(4096, 0, 2), (1024, 1, 3)]"),
+        (5, "tuples, got 5 (int); pass e.g. [(4096, 0, 2), (1024, 1, 3)]"),
+        (
+            [("x", 0, 1)],
+            "block 0: nbytes must be an int, got 'x' (str); pass the block's size in bytes",
+        ),
+        (
+            [(256, -1, 1)],
+            "block 0: first must be >= 0, got -1; pass the index of the block's first use",
+        ),
+        (
+            [(256, 0, 1.5)],
+            "block 0: last must be an int, got 1.5 (float); pass the index of the block's last use",
+        ),
+    ],
+)
+def test_plan_offsets_names_the_bad_field_and_the_fix(blocks: Any, message: str) -> None:
+    """(offsets._validate #2 #6 #29 #34 #36 #37 #41 #42 #47-#50 #54 #55 #60 #61.)"""
+    from arena.planning import plan_offsets
+
+    with pytest.raises(SpecError) as info:
+        plan_offsets(blocks)
+    assert str(info.value).endswith(message)
