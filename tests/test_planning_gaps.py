@@ -598,3 +598,31 @@ def test_plan_offsets_names_the_bad_field_and_the_fix(blocks: Any, message: str)
     with pytest.raises(SpecError) as info:
         plan_offsets(blocks)
     assert str(info.value).endswith(message)
+
+
+def test_a_running_step_object_entered_again_is_refused_by_name() -> None:
+    """(Step.__enter__ #2.)"""
+    with Arena("cpu", framework="numpy") as ws:
+        st = ws.step("s")
+        with st, pytest.raises(ArenaError, match=r"step 's' is already running; make a new"):
+            st.__enter__()
+
+
+def test_lock_shares_the_keys_after_one_no_micro_batch_completed() -> None:
+    """A key whose every run was interrupted has no plan to share; the keys after it are
+    still merged (records.share_plans #12)."""
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+
+        def run(ubatch: int, key: str, size: int) -> None:
+            with ws.ubatch(ubatch), ws.step(key) as st:
+                st.get_simultaneous(((size,), F32))
+                if key == "broken":
+                    raise KeyError(key)
+
+        with pytest.raises(KeyError):
+            run(0, "broken", 64)
+        for _ in range(2):
+            run(0, "s", 64)
+            run(1, "s", 4096)
+        ws.lock()
+        run(0, "s", 4096)  # ubatch 1's size: in the merged plan
