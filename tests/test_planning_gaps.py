@@ -38,6 +38,18 @@ def test_a_recording_run_counts_its_live_bytes_and_gives_them_back() -> None:
         assert load(ws) == 409_600  # the scope alone: nothing left counted live
 
 
+def test_a_recording_run_inside_a_scope_gives_back_exactly_what_it_held() -> None:
+    """A step's views count while it runs and leave at its end, to the scope below it
+    (Step._checked #142 #143, Step.release #78 #81 #82)."""
+    with Arena("cpu", framework="numpy") as ws, ws.scope() as outer:
+        outer.get_simultaneous(KIB)
+        layer(ws, 100)  # records: x, h, y live at once; h released; z
+        assert load(ws) == 1024 + LAYER_100_LOAD
+        with ws.scope() as s:
+            s.get_simultaneous(((102_400,), F32))
+        assert load(ws) == 1024 + 409_600
+
+
 def test_a_replay_inside_a_scope_counts_above_the_scopes_bytes() -> None:
     """A replay adds its plan's LOAD to what is live already (Step.__enter__ #56)."""
     with Arena("cpu", framework="numpy") as ws:
@@ -278,7 +290,7 @@ def test_a_new_plan_is_never_served_from_the_views_remembered_for_the_old_one() 
 
 
 def test_a_step_that_makes_no_request_plans_and_replays() -> None:
-    """(StepBook.make_plan #22 #24.)"""
+    """A step with no request records, plans (to nothing) and replays, locked too."""
     with Arena("cpu", framework="numpy") as ws:
         for _ in range(3):
             with ws.step("empty"):
@@ -626,3 +638,36 @@ def test_lock_shares_the_keys_after_one_no_micro_batch_completed() -> None:
             run(1, "s", 4096)
         ws.lock()
         run(0, "s", 4096)  # ubatch 1's size: in the merged plan
+
+
+def test_a_divergence_names_the_micro_batch_of_its_slot() -> None:
+    """(Step._diverge #24.)"""
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+        with ws.ubatch(1):
+            layer(ws, 10)
+            layer(ws, 10)
+        ws.lock()
+        with ws.ubatch(1), pytest.raises(ArenaLockedError) as info:
+            layer(ws, 20)
+        assert info.value.slot == (1, 0)
+
+
+def test_a_record_with_other_lifetimes_replaces_the_old_one() -> None:
+    """A run recorded again with the same requests but a view kept longer keeps the new
+    lifetimes: the next plan does not put the later view on the kept one's bytes
+    (StepBook.record #5 #6)."""
+    with Arena("cpu", framework="numpy") as ws:
+
+        def run(keep: bool) -> None:
+            with ws.step("s") as st:
+                (a,) = st.get_simultaneous(KIB)
+                if not keep:
+                    st.release(a)
+                st.get_simultaneous(KIB)
+
+        run(False)
+        run(False)  # plans: b on a's bytes
+        run(True)  # a kept past its planned life: diverges, records again
+        run(True)  # plans the new lifetimes
+        ws.lock()
+        run(True)
