@@ -474,7 +474,7 @@ def test_a_scope_request_refused_while_locked_says_so() -> None:
     """(Scope.get_simultaneous #25, Scope.__enter__ #3.)"""
     with Arena("cpu", framework="numpy") as ws:
         ws.lock()
-        with pytest.raises(ArenaLockedError, match="scope request"), ws.scope() as s:
+        with pytest.raises(ArenaLockedError, match=r"\bscope request\b"), ws.scope() as s:
             s.get_simultaneous(KIB)
         scope = ws.scope()
         with scope, pytest.raises(ArenaError, match=r"^this scope is already open; make a new"):
@@ -601,10 +601,11 @@ def test_planning_keeps_the_most_any_replay_needed_above_the_step() -> None:
             [(256, 0, 1.5)],
             "block 0: last must be an int, got 1.5 (float); pass the index of the block's last use",
         ),
+        ([(512, 3, 1)], "inclusive index range first..last, e.g. (512, 1, 3)"),
     ],
 )
 def test_plan_offsets_names_the_bad_field_and_the_fix(blocks: Any, message: str) -> None:
-    """(offsets._validate #2 #6 #29 #34 #36 #37 #41 #42 #47-#50 #54 #55 #60 #61.)"""
+    """(offsets._validate #2 #6 #29 #34 #36 #37 #41 #42 #47-#50 #54 #55 #60 #61 #66.)"""
     from arena.planning import plan_offsets
 
     with pytest.raises(SpecError) as info:
@@ -671,3 +672,13 @@ def test_a_record_with_other_lifetimes_replaces_the_old_one() -> None:
         run(True)  # plans the new lifetimes
         ws.lock()
         run(True)
+
+
+def test_a_plan_found_by_the_first_order_made_no_moves() -> None:
+    """Two blocks live together: ordering by size meets the lower bound at once, so no
+    other order and no local-search move is tried (offsets.plan_offsets #105)."""
+    from arena.planning import plan_offsets
+
+    plan = plan_offsets([(256, 0, 1), (512, 1, 2)])
+    assert (plan.total_bytes, plan.lower_bound) == (768, 768)
+    assert (plan.strategy, plan.moves) == ("size", 0)
