@@ -682,3 +682,14 @@ def test_a_plan_found_by_the_first_order_made_no_moves() -> None:
     plan = plan_offsets([(256, 0, 1), (512, 1, 2)])
     assert (plan.total_bytes, plan.lower_bound) == (768, 768)
     assert (plan.strategy, plan.moves) == ("size", 0)
+
+
+def test_a_step_plan_packs_blocks_at_the_arenas_alignment() -> None:
+    """Blocks of an arena aligned below plan_offsets' default are planned at the arena's
+    alignment, not rounded up to 256 bytes (StepBook.make_plan #16)."""
+    with Arena("cpu", framework="numpy", alignment=64) as ws:
+        for _ in range(2):
+            with ws.step("s") as st:
+                st.get_simultaneous(((16,), F32))
+                st.get_simultaneous(((16,), F32))
+        assert ws.plan_steps() == {"s": 128}
