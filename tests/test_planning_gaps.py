@@ -686,10 +686,18 @@ def test_a_plan_found_by_the_first_order_made_no_moves() -> None:
 
 def test_a_step_plan_packs_blocks_at_the_arenas_alignment() -> None:
     """Blocks of an arena aligned below plan_offsets' default are planned at the arena's
-    alignment, not rounded up to 256 bytes (StepBook.make_plan #16)."""
+    alignment, not rounded up to 256 bytes, also when a run recorded again with larger
+    views leaves no first fit to keep (StepBook.make_plan #16)."""
     with Arena("cpu", framework="numpy", alignment=64) as ws:
-        for _ in range(2):
+
+        def run(floats: int) -> None:
             with ws.step("s") as st:
-                st.get_simultaneous(((16,), F32))
-                st.get_simultaneous(((16,), F32))
+                st.get_simultaneous(((floats,), F32))
+                st.get_simultaneous(((floats,), F32))
+
+        run(16)
+        run(16)
         assert ws.plan_steps() == {"s": 128}
+        run(32)  # larger: diverges, records again (sizes merged, no first fit kept)
+        run(32)  # plans
+        assert ws.plan_steps() == {"s": 256}
