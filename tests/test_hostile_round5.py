@@ -1,0 +1,65 @@
+"""Hostile review, round 5: lifetime planning (steps, scopes, lanes) and the kernel-library
+workspaces, through the public API only. Each test shows one finding."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from arena import Arena
+
+F32 = "float32"
+
+
+def _ptrs(*views: Any) -> list[int]:
+    return [int(v.ctypes.data) for v in views]
+
+
+def test_lock_merging_an_outer_plan_does_not_warn_about_the_nested_step() -> None:
+    """lock() merges the lane's plans of "outer" (micro-batch 1 saw a smaller view, so its
+    merged plan is larger and "inner", nested in it, now starts higher). The first locked
+    run of micro-batch 1 then warns that "inner" starts at another height than its plan and
+    tells the user to enter it at the same stack height, though the user did and no CUDA
+    graph was captured: lock() moved it."""
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+
+        def program(n: int) -> None:
+            with ws.step("outer") as outer:
+                outer.get_simultaneous(((n,), F32))
+                with ws.step("inner") as inner:
+                    inner.get_simultaneous(((64,), F32))
+
+        for ubatch, n in ((0, 100), (0, 100), (1, 50), (1, 50)):
+            with ws.ubatch(ubatch):
+                program(n)
+        ws.lock()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for ubatch, n in ((0, 100), (1, 50)):
+                with ws.ubatch(ubatch):
+                    program(n)
+
+
+def test_a_planned_step_keeps_its_pointers_when_a_sibling_micro_batch_records() -> None:
+    """docs/planning.md: when a key is planned the slot is sized up front and "the planned
+    runs then never grow it, so their pointers repeat from the first". Micro-batch 0 plans
+    the step on its second run (the slot shrinks to the plan); micro-batch 1 then records
+    the same program by first fit, grows to the first-fit size and marks micro-batch 0 to
+    grow to match: micro-batch 0's next planned run grows, and its step's pointers move
+    (and both slots end at the first-fit size, not the plan)."""
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+
+        def program() -> list[int]:
+            ws.get_simultaneous(((100,), F32))
+            with ws.step("k") as st:
+                a, b = st.get_simultaneous(((64,), F32), ((300,), F32))
+                st.release(a)
+                (c,) = st.get_simultaneous(((100,), F32))
+                return _ptrs(a, b, c)
+
+        program()
+        planned = program()  # micro-batch 0's key is planned: its pointers from here
+        with ws.ubatch(1):
+            program()  # records (first fit): larger than the plan
+            program()
+        assert program() == planned
