@@ -63,3 +63,29 @@ def test_a_planned_step_keeps_its_pointers_when_a_sibling_micro_batch_records() 
             program()  # records (first fit): larger than the plan
             program()
         assert program() == planned
+
+
+def test_a_key_planned_by_another_keys_replay_inside_a_scope_is_sized_up_front() -> None:
+    """Step "b" runs twice inside a scope: its second run plans every recorded key of the
+    slot, "a" included, but cannot size the slot (a scope is open). "a" then enters its
+    first planned run already planned, so nothing sizes the slot for it: the run grows
+    the slot halfway (its scope sits above the plan's end, higher than its first fit), and
+    the views it made before the growth are not where its next runs put them."""
+    with Arena("cpu", framework="numpy") as ws:
+
+        def program() -> list[int]:
+            with ws.step("a") as st:
+                (w,) = st.get_simultaneous(((64,), F32))
+                with ws.scope() as s:
+                    (v,) = s.get_simultaneous(((3000,), F32))
+                (x,) = st.get_simultaneous(((64,), F32))
+                pointers = _ptrs(w, v, x)
+            with ws.scope():
+                for _ in range(2):
+                    with ws.step("b"):
+                        pass
+            return pointers
+
+        program()  # records "a"; "b"'s second run plans "a" too
+        first_planned = program()
+        assert program() == first_planned

@@ -129,9 +129,11 @@ class Step(StepHitBase, Generic[ViewT]):
                 "inner step a key of its own"
             )
         if not book.planned and book.runs:
-            if slot.step_below(None) is None:  # the slot's keys are planned and it is sized
+            if not slot.regions:  # the slot's keys are planned and it is sized
                 self._placer.announce(fit_to_plans(slot, self._alignment))
-            else:  # inside another step: sized when that one was planned
+            else:  # inside a step (sized when that one was planned) or a scope (the slot
+                # cannot be sized now): only this key, so the others are sized at their
+                # own first planned run
                 book.make_plan(self._alignment)
         if not book.planned and slot.governor.capturing():
             raise GraphCaptureError(
