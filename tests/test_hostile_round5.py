@@ -89,3 +89,20 @@ def test_a_key_planned_by_another_keys_replay_inside_a_scope_is_sized_up_front()
         program()  # records "a"; "b"'s second run plans "a" too
         first_planned = program()
         assert program() == first_planned
+
+
+def test_lock_gives_a_micro_batch_that_ran_a_smaller_library_workspace_the_lanes_size() -> None:
+    """lock() gives a micro-batch that never asked for a library workspace the lane's
+    largest size ("lock() gives it the workspace too"), and brings every scratch buffer of
+    a lane to the largest; but a micro-batch that asked for a smaller size during warm-up
+    keeps it, so after lock() it cannot serve what its sibling (or a micro-batch that
+    never ran) serves: ArenaLockedError."""
+    with Arena("cpu", framework="numpy", ubatches=3) as ws:
+        ws.get_library_workspace("flashinfer", 256 << 10)
+        with ws.ubatch(1):
+            ws.get_library_workspace("flashinfer", 64 << 10)
+        ws.lock()
+        with ws.ubatch(2):  # never ran: gets the lane's size
+            assert ws.get_library_workspace("flashinfer", 256 << 10).nbytes == 256 << 10
+        with ws.ubatch(1):
+            assert ws.get_library_workspace("flashinfer", 256 << 10).nbytes == 256 << 10
