@@ -106,3 +106,29 @@ def test_lock_gives_a_micro_batch_that_ran_a_smaller_library_workspace_the_lanes
             assert ws.get_library_workspace("flashinfer", 256 << 10).nbytes == 256 << 10
         with ws.ubatch(1):
             assert ws.get_library_workspace("flashinfer", 256 << 10).nbytes == 256 << 10
+
+
+def test_lock_sizes_the_lane_for_a_nested_step_plan_it_merged() -> None:
+    """Two micro-batches run "inner" inside "outer" with the same requests and lifetimes
+    but the large view in another place (x large on micro-batch 0, y on 1). lock() merges
+    "inner" to the largest size of each view, a plan larger than either micro-batch's own,
+    but sizes the lane with "outer"'s reach measured over each micro-batch's own "inner":
+    after lock() both micro-batches raise ArenaLockedError on the very program they warmed
+    up (planned_bytes() predicted the same too-small size)."""
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+
+        def program(nx: int, ny: int) -> None:
+            with ws.step("outer") as outer:
+                outer.get_simultaneous(((64,), F32))
+                with ws.step("inner") as inner:
+                    inner.get_simultaneous(((nx,), F32))
+                    inner.get_simultaneous(((ny,), F32))
+
+        shapes = {0: (1000, 16), 1: (16, 1000)}
+        for ubatch in (0, 0, 1, 1):
+            with ws.ubatch(ubatch):
+                program(*shapes[ubatch])
+        ws.lock()
+        for ubatch in (0, 1):
+            with ws.ubatch(ubatch):
+                program(*shapes[ubatch])
