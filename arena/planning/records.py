@@ -428,12 +428,14 @@ def share_plans(
         for book in list(steps.values()):
             if not book.planned and book.runs:
                 book.make_plan(alignment)
-    keys = {key: None for steps in lane for key in list(steps)}
-    for key in keys:
+    merges: dict[Any, tuple[list[StepBook], StepBook | None]] = {}
+    for key in {key: None for steps in lane for key in list(steps)}:
         planned = [steps[key] for steps in lane if key in steps and steps[key].planned]
-        if not planned:
-            continue
-        merged = _merged(planned, alignment) if merge and len(planned) > 1 else None
+        if planned:
+            merged = _merged(planned, alignment) if merge and len(planned) > 1 else None
+            merges[key] = (planned, merged)
+    _lift_outer_steps(lane, merges, frozen)
+    for key, (planned, merged) in merges.items():
         for index, steps in enumerate(lane):
             found = steps.get(key)
             if found is None or not (found.planned or found.runs or found.running):
@@ -446,6 +448,33 @@ def share_plans(
         (book.reach for steps in lane for book in list(steps.values()) if book.planned),
         default=0,
     )
+
+
+def _lift_outer_steps(
+    lane: Sequence[dict[Any, StepBook]],
+    merges: dict[Any, tuple[list[StepBook], StepBook | None]],
+    frozen: Sequence[bool],
+) -> None:
+    """A nested step merged larger than a slot's own plan lifts what the slot holds above
+    it, which its top-level steps measured over the own plan: each of them reserves the
+    most any slot measured plus that slot's growth (of all its nested keys, at most)."""
+    free = [not (i < len(frozen) and frozen[i]) for i in range(len(lane))]
+    growth = [0] * len(lane)
+    for key, (_, merged) in merges.items():
+        for i, steps in enumerate(lane):
+            book = steps.get(key)
+            if merged is not None and book is not None and book.planned and not book.top_level:
+                growth[i] += max(0, merged.total - book.total) if free[i] else 0
+    if not any(growth):
+        return
+    for key, (planned, merged) in merges.items():
+        outer = [(i, s[key]) for i, s in enumerate(lane) if s.get(key) in planned]
+        above = max((book.above + growth[i] for i, book in outer if book.top_level), default=0)
+        for i, book in outer:
+            if book.top_level and free[i]:
+                book.above = max(book.above, above)
+        if merged is not None and merged.top_level:
+            merged.above = max(merged.above, above)
 
 
 def _merged(books: list[StepBook], alignment: int) -> StepBook | None:

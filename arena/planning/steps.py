@@ -131,9 +131,7 @@ class Step(StepHitBase, Generic[ViewT]):
         if not book.planned and book.runs:
             if not slot.regions:  # the slot's keys are planned and it is sized
                 self._placer.announce(fit_to_plans(slot, self._alignment))
-            else:  # inside a step (sized when that one was planned) or a scope (the slot
-                # cannot be sized now): only this key, so the others are sized at their
-                # own first planned run
+            else:  # only this key: the others are sized at their own first planned run
                 book.make_plan(self._alignment)
         if not book.planned and slot.governor.capturing():
             raise GraphCaptureError(
