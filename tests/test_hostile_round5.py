@@ -133,3 +133,38 @@ def test_lock_sizes_the_lane_for_a_nested_step_plan_it_merged() -> None:
         for ubatch in (0, 1):
             with ws.ubatch(ubatch):
                 program(*shapes[ubatch])
+
+
+class _Probe:
+    def __init__(self) -> None:
+        self.capturing = False
+
+    def __call__(self) -> bool:
+        return self.capturing
+
+
+def test_capturing_a_micro_batch_after_every_micro_batch_warmed_up_twice() -> None:
+    """docs/planning.md: "run every step twice eagerly (record, then plan) before
+    capturing". Both micro-batches run the same program twice, one after the other; then
+    micro-batch 0 is captured. Micro-batch 1's recording run grew it past micro-batch 0's
+    planned size and marked micro-batch 0 to grow to match; micro-batch 1 then shrank to
+    its plan, but the mark stayed, and the capture's first plain request tried to grow:
+    GraphCaptureError."""
+    probe = _Probe()
+    with Arena("cpu", framework="numpy", ubatches=2, capture_probe=probe) as ws:
+
+        def program() -> None:
+            ws.get_simultaneous(((100,), F32))
+            with ws.step("k") as st:
+                a, _ = st.get_simultaneous(((64,), F32), ((300,), F32))
+                st.release(a)
+                st.get_simultaneous(((100,), F32))
+
+        for ubatch in (0, 0, 1, 1):
+            with ws.ubatch(ubatch):
+                program()
+        probe.capturing = True
+        try:
+            program()  # micro-batch 0, captured
+        finally:
+            probe.capturing = False

@@ -333,10 +333,10 @@ class Slot:
         if self.pending <= buffer.capacity:
             self.pending = 0
             self.update_detour()
-        for sibling in self.siblings():
-            if sibling.buffer.capacity < buffer.capacity:
-                sibling.pending = max(sibling.pending, buffer.capacity)
-                sibling.update_detour()
+        for sibling in self.siblings():  # to match the lane's largest buffer now (a fit shrinks)
+            largest = max(s.buffer.capacity for s in sibling.siblings())
+            sibling.pending = largest if largest > sibling.buffer.capacity else 0
+            sibling.update_detour()
 
     def size_for_lock(self, target: int) -> Resize | None:
         """Hold ``target`` bytes before the arena locks, releasing nothing.
