@@ -143,6 +143,42 @@ def test_lock_sizes_the_lane_for_a_nested_step_plan_it_merged() -> None:
                 program(*shapes[ubatch])
 
 
+def test_lock_sizes_the_lane_for_nested_plans_no_larger_than_they_need() -> None:
+    """With the fix above: two micro-batches of 64 and 32 tokens run a forward step with
+    two layers, each running "attn" and then "mlp" inside it. lock() merges every key to
+    the 64-token sizes; micro-batch 1's nested steps all grow, but "attn" and "mlp" run
+    one after the other, so the lane needs what micro-batch 0 needed, no more, and each
+    micro-batch replays both token counts."""
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+
+        def program(tokens: int) -> None:
+            with ws.step("forward") as forward:
+                forward.get_simultaneous(((tokens, 256), F32))
+                for _ in range(2):
+                    with ws.step("layer") as layer:
+                        layer.get_simultaneous(((tokens, 256), F32))
+                        with ws.step("attn") as attn:
+                            attn.get_simultaneous(((tokens, 768), F32), ((tokens, 256), F32))
+                        with ws.step("mlp") as mlp:
+                            (gate,) = mlp.get_simultaneous(((tokens, 2048), F32))
+                            mlp.get_simultaneous(((tokens, 256), F32))
+                            mlp.release(gate)
+
+        tokens = {0: 64, 1: 32}
+        for ubatch in (0, 0, 1, 1):
+            with ws.ubatch(ubatch):
+                program(tokens[ubatch])
+        largest = ws.stats().slots[0].capacity
+        ws.lock()
+        assert [s.capacity for s in ws.stats().slots] == [largest, largest]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ArenaWarning)  # the first finding above
+            for ubatch in (0, 1):
+                with ws.ubatch(ubatch):
+                    program(64)
+                    program(32)
+
+
 class _Probe:
     def __init__(self) -> None:
         self.capturing = False

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from arena.observe.profilesteps import storable_key
+from arena.planning.nesting import lift_outer_steps
 from arena.planning.offsets import plan_offsets
 from arena.slots.slot import Resize, Slot
 
@@ -62,6 +63,7 @@ class StepBook:
         "expiring",
         "firsts",
         "found",
+        "inside",
         "lasts",
         "load",
         "offsets",
@@ -97,6 +99,7 @@ class StepBook:
         #: Whether a run of the key started with no other step running on the slot (a
         #: step only ever nested counts in the reach of the step it runs in).
         self.top_level = False
+        self.inside: tuple[Any] | None = None  # (key,) of the step a nested run last ran in
         self.recorded_at = 0
         self.warned = False  # a replay at another start was warned of
         self.running = False  # a run of this key is open on this slot
@@ -147,11 +150,13 @@ class StepBook:
         self.offsets = None
         self.total = 0
 
-    def ran(self, start: int, above: int, *, nested: bool, replay: bool) -> None:
+    def ran(self, start: int, above: int, *, nested: Any, replay: bool) -> None:
         """Count a finished run that started at byte ``start`` and needed ``above`` bytes
-        above its end."""
+        above its end, inside the step ``nested`` (None: no step below it)."""
         self.runs += 1
-        if not nested:
+        if nested is not None:
+            self.inside = (nested.key,)
+        else:
             self.top_level = True
             self.base = max(self.base, start)
         if not replay:  # a recording's reach above is an estimate until the key replays
@@ -434,7 +439,7 @@ def share_plans(
         if planned:
             merged = _merged(planned, alignment) if merge and len(planned) > 1 else None
             merges[key] = (planned, merged)
-    _lift_outer_steps(lane, merges, frozen)
+    lift_outer_steps(lane, merges, frozen)
     for key, (planned, merged) in merges.items():
         for index, steps in enumerate(lane):
             found = steps.get(key)
@@ -448,33 +453,6 @@ def share_plans(
         (book.reach for steps in lane for book in list(steps.values()) if book.planned),
         default=0,
     )
-
-
-def _lift_outer_steps(
-    lane: Sequence[dict[Any, StepBook]],
-    merges: dict[Any, tuple[list[StepBook], StepBook | None]],
-    frozen: Sequence[bool],
-) -> None:
-    """A nested step merged larger than a slot's own plan lifts what the slot holds above
-    it, which its top-level steps measured over the own plan: each of them reserves the
-    most any slot measured plus that slot's growth (of all its nested keys, at most)."""
-    free = [not (i < len(frozen) and frozen[i]) for i in range(len(lane))]
-    growth = [0] * len(lane)
-    for key, (_, merged) in merges.items():
-        for i, steps in enumerate(lane):
-            book = steps.get(key)
-            if merged is not None and book is not None and book.planned and not book.top_level:
-                growth[i] += max(0, merged.total - book.total) if free[i] else 0
-    if not any(growth):
-        return
-    for key, (planned, merged) in merges.items():
-        outer = [(i, s[key]) for i, s in enumerate(lane) if s.get(key) in planned]
-        above = max((book.above + growth[i] for i, book in outer if book.top_level), default=0)
-        for i, book in outer:
-            if book.top_level and free[i]:
-                book.above = max(book.above, above)
-        if merged is not None and merged.top_level:
-            merged.above = max(merged.above, above)
 
 
 def _merged(books: list[StepBook], alignment: int) -> StepBook | None:

@@ -104,7 +104,7 @@ class Step(StepHitBase, Generic[ViewT]):
         self.slot: Slot | None = None
         self.base = self.end = self.held = 0
         self.above = 0  # the most bytes a request inside the run needed above its end
-        self.nested = False  # another step was running below this run on its slot
+        self.nested: Any = None  # the step running below this run on its slot, if any
         self.request = 0
         self._memo: tuple[Any, ...] = ()
         self._caches: list[dict[Any, Any]] | None = None
@@ -152,7 +152,7 @@ class Step(StepHitBase, Generic[ViewT]):
             placer.log is not None and not slot.governor.locked
         )
         self.above = 0
-        self.nested = slot.step_below(None) is not None
+        self.nested = slot.step_below(None)
         open_region(self, slot)
         book.running = True
         try:
