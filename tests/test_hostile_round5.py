@@ -48,6 +48,52 @@ def test_lock_merging_an_outer_plan_does_not_warn_about_the_nested_step() -> Non
                     program(n)
 
 
+def test_a_nested_step_planned_by_lock_does_not_warn_about_its_height() -> None:
+    """One micro-batch, one eager run, then lock() plans both keys (docs: "lock() for a
+    key not planned yet"). "outer"'s plan is smaller than its first fit (b goes first, c
+    into a's bytes), so "inner" replays lower than it recorded, at the plan's end: the
+    first locked run warns "Enter the step at the same stack height", which the caller
+    did (under warnings-as-errors the run raises)."""
+    with Arena("cpu", framework="numpy") as ws:
+
+        def program() -> None:
+            with ws.step("outer") as outer:
+                (a,) = outer.get_simultaneous(((64,), F32))
+                outer.get_simultaneous(((1024,), F32))
+                outer.release(a)
+                outer.get_simultaneous(((128,), F32))  # a's hole is too small: above b
+                with ws.step("inner") as inner:
+                    inner.get_simultaneous(((16,), F32))
+
+        program()
+        ws.lock()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            program()
+
+
+def test_a_nested_step_the_caller_moves_under_lock_still_warns() -> None:
+    """With the fix above: once "outer" has replayed its plan, a locked run that enters
+    "inner" inside a scope (another height, the caller's doing) still warns."""
+    with Arena("cpu", framework="numpy") as ws:
+
+        def program(scoped: bool) -> None:
+            with ws.step("outer") as outer:
+                outer.get_simultaneous(((64,), F32))
+                with ws.scope() as scope:
+                    if scoped:
+                        scope.get_simultaneous(((64,), F32))
+                    with ws.step("inner") as inner:
+                        inner.get_simultaneous(((16,), F32))
+
+        for _ in range(3):
+            program(True)
+        ws.lock()
+        program(True)
+        with pytest.warns(ArenaWarning, match="step 'inner' starts at byte"):
+            program(False)
+
+
 def test_a_planned_step_keeps_its_pointers_when_a_sibling_micro_batch_records() -> None:
     """docs/planning.md: when a key is planned the slot is sized up front and "the planned
     runs then never grow it, so their pointers repeat from the first". Micro-batch 0 plans

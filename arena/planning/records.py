@@ -70,6 +70,7 @@ class StepBook:
         "recorded_at",
         "running",
         "runs",
+        "settled",
         "sizes",
         "starts",
         "top_level",
@@ -104,6 +105,7 @@ class StepBook:
         self.warned = False  # a replay at another start was warned of
         self.running = False  # a run of this key is open on this slot
         self.version = 0
+        self.settled = 0  # the plan version the last finished replay ran
 
     def copy(self, *, running: bool = False) -> StepBook:
         """An independent copy (a sibling slot's book: same record, same plan); marked
@@ -159,6 +161,8 @@ class StepBook:
         else:
             self.top_level = True
             self.base = max(self.base, start)
+        if replay:
+            self.settled = self.version
         if not replay:  # a recording's reach above is an estimate until the key replays
             self.above, self.above_runs = above, 0
         elif self.above_runs:
@@ -166,6 +170,15 @@ class StepBook:
             self.above_runs += 1
         else:
             self.above, self.above_runs = above, 1
+
+    def settle(self, base: int, free: bool) -> bool:
+        """A replay starts at byte ``base``; ``free`` (warm-up, or inside a step whose plan
+        or start is new) makes that the plan's height. Returns whether what runs inside
+        this replay starts at a new height (a plan not replayed yet, or a new start)."""
+        moved = self.settled != self.version
+        if free and base != self.recorded_at:
+            self.recorded_at, moved = base, True
+        return moved
 
     @property
     def reach(self) -> int:

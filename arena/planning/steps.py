@@ -69,6 +69,7 @@ class Step(StepHitBase, Generic[ViewT]):
         "end",
         "held",
         "key",
+        "moved",
         "nested",
         "replay",
         "run",
@@ -100,7 +101,7 @@ class Step(StepHitBase, Generic[ViewT]):
         self._debug = debug
         self._book: StepBook | None = None
         self.run = StepRun()
-        self.replay = False
+        self.replay = self.moved = False  # moved: what runs inside starts at a new height
         self.slot: Slot | None = None
         self.base = self.end = self.held = 0
         self.above = 0  # the most bytes a request inside the run needed above its end
@@ -156,21 +157,20 @@ class Step(StepHitBase, Generic[ViewT]):
         open_region(self, slot)
         book.running = True
         try:
+            outer, governor = self.nested, slot.governor
+            # Warm-up decides the height, and so does the first replay inside a step whose
+            # plan or start is new (a plan lock() made or merged): no caller moved it.
+            free = not (governor.locked or governor.capturing()) or bool(outer and outer.moved)
+            self.moved = self.replay and book.settle(self.base, free)
             if self.replay and self.base != book.recorded_at and not book.warned:
-                governor = slot.governor
-                if not (governor.locked or governor.capturing()):
-                    # Warm-up decides the height (a nested step replays higher than it
-                    # recorded: above its outer step's plan, not its first fit).
-                    book.recorded_at = self.base
-                else:
-                    book.warned = True
-                    warn_user(
-                        f"step {self.key!r} starts at byte {self.base} of slot {slot.describe()}, "
-                        f"its plan at byte {book.recorded_at}: its views are not where its "
-                        "warm-up put them (a CUDA graph captured at the other height reads other "
-                        "bytes). Enter the step at the same stack height every time (outside "
-                        "any scope, typically)"
-                    )
+                book.warned = True
+                warn_user(
+                    f"step {self.key!r} starts at byte {self.base} of slot {slot.describe()}, "
+                    f"its plan at byte {book.recorded_at}: its views are not where its "
+                    "warm-up put them (a CUDA graph captured at the other height reads other "
+                    "bytes). Enter the step at the same stack height every time (outside "
+                    "any scope, typically)"
+                )
             if self.replay:
                 slot.top = self.end = self.base + book.total
                 # A replay's live bytes are bounded by the plan's LOAD: counted once here.
