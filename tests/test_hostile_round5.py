@@ -225,6 +225,27 @@ def test_lock_sizes_the_lane_for_nested_plans_no_larger_than_they_need() -> None
                     program(32)
 
 
+def test_a_slot_fitted_to_its_plans_takes_its_larger_siblings_size_at_once() -> None:
+    """Micro-batch 1 ran a larger program, so micro-batch 0 is due to grow to match at its
+    next call. Micro-batch 0's second run plans its step and sizes the slot to that plan,
+    ignoring the sibling: the run's first request then grows it again, halfway through
+    the planned run (two allocations; the views before the growth are elsewhere than the
+    next run's)."""
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+
+        def program(n: int) -> None:
+            with ws.step("k") as st:
+                ws.get_simultaneous(((1000 * n,), F32))
+                st.get_simultaneous(((3000 * n,), F32))
+
+        program(1)
+        with ws.ubatch(1):
+            program(2)
+        growths = ws.stats().slots[0].growths
+        program(1)  # planned: sized once, up front
+        assert ws.stats().slots[0].growths == growths
+
+
 class _Probe:
     def __init__(self) -> None:
         self.capturing = False

@@ -262,7 +262,7 @@ class Slot:
             governor.check_open()
             if governor.locked or self.buffer.captured or governor.capturing() or self.regions:
                 return None
-            size = governor.grown_size(max(target, 1))
+            size = governor.grown_size(max(target, self.pending, 1))  # a sibling is larger
             if size == self.buffer.capacity:
                 return None
             return self._grow(size, shrinking=True)
