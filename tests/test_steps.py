@@ -377,6 +377,30 @@ def test_a_stale_alias_of_a_released_view_does_not_release_the_view_now_at_its_b
         assert ws.numpy.data_ptr(w) != ws.numpy.data_ptr(z)  # two live views, one KiB
 
 
+def test_release_errors_name_what_was_given_and_the_fix(hit_path: str) -> None:
+    """release() of the list get_simultaneous returned, or of a slice, says what to pass;
+    the run goes on (nothing was released)."""
+    with Arena("cpu", framework="numpy") as ws, ws.step("s") as st:
+        views = st.get_simultaneous(KIB, KIB)
+        with pytest.raises(ArenaError) as as_list:
+            st.release(views)
+        assert str(as_list.value) == (
+            "release() takes views this run of step 's' handed out and has not released "
+            "yet; got list (not handed out by this run); nothing was released; pass the "
+            "views as separate arguments: release(*views)"
+        )
+        with pytest.raises(ArenaError) as as_slice:
+            st.release(views[0][:2])
+        assert str(as_slice.value).endswith(
+            "got ndarray of shape (2,) (not handed out by this run); nothing was released; "
+            "release the view itself, not a slice or an array made from it"
+        )
+        st.release(*views)
+        with pytest.raises(ArenaError) as twice:
+            st.release(views[0])
+        assert str(twice.value).endswith("(released already); nothing was released")
+
+
 def test_a_write_into_result_of_a_released_jax_view_is_released_already() -> None:
     jnp = pytest.importorskip("jax.numpy")
     with Arena("cpu", framework="jax") as ws, ws.step("layer") as st:

@@ -1,29 +1,14 @@
 """Steps: recorded request sequences whose bytes are planned by lifetime.
 
 ``with ws.step("layer") as step:`` runs one step of a program (a forward pass, a layer,
-a decode step). Its requests may live as long as the caller wants: a view is live from
-its request until ``step.release(view)`` (in any order) or the end of the step.
-
-* The first run of a key *records*: each view is placed as it comes, first fit over the
-  bytes free at that moment (released views' bytes are reused), so warm-up does not grow
-  the slot to the sum of every request.
-* From the key's second run (or :meth:`~arena.Arena.plan_steps`, or ``lock()`` for a key
-  not planned yet) the key has a *plan*: :func:`~arena.planning.plan_offsets` over the
-  recorded blocks (the largest bytes seen per view, first and last use in request
-  order), and every later run puts each view at its planned offset. An arena made with
-  a profile starts with the plans it stored: their keys replay from their first run. Plans are fixed
-  before graphs are captured, so the pointers of a replay after ``lock()`` are those of
-  the second warm-up run. A replay whose views fit the plan (token counts that vary
-  inside a CUDA-graph bucket) needs no new plan.
-* Planning may find the slot larger than every plan needs; where no capture used its
-  buffer and the arena is unlocked, the slot shrinks (freeing before allocating).
-* A run that diverges from its plan (more requests, larger sizes, another structure, a
-  view kept past its planned last use) records and plans again while unlocked and not
-  capturing; locked it raises :class:`~arena.ArenaLockedError`, capturing
-  :class:`~arena.GraphCaptureError`, naming the key, the request index and the call site.
-
-A step's offsets are relative to where it starts: enter a step at the same stack height
-(outside any scope, typically) for its pointers to repeat.
+a decode step). A view is live from its request until ``step.release(view)`` (in any
+order) or the end of the step. The first run of a key *records* (first fit over the bytes
+free at each request); from the second run (or ``plan_steps()``, ``lock()``, a profile)
+the key has a *plan* from :func:`~arena.planning.plan_offsets`, sizing the slot once, and
+every later run puts each view at its planned offset. A run that diverges records again
+while unlocked; locked or capturing it raises, naming the key, the request index and the
+call site. Offsets count from where the step starts: enter it at the same stack height
+for its pointers to repeat. docs/planning.md tells the whole contract.
 """
 
 from __future__ import annotations
@@ -274,18 +259,7 @@ class Step(StepHitBase, Generic[ViewT]):
                 target = origin_of(view)  # the view a write_into result was written through
                 found = by_view.get(id(target))
             if found is None or found[0] in blocks:
-                what = (
-                    "released twice in this call"
-                    if found is not None
-                    else "released already"
-                    if id(target) in run.ended
-                    else "not handed out by this run"
-                )
-                raise ArenaError(
-                    f"release() takes views this run of step {self.key!r} handed out and "
-                    f"has not released yet; got {type(view).__name__} of shape "
-                    f"{getattr(view, 'shape', '?')} ({what}); nothing was released"
-                )
+                raise self._refused(view, found is not None, id(target) in run.ended)
             blocks[found[0]] = (found[1], view)
         for block, (handed, given) in blocks.items():
             del by_view[id(handed)]
@@ -308,6 +282,29 @@ class Step(StepHitBase, Generic[ViewT]):
                 poison_bytes(slot.buffer, self.base + offset, self.base + offset + size)
             if self._debug:
                 self._placer.retire([handed] if given is handed else [handed, given])
+
+    def _refused(self, view: Any, twice: bool, ended: bool) -> ArenaError:
+        """The error for a view release() refuses: given twice in one call, released
+        already, or never handed out by this run (a list, a slice, another array)."""
+        what = (
+            "released twice in this call"
+            if twice
+            else "released already"
+            if ended
+            else "not handed out by this run"
+        )
+        if isinstance(view, (list, tuple)):
+            fix = "; pass the views as separate arguments: release(*views)"
+        elif not (twice or ended):
+            fix = "; release the view itself, not a slice or an array made from it"
+        else:
+            fix = ""
+        shape = getattr(view, "shape", None)
+        got = type(view).__name__ + ("" if shape is None else f" of shape {shape}")
+        return ArenaError(
+            f"release() takes views this run of step {self.key!r} handed out and has not "
+            f"released yet; got {got} ({what}); nothing was released{fix}"
+        )
 
     def note_above(self, reach: int) -> None:
         """What this run holds above its end reached byte ``reach`` of the slot (a plain

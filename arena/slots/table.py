@@ -176,7 +176,7 @@ class SlotTable:
         self.announce("lock")
 
     def plan_steps(self) -> dict[Any, int]:
-        """Plan every recorded step not planned yet and shrink slots to their plans where
+        """Plan every recorded step not planned yet and size slots to their plans where
         allowed; see :meth:`arena.Arena.plan_steps`."""
         governor = self.governor
         planned: dict[Any, int] = {}
