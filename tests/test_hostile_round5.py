@@ -281,6 +281,31 @@ def test_capturing_a_micro_batch_after_every_micro_batch_warmed_up_twice() -> No
             probe.capturing = False
 
 
+def test_lock_keeps_the_buffer_a_captured_micro_batch_replays() -> None:
+    """docs/planning.md: "lock() keeps the buffer, so locked replays repeat the pointers
+    a CUDA graph captured". Micro-batch 0's step is captured; micro-batch 1 runs larger.
+    lock() brings micro-batch 0 to the lane's size: its captured buffer is retired (the
+    graph still reads it) and its locked replays run on a new buffer, at other pointers
+    than the graph's. (A doc claim or a design choice: the lead decides.)"""
+    probe = _Probe()
+    with Arena("cpu", framework="numpy", ubatches=2, capture_probe=probe) as ws:
+
+        def program(n: int) -> list[Any]:
+            with ws.step("k") as st:
+                return list(st.get_simultaneous(((n,), F32)))
+
+        for ubatch, n in ((0, 100), (0, 100), (1, 1000), (1, 1000)):
+            with ws.ubatch(ubatch):
+                program(n)
+        probe.capturing = True
+        try:
+            captured = program(100)
+        finally:
+            probe.capturing = False
+        ws.lock()
+        assert _ptrs(*program(100)) == _ptrs(*captured)
+
+
 # ---------------------------------------------------------------------------------------
 # What held: random nested programs and a lifetime state machine (both pass).
 
