@@ -315,19 +315,21 @@ _LEAF = st.one_of(
     st.tuples(st.just("get"), st.lists(_SIZES, min_size=1, max_size=3)),
     st.tuples(st.just("release"), st.floats(0, 0.999), st.integers(1, 2)),
 )
-_PROGRAM = st.recursive(
-    st.lists(_LEAF, min_size=1, max_size=4),
-    lambda body: st.lists(
-        st.one_of(
-            _LEAF,
-            st.tuples(st.just("scope"), body),
-            st.tuples(st.just("step"), body, st.integers(1, 3)),
-        ),
-        min_size=1,
-        max_size=4,
-    ),
-    max_leaves=25,
-)
+
+
+def _programs(depth: int) -> st.SearchStrategy[list[Any]]:
+    """Programs of plain requests, region requests, releases, scopes and steps (a step's
+    body run 1 to 3 times), nested ``depth`` deep at most."""
+    if depth == 0:
+        return st.lists(_LEAF, min_size=1, max_size=4)
+    body = _programs(depth - 1)
+    region = st.one_of(
+        st.tuples(st.just("scope"), body), st.tuples(st.just("step"), body, st.integers(1, 3))
+    )
+    return st.lists(st.one_of(_LEAF, region), min_size=1, max_size=4)
+
+
+_PROGRAM = _programs(3)
 
 
 class _Run:
@@ -391,7 +393,7 @@ def _scoped_step(ops: list[Any], in_scope: bool = False) -> bool:
     )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(program=_PROGRAM)
 def test_random_programs_keep_their_pointers_and_never_overlap(program: list[Any]) -> None:
     """Held (2,000 seeds of a similar fuzzer, both hit paths): no two live views overlap
