@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from arena import Arena, ArenaError, ArenaLockedError, ArenaWarning
+from arena import Arena, ArenaError, ArenaLockedError, ArenaWarning, SpecError
 from tests.sources import FaultySource, check_books
 
 F32 = "float32"
@@ -304,6 +304,17 @@ def test_lock_keeps_the_buffer_a_captured_micro_batch_replays() -> None:
             probe.capturing = False
         ws.lock()
         assert _ptrs(*program(100)) == _ptrs(*captured)
+
+
+def test_a_step_key_not_equal_to_itself_is_refused() -> None:
+    """A NaN key (float or NumPy) hashes but never equals itself: every run finds no book,
+    makes a new one and records again. The step never plans, and the slot keeps one
+    book per run (1,000 runs, 1,000 books) with no error; an unhashable key is refused
+    with SpecError, this one could be too."""
+    with Arena("cpu", framework="numpy") as ws, pytest.raises(SpecError):
+        for _ in range(3):
+            with ws.step(float("nan")) as st:
+                st.get_simultaneous(((10,), F32))
 
 
 # ---------------------------------------------------------------------------------------
