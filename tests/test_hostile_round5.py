@@ -317,6 +317,28 @@ def test_a_step_key_not_equal_to_itself_is_refused() -> None:
                 st.get_simultaneous(((10,), F32))
 
 
+def test_a_slot_planned_for_nested_steps_is_not_left_at_their_first_fit() -> None:
+    """Three steps nested in one another; the innermost one's plan (52224 bytes, its LOAD)
+    is smaller than its first fit (56320). When "k0" is planned, the slot is sized to
+    "k0"'s reach, in which what it holds above its end is the recording's estimate (the
+    nested steps' first fit); the replays then measure 52224, but nothing sizes the slot
+    again: lock() keeps 56320 (a restarted engine presized from the profile uses 52224,
+    and ws.plan_steps() would shrink it)."""
+    with Arena("cpu", framework="numpy") as ws:
+
+        def program() -> None:
+            with ws.step("k0"), ws.step("k1"), ws.step("k2") as st:
+                a, _ = st.get_simultaneous(((1000,), F32), ((10000,), F32))
+                st.release(a)
+                st.get_simultaneous(((3000,), F32))
+
+        for _ in range(3):
+            program()
+        ws.lock()
+        slot = ws.stats().slots[0]
+        assert slot.capacity == slot.load == 52224
+
+
 # ---------------------------------------------------------------------------------------
 # What held: random nested programs and a lifetime state machine (both pass).
 
