@@ -73,11 +73,15 @@ class Step(StepHitBase, Generic[ViewT]):
     ) -> None:
         try:
             hash(key)
+            same = bool(key == key)  # noqa: PLR0124 (a NaN never finds its book again)
         except TypeError:
+            same = None
+        if not same:
+            what = "not hashable" if same is None else "not equal to itself (a NaN)"
             raise SpecError(
-                f"step key {key!r} ({type(key).__name__}) is not hashable; use a str, an int "
-                "or a tuple of them"
-            ) from None
+                f"step key {key!r} ({type(key).__name__}) is {what}; use a str, an int or a "
+                "tuple of them"
+            )
         self._placer = placer
         self._select = select
         self.key = key
@@ -286,13 +290,8 @@ class Step(StepHitBase, Generic[ViewT]):
     def _refused(self, view: Any, twice: bool, ended: bool) -> ArenaError:
         """The error for a view release() refuses: given twice in one call, released
         already, or never handed out by this run (a list, a slice, another array)."""
-        what = (
-            "released twice in this call"
-            if twice
-            else "released already"
-            if ended
-            else "not handed out by this run"
-        )
+        what = "released twice in this call" if twice else "released already"
+        what = what if twice or ended else "not handed out by this run"
         if isinstance(view, (list, tuple)):
             fix = "; pass the views as separate arguments: release(*views)"
         elif not (twice or ended):

@@ -1,6 +1,6 @@
-"""Hostile review, round 5: lifetime planning (steps, scopes, lanes) and the kernel-library
-workspaces, through the public API only. Each test up to the property tests shows one
-finding; the property tests at the end are what held."""
+"""Programs of nested steps, scopes and plain requests: where a nested step starts after
+lock() and planning, what sizes the slot, and random programs and a lifetime state machine
+(pointers repeat, live views never overlap, misuse is refused and leaves nothing behind)."""
 
 from __future__ import annotations
 
@@ -13,39 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from arena import Arena, ArenaError, ArenaLockedError, ArenaWarning, SpecError
+from arena import Arena, ArenaError, ArenaLockedError, ArenaWarning
 from tests.sources import FaultySource, check_books
+from tests.stepping import ptrs
 
 F32 = "float32"
-
-
-def _ptrs(*views: Any) -> list[int]:
-    return [int(v.ctypes.data) for v in views]
-
-
-def test_lock_merging_an_outer_plan_does_not_warn_about_the_nested_step() -> None:
-    """lock() merges the lane's plans of "outer" (micro-batch 1 saw a smaller view, so its
-    merged plan is larger and "inner", nested in it, now starts higher). The first locked
-    run of micro-batch 1 then warns that "inner" starts at another height than its plan and
-    tells the user to enter it at the same stack height, though the user did and no CUDA
-    graph was captured: lock() moved it."""
-    with Arena("cpu", framework="numpy", ubatches=2) as ws:
-
-        def program(n: int) -> None:
-            with ws.step("outer") as outer:
-                outer.get_simultaneous(((n,), F32))
-                with ws.step("inner") as inner:
-                    inner.get_simultaneous(((64,), F32))
-
-        for ubatch, n in ((0, 100), (0, 100), (1, 50), (1, 50)):
-            with ws.ubatch(ubatch):
-                program(n)
-        ws.lock()
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            for ubatch, n in ((0, 100), (1, 50)):
-                with ws.ubatch(ubatch):
-                    program(n)
 
 
 def test_a_nested_step_planned_by_lock_does_not_warn_about_its_height() -> None:
@@ -94,33 +66,6 @@ def test_a_nested_step_the_caller_moves_under_lock_still_warns() -> None:
             program(False)
 
 
-def test_a_planned_step_keeps_its_pointers_when_a_sibling_micro_batch_records() -> None:
-    """docs/planning.md: when a key is planned the slot is sized up front and "the planned
-    runs then never grow it, so their pointers repeat from the first". Micro-batch 0 plans
-    the step on its second run (the slot shrinks to the plan); micro-batch 1 then records
-    the same program by first fit, grows to the first-fit size and marks micro-batch 0 to
-    grow to match: micro-batch 0's next planned run grows, and its step's pointers move
-    (and both slots end at the first-fit size, not the plan)."""
-    with Arena("cpu", framework="numpy", ubatches=2) as ws:
-
-        def program() -> list[Any]:
-            ws.get_simultaneous(((100,), F32))
-            with ws.step("k") as st:
-                a, b = st.get_simultaneous(((64,), F32), ((300,), F32))
-                st.release(a)
-                (c,) = st.get_simultaneous(((100,), F32))
-                return [a, b, c]
-
-        program()
-        # Micro-batch 0's key is planned: its pointers from here. The views are kept, so
-        # a new buffer cannot come back at the old address by chance.
-        planned = program()
-        with ws.ubatch(1):
-            program()  # records (first fit): larger than the plan
-            program()
-        assert _ptrs(*program()) == _ptrs(*planned)
-
-
 def test_a_key_planned_by_another_keys_replay_inside_a_scope_is_sized_up_front() -> None:
     """Step "b" runs twice inside a scope: its second run plans every recorded key of the
     slot, "a" included, but cannot size the slot (a scope is open). "a" then enters its
@@ -143,187 +88,17 @@ def test_a_key_planned_by_another_keys_replay_inside_a_scope_is_sized_up_front()
 
         program()  # records "a"; "b"'s second run plans "a" too
         first_planned = program()  # kept: a new buffer cannot reuse its address
-        assert _ptrs(*program()) == _ptrs(*first_planned)
+        assert ptrs(*program()) == ptrs(*first_planned)
 
 
-def test_lock_gives_a_micro_batch_that_ran_a_smaller_library_workspace_the_lanes_size() -> None:
-    """lock() gives a micro-batch that never asked for a library workspace the lane's
-    largest size ("lock() gives it the workspace too"), and brings every scratch buffer of
-    a lane to the largest; but a micro-batch that asked for a smaller size during warm-up
-    keeps it, so after lock() it cannot serve what its sibling (or a micro-batch that
-    never ran) serves: ArenaLockedError."""
-    with Arena("cpu", framework="numpy", ubatches=3) as ws:
-        ws.get_library_workspace("flashinfer", 256 << 10)
-        with ws.ubatch(1):
-            ws.get_library_workspace("flashinfer", 64 << 10)
-        ws.lock()
-        with ws.ubatch(2):  # never ran: gets the lane's size
-            assert ws.get_library_workspace("flashinfer", 256 << 10).nbytes == 256 << 10
-        with ws.ubatch(1):
-            assert ws.get_library_workspace("flashinfer", 256 << 10).nbytes == 256 << 10
-
-
-def test_lock_sizes_the_lane_for_a_nested_step_plan_it_merged() -> None:
-    """Two micro-batches run "inner" inside "outer" with the same requests and lifetimes
-    but the large view in another place (x large on micro-batch 0, y on 1). lock() merges
-    "inner" to the largest size of each view, a plan larger than either micro-batch's own,
-    but sizes the lane with "outer"'s reach measured over each micro-batch's own "inner":
-    after lock() both micro-batches raise ArenaLockedError on the very program they warmed
-    up (planned_bytes() predicted the same too-small size)."""
-    with Arena("cpu", framework="numpy", ubatches=2) as ws:
-
-        def program(nx: int, ny: int) -> None:
-            with ws.step("outer") as outer:
-                outer.get_simultaneous(((64,), F32))
-                with ws.step("inner") as inner:
-                    inner.get_simultaneous(((nx,), F32))
-                    inner.get_simultaneous(((ny,), F32))
-
-        shapes = {0: (1000, 16), 1: (16, 1000)}
-        for ubatch in (0, 0, 1, 1):
-            with ws.ubatch(ubatch):
-                program(*shapes[ubatch])
-        ws.lock()
-        for ubatch in (0, 1):
-            with ws.ubatch(ubatch):
-                program(*shapes[ubatch])
-
-
-def test_lock_sizes_the_lane_for_nested_plans_no_larger_than_they_need() -> None:
-    """With the fix above: two micro-batches of 64 and 32 tokens run a forward step with
-    two layers, each running "attn" and then "mlp" inside it. lock() merges every key to
-    the 64-token sizes; micro-batch 1's nested steps all grow, but "attn" and "mlp" run
-    one after the other, so the lane needs what micro-batch 0 needed, no more, and each
-    micro-batch replays both token counts."""
-    with Arena("cpu", framework="numpy", ubatches=2) as ws:
-
-        def program(tokens: int) -> None:
-            with ws.step("forward") as forward:
-                forward.get_simultaneous(((tokens, 256), F32))
-                for _ in range(2):
-                    with ws.step("layer") as layer:
-                        layer.get_simultaneous(((tokens, 256), F32))
-                        with ws.step("attn") as attn:
-                            attn.get_simultaneous(((tokens, 768), F32), ((tokens, 256), F32))
-                        with ws.step("mlp") as mlp:
-                            (gate,) = mlp.get_simultaneous(((tokens, 2048), F32))
-                            mlp.get_simultaneous(((tokens, 256), F32))
-                            mlp.release(gate)
-
-        tokens = {0: 64, 1: 32}
-        for ubatch in (0, 0, 1, 1):
-            with ws.ubatch(ubatch):
-                program(tokens[ubatch])
-        largest = ws.stats().slots[0].capacity
-        ws.lock()
-        assert [s.capacity for s in ws.stats().slots] == [largest, largest]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ArenaWarning)  # the first finding above
-            for ubatch in (0, 1):
-                with ws.ubatch(ubatch):
-                    program(64)
-                    program(32)
-
-
-def test_a_slot_fitted_to_its_plans_takes_its_larger_siblings_size_at_once() -> None:
-    """Micro-batch 1 ran a larger program, so micro-batch 0 is due to grow to match at its
-    next call. Micro-batch 0's second run plans its step and sizes the slot to that plan,
-    ignoring the sibling: the run's first request then grows it again, halfway through
-    the planned run (two allocations; the views before the growth are elsewhere than the
-    next run's)."""
-    with Arena("cpu", framework="numpy", ubatches=2) as ws:
-
-        def program(n: int) -> None:
-            with ws.step("k") as st:
-                ws.get_simultaneous(((1000 * n,), F32))
-                st.get_simultaneous(((3000 * n,), F32))
-
-        program(1)
-        with ws.ubatch(1):
-            program(2)
-        growths = ws.stats().slots[0].growths
-        program(1)  # planned: sized once, up front
-        assert ws.stats().slots[0].growths == growths
-
-
-class _Probe:
-    def __init__(self) -> None:
-        self.capturing = False
-
-    def __call__(self) -> bool:
-        return self.capturing
-
-
-def test_capturing_a_micro_batch_after_every_micro_batch_warmed_up_twice() -> None:
-    """docs/planning.md: "run every step twice eagerly (record, then plan) before
-    capturing". Both micro-batches run the same program twice, one after the other; then
-    micro-batch 0 is captured. Micro-batch 1's recording run grew it past micro-batch 0's
-    planned size and marked micro-batch 0 to grow to match; micro-batch 1 then shrank to
-    its plan, but the mark stayed, and the capture's first plain request tried to grow:
-    GraphCaptureError."""
-    probe = _Probe()
-    with Arena("cpu", framework="numpy", ubatches=2, capture_probe=probe) as ws:
-
-        def program() -> None:
-            ws.get_simultaneous(((100,), F32))
-            with ws.step("k") as st:
-                a, _ = st.get_simultaneous(((64,), F32), ((300,), F32))
-                st.release(a)
-                st.get_simultaneous(((100,), F32))
-
-        for ubatch in (0, 0, 1, 1):
-            with ws.ubatch(ubatch):
-                program()
-        probe.capturing = True
-        try:
-            program()  # micro-batch 0, captured
-        finally:
-            probe.capturing = False
-
-
-def test_lock_keeps_the_buffer_a_captured_micro_batch_replays() -> None:
-    """docs/planning.md: "lock() keeps the buffer, so locked replays repeat the pointers
-    a CUDA graph captured". Micro-batch 0's step is captured; micro-batch 1 runs larger.
-    lock() brings micro-batch 0 to the lane's size: its captured buffer is retired (the
-    graph still reads it) and its locked replays run on a new buffer, at other pointers
-    than the graph's. (A doc claim or a design choice: the lead decides.)"""
-    probe = _Probe()
-    with Arena("cpu", framework="numpy", ubatches=2, capture_probe=probe) as ws:
-
-        def program(n: int) -> list[Any]:
-            with ws.step("k") as st:
-                return list(st.get_simultaneous(((n,), F32)))
-
-        for ubatch, n in ((0, 100), (0, 100), (1, 1000), (1, 1000)):
-            with ws.ubatch(ubatch):
-                program(n)
-        probe.capturing = True
-        try:
-            captured = program(100)
-        finally:
-            probe.capturing = False
-        ws.lock()
-        assert _ptrs(*program(100)) == _ptrs(*captured)
-
-
-def test_a_step_key_not_equal_to_itself_is_refused() -> None:
-    """A NaN key (float or NumPy) hashes but never equals itself: every run finds no book,
-    makes a new one and records again. The step never plans, and the slot keeps one
-    book per run (1,000 runs, 1,000 books) with no error; an unhashable key is refused
-    with SpecError, this one could be too."""
-    with Arena("cpu", framework="numpy") as ws, pytest.raises(SpecError):
-        for _ in range(3):
-            with ws.step(float("nan")) as st:
-                st.get_simultaneous(((10,), F32))
-
-
-def test_a_slot_planned_for_nested_steps_is_not_left_at_their_first_fit() -> None:
+def test_plan_steps_brings_a_slot_planned_for_nested_steps_from_their_first_fit_to_load() -> None:
     """Three steps nested in one another; the innermost one's plan (52224 bytes, its LOAD)
     is smaller than its first fit (56320). When "k0" is planned, the slot is sized to
     "k0"'s reach, in which what it holds above its end is the recording's estimate (the
     nested steps' first fit); the replays then measure 52224, but nothing sizes the slot
-    again: lock() keeps 56320 (a restarted engine presized from the profile uses 52224,
-    and ws.plan_steps() would shrink it)."""
+    again by itself, and lock() releases nothing: it keeps 56320. A restarted engine
+    presized from the profile uses 52224, and ws.plan_steps() before lock() sizes it
+    there (docs/planning.md says so); the locked replays then fit and allocate nothing."""
     with Arena("cpu", framework="numpy") as ws:
 
         def program() -> None:
@@ -334,9 +109,14 @@ def test_a_slot_planned_for_nested_steps_is_not_left_at_their_first_fit() -> Non
 
         for _ in range(3):
             program()
+        assert ws.stats().slots[0].capacity == 56320  # the recording's estimate
+        ws.plan_steps()
         ws.lock()
         slot = ws.stats().slots[0]
         assert slot.capacity == slot.load == 52224
+        allocations = ws.stats().allocations
+        program()
+        assert ws.stats().allocations == allocations
 
 
 # ---------------------------------------------------------------------------------------
