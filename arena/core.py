@@ -73,8 +73,9 @@ class Arena:
         Called with no arguments around every allocation; must return a context manager
         (e.g. a sleep-mode memory pool's ``use_memory_pool``), like vLLM's hook.
     debug : bool, optional
-        Log resizes, lock and unlock at INFO, refuse two threads in one slot at once, and
-        check cached views for in-place changes. Default: ``ARENA_DEBUG``.
+        Log resizes, lock and unlock at INFO, refuse two threads in one slot at once,
+        check cached views for in-place changes, and retire torch and JAX views whose
+        scope or step life ended (docs/planning.md). Default: ``ARENA_DEBUG``.
     max_cached_layouts : int, optional
         Prepared view sets kept per slot buffer and front (default 16384; only layouts
         seen twice are kept; when full, the oldest eighth not used lately is swept).
@@ -269,7 +270,8 @@ class Arena:
         return self._default().get_simultaneous(*specs)
 
     def try_get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any] | None:
-        """Like :meth:`get_simultaneous`, but ``None`` when locked and too small."""
+        """Like :meth:`get_simultaneous`, but ``None`` where it raises ArenaLockedError
+        (locked, too small); unlocked, it grows and raises what growth raises (OOM too)."""
         return self._default().try_get_simultaneous(*specs)
 
     def scope(self) -> Scope[Any]:
@@ -283,8 +285,9 @@ class Arena:
         return self._default().step(key)
 
     def plan_steps(self) -> dict[Any, int]:
-        """Plan every step recorded but not planned yet, in every slot, and shrink slots
-        larger than their plans need (unlocked, where no capture used the buffer).
+        """Plan every step recorded but not planned yet, in every slot, and size each slot
+        to what its plans need, larger or smaller (unlocked, where no capture used the
+        buffer and nothing is open on the slot).
 
         Returns
         -------

@@ -541,3 +541,25 @@ def test_a_bad_workspace_entry_is_dropped_with_a_warning(tmp_path: Path) -> None
         again = Arena("cpu", framework="numpy", profile=path)
     assert again.stats().slots[0].workspace_bytes == 5120
     again.close()
+
+
+def test_lock_gives_a_micro_batch_that_ran_a_smaller_library_workspace_the_lanes_size() -> None:
+    """lock() gives a micro-batch that never asked for a library workspace the lane's
+    largest size ("lock() gives it the workspace too"), and brings every scratch buffer of
+    a lane to the largest; but a micro-batch that asked for a smaller size during warm-up
+    keeps it (its library holds that buffer; lock() calls no on_grow), so after lock() it
+    cannot serve what its sibling serves: the ArenaLockedError says why and the fix, and
+    the buffer its library holds stays the one it is served."""
+    with Arena("cpu", framework="numpy", ubatches=3) as ws:
+        ws.get_library_workspace("flashinfer", 256 << 10)
+        with ws.ubatch(1):
+            held = ws.get_library_workspace("flashinfer", 64 << 10)
+        ws.lock()
+        with ws.ubatch(2):  # never ran: gets the lane's size
+            assert ws.get_library_workspace("flashinfer", 256 << 10).nbytes == 256 << 10
+        with ws.ubatch(1):
+            assert ws.get_library_workspace("flashinfer", 64 << 10) is held
+            with pytest.raises(ArenaLockedError) as info:
+                ws.get_library_workspace("flashinfer", 256 << 10)
+        assert "on every micro-batch that asks at all" in str(info.value)
+        assert "one that asked for less keeps its size" in str(info.value)

@@ -103,6 +103,11 @@ def test_messages_name_the_spec_the_dimension_and_the_fix() -> None:
             "spec #1: shape must be a tuple or list of ints, got int 4; pass (4,)",
         ),
         (
+            ((4, 8), "float32"),  # torch.empty's spelling: the shape and the dtype apart
+            "spec #0 is (4, 8), a shape without its dtype: each argument is one view's "
+            "(shape, dtype) pair, as in get_simultaneous(((4, 8), 'float32'))",
+        ),
+        (
             (((4,), "int8"), ((2**62, 3), "float32")),
             "spec #1: shape (4611686018427387904, 3) of float32 spans 55340232221128654848 "
             "bytes of strides, more than the 9223372036854775807 a framework can index (even "

@@ -5,13 +5,14 @@ predicts it in planned_bytes(), and never moves a plan a CUDA graph captured."""
 from __future__ import annotations
 
 import threading
+import warnings
 from typing import Any
 
 import pytest
 
-from arena import Arena
+from arena import Arena, ArenaWarning
 from tests.sources import RecordingSource
-from tests.stepping import F32, layer
+from tests.stepping import F32, CaptureProbe, layer, ptrs
 
 KIB = ((256,), F32)  # one KiB
 
@@ -178,3 +179,194 @@ def test_a_micro_batch_whose_only_warm_up_run_was_interrupted_gets_the_lanes_pla
             ws.get_simultaneous(KIB)  # the slot's first NumPy view, eagerly
         probe.capturing = True
         run(1)  # GraphCaptureError: "runs for the first time while a CUDA graph is ..."
+
+
+def test_lock_merging_an_outer_plan_does_not_warn_about_the_nested_step() -> None:
+    """lock() merges the lane's plans of "outer" (micro-batch 1 saw a smaller view, so its
+    merged plan is larger and "inner", nested in it, now starts higher). The first locked
+    run of micro-batch 1 then warns that "inner" starts at another height than its plan and
+    tells the user to enter it at the same stack height, though the user did and no CUDA
+    graph was captured: lock() moved it."""
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+
+        def program(n: int) -> None:
+            with ws.step("outer") as outer:
+                outer.get_simultaneous(((n,), F32))
+                with ws.step("inner") as inner:
+                    inner.get_simultaneous(((64,), F32))
+
+        for ubatch, n in ((0, 100), (0, 100), (1, 50), (1, 50)):
+            with ws.ubatch(ubatch):
+                program(n)
+        ws.lock()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for ubatch, n in ((0, 100), (1, 50)):
+                with ws.ubatch(ubatch):
+                    program(n)
+
+
+def test_a_planned_step_keeps_its_pointers_when_a_sibling_micro_batch_records() -> None:
+    """docs/planning.md: when a key is planned the slot is sized up front and "the planned
+    runs then never grow it, so their pointers repeat from the first". Micro-batch 0 plans
+    the step on its second run (the slot shrinks to the plan); micro-batch 1 then records
+    the same program by first fit, grows to the first-fit size and marks micro-batch 0 to
+    grow to match: micro-batch 0's next planned run grows, and its step's pointers move
+    (and both slots end at the first-fit size, not the plan)."""
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+
+        def program() -> list[Any]:
+            ws.get_simultaneous(((100,), F32))
+            with ws.step("k") as st:
+                a, b = st.get_simultaneous(((64,), F32), ((300,), F32))
+                st.release(a)
+                (c,) = st.get_simultaneous(((100,), F32))
+                return [a, b, c]
+
+        program()
+        # Micro-batch 0's key is planned: its pointers from here. The views are kept, so
+        # a new buffer cannot come back at the old address by chance.
+        planned = program()
+        with ws.ubatch(1):
+            program()  # records (first fit): larger than the plan
+            program()
+        assert ptrs(*program()) == ptrs(*planned)
+
+
+def test_lock_sizes_the_lane_for_a_nested_step_plan_it_merged() -> None:
+    """Two micro-batches run "inner" inside "outer" with the same requests and lifetimes
+    but the large view in another place (x large on micro-batch 0, y on 1). lock() merges
+    "inner" to the largest size of each view, a plan larger than either micro-batch's own,
+    but sizes the lane with "outer"'s reach measured over each micro-batch's own "inner":
+    after lock() both micro-batches raise ArenaLockedError on the very program they warmed
+    up (planned_bytes() predicted the same too-small size)."""
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+
+        def program(nx: int, ny: int) -> None:
+            with ws.step("outer") as outer:
+                outer.get_simultaneous(((64,), F32))
+                with ws.step("inner") as inner:
+                    inner.get_simultaneous(((nx,), F32))
+                    inner.get_simultaneous(((ny,), F32))
+
+        shapes = {0: (1000, 16), 1: (16, 1000)}
+        for ubatch in (0, 0, 1, 1):
+            with ws.ubatch(ubatch):
+                program(*shapes[ubatch])
+        ws.lock()
+        for ubatch in (0, 1):
+            with ws.ubatch(ubatch):
+                program(*shapes[ubatch])
+
+
+def test_lock_sizes_the_lane_for_nested_plans_no_larger_than_they_need() -> None:
+    """With the fix above: two micro-batches of 64 and 32 tokens run a forward step with
+    two layers, each running "attn" and then "mlp" inside it. lock() merges every key to
+    the 64-token sizes; micro-batch 1's nested steps all grow, but "attn" and "mlp" run
+    one after the other, so the lane needs what micro-batch 0 needed, no more, and each
+    micro-batch replays both token counts."""
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+
+        def program(tokens: int) -> None:
+            with ws.step("forward") as forward:
+                forward.get_simultaneous(((tokens, 256), F32))
+                for _ in range(2):
+                    with ws.step("layer") as layer:
+                        layer.get_simultaneous(((tokens, 256), F32))
+                        with ws.step("attn") as attn:
+                            attn.get_simultaneous(((tokens, 768), F32), ((tokens, 256), F32))
+                        with ws.step("mlp") as mlp:
+                            (gate,) = mlp.get_simultaneous(((tokens, 2048), F32))
+                            mlp.get_simultaneous(((tokens, 256), F32))
+                            mlp.release(gate)
+
+        tokens = {0: 64, 1: 32}
+        for ubatch in (0, 0, 1, 1):
+            with ws.ubatch(ubatch):
+                program(tokens[ubatch])
+        largest = ws.stats().slots[0].capacity
+        ws.lock()
+        assert [s.capacity for s in ws.stats().slots] == [largest, largest]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ArenaWarning)  # the first finding above
+            for ubatch in (0, 1):
+                with ws.ubatch(ubatch):
+                    program(64)
+                    program(32)
+
+
+def test_a_slot_fitted_to_its_plans_takes_its_larger_siblings_size_at_once() -> None:
+    """Micro-batch 1 ran a larger program, so micro-batch 0 is due to grow to match at its
+    next call. Micro-batch 0's second run plans its step and sizes the slot to that plan,
+    ignoring the sibling: the run's first request then grows it again, halfway through
+    the planned run (two allocations; the views before the growth are elsewhere than the
+    next run's)."""
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+
+        def program(n: int) -> None:
+            with ws.step("k") as st:
+                ws.get_simultaneous(((1000 * n,), F32))
+                st.get_simultaneous(((3000 * n,), F32))
+
+        program(1)
+        with ws.ubatch(1):
+            program(2)
+        growths = ws.stats().slots[0].growths
+        program(1)  # planned: sized once, up front
+        assert ws.stats().slots[0].growths == growths
+
+
+def test_capturing_a_micro_batch_after_every_micro_batch_warmed_up_twice() -> None:
+    """docs/planning.md: "run every step twice eagerly (record, then plan) before
+    capturing". Both micro-batches run the same program twice, one after the other; then
+    micro-batch 0 is captured. Micro-batch 1's recording run grew it past micro-batch 0's
+    planned size and marked micro-batch 0 to grow to match; micro-batch 1 then shrank to
+    its plan, but the mark stayed, and the capture's first plain request tried to grow:
+    GraphCaptureError."""
+    probe = CaptureProbe()
+    with Arena("cpu", framework="numpy", ubatches=2, capture_probe=probe) as ws:
+
+        def program() -> None:
+            ws.get_simultaneous(((100,), F32))
+            with ws.step("k") as st:
+                a, _ = st.get_simultaneous(((64,), F32), ((300,), F32))
+                st.release(a)
+                st.get_simultaneous(((100,), F32))
+
+        for ubatch in (0, 0, 1, 1):
+            with ws.ubatch(ubatch):
+                program()
+        probe.capturing = True
+        try:
+            program()  # micro-batch 0, captured
+        finally:
+            probe.capturing = False
+
+
+def test_lock_warns_when_it_replaces_the_buffer_a_captured_micro_batch_replays() -> None:
+    """Micro-batch 0's step is captured; micro-batch 1 runs larger. lock() brings
+    micro-batch 0 to the lane's size: its captured buffer is retired (the graph still
+    reads it) and its locked replays run on a new buffer, at other pointers than the
+    graph's. docs/planning.md said lock() keeps the buffer: it says this exception now,
+    and lock() warns, naming the slot, the sizes and the fix."""
+    probe = CaptureProbe()
+    with Arena("cpu", framework="numpy", ubatches=2, capture_probe=probe) as ws:
+
+        def program(n: int) -> list[Any]:
+            with ws.step("k") as st:
+                return list(st.get_simultaneous(((n,), F32)))
+
+        for ubatch, n in ((0, 100), (0, 100), (1, 1000), (1, 1000)):
+            with ws.ubatch(ubatch):
+                program(n)
+        probe.capturing = True
+        try:
+            captured = program(100)
+        finally:
+            probe.capturing = False
+        graph_buffer = ws.stats().slots[0].capacity
+        with pytest.warns(ArenaWarning, match=r"lock\(\) brought slot \(ubatch 0, lane 0\)"):
+            ws.lock()
+        stats = ws.stats().slots[0]
+        assert stats.retired_bytes == graph_buffer  # kept for the graph, not released
+        assert ptrs(*program(100)) != ptrs(*captured)  # as the warning says

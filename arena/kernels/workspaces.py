@@ -253,7 +253,10 @@ class WorkspaceStore:
                 "run every Triton kernel (on every stream it uses) once during warm-up, "
                 "before lock()"
                 if kind == TRITON
-                else "ask for the largest size during warm-up, before lock()"
+                else "ask for the largest size during warm-up, before lock(), on every "
+                "micro-batch that asks at all (lock() gives the lane's largest size only "
+                "to a micro-batch that never asked: one that asked for less keeps its "
+                "size, which its library holds)"
             ),
             caller=caller,
             required=need,

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from arena.observe.profilesteps import storable_key
+from arena.planning.nesting import lift_outer_steps
 from arena.planning.offsets import plan_offsets
 from arena.slots.slot import Resize, Slot
 
@@ -62,12 +63,14 @@ class StepBook:
         "expiring",
         "firsts",
         "found",
+        "inside",
         "lasts",
         "load",
         "offsets",
         "recorded_at",
         "running",
         "runs",
+        "settled",
         "sizes",
         "starts",
         "top_level",
@@ -97,10 +100,12 @@ class StepBook:
         #: Whether a run of the key started with no other step running on the slot (a
         #: step only ever nested counts in the reach of the step it runs in).
         self.top_level = False
+        self.inside: tuple[Any] | None = None  # (key,) of the step a nested run last ran in
         self.recorded_at = 0
         self.warned = False  # a replay at another start was warned of
         self.running = False  # a run of this key is open on this slot
         self.version = 0
+        self.settled = 0  # the plan version the last finished replay ran
 
     def copy(self, *, running: bool = False) -> StepBook:
         """An independent copy (a sibling slot's book: same record, same plan); marked
@@ -147,13 +152,17 @@ class StepBook:
         self.offsets = None
         self.total = 0
 
-    def ran(self, start: int, above: int, *, nested: bool, replay: bool) -> None:
+    def ran(self, start: int, above: int, *, nested: Any, replay: bool) -> None:
         """Count a finished run that started at byte ``start`` and needed ``above`` bytes
-        above its end."""
+        above its end, inside the step ``nested`` (None: no step below it)."""
         self.runs += 1
-        if not nested:
+        if nested is not None:
+            self.inside = (nested.key,)
+        else:
             self.top_level = True
             self.base = max(self.base, start)
+        if replay:
+            self.settled = self.version
         if not replay:  # a recording's reach above is an estimate until the key replays
             self.above, self.above_runs = above, 0
         elif self.above_runs:
@@ -161,6 +170,15 @@ class StepBook:
             self.above_runs += 1
         else:
             self.above, self.above_runs = above, 1
+
+    def settle(self, base: int, free: bool) -> bool:
+        """A replay starts at byte ``base``; ``free`` (warm-up, or inside a step whose plan
+        or start is new) makes that the plan's height. Returns whether what runs inside
+        this replay starts at a new height (a plan not replayed yet, or a new start)."""
+        moved = self.settled != self.version
+        if free and base != self.recorded_at:
+            self.recorded_at, moved = base, True
+        return moved
 
     @property
     def reach(self) -> int:
@@ -428,12 +446,14 @@ def share_plans(
         for book in list(steps.values()):
             if not book.planned and book.runs:
                 book.make_plan(alignment)
-    keys = {key: None for steps in lane for key in list(steps)}
-    for key in keys:
+    merges: dict[Any, tuple[list[StepBook], StepBook | None]] = {}
+    for key in {key: None for steps in lane for key in list(steps)}:
         planned = [steps[key] for steps in lane if key in steps and steps[key].planned]
-        if not planned:
-            continue
-        merged = _merged(planned, alignment) if merge and len(planned) > 1 else None
+        if planned:
+            merged = _merged(planned, alignment) if merge and len(planned) > 1 else None
+            merges[key] = (planned, merged)
+    lift_outer_steps(lane, merges, frozen)
+    for key, (planned, merged) in merges.items():
         for index, steps in enumerate(lane):
             found = steps.get(key)
             if found is None or not (found.planned or found.runs or found.running):

@@ -1,29 +1,14 @@
 """Steps: recorded request sequences whose bytes are planned by lifetime.
 
 ``with ws.step("layer") as step:`` runs one step of a program (a forward pass, a layer,
-a decode step). Its requests may live as long as the caller wants: a view is live from
-its request until ``step.release(view)`` (in any order) or the end of the step.
-
-* The first run of a key *records*: each view is placed as it comes, first fit over the
-  bytes free at that moment (released views' bytes are reused), so warm-up does not grow
-  the slot to the sum of every request.
-* From the key's second run (or :meth:`~arena.Arena.plan_steps`, or ``lock()`` for a key
-  not planned yet) the key has a *plan*: :func:`~arena.planning.plan_offsets` over the
-  recorded blocks (the largest bytes seen per view, first and last use in request
-  order), and every later run puts each view at its planned offset. An arena made with
-  a profile starts with the plans it stored: their keys replay from their first run. Plans are fixed
-  before graphs are captured, so the pointers of a replay after ``lock()`` are those of
-  the second warm-up run. A replay whose views fit the plan (token counts that vary
-  inside a CUDA-graph bucket) needs no new plan.
-* Planning may find the slot larger than every plan needs; where no capture used its
-  buffer and the arena is unlocked, the slot shrinks (freeing before allocating).
-* A run that diverges from its plan (more requests, larger sizes, another structure, a
-  view kept past its planned last use) records and plans again while unlocked and not
-  capturing; locked it raises :class:`~arena.ArenaLockedError`, capturing
-  :class:`~arena.GraphCaptureError`, naming the key, the request index and the call site.
-
-A step's offsets are relative to where it starts: enter a step at the same stack height
-(outside any scope, typically) for its pointers to repeat.
+a decode step). A view is live from its request until ``step.release(view)`` (in any
+order) or the end of the step. The first run of a key *records* (first fit over the bytes
+free at each request); from the second run (or ``plan_steps()``, ``lock()``, a profile)
+the key has a *plan* from :func:`~arena.planning.plan_offsets`, sizing the slot once, and
+every later run puts each view at its planned offset. A run that diverges records again
+while unlocked; locked or capturing it raises, naming the key, the request index and the
+call site. Offsets count from where the step starts: enter it at the same stack height
+for its pointers to repeat. docs/planning.md tells the whole contract.
 """
 
 from __future__ import annotations
@@ -69,6 +54,7 @@ class Step(StepHitBase, Generic[ViewT]):
         "end",
         "held",
         "key",
+        "moved",
         "nested",
         "replay",
         "run",
@@ -87,11 +73,15 @@ class Step(StepHitBase, Generic[ViewT]):
     ) -> None:
         try:
             hash(key)
+            same = bool(key == key)  # noqa: PLR0124 (a NaN never finds its book again)
         except TypeError:
+            same = None
+        if not same:
+            what = "not hashable" if same is None else "not equal to itself (a NaN)"
             raise SpecError(
-                f"step key {key!r} ({type(key).__name__}) is not hashable; use a str, an int "
-                "or a tuple of them"
-            ) from None
+                f"step key {key!r} ({type(key).__name__}) is {what}; use a str, an int or a "
+                "tuple of them"
+            )
         self._placer = placer
         self._select = select
         self.key = key
@@ -100,11 +90,11 @@ class Step(StepHitBase, Generic[ViewT]):
         self._debug = debug
         self._book: StepBook | None = None
         self.run = StepRun()
-        self.replay = False
+        self.replay = self.moved = False  # moved: what runs inside starts at a new height
         self.slot: Slot | None = None
         self.base = self.end = self.held = 0
         self.above = 0  # the most bytes a request inside the run needed above its end
-        self.nested = False  # another step was running below this run on its slot
+        self.nested: Any = None  # the step running below this run on its slot, if any
         self.request = 0
         self._memo: tuple[Any, ...] = ()
         self._caches: list[dict[Any, Any]] | None = None
@@ -129,9 +119,9 @@ class Step(StepHitBase, Generic[ViewT]):
                 "inner step a key of its own"
             )
         if not book.planned and book.runs:
-            if slot.step_below(None) is None:  # the slot's keys are planned and it is sized
+            if not slot.regions:  # the slot's keys are planned and it is sized
                 self._placer.announce(fit_to_plans(slot, self._alignment))
-            else:  # inside another step: sized when that one was planned
+            else:  # only this key: the others are sized at their own first planned run
                 book.make_plan(self._alignment)
         if not book.planned and slot.governor.capturing():
             raise GraphCaptureError(
@@ -152,25 +142,24 @@ class Step(StepHitBase, Generic[ViewT]):
             placer.log is not None and not slot.governor.locked
         )
         self.above = 0
-        self.nested = slot.step_below(None) is not None
+        self.nested = slot.step_below(None)
         open_region(self, slot)
         book.running = True
         try:
+            outer, governor = self.nested, slot.governor
+            # Warm-up decides the height, and so does the first replay inside a step whose
+            # plan or start is new (a plan lock() made or merged): no caller moved it.
+            free = not (governor.locked or governor.capturing()) or bool(outer and outer.moved)
+            self.moved = self.replay and book.settle(self.base, free)
             if self.replay and self.base != book.recorded_at and not book.warned:
-                governor = slot.governor
-                if not (governor.locked or governor.capturing()):
-                    # Warm-up decides the height (a nested step replays higher than it
-                    # recorded: above its outer step's plan, not its first fit).
-                    book.recorded_at = self.base
-                else:
-                    book.warned = True
-                    warn_user(
-                        f"step {self.key!r} starts at byte {self.base} of slot {slot.describe()}, "
-                        f"its plan at byte {book.recorded_at}: its views are not where its "
-                        "warm-up put them (a CUDA graph captured at the other height reads other "
-                        "bytes). Enter the step at the same stack height every time (outside "
-                        "any scope, typically)"
-                    )
+                book.warned = True
+                warn_user(
+                    f"step {self.key!r} starts at byte {self.base} of slot {slot.describe()}, "
+                    f"its plan at byte {book.recorded_at}: its views are not where its "
+                    "warm-up put them (a CUDA graph captured at the other height reads other "
+                    "bytes). Enter the step at the same stack height every time (outside "
+                    "any scope, typically)"
+                )
             if self.replay:
                 slot.top = self.end = self.base + book.total
                 # A replay's live bytes are bounded by the plan's LOAD: counted once here.
@@ -274,18 +263,7 @@ class Step(StepHitBase, Generic[ViewT]):
                 target = origin_of(view)  # the view a write_into result was written through
                 found = by_view.get(id(target))
             if found is None or found[0] in blocks:
-                what = (
-                    "released twice in this call"
-                    if found is not None
-                    else "released already"
-                    if id(target) in run.ended
-                    else "not handed out by this run"
-                )
-                raise ArenaError(
-                    f"release() takes views this run of step {self.key!r} handed out and "
-                    f"has not released yet; got {type(view).__name__} of shape "
-                    f"{getattr(view, 'shape', '?')} ({what}); nothing was released"
-                )
+                raise self._refused(view, found is not None, id(target) in run.ended)
             blocks[found[0]] = (found[1], view)
         for block, (handed, given) in blocks.items():
             del by_view[id(handed)]
@@ -308,6 +286,24 @@ class Step(StepHitBase, Generic[ViewT]):
                 poison_bytes(slot.buffer, self.base + offset, self.base + offset + size)
             if self._debug:
                 self._placer.retire([handed] if given is handed else [handed, given])
+
+    def _refused(self, view: Any, twice: bool, ended: bool) -> ArenaError:
+        """The error for a view release() refuses: given twice in one call, released
+        already, or never handed out by this run (a list, a slice, another array)."""
+        what = "released twice in this call" if twice else "released already"
+        what = what if twice or ended else "not handed out by this run"
+        if isinstance(view, (list, tuple)):
+            fix = "; pass the views as separate arguments: release(*views)"
+        elif not (twice or ended):
+            fix = "; release the view itself, not a slice or an array made from it"
+        else:
+            fix = ""
+        shape = getattr(view, "shape", None)
+        got = type(view).__name__ + ("" if shape is None else f" of shape {shape}")
+        return ArenaError(
+            f"release() takes views this run of step {self.key!r} handed out and has not "
+            f"released yet; got {got} ({what}); nothing was released{fix}"
+        )
 
     def note_above(self, reach: int) -> None:
         """What this run holds above its end reached byte ``reach`` of the slot (a plain

@@ -262,7 +262,7 @@ class Slot:
             governor.check_open()
             if governor.locked or self.buffer.captured or governor.capturing() or self.regions:
                 return None
-            size = governor.grown_size(max(target, 1))
+            size = governor.grown_size(max(target, self.pending, 1))  # a sibling is larger
             if size == self.buffer.capacity:
                 return None
             return self._grow(size, shrinking=True)
@@ -333,10 +333,10 @@ class Slot:
         if self.pending <= buffer.capacity:
             self.pending = 0
             self.update_detour()
-        for sibling in self.siblings():
-            if sibling.buffer.capacity < buffer.capacity:
-                sibling.pending = max(sibling.pending, buffer.capacity)
-                sibling.update_detour()
+        for sibling in self.siblings():  # to match the lane's largest buffer now (a fit shrinks)
+            largest = max(s.buffer.capacity for s in sibling.siblings())
+            sibling.pending = largest if largest > sibling.buffer.capacity else 0
+            sibling.update_detour()
 
     def size_for_lock(self, target: int) -> Resize | None:
         """Hold ``target`` bytes before the arena locks, releasing nothing.

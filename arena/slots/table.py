@@ -17,7 +17,7 @@ from arena.kernels.budget import lock_additions, note_allocated_peak
 from arena.kernels.workspaces import LIBRARY, Workspace, share_library_workspaces
 from arena.memory.ledger import Ledger
 from arena.memory.sources import Allocation
-from arena.observe.events import MB, ArenaEvent, caller_info, format_mb, log_event
+from arena.observe.events import MB, ArenaEvent, caller_info, format_mb, log_event, warn_user
 from arena.observe.snapshot import EventLog, build_snapshot
 from arena.observe.stats import ArenaStats, SlotStats
 from arena.planning.records import (
@@ -143,6 +143,7 @@ class SlotTable:
         then refuse growth; see :meth:`arena.Arena.lock`."""
         governor = self.governor
         resizes: list[Resize] = []
+        moved: list[Resize] = []  # slots whose captured buffer lock() replaced
         try:
             with governor.mutex:
                 governor.check_open()
@@ -165,18 +166,29 @@ class SlotTable:
                         continue
                     target = max(need, *(s.buffer.capacity for s in group))
                     for slot in group:
+                        captured = slot.buffer.captured
                         resize = slot.size_for_lock(target)
                         if resize is not None:
                             resizes.append(resize)
+                            if captured:
+                                moved.append(resize)
                     _share_persistent_buffers(group)
                     share_library_workspaces([s.workspaces for s in group])
                 governor.locked = True
         finally:
             self.announce("resize", resizes)
         self.announce("lock")
+        for slot, old_bytes, new_bytes in moved:
+            warn_user(
+                f"lock() brought slot {slot.describe()} from {old_bytes} to {new_bytes} bytes, "
+                "its lane's largest, on a new buffer: a CUDA graph captured its old buffer, "
+                "which is kept (retired) for the graph, but locked eager runs there get other "
+                "pointers than the graph's. Warm every micro-batch of a lane up to the same "
+                "sizes before capturing"
+            )
 
     def plan_steps(self) -> dict[Any, int]:
-        """Plan every recorded step not planned yet and shrink slots to their plans where
+        """Plan every recorded step not planned yet and size slots to their plans where
         allowed; see :meth:`arena.Arena.plan_steps`."""
         governor = self.governor
         planned: dict[Any, int] = {}

@@ -86,7 +86,7 @@ def measure_bytes(
             with ws.step("forward") as st:  # records: first fit over the bytes free
                 forward_steps(st, shape, tokens)
             row["steps_recording"] = ws.stats().slots[0].capacity
-            with ws.step("forward") as st:  # planned: the slot shrinks to the plan
+            with ws.step("forward") as st:  # planned: the slot is sized to the plan
                 forward_steps(st, shape, tokens)
             ws.lock()
             slot = ws.stats().slots[0]

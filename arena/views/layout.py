@@ -222,6 +222,12 @@ def _split_spec(index: int, spec: Any) -> tuple[tuple[int, ...], DType]:
             "write e.g. ((4, 128), 'float32')"
         )
     raw_shape, raw_dtype = spec
+    if all(isinstance(dim, int) and not isinstance(dim, bool) for dim in spec):
+        raise SpecError(
+            f"spec #{index} is {spec!r}, a shape without its dtype: each argument is one "
+            f"view's (shape, dtype) pair, as in get_simultaneous(({tuple(spec)!r}, "
+            "'float32'))"
+        )
     if not isinstance(raw_shape, (tuple, list)):
         hint = f"({raw_shape!r},)" if isinstance(raw_shape, int) else "a tuple such as (4, 128)"
         raise SpecError(
