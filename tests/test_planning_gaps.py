@@ -3,7 +3,8 @@
 Each test names the mutants it kills (``scripts/mutation planning``): the LOAD a step's
 runs count, poisoning and debug retirement of released views, release()'s and the
 divergence's messages, a step object entered again, remembered views per key and per
-plan, lane merging, and the call sites of replayed requests.
+plan, lane merging, and the call sites of replayed requests. The numbers are mutmut's
+for the sources of commit 0a34156 (docs/testing.md lists the run).
 """
 
 from __future__ import annotations
@@ -130,9 +131,7 @@ def test_release_names_what_it_refused() -> None:
         for _ in range(3):  # record, plan, replay
             with ws.step("s") as st:
                 (a,) = st.get_simultaneous(KIB)
-                with pytest.raises(
-                    ArenaError, match=r"got object of shape \? \(not handed out by this run\)"
-                ):
+                with pytest.raises(ArenaError, match=r"got object \(not handed out by this run\)"):
                     st.release(object())
                 with pytest.raises(ArenaError, match=r"got ndarray of shape \(64,\) \(not handed"):
                     st.release(np.zeros(64, F32))
