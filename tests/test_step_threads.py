@@ -189,3 +189,70 @@ def test_two_micro_batch_threads_run_nested_steps_then_replay_locked(inject: int
         assert runs[ubatch][seen[ubatch] :], "no locked run finished"
         assert all(r == planned[ubatch] for r in runs[ubatch][seen[ubatch] :])
     ws.close()
+
+
+def nested_program(ws: arena.Arena, lock_inside: bool = False) -> None:
+    with ws.step("outer") as outer:
+        (x,) = outer.get_simultaneous(((3200,), F))
+        with ws.step("inner") as inner:
+            (a,) = inner.get_simultaneous(((8000,), F))
+            inner.get_simultaneous(((1000,), F))
+            inner.release(a)
+            inner.get_simultaneous(((6000,), F))
+        outer.get_simultaneous(((3200,), F))
+        outer.release(x)
+        outer.get_simultaneous(((10000,), F))
+        if lock_inside:
+            ws.lock()  # what a main thread's lock() does while a micro-batch thread is here
+
+
+def test_lock_while_a_nested_steps_first_run_is_open_leaves_it_replayable() -> None:
+    """lock() may run concurrently with anything (docs/overview.md); here it runs while
+    the outer step's first, recording run is still open, its requests all made. The step
+    then runs once under the lock (first fit, it fits), but every later locked run raises
+    ArenaLockedError: the plan made under the lock places the inner step past the slot
+    (89088 bytes against 65792). The same program with lock() after the run replays."""
+    ws = arena.Arena("cpu", framework="numpy")
+    nested_program(ws, lock_inside=True)
+    for _ in range(3):
+        nested_program(ws)
+    ws.close()
+
+
+def test_lock_from_the_main_thread_during_a_micro_batchs_first_step_run() -> None:
+    """The threaded form of the test above: micro-batch 0's thread has made every request
+    of its first nested step run when the main thread calls lock(); afterwards both
+    micro-batches' locked runs are refused for good."""
+    ws = arena.Arena("cpu", framework="numpy", ubatches=2)
+    at_end, locked = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def first_run() -> None:
+        try:
+            with ws.ubatch(0), ws.step("outer") as outer:
+                (x,) = outer.get_simultaneous(((3200,), F))
+                with ws.step("inner") as inner:
+                    (a,) = inner.get_simultaneous(((8000,), F))
+                    inner.get_simultaneous(((1000,), F))
+                    inner.release(a)
+                    inner.get_simultaneous(((6000,), F))
+                outer.get_simultaneous(((3200,), F))
+                outer.release(x)
+                outer.get_simultaneous(((10000,), F))
+                at_end.set()
+                assert locked.wait(TIMEOUT)
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=first_run)
+    thread.start()
+    assert at_end.wait(TIMEOUT)
+    ws.lock()
+    locked.set()
+    thread.join(TIMEOUT)
+    assert not errors, errors
+    for ubatch in (0, 1):
+        with ws.ubatch(ubatch):
+            for _ in range(3):
+                nested_program(ws)
+    ws.close()
