@@ -256,3 +256,23 @@ def test_lock_from_the_main_thread_during_a_micro_batchs_first_step_run() -> Non
             for _ in range(3):
                 nested_program(ws)
     ws.close()
+
+
+def test_a_planned_nested_step_needs_no_more_than_its_first_fit_and_load_stays_load() -> None:
+    """docs/planning.md: an inner step "starts above the views the outer one holds at that
+    point of its run", and a planned step needs "never more than greedy by size, or its own
+    first-fit placement when that is smaller". Here the outer step holds only x (12800
+    bytes) when the inner step starts, the most bytes live at once is 52992 (z and w), and
+    the first fit ran in 65792. The plan puts the inner step above the outer plan's whole
+    span (52992) instead: the slot grows to 89088, and stats() reports LOAD 89088 (capacity
+    over LOAD 1.0), more than the 65792 bytes that served the same program."""
+    ws = arena.Arena("cpu", framework="numpy")
+    nested_program(ws)  # records by first fit
+    first_fit = ws.stats().slots[0].capacity
+    assert (first_fit, ws.stats().slots[0].load) == (65792, 52992)
+    nested_program(ws)  # plans
+    ws.plan_steps()
+    slot = ws.stats().slots[0]
+    ws.close()
+    assert slot.load <= first_fit, f"LOAD {slot.load} exceeds a buffer that served the program"
+    assert slot.capacity <= first_fit
