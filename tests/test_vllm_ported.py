@@ -69,3 +69,27 @@ def test_a_missed_micro_batchs_persistent_tensor_is_its_resource_after_lock() ->
     ws._THREAD_ID_TO_CONTEXT[threading.get_ident()] = 1  # the micro-batch that missed warm-up
     mine = m.get_persistent("acc", (4,), torch.float32)
     assert m.get_persistent_resource((torch.Tensor, "acc"), lambda: None) is mine
+
+
+class HelperManager(WorkspaceManager):
+    """A manager with a helper method, as an engine might add one."""
+
+    def attention_workspace(self, n: int) -> list[torch.Tensor]:
+        return self.get_simultaneous(((n,), torch.float32))
+
+
+def forward_through_helper(m: HelperManager, n: int) -> list[torch.Tensor]:
+    return m.attention_workspace(n)
+
+
+def test_locked_assertion_names_the_caller_past_every_manager_frame_as_vllm() -> None:
+    """vLLM's locked assertion names the first frame whose ``self`` is not a
+    WorkspaceManager, so a helper method on a subclass is skipped and its caller named
+    (docs/vllm-migration.md: "vLLM's error, word for word"). The drop-in names the
+    helper method instead."""
+    m = HelperManager(CPU)
+    forward_through_helper(m, 16)
+    m.lock()
+    with pytest.raises(AssertionError) as caught:
+        forward_through_helper(m, 1 << 20)
+    assert ":forward_through_helper'" in str(caught.value), str(caught.value)
