@@ -24,7 +24,9 @@ Deliberate differences from vLLM:
 
 from __future__ import annotations
 
+import inspect
 import logging
+import os
 import sys
 import threading
 from collections.abc import Callable, Hashable, Iterator
@@ -212,7 +214,7 @@ class WorkspaceManager:
         try:
             return self._front.get_simultaneous(*shapes_and_dtypes)
         except ArenaLockedError as exc:
-            raise _locked(exc) from None
+            raise _locked(exc, _caller()) from None
 
     def try_get_simultaneous(
         self, *shapes_and_dtypes: tuple[tuple[int, ...], torch.dtype]
@@ -228,7 +230,7 @@ class WorkspaceManager:
         try:
             return self._arena.reserve(*shapes_and_dtypes, lane=self._current_lane())
         except ArenaLockedError as exc:
-            raise _locked(exc) from None
+            raise _locked(exc, _caller()) from None
 
     def get_persistent_resource(self, key: Hashable, factory: Callable[[], T]) -> T:
         """Return the resource cached for ``key`` in the current ubatch and lane.
@@ -285,9 +287,25 @@ class WorkspaceManager:
         return f"WorkspaceManager(device={self._device!r}, arena={self._arena!r})"
 
 
-def _locked(exc: ArenaLockedError) -> AssertionError:
+def _caller() -> str:
+    """vLLM's caller: the first frame whose ``self`` is not a WorkspaceManager (so helper
+    methods of a subclass are skipped, as vLLM skips them), as ``file:line:function``."""
+    frame = inspect.currentframe()
+    try:
+        frame = frame.f_back if frame is not None else None
+        while frame is not None and isinstance(frame.f_locals.get("self"), WorkspaceManager):
+            frame = frame.f_back
+        if frame is None:
+            return "unknown"
+        code = frame.f_code
+        return f"{os.path.basename(code.co_filename)}:{frame.f_lineno}:{code.co_name}"
+    finally:
+        del frame  # no reference cycle through the frames
+
+
+def _locked(exc: ArenaLockedError, caller: str) -> AssertionError:
     return AssertionError(
-        f"Workspace is locked but allocation from '{exc.caller}' "
+        f"Workspace is locked but allocation from '{caller}' "
         f"requires {exc.required / MB:.2f} MB, current size is "
         f"{exc.current / MB:.2f} MB. "
         "Workspace growth is not allowed after locking."

@@ -168,10 +168,13 @@ class PersistentStore:
             if governor.locked:
                 raise self.new_key_refused(key, "resource")
         # Built with no lock held: a factory may be slow, or use the arena from another
-        # thread. If two threads build the same key at once, the first stored wins.
+        # thread. If two threads build the same key at once, the first stored wins; one
+        # that finishes after lock() returned is refused, as it would be had it started then.
         resource = factory()
         with governor.mutex:
             governor.check_open()
+            if governor.locked and key not in self.resources:
+                raise self.new_key_refused(key, "resource")
             return self.resources.setdefault(key, resource)
 
     # ------------------------------------------------------------------ lifetime
