@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from arena import Arena, ArenaWarning
+from arena import Arena, ArenaLockedError, ArenaWarning
 from tests.sources import RecordingSource
 from tests.stepping import F32, CaptureProbe, layer, ptrs
 
@@ -124,8 +124,11 @@ def test_lock_does_not_move_the_pointers_of_a_step_captured_before_it() -> None:
         probe.capturing = True
         captured = run(0, 64, 1024)  # the graph of micro-batch 0 reads these bytes
         probe.capturing = False
-        ws.lock()
+        with pytest.warns(ArenaWarning, match=r"lock\(\) left step 'decode' of slot \(ubatch 0"):
+            ws.lock()  # ... and says micro-batch 0 cannot run micro-batch 1's sizes
         assert run(0, 64, 1024) == captured
+        with pytest.raises(ArenaLockedError):
+            run(0, 1024, 64)
 
 
 def test_planned_bytes_agrees_with_lock_called_while_a_step_runs() -> None:
@@ -365,8 +368,13 @@ def test_lock_warns_when_it_replaces_the_buffer_a_captured_micro_batch_replays()
         finally:
             probe.capturing = False
         graph_buffer = ws.stats().slots[0].capacity
-        with pytest.warns(ArenaWarning, match=r"lock\(\) brought slot \(ubatch 0, lane 0\)"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             ws.lock()
+        said = [str(w.message) for w in caught if issubclass(w.category, ArenaWarning)]
+        assert len(said) == 2, said  # the buffer replaced, and the plan kept short
+        assert said[0].startswith("lock() left step 'k' of slot (ubatch 0, lane 0)")
+        assert said[1].startswith("lock() brought slot (ubatch 0, lane 0)")
         stats = ws.stats().slots[0]
         assert stats.retired_bytes == graph_buffer  # kept for the graph, not released
         assert ptrs(*program(100)) != ptrs(*captured)  # as the warning says

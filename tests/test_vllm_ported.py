@@ -58,17 +58,24 @@ def test_a_resource_whose_factory_straddles_lock_is_not_stored_after_lock() -> N
         m.get_persistent_resource("late", object)
 
 
-def test_a_missed_micro_batchs_persistent_tensor_is_its_resource_after_lock() -> None:
+def test_a_missed_micro_batchs_persistent_tensor_is_not_a_resource_after_lock() -> None:
     """docs/vllm-migration.md: get_persistent stores its tensor as the persistent resource
-    ``(torch.Tensor, key)``, so get_persistent_resource((torch.Tensor, key), ...) returns
-    it. On a micro-batch that missed warm-up, get_persistent returns the tensor lock() gave
-    it, but asking for the same tensor as a resource raises vLLM's locked assertion."""
+    ``(torch.Tensor, key)``. On a micro-batch that missed warm-up, get_persistent returns
+    the tensor lock() gave it (its own block, not a sibling's), and no resource is
+    registered after lock(): asking for it as a resource raises the locked assertion, as
+    the docs say (ask with get_persistent there)."""
     m = WorkspaceManager(CPU, num_ubatches=2)
-    m.get_persistent("acc", (4,), torch.float32, zero_init=True)
+    first = m.get_persistent("acc", (4,), torch.float32, zero_init=True)
     m.lock()
     ws._THREAD_ID_TO_CONTEXT[threading.get_ident()] = 1  # the micro-batch that missed warm-up
-    mine = m.get_persistent("acc", (4,), torch.float32)
-    assert m.get_persistent_resource((torch.Tensor, "acc"), lambda: None) is mine
+    try:
+        mine = m.get_persistent("acc", (4,), torch.float32)
+        assert mine.shape == (4,) and mine.data_ptr() != first.data_ptr()
+        assert m.get_persistent("acc", (4,), torch.float32) is mine
+        with pytest.raises(AssertionError, match="was not allocated during warmup"):
+            m.get_persistent_resource((torch.Tensor, "acc"), lambda: None)
+    finally:
+        ws._THREAD_ID_TO_CONTEXT.pop(threading.get_ident(), None)
 
 
 class HelperManager(WorkspaceManager):

@@ -325,6 +325,16 @@ class StepRun:
                 views[id(view)] = (block, view)
         self.indexed = len(handed)
 
+    def live_extent(self, plan: StepBook | None) -> tuple[int, int]:
+        """The end of the run's highest live view from its start, and their bytes (at
+        ``plan``'s places when it replays one): where a step opened right inside starts."""
+        self.index()
+        if plan is not None and plan.offsets is not None:
+            live = [(plan.offsets[b], plan.sizes[b]) for b, _ in self.views.values()]
+        else:
+            live = list(self.live.values())
+        return max((o + s for o, s in live), default=0), sum(s for _, s in live)
+
     def adopt(self, book: StepBook, requests: int) -> None:
         """A replay that stops following its plan after ``requests`` requests: those
         requests' blocks are recorded as planned (their planned sizes, at least theirs),

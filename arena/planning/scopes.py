@@ -130,10 +130,9 @@ def close_region(region: Any) -> None:
     slot = region.slot
     if slot is None:
         return
-    if slot.regions and slot.regions[-1] is region:
-        top = region.base  # requests go to the innermost region: nothing open reaches above
-    else:  # closed out of order: the regions still open keep what they reach
-        top = max([region.base, *(r.end for r in slot.regions if r is not region)])
+    # The regions still open keep what they reach (a step opened right inside a step starts
+    # below the outer one's end; one closed out of order may have others above it).
+    top = max([region.base, *(r.end for r in slot.regions if r is not region)])
     slot.close_region(region, top, slot.live - region.held)
     region.slot = None
     if slot.governor.debug:

@@ -1,14 +1,8 @@
 """Steps: recorded request sequences whose bytes are planned by lifetime.
 
-``with ws.step("layer") as step:`` runs one step of a program (a forward pass, a layer,
-a decode step). A view is live from its request until ``step.release(view)`` (in any
-order) or the end of the step. The first run of a key *records* (first fit over the bytes
-free at each request); from the second run (or ``plan_steps()``, ``lock()``, a profile)
-the key has a *plan* from :func:`~arena.planning.plan_offsets`, sizing the slot once, and
-every later run puts each view at its planned offset. A run that diverges records again
-while unlocked; locked or capturing it raises, naming the key, the request index and the
-call site. Offsets count from where the step starts: enter it at the same stack height
-for its pointers to repeat. docs/planning.md tells the whole contract.
+``with ws.step("layer") as step:`` records a key's first run, plans it from the second
+(:func:`~arena.planning.plan_offsets`) and replays the plan's pointers after; views live
+until ``step.release(view)`` or the step's end. docs/planning.md tells the whole contract.
 """
 
 from __future__ import annotations
@@ -143,7 +137,9 @@ class Step(StepHitBase, Generic[ViewT]):
         )
         self.above = 0
         self.nested = slot.step_below(None)
+        outer_step = self.nested if slot.regions and slot.regions[-1] is self.nested else None
         open_region(self, slot)
+        spare = 0 if outer_step is None else self._start_inside(outer_step)
         book.running = True
         try:
             outer, governor = self.nested, slot.governor
@@ -163,8 +159,8 @@ class Step(StepHitBase, Generic[ViewT]):
             if self.replay:
                 slot.top = self.end = self.base + book.total
                 # A replay's live bytes are bounded by the plan's LOAD: counted once here.
-                self.held = book.load
-                slot.live += book.load
+                self.held = max(0, book.load - spare)
+                slot.live += self.held
                 slot.note_load(slot.live)
                 # Where a replay's views are remembered: per front, key, start and plan.
                 self._memo = (self._placer.key, "step", self.key, self.base, book.version)
@@ -304,6 +300,14 @@ class Step(StepHitBase, Generic[ViewT]):
             f"release() takes views this run of step {self.key!r} handed out and has not "
             f"released yet; got {got} ({what}); nothing was released{fix}"
         )
+
+    def _start_inside(self, outer: Step[Any]) -> int:
+        """Start right inside the run ``outer``, above its live views only; returns what
+        ``outer`` counts as live beyond them (a replay counts its plan's LOAD)."""
+        plan = outer._book if outer.replay else None
+        height, holds = outer.run.live_extent(plan)
+        self.base = self.end = outer.base + height
+        return max(0, outer.held - holds) if plan is not None else 0
 
     def note_above(self, reach: int) -> None:
         """What this run holds above its end reached byte ``reach`` of the slot (a plain

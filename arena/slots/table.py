@@ -144,6 +144,7 @@ class SlotTable:
         governor = self.governor
         resizes: list[Resize] = []
         moved: list[Resize] = []  # slots whose captured buffer lock() replaced
+        short: list[tuple[Slot, Any, int, int]] = []  # captured plans smaller than a sibling's
         try:
             with governor.mutex:
                 governor.check_open()
@@ -164,6 +165,7 @@ class SlotTable:
                     )
                     if governor.locked:  # lock() again: nothing may grow while locked
                         continue
+                    short += _plans_kept_short(group)
                     target = max(need, *(s.buffer.capacity for s in group))
                     for slot in group:
                         captured = slot.buffer.captured
@@ -178,6 +180,14 @@ class SlotTable:
         finally:
             self.announce("resize", resizes)
         self.announce("lock")
+        for slot, key, own, largest in short:
+            warn_user(
+                f"lock() left step {key!r} of slot {slot.describe()} on its own plan "
+                f"({own} bytes; a sibling micro-batch's needs {largest}): a CUDA graph "
+                "captured its buffer, so its plan may not move, and a run of the sibling's "
+                "sizes there raises ArenaLockedError. Warm every micro-batch of a lane up "
+                "to the same sizes before capturing"
+            )
         for slot, old_bytes, new_bytes in moved:
             warn_user(
                 f"lock() brought slot {slot.describe()} from {old_bytes} to {new_bytes} bytes, "
@@ -370,6 +380,21 @@ class SlotTable:
         event = ArenaEvent(kind, caller_info(), slot, old, new, self.sizes(), key)
         for listener in list(listeners):
             listener(event)
+
+
+def _plans_kept_short(group: list[Slot]) -> list[tuple[Slot, Any, int, int]]:
+    """(slot, key, its plan's bytes, the largest sibling's) for each planned step of a
+    slot whose buffer a CUDA graph captured that a sibling's plan outgrows: lock() keeps
+    such plans as they are."""
+    short = []
+    for slot in group:
+        if not slot.buffer.captured:
+            continue
+        for key, book in list(slot.steps.items()):
+            totals = [s.steps[key].total for s in group if key in s.steps and s.steps[key].planned]
+            if book.planned and max(totals, default=0) > book.total:
+                short.append((slot, key, book.total, max(totals)))
+    return short
 
 
 def _share_persistent_buffers(group: list[Slot]) -> None:
