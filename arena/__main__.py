@@ -22,7 +22,7 @@ options:
 
 
 def version_line() -> str:
-    """``arena 0.1.0 (hit path: compiled; Python 3.11.7)``: what ``--version`` prints; a
+    """``arena 0.2.0 (hit path: compiled; Python 3.11.7)``: what ``--version`` prints; a
     pure-Python hit path says why (``hit path: python, ARENA_PURE_PYTHON is set``)."""
     from arena.views.hit import WHY_PYTHON
 

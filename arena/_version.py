@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __all__ = ["__version__", "active_hit_path"]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def active_hit_path() -> str:
