@@ -21,16 +21,6 @@ def ptrs(*views: Any) -> list[int]:
     return [int(v.ctypes.data) for v in views]
 
 
-class CaptureProbe:
-    """A capture probe the test switches: ``probe.capturing = True`` plays a capture."""
-
-    def __init__(self) -> None:
-        self.capturing = False
-
-    def __call__(self) -> bool:
-        return self.capturing
-
-
 def layer(ws: Arena, tokens: int, key: str = "layer") -> list[int]:
     """x lives across the step; h dies after y is made; z reuses h's bytes."""
     with ws.step(key) as st:

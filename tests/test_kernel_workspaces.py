@@ -8,8 +8,6 @@ import importlib.util
 import itertools
 import json
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,7 @@ from arena import (
     SpecError,
 )
 from arena.kernels import workspaces as workspaces_module
+from tests.gates import Gate, Probe
 from tests.sources import FaultySource, RecordingSource, check_books
 
 MB = 1 << 20
@@ -48,16 +47,6 @@ def span(view: Any) -> range:
 def disjoint(*views: Any) -> bool:
     spans = sorted((span(v) for v in views), key=lambda r: r.start)
     return all(a.stop <= b.start for a, b in itertools.pairwise(spans))
-
-
-class Probe:
-    """A capture probe the test switches on and off."""
-
-    def __init__(self) -> None:
-        self.capturing = False
-
-    def __call__(self) -> bool:
-        return self.capturing
 
 
 # ====================================================================== library workspaces
@@ -230,23 +219,6 @@ def test_a_fault_releasing_the_old_block_leaves_the_new_one_installed() -> None:
             a.get_library_workspace("fi", 4096)
         assert a.get_library_workspace("fi", 4096).nbytes == 4096
         check_books(a, source)
-
-
-class Gate:
-    """An alloc_context that holds the allocating thread inside its allocation."""
-
-    def __init__(self) -> None:
-        self.armed = False
-        self.inside = threading.Event()
-        self.go = threading.Event()
-
-    @contextmanager
-    def __call__(self) -> Iterator[None]:
-        if self.armed:
-            self.armed = False
-            self.inside.set()
-            assert self.go.wait(TIMEOUT)
-        yield
 
 
 def test_two_threads_growing_one_key_grow_it_once() -> None:

@@ -25,28 +25,11 @@ from arena import (
     GraphCaptureError,
     SlotError,
 )
+from tests.gates import Gate, Probe
 from tests.sources import FaultySource, RecordingSource, check_books
 
 F32 = "float32"
 TIMEOUT = 10
-
-
-class Gate:
-    """An alloc_context that holds the allocating thread inside the allocation until
-    released, so another thread can act at exactly that moment."""
-
-    def __init__(self) -> None:
-        self.armed = False
-        self.inside = threading.Event()
-        self.go = threading.Event()
-
-    @contextmanager
-    def __call__(self) -> Iterator[None]:
-        if self.armed:
-            self.armed = False
-            self.inside.set()
-            assert self.go.wait(TIMEOUT)
-        yield
 
 
 def run(target: Any, *args: Any) -> tuple[threading.Thread, list[Any]]:
@@ -181,16 +164,6 @@ def test_lock_retires_a_smaller_sibling_instead_of_releasing_it() -> None:
     check_books(a, source)
     a.close()
     assert source.live == {}
-
-
-class Probe:
-    """An injectable capture-status probe: ``capturing`` says what it answers."""
-
-    def __init__(self) -> None:
-        self.capturing = False
-
-    def __call__(self) -> bool:
-        return self.capturing
 
 
 def test_buffers_served_during_capture_are_retired_until_close() -> None:

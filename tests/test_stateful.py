@@ -19,18 +19,11 @@ from arena import (
     ArenaOutOfMemoryError,
     GraphCaptureError,
 )
+from tests.gates import Probe
 from tests.sources import FaultySource
 
 ALIGN = 256
 UBATCHES = 2
-
-
-class Probe:
-    def __init__(self) -> None:
-        self.capturing = False
-
-    def __call__(self) -> bool:
-        return self.capturing
 
 
 def round_up(n: int) -> int:

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from arena import Arena, ArenaLockedError, ArenaWarning
+from tests.gates import Probe
 from tests.sources import RecordingSource
-from tests.stepping import F32, CaptureProbe, layer, ptrs
+from tests.stepping import F32, layer, ptrs
 
 KIB = ((256,), F32)  # one KiB
 
@@ -92,16 +93,6 @@ def test_lock_keeps_each_slots_plan_where_siblings_recorded_other_requests() -> 
             layer(ws, 8)
         with ws.ubatch(1), ws.step("layer") as st:
             st.get_simultaneous(((4096,), F32))
-
-
-class Probe:
-    """A capture-status probe, as tests/test_safety.py injects one."""
-
-    def __init__(self) -> None:
-        self.capturing = False
-
-    def __call__(self) -> bool:
-        return self.capturing
 
 
 def test_lock_does_not_move_the_pointers_of_a_step_captured_before_it() -> None:
@@ -326,7 +317,7 @@ def test_capturing_a_micro_batch_after_every_micro_batch_warmed_up_twice() -> No
     planned size and marked micro-batch 0 to grow to match; micro-batch 1 then shrank to
     its plan, but the mark stayed, and the capture's first plain request tried to grow:
     GraphCaptureError."""
-    probe = CaptureProbe()
+    probe = Probe()
     with Arena("cpu", framework="numpy", ubatches=2, capture_probe=probe) as ws:
 
         def program() -> None:
@@ -352,7 +343,7 @@ def test_lock_warns_when_it_replaces_the_buffer_a_captured_micro_batch_replays()
     reads it) and its locked replays run on a new buffer, at other pointers than the
     graph's. docs/planning.md said lock() keeps the buffer: it says this exception now,
     and lock() warns, naming the slot, the sizes and the fix."""
-    probe = CaptureProbe()
+    probe = Probe()
     with Arena("cpu", framework="numpy", ubatches=2, capture_probe=probe) as ws:
 
         def program(n: int) -> list[Any]:

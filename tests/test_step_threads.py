@@ -11,19 +11,10 @@ import numpy as np
 import pytest
 
 import arena
+from tests.gates import Probe
 
 F = "float32"
 TIMEOUT = 10
-
-
-class Probe:
-    """A capture probe the test switches by hand."""
-
-    def __init__(self) -> None:
-        self.capturing = False
-
-    def __call__(self) -> bool:
-        return self.capturing
 
 
 def decode(ws: arena.Arena, n: int) -> list[int]:
