@@ -13,6 +13,7 @@ from __future__ import annotations
 from arena._version import __version__
 from arena.core import FRAMEWORKS, Arena
 from arena.errors import (
+    ArenaAsleepError,
     ArenaClosedError,
     ArenaError,
     ArenaLockedError,
@@ -57,6 +58,7 @@ __all__ = [
     "FRAMEWORKS",
     "Allocation",
     "Arena",
+    "ArenaAsleepError",
     "ArenaClosedError",
     "ArenaError",
     "ArenaEvent",

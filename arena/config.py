@@ -28,12 +28,14 @@ from arena.views.poison import poison_from_env
 
 __all__ = [
     "FRAMEWORKS",
+    "HOST_SOURCES",
     "MAX_SLOTS",
     "Settings",
     "check_flag",
     "check_framework",
     "check_growth",
     "check_path",
+    "host_source_from_env",
     "load_adapter",
     "make_source",
     "max_bytes_from_env",
@@ -114,13 +116,13 @@ def settings(
     debug = debug_from_env() if debug is None else check_flag("debug", debug)
     cached_views = check_flag("cached_views", cached_views)
     track_sites = check_flag("track_call_sites", track_call_sites)
-    source_object = make_source(device, source)
+    cap = max_bytes_from_env() if max_bytes is None else parse_bytes("max_bytes", max_bytes)
+    source_object = make_source(device, source, cap)
     if capture_probe is None and source_object.device.is_cuda:
         from arena.memory.capture import capture_probe as cuda_capture_probe
 
         capture_probe = cuda_capture_probe(source_object.device)
     poison = poison_from_env() if poison is None else check_flag("poison", poison)
-    cap = max_bytes_from_env() if max_bytes is None else parse_bytes("max_bytes", max_bytes)
     return Settings(
         ubatches,
         lanes,
@@ -264,10 +266,36 @@ def max_bytes_from_env(variable: str = "ARENA_MAX_BYTES") -> int | None:
     return None if blank else parse_bytes(f"the environment variable {variable}", value)
 
 
-def make_source(device: Any, source: Any) -> MemorySource:
+#: Values of ``ARENA_SOURCE``: the default source of host arenas.
+HOST_SOURCES = ("host", "virtual")
+
+
+def host_source_from_env(variable: str = "ARENA_SOURCE") -> str:
+    """The default source of host arenas named by the environment variable: ``"host"``
+    (also when unset or blank) or ``"virtual"``.
+
+    Raises
+    ------
+    ConfigError
+        Naming the variable, its value and the accepted ones.
+    """
+    value = os.environ.get(variable, "").strip(" \t\n\r\f\v")
+    if not value:
+        return "host"
+    if value not in HOST_SOURCES:
+        raise ConfigError(
+            f"the environment variable {variable} is {value!r}; set it to 'host' or "
+            "'virtual' (the default source of host arenas), or unset it"
+        )
+    return value
+
+
+def make_source(device: Any, source: Any, max_bytes: int | None = None) -> MemorySource:
     """The memory source for ``device`` and ``source`` (see :class:`arena.Arena`): a
     :class:`MemorySource` as it is, an object with RMM's ``allocate``/``deallocate``
-    wrapped in :class:`~arena.memory.rmm.RmmSource`, or a built-in source's name."""
+    wrapped in :class:`~arena.memory.rmm.RmmSource`, or a built-in source's name.
+    ``max_bytes`` is the reservation of ``"virtual"`` (None: the device's default).
+    The default source of host arenas is ``ARENA_SOURCE`` (``"host"`` when unset)."""
     if source is not None and not isinstance(source, str):
         if not isinstance(source, MemorySource):
             from arena.memory.rmm import RmmSource, has_rmm_protocol
@@ -287,6 +315,15 @@ def make_source(device: Any, source: Any) -> MemorySource:
             )
         return source
     resolved = default_device() if device is None else parse_device(device)
+    default_host = host_source_from_env()
+    if source == "virtual" or (source is None and not resolved.is_cuda and default_host == "virtual"):
+        if resolved.is_cuda:
+            from arena.memory.cudavm import VirtualCudaSource
+
+            return VirtualCudaSource(resolved, reserve=max_bytes)
+        from arena.memory.virtual import VirtualHostSource
+
+        return VirtualHostSource(reserve=max_bytes)
     if not resolved.is_cuda:
         if source in (None, "host"):
             from arena.memory.sources import HostSource
@@ -298,7 +335,7 @@ def make_source(device: Any, source: Any) -> MemorySource:
             return PinnedSource()
         raise ConfigError(
             f"source={source!r} is not a host source; on device {resolved} use 'host' "
-            "(default) or 'pinned', or a CUDA device for 'device', 'pool' or 'torch'"
+            "(default), 'virtual' or 'pinned', or a CUDA device for 'device', 'pool' or 'torch'"
         )
     from arena.memory.cuda import cuda_source
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from arena.assembly import assemble, close_when_collected
 from arena.config import FRAMEWORKS, check_flag, settings
+from arena.errors import ConfigError
 from arena.kernels.budget import memory_stats, planned_bytes, reset_peaks
 from arena.kernels.triton import TritonAllocator
 from arena.memory.devices import Device
@@ -18,6 +19,7 @@ from arena.observe.stats import ArenaStats
 from arena.planning.scopes import Scope
 from arena.planning.steps import Step
 from arena.slots.governor import StateFlag, StateSwitch
+from arena.slots.sleep import check_level
 from arena.views.front import Front
 from arena.views.layout import DEFAULT_ALIGNMENT, compute_layout
 
@@ -60,9 +62,11 @@ class Arena:
         ``"cupy"`` or ``"jax"``. By default torch when it is already imported, else
         CuPy for a CUDA arena (torch where CuPy is not installed), else NumPy.
     source : MemorySource, str or RMM-style resource, optional
-        Where memory comes from. Default: page-aligned NumPy memory on the host, direct
-        ``cudaMalloc`` through CuPy on a GPU. Strings name the built-in CUDA sources
-        (``"device"``, ``"pool"``, ``"torch"``, ``"pinned"``); an object with RMM's
+        Where memory comes from. Default: page-aligned NumPy memory on the host
+        (``ARENA_SOURCE=virtual`` makes ``"virtual"`` the host default), direct
+        ``cudaMalloc`` through CuPy on a GPU. Strings name the built-in sources
+        (``"device"``, ``"pool"``, ``"torch"``, ``"pinned"``, and ``"virtual"``: fixed
+        addresses, growth in place, :meth:`sleep`; docs/memory.md); an object with RMM's
         ``allocate``/``deallocate`` (``rmm.mr.DeviceMemoryResource``) is wrapped.
     ubatch_resolver : callable, optional
         Called on every request to get the current micro-batch id (like vLLM's
@@ -361,7 +365,7 @@ class Arena:
         """Use ``lane`` inside a ``with`` block (context-local: threads and tasks apart)."""
         return self._selector.lane(lane)
 
-    def lock(self) -> None:
+    def lock(self, *, growth: str | None = None) -> None:
         """Freeze sizes, then refuse growth; releases nothing, and after it returns nothing
         allocates until :meth:`unlock`.
 
@@ -369,8 +373,79 @@ class Arena:
         retired), and gets each persistent buffer, library workspace and step plan a
         sibling has; steps not planned yet are planned (docs/overview.md, "Growth and
         lock"). Persistent resources are not built for siblings.
+
+        Parameters
+        ----------
+        growth : "in_place", optional
+            On a fixed-address source (``source="virtual"``): a locked request that needs
+            more commits more memory at the same addresses instead of raising, outside a
+            CUDA graph capture (inside one it raises :class:`GraphCaptureError`); each
+            such growth emits a ``"locked_growth"`` event, warns once per call site and
+            counts in ``memory_stats()["arena.locked_growths"]`` (docs/memory.md).
+
+        Raises
+        ------
+        ConfigError
+            For ``growth="in_place"`` on a source whose addresses move, or another value.
         """
-        self._table.lock()
+        in_place = False
+        if growth is not None:
+            if growth != "in_place":
+                raise ConfigError(
+                    f"lock(growth=...) takes 'in_place' (or nothing), got {growth!r}"
+                )
+            if not self._governor.fixed_address:
+                raise ConfigError(
+                    f"lock(growth='in_place') needs a fixed-address source, and "
+                    f"{self.source!r} moves addresses on growth (views and CUDA graphs "
+                    "would keep the old ones). Construct the arena with source='virtual', "
+                    "or call lock() to refuse growth"
+                )
+            in_place = True
+        self._table.lock(in_place)
+
+    def sleep(self, level: int = 1) -> None:
+        """Release the arena's memory and keep its addresses (vLLM's sleep levels).
+
+        Level 1 discards scratch (plain requests, scopes, steps, Triton blocks) and copies
+        persistent buffers and library workspaces to host memory (pinned on CUDA); level
+        2 discards everything. Requests while asleep raise :class:`ArenaAsleepError`; a
+        view touched while asleep faults. A second ``sleep()`` does nothing. Listeners
+        get a ``"sleep"`` event. See docs/memory.md.
+
+        Raises
+        ------
+        ArenaError
+            On a source whose addresses move (use ``source="virtual"``), or with a scope
+            or step open.
+        GraphCaptureError
+            During a CUDA graph capture.
+        ConfigError
+            For a level other than 1 or 2.
+        """
+        self._table.sleep(check_level(level))
+
+    def wake(self, *, poison: bool = False) -> None:
+        """Commit the memory again at the same addresses and bring back what
+        :meth:`sleep` kept: views, step plans and captured CUDA graphs stay valid.
+        ``poison=True`` fills discarded bytes with the poison sentinel (``0xA5``) so a
+        graph reading stale scratch shows it. Does nothing when awake. Listeners get a
+        ``"wake"`` event.
+
+        Raises
+        ------
+        ArenaOutOfMemoryError
+            The memory cannot be had: the arena stays asleep, nothing lost; retry later.
+        GraphCaptureError
+            During a CUDA graph capture.
+        """
+        self._table.wake(check_flag("poison", poison))
+
+    @property
+    def is_asleep(self) -> StateFlag:
+        """Whether the arena sleeps (:meth:`sleep`); also callable, like :attr:`is_locked`."""
+        governor = self._governor
+        return StateFlag(lambda: bool(governor.asleep))
 
     def unlock(self) -> None:
         """Allow growth again (for a new warm-up, e.g. after elastic re-sharding)."""

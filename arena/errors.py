@@ -8,6 +8,7 @@ code that does not know about arena.
 from __future__ import annotations
 
 __all__ = [
+    "ArenaAsleepError",
     "ArenaClosedError",
     "ArenaError",
     "ArenaLockedError",
@@ -78,6 +79,20 @@ class ArenaLockedError(ArenaError, RuntimeError):
         self.current = current
         self.slot = slot
         self.key = key
+
+
+class ArenaAsleepError(ArenaError, RuntimeError):
+    """A request while the arena sleeps (:meth:`~arena.Arena.sleep`); call ``wake()``.
+
+    Attributes
+    ----------
+    caller : str
+        The request's call site (``file:line:function``).
+    """
+
+    def __init__(self, message: str, *, caller: str = "") -> None:
+        super().__init__(message)
+        self.caller = caller
 
 
 class ArenaOutOfMemoryError(ArenaError, MemoryError):

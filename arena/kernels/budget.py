@@ -39,7 +39,11 @@ What each key of :func:`memory_stats` means for an arena:
     the bytes asked they add up to ``reserved_bytes.all.current``),
     ``pending_release_bytes`` (released, waiting for their streams before going back to
     the source; not reserved), ``planned_bytes``, ``max_bytes`` (0: no cap), ``growths``,
-    ``calls``, ``locked``, ``closed`` (0 or 1).
+    ``calls``, ``locked``, ``closed`` (0 or 1); ``locked_growths`` (growths served in
+    place while locked, ``lock(growth="in_place")``), ``asleep`` (0, or the level of
+    ``sleep()``), ``resident_bytes`` (``reserved_bytes.all.current`` while awake, 0
+    asleep: the memory is released) and ``address_bytes`` (address space the blocks
+    reserve: with ``source="virtual"`` each slot's whole range).
 """
 
 from __future__ import annotations
@@ -162,6 +166,16 @@ def reset_peaks(governor: Governor, slots: Sequence[Slot]) -> None:
         governor.allocated_peak = allocated_bytes(slots) if not governor.closed else 0
 
 
+def address_bytes(governor: Governor) -> int:
+    """Bytes of address space the arena's blocks reserve: each block's whole range on a
+    fixed-address source, else the live bytes. Call with the mutex held."""
+    ledger = governor.ledger
+    if not governor.fixed_address:
+        return ledger.live_bytes
+    source: Any = ledger.source
+    return sum(source.reserved(a) for a in ledger.blocks())
+
+
 def memory_stats(governor: Governor, slots: Sequence[Slot], lanes: int) -> dict[str, int]:
     """See :meth:`arena.Arena.memory_stats` and the module's docstring for each key."""
     with governor.mutex:
@@ -190,5 +204,9 @@ def memory_stats(governor: Governor, slots: Sequence[Slot], lanes: int) -> dict[
             "arena.growths": sum(s.growths for s in slots),
             "arena.calls": sum(s.calls for s in slots),
             "arena.locked": int(governor.locked),
+            "arena.locked_growths": governor.locked_growths,
+            "arena.asleep": governor.asleep,
+            "arena.resident_bytes": 0 if governor.asleep else ledger.live_bytes,
+            "arena.address_bytes": address_bytes(governor),
             "arena.closed": int(governor.closed),
         }

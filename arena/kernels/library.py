@@ -53,6 +53,7 @@ class LibraryWorkspaces:
         if on_grow is not None and not callable(on_grow):
             raise ConfigError(f"on_grow must be callable with the new view, got {on_grow!r}")
         governor = self._table.governor
+        governor.check_awake(f"library workspace {key!r}")
         size = round_up(max(nbytes, governor.alignment), governor.alignment)
         slot = self._select()
         store = slot.workspaces

@@ -109,6 +109,7 @@ class TritonAllocator:
                 f"stream must be the stream's handle as an int (what Triton passes) or None, "
                 f"got {type(stream).__name__} {stream!r}"
             )
+        self._table.governor.check_awake(f"a Triton block of {size} bytes")
         slot = self._select()
         store = slot.workspaces
         for _ in range(4):

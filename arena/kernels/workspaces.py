@@ -156,6 +156,7 @@ class WorkspaceStore:
         governor = self.governor
         with governor.mutex:
             governor.check_open()
+            governor.check_awake(f"a {kind} workspace {key!r} in slot {self.describe()}")
             entries = self.entries(kind)
             old = entries.get(key)
             if old is not None and old.nbytes >= need:  # another thread grew it meanwhile
@@ -220,6 +221,13 @@ class WorkspaceStore:
             self.grow(LIBRARY, key, nbytes, nbytes, copy=True)
 
     # ------------------------------------------------------------------ lifetime
+    def blocks(self) -> tuple[list[Allocation], list[Allocation]]:
+        """``(library, other)``: the current library workspaces' blocks, whose contents
+        sleep(level=1) keeps, and the Triton and retired blocks, which it discards."""
+        library = [w.allocation for w in self.library.values()]
+        other = [w.allocation for w in (*self.triton.values(), *self.retired)]
+        return library, other
+
     def take_blocks(self) -> list[Allocation]:
         """Empty the store for close(): every block it holds, to be released."""
         blocks = [w.allocation for w in (*self.library.values(), *self.triton.values())]

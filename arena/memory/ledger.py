@@ -107,7 +107,7 @@ class Ledger:
         self.peak_bytes = self.live_bytes
         self.peak_blocks = len(self._live)
 
-    def allocate(self, nbytes: int, what: str) -> Allocation:
+    def allocate(self, nbytes: int, what: str, *, grow: bool = False) -> Allocation:
         """A block of ``nbytes`` from the source, counted as live.
 
         Parameters
@@ -116,6 +116,8 @@ class Ledger:
             Bytes wanted (>= 1).
         what : str
             What the block is for, for the error message.
+        grow : bool
+            Reserve room to grow in place (a fixed-address source's ``reserve``).
 
         Raises
         ------
@@ -129,7 +131,8 @@ class Ledger:
         allocation: Allocation | None = None
         try:
             with context:
-                allocation = self.source.allocate(nbytes)
+                source: Any = self.source
+                allocation = source.reserve(nbytes) if grow else source.allocate(nbytes)
                 if allocation.nbytes < nbytes:
                     short = allocation
                     allocation = None
@@ -163,6 +166,74 @@ class Ledger:
                 self.release(allocation)
             raise
         return allocation
+
+    def reserve(self, nbytes: int, what: str) -> Allocation:
+        """A growable block of ``nbytes`` from a fixed-address source (its ``reserve``),
+        counted as live like :meth:`allocate`.
+
+        Raises
+        ------
+        ArenaOutOfMemoryError
+            As :meth:`allocate`.
+        """
+        return self.allocate(nbytes, what, grow=True)
+
+    def commit(self, allocation: Allocation, nbytes: int, what: str) -> Allocation:
+        """``allocation`` grown to ``nbytes`` at the same address by a fixed-address
+        source (its ``commit``). The ledger counts it as the old block freed and the new
+        one allocated, so ``allocations == frees + live_blocks`` still holds and the peak
+        is the new size, never old + new.
+
+        Raises
+        ------
+        ArenaOutOfMemoryError
+            The source raised ``MemoryError``; the old block stays live and valid.
+        """
+        source: Any = self.source
+        try:
+            grown: Allocation = source.commit(allocation, nbytes)
+        except MemoryError as exc:
+            self.ooms += 1
+            if self.observer is not None:
+                self.observer("allocate failure", 0, nbytes, what)
+            raise ArenaOutOfMemoryError(
+                f"could not commit {nbytes} bytes ({format_mb(nbytes)}) for {what} on "
+                f"{self.device} at {allocation.ptr:#x} from {self.source!r}: {exc}; the "
+                "block keeps its old size. Free memory elsewhere, request less, or give the "
+                "arena a larger max_bytes (the reserved range)" + oom_hint(self.device)
+            ) from exc
+        if self._live.pop(id(allocation), None) is not None:
+            self.frees += 1
+            self.live_bytes -= allocation.nbytes
+            if self.observer is not None:
+                self.observer("free", allocation.ptr, allocation.nbytes, "")
+        self._live[id(grown)] = grown
+        self.allocations += 1
+        self.live_bytes += grown.nbytes
+        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        self.peak_blocks = max(self.peak_blocks, len(self._live))
+        if self.observer is not None:
+            self.observer("allocate", grown.ptr, nbytes, what)
+        return grown
+
+    def blocks(self) -> list[Allocation]:
+        """Every block handed out and not yet released."""
+        return list(self._live.values())
+
+    def settle(self, streams: Sequence[int] = ()) -> None:
+        """Wait for the work queued on the arena's memory before it is unmapped: the
+        events of every pending release, events recorded now on the current streams
+        (and ``streams``) where the source is stream-ordered, then the source's own
+        ``settle`` where it has one."""
+        pending = self.pending
+        if pending is not None:
+            events = pending.events
+            for event in [events.record(s) for s in events.streams(streams)]:
+                events.wait(event)
+            pending.flush()
+        settle = getattr(self.source, "settle", None)
+        if callable(settle):
+            settle()
 
     def release(self, allocation: Allocation, streams: Sequence[int] = ()) -> None:
         """Give ``allocation`` back to the source.

@@ -8,6 +8,12 @@ and check exactly which allocations and frees happen.
 Release semantics: the arena drops its own references before calling ``release``; memory
 actually returns to the system once no view still references ``allocation.owner``. That is
 what makes views outlive growth and :meth:`~arena.Arena.close` safely.
+
+Fixed-address sources (:class:`FixedAddressSource`, ``source="virtual"``) add one
+capability: a block is an address range reserved once, into which memory is committed
+as it grows, released while the arena sleeps and committed again at the same addresses
+on wake. The slot uses it through :func:`fixed_address` and the protocol's methods alone,
+whatever the memory (host pages or CUDA physical memory).
 """
 
 from __future__ import annotations
@@ -17,7 +23,15 @@ from typing import Any, Protocol, runtime_checkable
 
 from arena.memory.devices import CPU, Device
 
-__all__ = ["HOST_ALIGNMENT", "Allocation", "HostSource", "MemorySource", "empty_allocation"]
+__all__ = [
+    "HOST_ALIGNMENT",
+    "Allocation",
+    "FixedAddressSource",
+    "HostSource",
+    "MemorySource",
+    "empty_allocation",
+    "fixed_address",
+]
 
 #: Base-address alignment of host allocations: one page, enough for every SIMD width and
 #: for JAX's 64-byte zero-copy requirement.
@@ -82,6 +96,71 @@ class MemorySource(Protocol):
         as NumPy, CuPy and torch blocks does this by itself).
         """
         ...
+
+
+@runtime_checkable
+class FixedAddressSource(MemorySource, Protocol):
+    """A source whose blocks never move: growth, sleep and wake keep every address.
+
+    A block from :meth:`reserve` is an address range of :meth:`reserved` bytes with its
+    first ``nbytes`` committed; :meth:`commit` commits more of it at the same base. Every
+    block (from ``allocate`` too) can have its memory released while its addresses stay
+    reserved (:meth:`evict`) and committed again (:meth:`restore`).
+    """
+
+    def reserve(self, nbytes: int) -> Allocation:
+        """A block of ``nbytes`` committed at the start of a range reserved for growth
+        (its size: the source's reservation, or ``nbytes`` if larger).
+
+        Raises ``MemoryError`` when the range or the memory is not available.
+        """
+        ...
+
+    def commit(self, allocation: Allocation, nbytes: int) -> Allocation:
+        """The same block grown to ``nbytes`` at the same address: a new
+        :class:`Allocation` with the same ``ptr``; ``allocation`` stays valid.
+
+        Raises ``MemoryError`` past the reserved range or when memory is not available
+        (nothing is committed then).
+        """
+        ...
+
+    def reserved(self, allocation: Allocation) -> int:
+        """Bytes of address space reserved for ``allocation``."""
+        ...
+
+    def settle(self) -> None:
+        """Wait for the work queued on the source's memory (before :meth:`evict`)."""
+        ...
+
+    def evict(self, allocation: Allocation) -> None:
+        """Release the block's memory, keeping its addresses reserved; touching it faults
+        until :meth:`restore`."""
+        ...
+
+    def restore(self, allocation: Allocation) -> None:
+        """Commit the block's memory again at the same addresses (contents undefined).
+
+        Raises ``MemoryError`` when memory is not available (nothing committed then).
+        """
+        ...
+
+    def offload(self, allocation: Allocation) -> Any:
+        """A host copy of the block's bytes (pinned memory on CUDA)."""
+        ...
+
+    def upload(self, allocation: Allocation, copy: Any) -> None:
+        """Write back the bytes :meth:`offload` copied."""
+        ...
+
+    def fill(self, allocation: Allocation, byte: int) -> None:
+        """Set every byte of the block to ``byte``."""
+        ...
+
+
+def fixed_address(source: MemorySource) -> bool:
+    """Whether ``source``'s blocks keep their addresses through growth, sleep and wake."""
+    return isinstance(source, FixedAddressSource)
 
 
 class HostSource:

@@ -96,6 +96,14 @@ class ArenaStats:
         Prepared requests kept over the slots' current buffers (all fronts), and the view
         objects they hold: the memory the view caches cost besides the buffers (each
         bounded by ``max_cached_layouts`` per slot and front).
+    resident_bytes, address_bytes : int
+        Bytes backed by memory now (0 while asleep), and bytes of address space the
+        blocks reserve (with ``source="virtual"`` each slot's whole range; otherwise
+        ``live_bytes``).
+    asleep : int
+        0 when awake, else the level of :meth:`arena.Arena.sleep`.
+    locked_growths : int
+        Growths served in place while locked (``lock(growth="in_place")``).
     """
 
     device: str
@@ -111,6 +119,10 @@ class ArenaStats:
     live_bytes: int = 0
     cached_layouts: int = 0
     cached_views: int = 0
+    resident_bytes: int = 0
+    address_bytes: int = 0
+    asleep: int = 0
+    locked_growths: int = 0
 
     @property
     def reserved_bytes(self) -> int:

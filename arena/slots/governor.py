@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Generic, Protocol, TypeVar
 
 from arena.errors import (
+    ArenaAsleepError,
     ArenaClosedError,
     ArenaOutOfMemoryError,
     GraphCaptureError,
@@ -30,7 +31,7 @@ from arena.errors import (
 from arena.forks import after_fork
 from arena.memory.devices import Device
 from arena.memory.ledger import Ledger
-from arena.memory.sources import Allocation, empty_allocation
+from arena.memory.sources import Allocation, empty_allocation, fixed_address
 from arena.observe.events import caller_info, format_mb
 from arena.views.layout import MAX_BYTES, round_up
 
@@ -64,16 +65,22 @@ class Governor:
         "alignment",
         "allocated_peak",
         "allocations_while_locked",
+        "asleep",
         "capture_probe",
         "captures",
         "closed",
         "collected",
         "debug",
         "growth",
+        "in_place",
         "ledger",
         "locked",
+        "locked_growths",
         "max_bytes",
         "mutex",
+        "notes",
+        "sleeper",
+        "warned_sites",
     )
 
     def __init__(
@@ -105,11 +112,74 @@ class Governor:
         #: The peak of :func:`arena.kernels.budget.allocated_bytes` (see memory_stats).
         self.allocated_peak = 0
         self._empty: Allocation | None = None
+        #: ``lock(growth="in_place")``: a locked request that needs more commits more.
+        self.in_place = False
+        #: Growths served while locked (in place), and the call sites warned of them.
+        self.locked_growths = 0
+        self.warned_sites: set[str] = set()
+        #: Locked growths to announce once the mutex is released: (slot, old, new, site).
+        self.notes: list[tuple[object, int, int, str]] = []
+        #: 0 awake, else the level of ``sleep()``; ``sleeper`` holds what sleep() kept.
+        self.asleep = 0
+        self.sleeper: object = None
 
     @property
     def device(self) -> Device:
         """The arena's device."""
         return self.ledger.device
+
+    @property
+    def fixed_address(self) -> bool:
+        """Whether the source keeps every address through growth, sleep and wake."""
+        return fixed_address(self.ledger.source)
+
+    def set_lock(self, locked: bool, in_place: bool = False) -> None:
+        """Lock (``in_place``: growth while locked commits in place) or unlock; the mutex
+        is held by the caller."""
+        self.locked = locked
+        self.in_place = locked and in_place
+
+    def note_locked_growth(self, slot: object, old: int, new: int) -> None:
+        """Count a growth served while locked, to be announced (mutex held)."""
+        self.locked_growths += 1
+        self.notes.append((slot, old, new, caller_info()))
+
+    def take_notes(self) -> list[tuple[object, int, int, str]]:
+        """The locked growths not announced yet, each with whether its call site is new
+        (warned once per site); the mutex is held by the caller."""
+        notes, self.notes = self.notes, []
+        fresh = []
+        for slot, old, new, site in notes:
+            first = site not in self.warned_sites
+            self.warned_sites.add(site)
+            fresh.append((slot, old, new, site if first else ""))
+        return fresh
+
+    def fall_asleep(self, level: int, record: object) -> None:
+        """Mark the arena asleep at ``level`` with what sleep() kept (mutex held)."""
+        self.sleeper = record
+        self.asleep = level
+
+    def awaken(self) -> None:
+        """Mark the arena awake (mutex held)."""
+        self.asleep = 0
+        self.sleeper = None
+
+    def check_awake(self, what: str) -> None:
+        """Refuse ``what`` while the arena sleeps.
+
+        Raises
+        ------
+        ArenaAsleepError
+            Naming the call site, the level and the fix.
+        """
+        if self.asleep:
+            site = caller_info()
+            raise ArenaAsleepError(
+                f"{what} from '{site}' on {self.device} while the arena is asleep (level "
+                f"{self.asleep}): its memory is released. Call wake() first",
+                caller=site,
+            )
 
     # ------------------------------------------------------------------ memory
     def allocate(self, nbytes: int, what: str) -> Allocation:

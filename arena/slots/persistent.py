@@ -100,6 +100,7 @@ class PersistentStore:
             The arena is closed.
         """
         check_key(key)
+        self.governor.check_awake(f"persistent buffer {key!r}")
         entry = self.buffers.get(key)
         if entry is None:
             governor = self.governor

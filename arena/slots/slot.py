@@ -184,6 +184,7 @@ class Slot:
         resizes: list[Resize] = []
         with governor.mutex:
             governor.check_open()
+            governor.check_awake(f"a request of {required} bytes in slot {self.describe()}")
             # No local reference to the current buffer across _grow(): it would keep the
             # old block alive while the new one is allocated (peak old + new).
             capacity = self.buffer.capacity
@@ -194,6 +195,11 @@ class Slot:
                     self.update_detour()
             elif not governor.locked:
                 resizes.append(self._grow(target))
+            elif required > capacity and governor.in_place:
+                # lock(growth="in_place"): commit more at the same addresses.
+                resize = self._grow(required)
+                governor.note_locked_growth(self, resize[1], resize[2])
+                resizes.append(resize)
             elif required > capacity:
                 return None, resizes
             self.high_water = max(self.high_water, required)
@@ -227,7 +233,27 @@ class Slot:
 
     def update_detour(self) -> None:
         """Recompute :attr:`detour`; the mutex is held by the caller."""
-        self.detour = 1 if (self.pending or self.regions) else 0
+        self.detour = 1 if (self.pending or self.regions or self.governor.asleep) else 0
+
+    def renew_buffer(self) -> None:
+        """Give the slot a new :class:`Buffer` over the same block, with no prepared
+        views: for sleep (every request then takes the checked path, which refuses it)
+        and wake (views are prepared again over memory committed again). The mutex is
+        held by the caller."""
+        old = self.buffer
+        if old.allocation is not None:
+            fresh = Buffer(old.allocation, old.capacity)
+            fresh.captured = old.captured
+            self.buffer = fresh
+        self.update_detour()
+
+    def blocks(self) -> tuple[list[Allocation], list[Allocation]]:
+        """``(kept, scratch)``: the blocks whose contents sleep(level=1) keeps (persistent
+        buffers, library workspaces) and those it discards (scratch, retired, Triton)."""
+        scratch = [b.allocation for b in (self.buffer, *self.retired) if b.allocation is not None]
+        kept = [p.allocation for p in self.persistent.buffers.values()]
+        library, other = self.workspaces.blocks()
+        return kept + library, scratch + other
 
     def open_region(self, region: Any) -> None:
         """Push a scope or step: plain requests detour above it until it closes."""
@@ -265,6 +291,8 @@ class Slot:
             size = governor.grown_size(max(target, self.pending, 1))  # a sibling is larger
             if size == self.buffer.capacity:
                 return None
+            if size < self.buffer.capacity and governor.fixed_address:
+                return None  # committed memory stays: views may still read it
             return self._grow(size, shrinking=True)
 
     def reserve(self, nbytes: int) -> Resize | None:
@@ -279,6 +307,8 @@ class Slot:
         governor = self.governor
         capacity = target if shrinking else governor.grown_size(target)
         governor.check_not_capturing(f"growing slot {self.describe()} to {capacity} bytes")
+        if governor.fixed_address:
+            return self._commit(capacity, count=not shrinking)
         old = self.buffer
         old_capacity = old.capacity
         kept = old if old.captured and old.allocation is not None else None
@@ -302,6 +332,23 @@ class Slot:
             raise
         self._install(Buffer(allocation, capacity), count=not shrinking)
         return self, old_capacity, capacity
+
+    def _commit(self, capacity: int, *, count: bool = True) -> Resize:
+        """Grow in place on a fixed-address source: the same base address, nothing
+        copied, retired or released; the old buffer stays valid (the mutex is held)."""
+        governor = self.governor
+        old = self.buffer
+        held = 0 if old.allocation is None else old.allocation.nbytes
+        what = f"slot {self.describe()}'s scratch buffer of {capacity} bytes"
+        governor.check_budget(capacity, f"growing {what}", held)
+        if old.allocation is None:
+            allocation = governor.ledger.reserve(capacity, what)
+        else:
+            allocation = governor.ledger.commit(old.allocation, capacity, what)
+        fresh = Buffer(allocation, capacity)
+        fresh.captured = old.captured
+        self._install(fresh, count=count)
+        return self, old.capacity, capacity
 
     def _restore(self, old_capacity: int, kept: Buffer | None, exc: BaseException) -> None:
         """After a failed growth, give the slot a buffer of its old capacity again."""
@@ -350,6 +397,9 @@ class Slot:
             self.update_detour()
             return None
         governor = self.governor
+        if governor.fixed_address:
+            governor.check_not_capturing(f"sizing slot {self.describe()} for lock()")
+            return self._commit(target)
         allocation = governor.allocate(target, f"the scratch buffer of slot {self.describe()}")
         if old.allocation is not None:
             self.retired.append(old)

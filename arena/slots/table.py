@@ -30,6 +30,7 @@ from arena.planning.records import (
 )
 from arena.slots.governor import Governor
 from arena.slots.selector import check_index
+from arena.slots.sleep import Sleeper, fall_asleep, wake_up
 from arena.slots.slot import Resize, Slot
 from arena.views.layout import MAX_BYTES
 
@@ -137,10 +138,11 @@ class SlotTable:
                 ]
         return refused
 
-    def lock(self) -> None:
+    def lock(self, in_place: bool = False) -> None:
         """Bring each lane's slots to the largest of them, retiring (never releasing) the
         smaller buffers, give every slot of a lane the persistent buffers any of them has,
-        then refuse growth; see :meth:`arena.Arena.lock`."""
+        then refuse growth (``in_place``: grow at the same addresses instead); see
+        :meth:`arena.Arena.lock`."""
         governor = self.governor
         resizes: list[Resize] = []
         moved: list[Resize] = []  # slots whose captured buffer lock() replaced
@@ -176,7 +178,7 @@ class SlotTable:
                                 moved.append(resize)
                     _share_persistent_buffers(group)
                     share_library_workspaces([s.workspaces for s in group])
-                governor.locked = True
+                governor.set_lock(True, in_place)
         finally:
             self.announce("resize", resizes)
         self.announce("lock")
@@ -221,8 +223,51 @@ class SlotTable:
         governor = self.governor
         with governor.mutex:
             governor.check_open()
-            governor.locked = False
+            governor.set_lock(False)
         self.announce("unlock")
+
+    def sleep(self, level: int) -> None:
+        """Release the memory of every block, keeping the addresses; see
+        :meth:`arena.Arena.sleep`."""
+        governor = self.governor
+        with governor.mutex:
+            governor.check_open()
+            if governor.asleep:
+                return
+            sleeper = fall_asleep(governor, self.slots, level)
+            governor.fall_asleep(level, sleeper)
+            for slot in self.slots:
+                slot.renew_buffer()
+        self._emit("sleep", None, sleeper.nbytes, 0)
+
+    def wake(self, poison: bool) -> None:
+        """Commit every block again at its addresses; see :meth:`arena.Arena.wake`."""
+        governor = self.governor
+        with governor.mutex:
+            governor.check_open()
+            sleeper = governor.sleeper
+            if not isinstance(sleeper, Sleeper):
+                return
+            wake_up(governor, sleeper, poison)
+            governor.awaken()
+            for slot in self.slots:
+                slot.renew_buffer()
+        self._emit("wake", None, 0, sleeper.nbytes)
+
+    def resident_bytes(self) -> tuple[int, int]:
+        """``(resident, reserved)``: bytes backed by memory now, and bytes of address
+        space the arena's blocks hold (the same on a source whose addresses move)."""
+        governor = self.governor
+        with governor.mutex:
+            ledger = governor.ledger
+            source: Any = ledger.source
+            blocks = ledger.blocks()
+            reserved = (
+                sum(source.reserved(a) for a in blocks)
+                if governor.fixed_address
+                else ledger.live_bytes
+            )
+            return (0 if governor.asleep else ledger.live_bytes), reserved
 
     def release_retired(self, include_captured: bool) -> int:
         """Release retired buffers (captured ones only if asked); return their bytes."""
@@ -253,6 +298,7 @@ class SlotTable:
         """A snapshot of every slot's figures and the arena's counters, with the peak bytes
         per call site the arena's request log recorded."""
         governor = self.governor
+        resident, reserved = self.resident_bytes()
         with governor.mutex:
             slots = tuple(
                 SlotStats(
@@ -296,6 +342,10 @@ class SlotTable:
                 live_bytes=ledger.live_bytes,
                 cached_layouts=sum(len(c) for c in caches),
                 cached_views=sum(len(e.views) for c in caches for e in list(c.values())),
+                resident_bytes=resident,
+                address_bytes=reserved,
+                asleep=governor.asleep,
+                locked_growths=governor.locked_growths,
             )
 
     def memory_snapshot(self, last_requests: dict[int, tuple[str, Any]]) -> dict[str, Any]:
@@ -353,6 +403,8 @@ class SlotTable:
                 debug=debug,
             )
             self._emit("resize", (slot.ubatch, slot.lane), old, new)
+        if self.governor.notes:
+            self._announce_locked_growths()
         if kind != "resize":
             if kind in ("lock", "unlock"):
                 sizes = [round(s / MB, 2) for s in self.sizes()]
@@ -360,6 +412,23 @@ class SlotTable:
             else:
                 log_event(f"{kind}d arena on {self.governor.device}", debug=debug)
             self._emit(kind, None, 0, 0)
+
+    def _announce_locked_growths(self) -> None:
+        """Warn (once per call site) and emit a ``"locked_growth"`` event for each growth
+        served in place while locked (mutex released)."""
+        with self.governor.mutex:
+            notes = self.governor.take_notes()
+        for slot, old, new, first_site in notes:
+            assert isinstance(slot, Slot)
+            if first_site:
+                warn_user(
+                    f"arena is locked with growth='in_place' and the request from "
+                    f"'{first_site}' needed {new} bytes ({format_mb(new)}) in slot "
+                    f"{slot.describe()}, which held {old}: {new - old} bytes were committed "
+                    "at the same addresses (outside a capture). Warm this size up before "
+                    "lock() to avoid it (warned once per call site)"
+                )
+            self._emit("locked_growth", (slot.ubatch, slot.lane), old, new)
 
     def announce_workspace(self, slot: Slot, entry: Workspace, old: int) -> None:
         """Log and emit the creation or growth of a workspace block (mutex released)."""

@@ -1,0 +1,161 @@
+"""Sleep and wake on a fixed-address source: release the memory, keep every address.
+
+``sleep(level)`` follows vLLM's levels. Level 1 discards scratch (plain requests, scopes,
+steps, Triton blocks, retired buffers) and copies persistent buffers and library
+workspaces to host memory (pinned on CUDA); level 2 discards everything. The memory of
+every block is then released through the source's ``evict``; the address ranges stay
+reserved. ``wake()`` commits every block again at the same addresses (``restore``) and
+writes the copies back, so views, step plans and captured CUDA graphs stay valid.
+
+Each step is built in locals and installed in one step: a sleep that fails (a copy out of
+memory, an interrupt) leaves the arena awake with its memory; a wake that fails gives
+back what it had committed and leaves the arena asleep with the copies kept, to be tried
+again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from arena.errors import ArenaError, ArenaOutOfMemoryError, ConfigError
+from arena.memory.sources import Allocation
+from arena.observe.events import caller_info, format_mb
+from arena.slots.governor import Governor
+from arena.slots.slot import Slot
+from arena.views.poison import PATTERN_BYTE
+
+__all__ = ["Sleeper", "check_level", "fall_asleep", "wake_up"]
+
+
+@dataclass(slots=True)
+class Sleeper:
+    """What a sleeping arena keeps: the blocks whose memory was released, and the host
+    copies of those whose contents come back on wake."""
+
+    level: int
+    evicted: list[Allocation] = field(default_factory=list)
+    copies: dict[int, Any] = field(default_factory=dict)  # id(allocation) -> host copy
+    #: Blocks whose contents are discarded (poisoned by wake(poison=True)).
+    discarded: list[Allocation] = field(default_factory=list)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes released."""
+        return sum(a.nbytes for a in self.evicted)
+
+
+def check_level(level: Any) -> int:
+    """``level`` if it is 1 or 2; otherwise :class:`ConfigError`."""
+    if level.__class__ is not int or level not in (1, 2):
+        raise ConfigError(
+            f"sleep(level=...) must be 1 (keep persistent buffers and library workspaces, "
+            f"copied to host memory) or 2 (discard everything), got {level!r}"
+        )
+    return int(level)
+
+
+def fall_asleep(governor: Governor, slots: Sequence[Slot], level: int) -> Sleeper:
+    """Release the memory of every block of ``slots``; the mutex is held by the caller.
+
+    Raises
+    ------
+    ArenaError
+        On a source whose addresses move, or with a scope or step open.
+    GraphCaptureError
+        While a CUDA graph is being captured.
+    ArenaOutOfMemoryError
+        When the host copies cannot be had (the arena stays awake).
+    """
+    source: Any = governor.ledger.source
+    if not governor.fixed_address:
+        raise ArenaError(
+            f"sleep() needs a fixed-address memory source, and {source!r} moves addresses "
+            "(its memory cannot be released while views and CUDA graphs keep pointing at "
+            "it). Construct the arena with source='virtual'"
+        )
+    governor.check_not_capturing("sleep()")
+    open_regions = [s for s in slots if s.regions]
+    if open_regions:
+        slot = open_regions[0]
+        raise ArenaError(
+            f"sleep() from '{caller_info()}' with {len(slot.regions)} scope(s) or step(s) "
+            f"open on slot {slot.describe()}: their views would fault. Close every "
+            "'with ws.scope()' and 'with ws.step(...)' block first"
+        )
+    sleeper = Sleeper(level)
+    kept: list[Allocation] = []
+    discarded: list[Allocation] = []
+    for slot in slots:
+        keep, scratch = slot.blocks()
+        (discarded if level == 2 else kept).extend(keep)
+        discarded.extend(scratch)
+    sleeper.discarded = discarded
+    try:
+        for allocation in kept:
+            sleeper.copies[id(allocation)] = source.offload(allocation)
+    except MemoryError as exc:
+        raise ArenaOutOfMemoryError(
+            f"sleep(level=1) could not copy the {format_mb(sum(a.nbytes for a in kept))} of "
+            f"persistent buffers and library workspaces to host memory: {exc}; the arena "
+            "stays awake. Free host memory, or sleep(level=2) to discard them"
+        ) from exc
+    governor.ledger.settle()  # the streams that used the memory finish before unmapping
+    try:
+        for allocation in (*kept, *discarded):
+            source.evict(allocation)
+            sleeper.evicted.append(allocation)
+    except BaseException:
+        _restore_all(source, sleeper.evicted)
+        raise
+    return sleeper
+
+
+def wake_up(governor: Governor, sleeper: Sleeper, poison: bool) -> None:
+    """Commit every evicted block again at its addresses and write back the copies; the
+    mutex is held by the caller.
+
+    Raises
+    ------
+    GraphCaptureError
+        While a CUDA graph is being captured (mapping cannot be captured).
+    ArenaOutOfMemoryError
+        When the memory cannot be committed: what was committed is released again and
+        the arena stays asleep, its copies kept, to be woken later.
+    """
+    governor.check_not_capturing("wake()")
+    source: Any = governor.ledger.source
+    restored: list[Allocation] = []
+    try:
+        for allocation in sleeper.evicted:
+            source.restore(allocation)
+            restored.append(allocation)
+    except MemoryError as exc:
+        _evict_all(source, restored)
+        governor.ledger.ooms += 1
+        raise ArenaOutOfMemoryError(
+            f"wake() could not commit {format_mb(sleeper.nbytes)} ({sleeper.nbytes} bytes) "
+            f"on {governor.device} again: {exc}. The arena stays asleep with nothing lost "
+            "(the host copies are kept); free memory and call wake() again"
+        ) from exc
+    except BaseException:
+        _evict_all(source, restored)
+        raise
+    for allocation in sleeper.evicted:
+        copy = sleeper.copies.get(id(allocation))
+        if copy is not None:
+            source.upload(allocation, copy)
+    if poison:
+        for allocation in sleeper.discarded:
+            source.fill(allocation, PATTERN_BYTE)
+
+
+def _restore_all(source: Any, blocks: list[Allocation]) -> None:
+    for allocation in blocks:
+        source.restore(allocation)
+
+
+def _evict_all(source: Any, blocks: list[Allocation]) -> None:
+    for allocation in blocks:
+        source.evict(allocation)
