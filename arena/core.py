@@ -391,9 +391,7 @@ class Arena:
         in_place = False
         if growth is not None:
             if growth != "in_place":
-                raise ConfigError(
-                    f"lock(growth=...) takes 'in_place' (or nothing), got {growth!r}"
-                )
+                raise ConfigError(f"lock(growth=...) takes 'in_place' (or nothing), got {growth!r}")
             if not self._governor.fixed_address:
                 raise ConfigError(
                     f"lock(growth='in_place') needs a fixed-address source, and "

@@ -1,0 +1,672 @@
+"""The fixed-address CUDA source (``source="virtual"`` on a GPU): CUDA's virtual memory calls.
+
+Each block is an address range from ``cuMemAddressReserve``; growth creates physical memory
+for the new part (``cuMemCreate``), maps it at the range's next bytes (``cuMemMap``) and
+makes it readable and writable from the device (``cuMemSetAccess``), all at the device's
+allocation granularity (``cuMemGetAllocationPropertiesGranularity``, about 2 MiB). Sleep
+unmaps and releases the physical memory (``cuMemUnmap``, ``cuMemRelease``) after the
+streams that used it are done, keeping the range; wake creates, maps and sets access again
+at the same addresses. When no view holds a block any more its range is unmapped, its
+memory released and its addresses freed (``cuMemAddressFree``).
+
+The driver layer (:class:`Driver`) is a handful of calls; two implementations:
+
+* :class:`BindingsDriver`: NVIDIA's maintained binding, ``cuda.bindings.driver`` from
+  cuda-python (``pip install cupy-arena[cuda-python]``), used where it is installed;
+* :class:`CtypesDriver`: the same calls through ``ctypes`` over ``libcuda.so.1``, the
+  fallback (the GPU machines arena is checked on have no cuda-python and no network).
+
+Both make the context explicit: the device's primary context is retained
+(``cuDevicePrimaryCtxRetain``, the one CuPy and torch use) and made current around every
+call, so a mapping never lands in another context (vLLM's cumem allocator reports
+context mismatches with both bindings). Tests drive :class:`VirtualCudaSource` with a
+recording fake of :class:`Driver` that checks the order of the calls.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from arena.errors import ArenaError
+from arena.memory.devices import Device
+from arena.memory.sources import Allocation
+
+__all__ = [
+    "BindingsDriver",
+    "CtypesDriver",
+    "Driver",
+    "VirtualCudaSource",
+    "cuda_reserve_default",
+    "load_driver",
+]
+
+#: CUDA_ERROR_OUT_OF_MEMORY: what the driver reports when physical memory is exhausted.
+_OUT_OF_MEMORY = 2
+
+
+class Driver(Protocol):
+    """The CUDA driver calls the fixed-address source makes (``ptr``/``handle`` are ints).
+
+    Every call is made with the device's primary context current (:meth:`push`).
+    """
+
+    def retain(self, device: int) -> Any:
+        """``cuInit`` and ``cuDevicePrimaryCtxRetain``: the device's primary context."""
+        ...
+
+    def push(self, context: Any) -> None:
+        """``cuCtxSetCurrent(context)``."""
+        ...
+
+    def granularity(self, device: int) -> int:
+        """The minimum allocation granularity of pinned device memory on ``device``."""
+        ...
+
+    def total_memory(self, device: int) -> int:
+        """``cuDeviceTotalMem``."""
+        ...
+
+    def address_reserve(self, size: int, alignment: int) -> int:
+        """``cuMemAddressReserve``: a range of ``size`` bytes."""
+        ...
+
+    def address_free(self, ptr: int, size: int) -> None:
+        """``cuMemAddressFree``."""
+        ...
+
+    def create(self, size: int, device: int) -> int:
+        """``cuMemCreate``: physical memory on ``device``; raises MemoryError when full."""
+        ...
+
+    def release(self, handle: int) -> None:
+        """``cuMemRelease``."""
+        ...
+
+    def map(self, ptr: int, size: int, handle: int) -> None:
+        """``cuMemMap`` of ``handle`` at ``ptr``."""
+        ...
+
+    def unmap(self, ptr: int, size: int) -> None:
+        """``cuMemUnmap``."""
+        ...
+
+    def set_access(self, ptr: int, size: int, device: int) -> None:
+        """``cuMemSetAccess``: read and write from ``device``."""
+        ...
+
+    def synchronize(self) -> None:
+        """``cuCtxSynchronize``: the work queued in the context is done."""
+        ...
+
+    def memset(self, ptr: int, byte: int, size: int) -> None:
+        """``cuMemsetD8``."""
+        ...
+
+    def copy_to_host(self, host: int, ptr: int, size: int) -> None:
+        """``cuMemcpyDtoH``."""
+        ...
+
+    def copy_to_device(self, ptr: int, host: int, size: int) -> None:
+        """``cuMemcpyHtoD``."""
+        ...
+
+
+def cuda_reserve_default(driver: Driver, device: int) -> int:
+    """Bytes of address space a CUDA slot reserves by default: the device's memory."""
+    return driver.total_memory(device)
+
+
+class _Range:
+    """One reserved range: its chunks of mapped physical memory, as (offset, size, handle)."""
+
+    __slots__ = ("__weakref__", "chunks", "committed", "evicted", "ptr", "size")
+
+    def __init__(self, ptr: int, size: int) -> None:
+        self.ptr = ptr
+        self.size = size
+        self.committed = 0
+        self.chunks: list[tuple[int, int, int]] = []
+        self.evicted = False
+
+
+class VirtualCudaSource:
+    """CUDA memory at fixed addresses: a :class:`~arena.memory.sources.FixedAddressSource`.
+
+    Parameters
+    ----------
+    device : Device
+        A CUDA device.
+    reserve : int, optional
+        Bytes of address space each growable block reserves (a slot's scratch); default
+        the arena's ``max_bytes``, else the device's total memory.
+    driver : Driver, optional
+        The driver layer; default :func:`load_driver`.
+    wrap : callable, optional
+        ``wrap(ptr, nbytes, keeper, device)`` -> the allocation's owner array; default a
+        CuPy array where CuPy sees the device, else a torch tensor. ``keeper`` must stay
+        referenced by the owner: the range is unmapped and freed once it is collected.
+    events : StreamEvents, optional
+        Stream-ordered release; default CuPy's or torch's events on the current streams
+        (:func:`arena.memory.deferred.stream_events`).
+    """
+
+    def __init__(
+        self,
+        device: Device,
+        reserve: int | None = None,
+        *,
+        driver: Driver | None = None,
+        wrap: Callable[[int, int, Any, Device], Any] | None = None,
+        events: Any = None,
+    ) -> None:
+        self._device = device
+        self.driver = driver if driver is not None else load_driver()
+        self._wrap = wrap if wrap is not None else _wrap_device_memory
+        self.context = self.driver.retain(device.index)
+        self.driver.push(self.context)
+        self.granularity = self.driver.granularity(device.index)
+        size = reserve if reserve is not None else cuda_reserve_default(self.driver, device.index)
+        self.reserve_bytes = self._round(size)
+        self._ranges: dict[int, _Range] = {}
+        self._guard = threading.Lock()
+        self._events = events
+
+    @property
+    def device(self) -> Device:
+        """The CUDA device."""
+        return self._device
+
+    def stream_events(self) -> Any:
+        """Stream-ordered release: the ``events`` given, else CuPy's (where CuPy sees the
+        device) or torch's events on the current streams."""
+        if self._events is not None:
+            return self._events
+        from arena.memory.deferred import stream_events
+
+        return stream_events(self._device)
+
+    # ------------------------------------------------------------------ MemorySource
+    def allocate(self, nbytes: int) -> Allocation:
+        """``nbytes`` at fixed addresses (a range of exactly the rounded size)."""
+        return self._make(nbytes, self._round(nbytes))
+
+    def release(self, allocation: Allocation) -> None:
+        """Forget the block: its range goes once no view holds it."""
+        with self._guard:
+            self._ranges.pop(allocation.ptr, None)
+
+    # ------------------------------------------------------------------ FixedAddressSource
+    def reserve(self, nbytes: int) -> Allocation:
+        """``nbytes`` mapped at the start of a range of the source's reservation."""
+        return self._make(nbytes, max(self._round(nbytes), self.reserve_bytes))
+
+    def commit(self, allocation: Allocation, nbytes: int) -> Allocation:
+        """Map physical memory for the range's next bytes up to ``nbytes``."""
+        space = self._range(allocation)
+        if nbytes > space.size:
+            raise MemoryError(
+                f"{nbytes} bytes do not fit the {space.size} bytes of address space reserved "
+                "at this block; give the arena a larger max_bytes (the reservation)"
+            )
+        end = self._round(nbytes)
+        if end > space.committed:
+            self._map(space, space.committed, end - space.committed)
+            space.committed = end
+        return Allocation(space.ptr, nbytes, self._owner(space, nbytes), self._device)
+
+    def reserved(self, allocation: Allocation) -> int:
+        """Bytes of address space reserved for ``allocation``."""
+        return self._range(allocation).size
+
+    def settle(self) -> None:
+        """Wait for the work queued in the context (before memory is unmapped)."""
+        self.driver.push(self.context)
+        self.driver.synchronize()
+
+    def evict(self, allocation: Allocation) -> None:
+        """Unmap and release the block's physical memory; the range stays reserved."""
+        space = self._range(allocation)
+        if not space.evicted:
+            _unmap(self.driver, self.context, space)
+            space.evicted = True
+
+    def restore(self, allocation: Allocation) -> None:
+        """Create, map and set access for the committed bytes again, at the same address."""
+        space = self._range(allocation)
+        if space.evicted:
+            committed = space.committed
+            self._map(space, 0, committed)
+            space.evicted = False
+
+    def offload(self, allocation: Allocation) -> Any:
+        """A copy of the block's bytes in pinned host memory (``cupyx``/torch pinned
+        arrays where available, else ordinary NumPy memory)."""
+        import numpy as np
+
+        copy = _pinned(allocation.nbytes)
+        if copy is None:
+            copy = np.empty(allocation.nbytes, dtype=np.uint8)
+        self.driver.push(self.context)
+        self.driver.copy_to_host(int(copy.ctypes.data), allocation.ptr, allocation.nbytes)
+        return copy
+
+    def upload(self, allocation: Allocation, copy: Any) -> None:
+        """Write the copy back (synchronous)."""
+        self.driver.push(self.context)
+        self.driver.copy_to_device(allocation.ptr, int(copy.ctypes.data), len(copy))
+
+    def fill(self, allocation: Allocation, byte: int) -> None:
+        """``cuMemsetD8`` over the block."""
+        self.driver.push(self.context)
+        self.driver.memset(allocation.ptr, byte, allocation.nbytes)
+        self.driver.synchronize()
+
+    def __repr__(self) -> str:
+        return f"VirtualCudaSource({str(self._device)!r}, reserve={self.reserve_bytes})"
+
+    # ------------------------------------------------------------------ internals
+    def _round(self, nbytes: int) -> int:
+        step = self.granularity
+        return max(step, -(-nbytes // step) * step)
+
+    def _make(self, nbytes: int, size: int) -> Allocation:
+        driver = self.driver
+        driver.push(self.context)
+        ptr = driver.address_reserve(size, self.granularity)
+        space = _Range(ptr, size)
+        try:
+            end = self._round(nbytes)
+            self._map(space, 0, end)
+            space.committed = end
+        except BaseException:
+            driver.address_free(ptr, size)
+            raise
+        # When no owner array holds the range any more: unmap, release, free addresses.
+        weakref.finalize(space, _free, driver, self.context, ptr, size, space.chunks)
+        with self._guard:
+            self._ranges[ptr] = space
+        return Allocation(ptr, nbytes, self._owner(space, nbytes), self._device)
+
+    def _map(self, space: _Range, offset: int, size: int) -> None:
+        """One chunk of physical memory mapped at ``offset``; nothing stays half done."""
+        driver = self.driver
+        index = self._device.index
+        driver.push(self.context)
+        if space.evicted or offset == 0:
+            space.chunks.clear()
+        handle = driver.create(size, index)
+        try:
+            driver.map(space.ptr + offset, size, handle)
+        except BaseException:
+            driver.release(handle)
+            raise
+        try:
+            driver.set_access(space.ptr + offset, size, index)
+        except BaseException:
+            driver.unmap(space.ptr + offset, size)
+            driver.release(handle)
+            raise
+        space.chunks.append((offset, size, handle))
+
+    def _owner(self, space: _Range, nbytes: int) -> Any:
+        return self._wrap(space.ptr, nbytes, space, self._device)
+
+    def _range(self, allocation: Allocation) -> _Range:
+        with self._guard:
+            space = self._ranges.get(allocation.ptr)
+        if space is None:
+            raise ArenaError(
+                f"the block at {allocation.ptr:#x} is not one of {self!r}'s reserved ranges "
+                "(released, or from another source); this is a bug in arena"
+            )
+        return space
+
+
+def _unmap(driver: Driver, context: Any, space: _Range) -> None:
+    driver.push(context)
+    for offset, size, handle in space.chunks:
+        driver.unmap(space.ptr + offset, size)
+        driver.release(handle)
+    space.chunks.clear()
+
+
+def _free(
+    driver: Driver, context: Any, ptr: int, size: int, chunks: list[tuple[int, int, int]]
+) -> None:
+    """Finalizer of a range: every chunk unmapped and released, then the addresses."""
+    driver.push(context)
+    for offset, length, handle in chunks:
+        driver.unmap(ptr + offset, length)
+        driver.release(handle)
+    chunks.clear()
+    driver.address_free(ptr, size)
+
+
+def _pinned(nbytes: int) -> Any:
+    """A pinned NumPy array of ``nbytes`` from CuPy, or None where CuPy is missing."""
+    import importlib
+
+    try:
+        cupyx = importlib.import_module("cupyx")
+    except ImportError:
+        return None
+    import numpy as np
+
+    return cupyx.empty_pinned((nbytes,), dtype=np.uint8)
+
+
+def _wrap_device_memory(ptr: int, nbytes: int, keeper: Any, device: Device) -> Any:
+    """A CuPy array over the range where CuPy sees the device, else a torch tensor; each
+    keeps ``keeper`` (the range) alive."""
+    from arena.memory.devices import cupy_device_count
+
+    if cupy_device_count() > device.index:
+        import cupy
+
+        memory = cupy.cuda.UnownedMemory(ptr, nbytes, keeper, device_id=device.index)
+        return cupy.ndarray((nbytes,), dtype=cupy.uint8, memptr=cupy.cuda.MemoryPointer(memory, 0))
+    import torch
+
+    return torch.as_tensor(_Interface(ptr, nbytes, keeper), device=f"cuda:{device.index}")
+
+
+class _Interface:
+    """``__cuda_array_interface__`` over the range, for torch (which keeps the object)."""
+
+    def __init__(self, ptr: int, nbytes: int, keeper: Any) -> None:
+        self.keeper = keeper
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (ptr, False),
+            "version": 3,
+            "strides": None,
+        }
+
+
+def load_driver() -> Driver:
+    """NVIDIA's ``cuda.bindings.driver`` where installed, else the ctypes layer."""
+    try:
+        from cuda.bindings import driver as bindings  # type: ignore[import-not-found]
+    except ImportError:
+        return CtypesDriver()
+    return BindingsDriver(bindings)
+
+
+# --------------------------------------------------------------------------- ctypes
+_ATTR_GRANULARITY_MINIMUM = 0
+_LOCATION_TYPE_DEVICE = 1
+_ALLOCATION_TYPE_PINNED = 1
+_ACCESS_READ_WRITE = 3
+
+
+class _Location(ctypes.Structure):
+    _fields_ = (("type", ctypes.c_int), ("id", ctypes.c_int))
+
+
+class _AllocFlags(ctypes.Structure):
+    _fields_ = (
+        ("compressionType", ctypes.c_ubyte),
+        ("gpuDirectRDMACapable", ctypes.c_ubyte),
+        ("usage", ctypes.c_ushort),
+        ("reserved", ctypes.c_ubyte * 4),
+    )
+
+
+class _AllocProp(ctypes.Structure):
+    _fields_ = (
+        ("type", ctypes.c_int),
+        ("requestedHandleTypes", ctypes.c_int),
+        ("location", _Location),
+        ("win32HandleMetaData", ctypes.c_void_p),
+        ("allocFlags", _AllocFlags),
+    )
+
+
+class _AccessDesc(ctypes.Structure):
+    _fields_ = (("location", _Location), ("flags", ctypes.c_int))
+
+
+class CtypesDriver:
+    """The :class:`Driver` calls through ``ctypes`` over ``libcuda.so.1``.
+
+    Raises
+    ------
+    ArenaError
+        Where the driver library cannot be loaded.
+    """
+
+    def __init__(self, library: str = "libcuda.so.1") -> None:
+        try:
+            self._cuda = ctypes.CDLL(library)
+        except OSError as exc:
+            raise ArenaError(
+                f"source='virtual' on CUDA needs the CUDA driver ({library}): {exc}. Install "
+                "the NVIDIA driver, or use another source"
+            ) from exc
+        self._check(self._cuda.cuInit(0), "cuInit")
+
+    def _check(self, status: int, call: str) -> None:
+        if status == 0:
+            return
+        name = ctypes.c_char_p()
+        self._cuda.cuGetErrorName(status, ctypes.byref(name))
+        text = f"{call} failed: {(name.value or b'?').decode()} ({status})"
+        if status == _OUT_OF_MEMORY:
+            raise MemoryError(text)
+        raise ArenaError(text)
+
+    def retain(self, device: int) -> Any:
+        handle = ctypes.c_int()
+        self._check(self._cuda.cuDeviceGet(ctypes.byref(handle), device), "cuDeviceGet")
+        context = ctypes.c_void_p()
+        self._check(
+            self._cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), handle),
+            "cuDevicePrimaryCtxRetain",
+        )
+        return context
+
+    def push(self, context: Any) -> None:
+        self._check(self._cuda.cuCtxSetCurrent(context), "cuCtxSetCurrent")
+
+    def _prop(self, device: int) -> _AllocProp:
+        prop = _AllocProp()
+        prop.type = _ALLOCATION_TYPE_PINNED
+        prop.location = _Location(_LOCATION_TYPE_DEVICE, device)
+        return prop
+
+    def granularity(self, device: int) -> int:
+        size = ctypes.c_size_t()
+        prop = self._prop(device)
+        self._check(
+            self._cuda.cuMemGetAllocationGranularity(
+                ctypes.byref(size), ctypes.byref(prop), _ATTR_GRANULARITY_MINIMUM
+            ),
+            "cuMemGetAllocationGranularity",
+        )
+        return int(size.value)
+
+    def total_memory(self, device: int) -> int:
+        size = ctypes.c_size_t()
+        self._check(self._cuda.cuDeviceTotalMem_v2(ctypes.byref(size), device), "cuDeviceTotalMem")
+        return int(size.value)
+
+    def address_reserve(self, size: int, alignment: int) -> int:
+        ptr = ctypes.c_uint64()
+        self._check(
+            self._cuda.cuMemAddressReserve(
+                ctypes.byref(ptr),
+                ctypes.c_size_t(size),
+                ctypes.c_size_t(alignment),
+                ctypes.c_uint64(0),
+                ctypes.c_ulonglong(0),
+            ),
+            "cuMemAddressReserve",
+        )
+        return int(ptr.value)
+
+    def address_free(self, ptr: int, size: int) -> None:
+        self._check(
+            self._cuda.cuMemAddressFree(ctypes.c_uint64(ptr), ctypes.c_size_t(size)),
+            "cuMemAddressFree",
+        )
+
+    def create(self, size: int, device: int) -> int:
+        handle = ctypes.c_uint64()
+        prop = self._prop(device)
+        self._check(
+            self._cuda.cuMemCreate(
+                ctypes.byref(handle),
+                ctypes.c_size_t(size),
+                ctypes.byref(prop),
+                ctypes.c_ulonglong(0),
+            ),
+            "cuMemCreate",
+        )
+        return int(handle.value)
+
+    def release(self, handle: int) -> None:
+        self._check(self._cuda.cuMemRelease(ctypes.c_uint64(handle)), "cuMemRelease")
+
+    def map(self, ptr: int, size: int, handle: int) -> None:
+        self._check(
+            self._cuda.cuMemMap(
+                ctypes.c_uint64(ptr),
+                ctypes.c_size_t(size),
+                ctypes.c_size_t(0),
+                ctypes.c_uint64(handle),
+                ctypes.c_ulonglong(0),
+            ),
+            "cuMemMap",
+        )
+
+    def unmap(self, ptr: int, size: int) -> None:
+        self._check(
+            self._cuda.cuMemUnmap(ctypes.c_uint64(ptr), ctypes.c_size_t(size)), "cuMemUnmap"
+        )
+
+    def set_access(self, ptr: int, size: int, device: int) -> None:
+        desc = _AccessDesc(_Location(_LOCATION_TYPE_DEVICE, device), _ACCESS_READ_WRITE)
+        self._check(
+            self._cuda.cuMemSetAccess(
+                ctypes.c_uint64(ptr), ctypes.c_size_t(size), ctypes.byref(desc), ctypes.c_size_t(1)
+            ),
+            "cuMemSetAccess",
+        )
+
+    def synchronize(self) -> None:
+        self._check(self._cuda.cuCtxSynchronize(), "cuCtxSynchronize")
+
+    def memset(self, ptr: int, byte: int, size: int) -> None:
+        self._check(
+            self._cuda.cuMemsetD8_v2(
+                ctypes.c_uint64(ptr), ctypes.c_ubyte(byte), ctypes.c_size_t(size)
+            ),
+            "cuMemsetD8",
+        )
+
+    def copy_to_host(self, host: int, ptr: int, size: int) -> None:
+        self._check(
+            self._cuda.cuMemcpyDtoH_v2(
+                ctypes.c_void_p(host), ctypes.c_uint64(ptr), ctypes.c_size_t(size)
+            ),
+            "cuMemcpyDtoH",
+        )
+
+    def copy_to_device(self, ptr: int, host: int, size: int) -> None:
+        self._check(
+            self._cuda.cuMemcpyHtoD_v2(
+                ctypes.c_uint64(ptr), ctypes.c_void_p(host), ctypes.c_size_t(size)
+            ),
+            "cuMemcpyHtoD",
+        )
+
+
+# --------------------------------------------------------------------------- cuda-python
+class BindingsDriver:
+    """The :class:`Driver` calls through NVIDIA's ``cuda.bindings.driver``."""
+
+    def __init__(self, bindings: Any) -> None:
+        self._cu = bindings
+        self._check(bindings.cuInit(0), "cuInit")
+
+    def _check(self, result: Any, call: str) -> Any:
+        status, *values = result if isinstance(result, tuple) else (result,)
+        if int(status) != 0:
+            text = f"{call} failed: {status!r}"
+            if int(status) == _OUT_OF_MEMORY:
+                raise MemoryError(text)
+            raise ArenaError(text)
+        return values[0] if values else None
+
+    def _prop(self, device: int) -> Any:
+        cu = self._cu
+        prop = cu.CUmemAllocationProp()
+        prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        prop.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        prop.location.id = device
+        return prop
+
+    def retain(self, device: int) -> Any:
+        handle = self._check(self._cu.cuDeviceGet(device), "cuDeviceGet")
+        return self._check(self._cu.cuDevicePrimaryCtxRetain(handle), "cuDevicePrimaryCtxRetain")
+
+    def push(self, context: Any) -> None:
+        self._check(self._cu.cuCtxSetCurrent(context), "cuCtxSetCurrent")
+
+    def granularity(self, device: int) -> int:
+        cu = self._cu
+        option = cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM
+        return int(
+            self._check(
+                cu.cuMemGetAllocationGranularity(self._prop(device), option),
+                "cuMemGetAllocationGranularity",
+            )
+        )
+
+    def total_memory(self, device: int) -> int:
+        return int(self._check(self._cu.cuDeviceTotalMem(device), "cuDeviceTotalMem"))
+
+    def address_reserve(self, size: int, alignment: int) -> int:
+        return int(
+            self._check(self._cu.cuMemAddressReserve(size, alignment, 0, 0), "cuMemAddressReserve")
+        )
+
+    def address_free(self, ptr: int, size: int) -> None:
+        self._check(self._cu.cuMemAddressFree(ptr, size), "cuMemAddressFree")
+
+    def create(self, size: int, device: int) -> int:
+        return int(self._check(self._cu.cuMemCreate(size, self._prop(device), 0), "cuMemCreate"))
+
+    def release(self, handle: int) -> None:
+        self._check(self._cu.cuMemRelease(handle), "cuMemRelease")
+
+    def map(self, ptr: int, size: int, handle: int) -> None:
+        self._check(self._cu.cuMemMap(ptr, size, 0, handle, 0), "cuMemMap")
+
+    def unmap(self, ptr: int, size: int) -> None:
+        self._check(self._cu.cuMemUnmap(ptr, size), "cuMemUnmap")
+
+    def set_access(self, ptr: int, size: int, device: int) -> None:
+        cu = self._cu
+        desc = cu.CUmemAccessDesc()
+        desc.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        desc.location.id = device
+        desc.flags = cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+        self._check(cu.cuMemSetAccess(ptr, size, [desc], 1), "cuMemSetAccess")
+
+    def synchronize(self) -> None:
+        self._check(self._cu.cuCtxSynchronize(), "cuCtxSynchronize")
+
+    def memset(self, ptr: int, byte: int, size: int) -> None:
+        self._check(self._cu.cuMemsetD8(ptr, byte, size), "cuMemsetD8")
+
+    def copy_to_host(self, host: int, ptr: int, size: int) -> None:
+        self._check(self._cu.cuMemcpyDtoH(host, ptr, size), "cuMemcpyDtoH")
+
+    def copy_to_device(self, ptr: int, host: int, size: int) -> None:
+        self._check(self._cu.cuMemcpyHtoD(ptr, host, size), "cuMemcpyHtoD")
