@@ -9,17 +9,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from arena.assembly import assemble, close_when_collected
 from arena.config import FRAMEWORKS, check_flag, settings
-from arena.errors import ConfigError
 from arena.kernels.budget import memory_stats, planned_bytes, reset_peaks
 from arena.kernels.triton import TritonAllocator
 from arena.memory.devices import Device
 from arena.memory.sources import MemorySource
-from arena.observe.events import ArenaEvent, format_mb
+from arena.observe.events import ArenaEvent
 from arena.observe.stats import ArenaStats
 from arena.planning.scopes import Scope
 from arena.planning.steps import Step
 from arena.slots.governor import StateFlag, StateSwitch
-from arena.slots.sleep import check_level
+from arena.slots.sleep import check_level, in_place_mode
 from arena.views.front import Front
 from arena.views.layout import DEFAULT_ALIGNMENT, compute_layout
 
@@ -63,10 +62,9 @@ class Arena:
         CuPy for a CUDA arena (torch where CuPy is not installed), else NumPy.
     source : MemorySource, str or RMM-style resource, optional
         Where memory comes from. Default: page-aligned NumPy memory on the host
-        (``ARENA_SOURCE=virtual`` makes ``"virtual"`` the host default), direct
-        ``cudaMalloc`` through CuPy on a GPU. Strings name the built-in sources
-        (``"device"``, ``"pool"``, ``"torch"``, ``"pinned"``, and ``"virtual"``: fixed
-        addresses, growth in place, :meth:`sleep`; docs/memory.md); an object with RMM's
+        (``ARENA_SOURCE``), direct ``cudaMalloc`` through CuPy on a GPU. Strings name
+        the built-in sources (``"device"``, ``"pool"``, ``"torch"``, ``"pinned"``,
+        ``"virtual"``: fixed addresses, docs/memory.md); an object with RMM's
         ``allocate``/``deallocate`` (``rmm.mr.DeviceMemoryResource``) is wrapped.
     ubatch_resolver : callable, optional
         Called on every request to get the current micro-batch id (like vLLM's
@@ -307,13 +305,8 @@ class Arena:
         return self._default().get_persistent(key, shape, dtype, zero_init)
 
     def get_persistent_resource(self, key: Any, factory: Callable[[], T]) -> T:
-        """Any object built once per key and slot by ``factory()``, then returned as is.
-
-        Raises
-        ------
-        ArenaLockedError
-            For a new key while locked.
-        """
+        """Any object built once per key and slot by ``factory()``, then returned as is;
+        a new key while locked raises ArenaLockedError."""
         return self._selector.select().persistent.resource(key, factory)  # type: ignore[no-any-return]
 
     def reserve(self, *specs: tuple[Any, Any], lane: int | None = None) -> int:
@@ -372,76 +365,23 @@ class Arena:
         Per lane, every micro-batch's scratch is brought to the largest (smaller buffers
         retired), and gets each persistent buffer, library workspace and step plan a
         sibling has; steps not planned yet are planned (docs/overview.md, "Growth and
-        lock"). Persistent resources are not built for siblings.
-
-        Parameters
-        ----------
-        growth : "in_place", optional
-            On a fixed-address source (``source="virtual"``): a locked request that needs
-            more commits more memory at the same addresses instead of raising, outside a
-            CUDA graph capture (inside one it raises :class:`GraphCaptureError`); each
-            such growth emits a ``"locked_growth"`` event, warns once per call site and
-            counts in ``memory_stats()["arena.locked_growths"]`` (docs/memory.md).
-
-        Raises
-        ------
-        ConfigError
-            For ``growth="in_place"`` on a source whose addresses move, or another value.
-        """
-        in_place = False
-        if growth is not None:
-            if growth != "in_place":
-                raise ConfigError(f"lock(growth=...) takes 'in_place' (or nothing), got {growth!r}")
-            if not self._governor.fixed_address:
-                raise ConfigError(
-                    f"lock(growth='in_place') needs a fixed-address source, and "
-                    f"{self.source!r} moves addresses on growth (views and CUDA graphs "
-                    "would keep the old ones). Construct the arena with source='virtual', "
-                    "or call lock() to refuse growth"
-                )
-            in_place = True
-        self._table.lock(in_place)
+        lock"). Persistent resources are not built for siblings. ``growth="in_place"``
+        (``source="virtual"``): growth commits in place instead (docs/memory.md)."""
+        self._table.lock(in_place_mode(self._governor, growth))
 
     def sleep(self, level: int = 1) -> None:
-        """Release the arena's memory and keep its addresses (vLLM's sleep levels).
-
-        Level 1 discards scratch (plain requests, scopes, steps, Triton blocks) and copies
-        persistent buffers and library workspaces to host memory (pinned on CUDA); level
-        2 discards everything. Requests while asleep raise :class:`ArenaAsleepError`; a
-        view touched while asleep faults. A second ``sleep()`` does nothing. Listeners
-        get a ``"sleep"`` event. See docs/memory.md.
-
-        Raises
-        ------
-        ArenaError
-            On a source whose addresses move (use ``source="virtual"``), or with a scope
-            or step open.
-        GraphCaptureError
-            During a CUDA graph capture.
-        ConfigError
-            For a level other than 1 or 2.
-        """
+        """Release the memory, keep every address (``source="virtual"``; level 1 keeps
+        persistent buffers and library workspaces, 2 nothing); see docs/memory.md."""
         self._table.sleep(check_level(level))
 
     def wake(self, *, poison: bool = False) -> None:
-        """Commit the memory again at the same addresses and bring back what
-        :meth:`sleep` kept: views, step plans and captured CUDA graphs stay valid.
-        ``poison=True`` fills discarded bytes with the poison sentinel (``0xA5``) so a
-        graph reading stale scratch shows it. Does nothing when awake. Listeners get a
-        ``"wake"`` event.
-
-        Raises
-        ------
-        ArenaOutOfMemoryError
-            The memory cannot be had: the arena stays asleep, nothing lost; retry later.
-        GraphCaptureError
-            During a CUDA graph capture.
-        """
+        """Commit the memory again at the same addresses, bring back what :meth:`sleep`
+        kept (``poison``: discarded bytes read ``0xA5``); failed, it stays asleep."""
         self._table.wake(check_flag("poison", poison))
 
     @property
     def is_asleep(self) -> StateFlag:
-        """Whether the arena sleeps (:meth:`sleep`); also callable, like :attr:`is_locked`."""
+        """Whether the arena sleeps; also callable, like :attr:`is_locked`."""
         governor = self._governor
         return StateFlag(lambda: bool(governor.asleep))
 
@@ -465,17 +405,9 @@ class Arena:
         """An allocator for ``triton.set_allocator(ws.triton_allocator())``: called as
         ``(size, alignment, stream)``, it returns a ``torch.uint8`` tensor from one block
         per slot and stream (the same size, the same pointer); see
-        :class:`TritonAllocator` and docs/kernel-libraries.md.
-
-        Parameters
-        ----------
-        lane : int, optional
-            Serve this lane's slots; default the lane of the caller's context at each call.
-
-        Raises
-        ------
-        FrameworkUnavailableError, SlotError
-            Without torch, or for a lane out of range.
+        :class:`TritonAllocator` and docs/kernel-libraries.md. ``lane``: serve this lane's
+        slots (default: the lane of the caller's context at each call). Raises
+        FrameworkUnavailableError without torch, SlotError for a lane out of range.
         """
         return TritonAllocator(self._table, self._selector, lane)
 
@@ -563,11 +495,4 @@ class Arena:
         self.close()
 
     def __repr__(self) -> str:
-        governor = self._governor
-        state = "closed" if governor.closed else ("locked" if governor.locked else "unlocked")
-        sizes = ", ".join(format_mb(c) for c in self._table.sizes())
-        return (
-            f"Arena(device='{self.device}', ubatches={self.ubatches}, lanes={self.lanes}, "
-            f"alignment={self.alignment}, framework='{self._framework}', {state}, "
-            f"slots=[{sizes}])"
-        )
+        return self._table.describe(self._framework)

@@ -139,7 +139,7 @@ def test_requests_while_asleep_are_refused_naming_the_call_site() -> None:
             lambda: a.numpy.get_persistent("p", (8,), "float32"),
             lambda: a.get_library_workspace("w", 4096),
         ):
-            with pytest.raises(ArenaAsleepError, match="test_virtual_memory.py") as info:
+            with pytest.raises(ArenaAsleepError, match=r"test_virtual_memory\.py") as info:
                 request()
             assert "wake()" in str(info.value)
             assert isinstance(info.value, ArenaError) and isinstance(info.value, RuntimeError)
@@ -166,7 +166,7 @@ def test_sleep_is_refused_with_a_scope_or_step_open_and_during_a_capture() -> No
         a.numpy.get_simultaneous(((16,), "uint8"))
         with a.scope():
             a.numpy.get_simultaneous(((16,), "uint8"))
-            with pytest.raises(ArenaError, match="ws.scope"):
+            with pytest.raises(ArenaError, match=r"ws\.scope"):
                 a.sleep()
         with a.step("s"):
             a.numpy.get_simultaneous(((16,), "uint8"))

@@ -26,7 +26,7 @@ from arena.slots.governor import Governor
 from arena.slots.slot import Slot
 from arena.views.poison import PATTERN_BYTE
 
-__all__ = ["Sleeper", "check_level", "fall_asleep", "wake_up"]
+__all__ = ["Sleeper", "check_level", "fall_asleep", "in_place_mode", "wake_up"]
 
 
 @dataclass(slots=True)
@@ -54,6 +54,28 @@ def check_level(level: Any) -> int:
             f"copied to host memory) or 2 (discard everything), got {level!r}"
         )
     return int(level)
+
+
+def in_place_mode(governor: Governor, growth: Any) -> bool:
+    """Whether ``lock(growth=growth)`` grows in place (``"in_place"``) or refuses (None).
+
+    Raises
+    ------
+    ConfigError
+        For another value, or ``"in_place"`` on a source whose addresses move.
+    """
+    if growth is None:
+        return False
+    if growth != "in_place":
+        raise ConfigError(f"lock(growth=...) takes 'in_place' (or nothing), got {growth!r}")
+    if not governor.fixed_address:
+        raise ConfigError(
+            f"lock(growth='in_place') needs a fixed-address source, and "
+            f"{governor.ledger.source!r} moves addresses on growth (views and CUDA graphs "
+            "would keep the old ones). Construct the arena with source='virtual', or call "
+            "lock() to refuse growth"
+        )
+    return True
 
 
 def fall_asleep(governor: Governor, slots: Sequence[Slot], level: int) -> Sleeper:

@@ -13,7 +13,7 @@ from typing import Any
 
 from arena.config import Settings
 from arena.errors import ConfigError, SpecError
-from arena.kernels.budget import lock_additions, note_allocated_peak
+from arena.kernels.budget import address_bytes, lock_additions, note_allocated_peak
 from arena.kernels.workspaces import LIBRARY, Workspace, share_library_workspaces
 from arena.memory.ledger import Ledger
 from arena.memory.sources import Allocation
@@ -254,21 +254,6 @@ class SlotTable:
                 slot.renew_buffer()
         self._emit("wake", None, 0, sleeper.nbytes)
 
-    def resident_bytes(self) -> tuple[int, int]:
-        """``(resident, reserved)``: bytes backed by memory now, and bytes of address
-        space the arena's blocks hold (the same on a source whose addresses move)."""
-        governor = self.governor
-        with governor.mutex:
-            ledger = governor.ledger
-            source: Any = ledger.source
-            blocks = ledger.blocks()
-            reserved = (
-                sum(source.reserved(a) for a in blocks)
-                if governor.fixed_address
-                else ledger.live_bytes
-            )
-            return (0 if governor.asleep else ledger.live_bytes), reserved
-
     def release_retired(self, include_captured: bool) -> int:
         """Release retired buffers (captured ones only if asked); return their bytes."""
         governor = self.governor
@@ -298,7 +283,6 @@ class SlotTable:
         """A snapshot of every slot's figures and the arena's counters, with the peak bytes
         per call site the arena's request log recorded."""
         governor = self.governor
-        resident, reserved = self.resident_bytes()
         with governor.mutex:
             slots = tuple(
                 SlotStats(
@@ -342,8 +326,8 @@ class SlotTable:
                 live_bytes=ledger.live_bytes,
                 cached_layouts=sum(len(c) for c in caches),
                 cached_views=sum(len(e.views) for c in caches for e in list(c.values())),
-                resident_bytes=resident,
-                address_bytes=reserved,
+                resident_bytes=0 if governor.asleep else ledger.live_bytes,
+                address_bytes=address_bytes(governor),
                 asleep=governor.asleep,
                 locked_growths=governor.locked_growths,
             )
@@ -374,6 +358,19 @@ class SlotTable:
         with self.governor.mutex:
             if listener in self.listeners:
                 self.listeners.remove(listener)
+
+    def describe(self, framework: str) -> str:
+        """The arena's ``repr``: device, slots, alignment, framework, state and sizes."""
+        governor = self.governor
+        state = "closed" if governor.closed else ("locked" if governor.locked else "unlocked")
+        if governor.asleep and not governor.closed:
+            state += f", asleep (level {governor.asleep})"
+        sizes = ", ".join(format_mb(c) for c in self.sizes())
+        return (
+            f"Arena(device='{governor.device}', ubatches={self.ubatches}, lanes={self.lanes}, "
+            f"alignment={governor.alignment}, framework='{framework}', {state}, "
+            f"slots=[{sizes}])"
+        )
 
     def sizes(self) -> tuple[int, ...]:
         """Every slot's capacity, ubatch-major."""
