@@ -10,6 +10,7 @@ import pytest
 
 import arena
 from arena import Arena
+from tests.gates import moving_only
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
@@ -60,6 +61,7 @@ def test_64_bit_dtypes_without_x64_name_the_flag(shared: Arena) -> None:
             shared.jax.get_simultaneous(((4,), dtype))
 
 
+@moving_only("asserts that growth moves the pointer; in place it stays")
 def test_repeated_requests_reuse_imports_until_the_buffer_changes(
     monkeypatch: pytest.MonkeyPatch, shared: Arena
 ) -> None:

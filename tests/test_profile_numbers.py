@@ -20,6 +20,7 @@ from arena.observe.profilefile import (
     merge_profiles,
     read_profile,
 )
+from tests.gates import moving_only
 from tests.sources import FaultySource
 
 F32 = "float32"
@@ -369,6 +370,7 @@ def test_slot_figures_count_growths_calls_and_a_high_water_mark_that_never_goes_
         assert ws.stats().growths == 5 and ws.stats().calls == 7
 
 
+@moving_only("lock() grows in place and retires nothing")
 def test_retired_figures_count_what_lock_kept() -> None:
     with Arena("cpu", ubatches=3, framework="numpy") as ws:
         for ubatch, n in ((1, 10), (2, 100)):

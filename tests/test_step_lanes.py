@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from arena import Arena, ArenaLockedError, ArenaWarning
-from tests.gates import Probe
+from tests.gates import Probe, moving_only
 from tests.sources import RecordingSource
 from tests.stepping import F32, layer, ptrs
 
@@ -337,6 +337,9 @@ def test_capturing_a_micro_batch_after_every_micro_batch_warmed_up_twice() -> No
             probe.capturing = False
 
 
+@moving_only(
+    "lock() grows a captured buffer in place: nothing is replaced or retired, so no warning"
+)
 def test_lock_warns_when_it_replaces_the_buffer_a_captured_micro_batch_replays() -> None:
     """Micro-batch 0's step is captured; micro-batch 1 runs larger. lock() brings
     micro-batch 0 to the lane's size: its captured buffer is retired (the graph still

@@ -101,14 +101,20 @@ def layout_bytes(*specs: tuple[Any, Any], alignment: int = DEFAULT_ALIGNMENT) ->
 def lock_additions(slots: Sequence[Slot], lanes: int, alignment: int) -> int:
     """Bytes :meth:`~arena.slots.table.SlotTable.lock` would allocate now: each lane's
     scratch buffers brought to the largest, or to what its planned steps need (the
-    smaller ones are retired, not released),
-    the persistent buffers and library workspaces siblings lack. Call with the mutex held."""
+    smaller ones are retired, not released; on a fixed-address source only the bytes
+    committed in place), the persistent buffers and library workspaces siblings lack.
+    Call with the mutex held."""
     total = 0
+    in_place = bool(slots) and slots[0].governor.fixed_address
     for lane in range(lanes):
         group = [s for s in slots if s.lane == lane]
         need = _planned_lane_bytes(group, alignment)
         target = max(need, *(s.buffer.capacity for s in group))
-        total += sum(target for s in group if s.buffer.capacity < target)
+        total += sum(
+            target - (s.buffer.capacity if in_place else 0)
+            for s in group
+            if s.buffer.capacity < target
+        )
         sizes: dict[Any, int] = {}
         for slot in group:
             for key, entry in list(slot.persistent.buffers.items()):

@@ -129,8 +129,18 @@ class VirtualHostSource:
 
     # ------------------------------------------------------------------ FixedAddressSource
     def reserve(self, nbytes: int) -> Allocation:
-        """``nbytes`` committed at the start of a range of the source's reservation."""
-        return self._make(nbytes, max(_round(nbytes), self.reserve_bytes))
+        """``nbytes`` committed at the start of a range of the source's reservation; where
+        the address space is limited (``ulimit -v``), the largest range that halving
+        the reservation finds, never less than ``nbytes``."""
+        need = _round(nbytes)
+        size = max(need, self.reserve_bytes)
+        while True:
+            try:
+                return self._make(nbytes, size)
+            except MemoryError:
+                if size <= need:
+                    raise
+                size = max(need, _round(size // 2))
 
     def commit(self, allocation: Allocation, nbytes: int) -> Allocation:
         """The block grown (or cut, for the arena's books: nothing is decommitted, views
