@@ -32,6 +32,7 @@ from arena._version import __version__, active_hit_path
 from arena.memory.devices import cuda_device_count
 from arena.observe.events import MB
 from arena.tools import checks
+from arena.tools.membench import fixed_address_figures, format_fixed_address
 from arena.tools.planbench import format_planning, run_planning_bench
 from arena.tools.timing import Paired
 from arena.tools.workloads import WORKLOADS, WorkloadRow, time_workload
@@ -219,6 +220,8 @@ def run_bench(
         found["poison"] = checks.poison_cost(rounds, max(50, number // 40))
     say("measuring memory")
     result.memory = checks.memory_figures()
+    say("fixed-address memory: growth against the default source, sleep and wake")
+    found["fixed_address"] = fixed_address_figures(quick)
     say("planning: four decoder layers as plain requests, scopes and steps")
     result.planning = run_planning_bench(quick)
     if "cuda:0" in devices:
@@ -321,6 +324,7 @@ def format_result(result: BenchResult) -> str:
             )
         else:
             lines.append(f"  growth {m['growth']}: peak = {m['peak_over_new_size']:.3f} x new size")
+    lines += format_fixed_address(found.get("fixed_address", {}))
     if result.planning:
         lines += ["", format_planning(result.planning)]
     return "\n".join(lines)
