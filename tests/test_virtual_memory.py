@@ -337,10 +337,15 @@ def test_locked_in_place_growth_keeps_addresses_warns_once_per_site_and_counts()
         assert stats["arena.retired_bytes"] == 0
         kinds = [(e.kind, e.old_bytes, e.new_bytes) for e in events if e.kind == "locked_growth"]
         assert kinds == [("locked_growth", PAGE, 4 * PAGE), ("locked_growth", 4 * PAGE, 8 * PAGE)]
+        with a.unlocked():  # a re-warm-up restores the in-place lock after it
+            _grow_here(a, 16 * PAGE)
+        assert a.is_locked
+        _grow_here(a, 32 * PAGE)  # the same call site: no warning
+        assert a.memory_stats()["arena.locked_growths"] == 3
         a.unlock()
         a.lock()
         with pytest.raises(ArenaLockedError):  # plain lock() again: refusal
-            _grow_here(a, 16 * PAGE)
+            _grow_here(a, 64 * PAGE)
 
 
 def test_locked_in_place_growth_is_refused_during_a_capture() -> None:

@@ -338,8 +338,8 @@ class Lockable(Protocol):
 
     governor: Governor
 
-    def lock(self) -> None:
-        """Size every slot, then refuse growth."""
+    def lock(self, in_place: bool = False) -> None:
+        """Size every slot, then refuse growth (``in_place``: grow at the same addresses)."""
 
     def unlock(self) -> None:
         """Allow growth again."""
@@ -362,22 +362,22 @@ class StateSwitch(Generic[_T]):
         self._locked = locked
         self._slots = slots
 
-    def _set(self, locked: bool) -> None:
+    def _set(self, locked: bool, in_place: bool = False) -> None:
         if locked:
-            self._slots.lock()
+            self._slots.lock(in_place)
         else:
             self._slots.unlock()
 
     @contextmanager
     def __call__(self) -> Iterator[_T]:
         governor = self._slots.governor
-        was = governor.locked
+        was, in_place = governor.locked, governor.in_place  # restored as it was
         self._set(self._locked)
         try:
             yield self._owner
         finally:
             if was != self._locked and not governor.closed:
-                self._set(was)
+                self._set(was, in_place)
 
     def __bool__(self) -> bool:
         raise TypeError(
