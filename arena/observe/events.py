@@ -39,11 +39,13 @@ class ArenaEvent:
     ----------
     kind : str
         ``"resize"``, ``"lock"``, ``"unlock"`` or ``"close"``; ``"workspace"`` when a
-        library workspace is created or grows, ``"triton"`` when a Triton block is.
+        library workspace is created or grows, ``"triton"`` when a Triton block is;
+        ``"locked_growth"`` for a growth in place while locked (after its ``"resize"``),
+        ``"sleep"`` (``old_bytes``: the bytes released) and ``"wake"`` (``new_bytes``).
     caller : str
         ``file:line:function`` of the first frame outside arena.
     slot : tuple of int or None
-        ``(ubatch, lane)`` for a resize or a workspace event; None otherwise.
+        ``(ubatch, lane)`` for a resize, locked growth or workspace event; None otherwise.
     old_bytes, new_bytes : int
         Slot capacity (or the workspace's bytes) before and after (0 for other events).
     sizes : tuple of int
