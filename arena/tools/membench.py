@@ -67,7 +67,7 @@ def fixed_address_figures(quick: bool) -> dict[str, Any]:
     """Growth cost and sleep / wake per GiB on the host (empty where not Linux)."""
     if not sys.platform.startswith("linux"):
         return {}
-    top = 64 * MiB if quick else 512 * MiB
+    top = 32 * MiB if quick else 512 * MiB
     sizes = [MiB << k for k in range((top // MiB).bit_length())]
     rounds = 5 if quick else 15
     ratios: list[float] = []
@@ -81,7 +81,7 @@ def fixed_address_figures(quick: bool) -> dict[str, Any]:
         host.append(a)
         virtual.append(b)
         ratios.append(b / a)
-    size = 256 * MiB if quick else GiB
+    size = 128 * MiB if quick else GiB
     scratch = _sleep_wake(size, 3 if quick else 7, persistent=False)
     kept = _sleep_wake(size, 3 if quick else 7, persistent=True)
     per_gib = GiB / size
