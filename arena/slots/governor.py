@@ -63,6 +63,7 @@ class Governor:
         "_empty",
         "alignment",
         "allocated_peak",
+        "allocated_watch",
         "allocations_while_locked",
         "capture_probe",
         "captures",
@@ -104,6 +105,9 @@ class Governor:
         self.captures = 0
         #: The peak of :func:`arena.kernels.budget.allocated_bytes` (see memory_stats).
         self.allocated_peak = 0
+        #: Raises :attr:`allocated_peak` to the current figure (set by the slot table, weakly
+        #: held: the table owns the governor); called before the figure can fall.
+        self.allocated_watch: Callable[[], Callable[[], object] | None] | None = None
         self._empty: Allocation | None = None
 
     @property
@@ -127,6 +131,15 @@ class Governor:
         self.check_not_capturing(f"allocating {what}")
         self.check_budget(nbytes, what)
         return self.ledger.allocate(nbytes, what)
+
+    def note_allocated_peak(self) -> None:
+        """Before a change that lowers the allocated figure (a slot fitted to a smaller
+        plan): record its peak now, so that the peak never depends on whether
+        ``memory_stats()`` was read in between. Call with the mutex held."""
+        watch = self.allocated_watch
+        note = None if watch is None else watch()
+        if note is not None:
+            note()
 
     def check_budget(self, nbytes: int, what: str, freed: int = 0) -> None:
         """Refuse an allocation of ``nbytes`` that would take the arena past ``max_bytes``.

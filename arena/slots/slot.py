@@ -265,6 +265,7 @@ class Slot:
             size = governor.grown_size(max(target, self.pending, 1))  # a sibling is larger
             if size == self.buffer.capacity:
                 return None
+            governor.note_allocated_peak()  # the allocated figure may fall now
             return self._grow(size, shrinking=True)
 
     def reserve(self, nbytes: int) -> Resize | None:

@@ -7,6 +7,7 @@ released (see docs/overview.md, "Threads and safety").
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -82,6 +83,13 @@ class SlotTable:
             lane_slots = [s for s in self.slots if s.lane == slot.lane and s is not slot]
             slot.set_siblings(lane_slots)
             slot.persistent.set_siblings([s.persistent for s in lane_slots])
+        # Weak: the governor must not keep the table (and every buffer) in a cycle.
+        governor.allocated_watch = weakref.WeakMethod(self.note_allocated_peak)
+
+    def note_allocated_peak(self) -> None:
+        """Raise the allocated peak of :meth:`arena.Arena.memory_stats` to the current
+        figure (mutex held)."""
+        note_allocated_peak(self.governor, self.slots)
 
     def reserve(self, nbytes: int, lane: int | None) -> None:
         """Grow every slot (or ``lane``'s slots) to hold ``nbytes``; see
