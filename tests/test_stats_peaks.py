@@ -21,9 +21,10 @@ def _program(ws: arena.Arena, observe: bool) -> int:
 
 
 def test_allocated_peak_does_not_depend_on_memory_stats_calls() -> None:
-    with arena.Arena("cpu", framework="numpy") as watched, arena.Arena(
-        "cpu", framework="numpy"
-    ) as unwatched:
+    with (
+        arena.Arena("cpu", framework="numpy") as watched,
+        arena.Arena("cpu", framework="numpy") as unwatched,
+    ):
         seen = _program(watched, observe=True)
         unseen = _program(unwatched, observe=False)
         shrunk = unwatched.memory_stats()["allocated_bytes.all.current"]

@@ -68,9 +68,32 @@ class Workspace:
         Library: framework -> the view handed out. Triton: (size, alignment) -> tensor.
     on_grow : callable or None
         Library: called with the new view after a growth.
+    zero_init : bool
+        Library: zeroed when made (its first user, or a growth, asked for zeros).
+    handed : bool
+        Library: handed out at least once (its contents belong to a library now).
+    untold : bool
+        Library: replaced an older block and ``on_grow`` has not returned for it yet (it
+        raised, or none was given): the next call tells it.
+    lent : bool
+        Triton: made by ``lock()`` for a slot that never used this stream; a new stream of
+        that slot may take it over while locked.
     """
 
-    __slots__ = ("allocation", "captured", "epoch", "key", "kind", "nbytes", "on_grow", "views")
+    __slots__ = (
+        "allocation",
+        "captured",
+        "epoch",
+        "handed",
+        "key",
+        "kind",
+        "lent",
+        "nbytes",
+        "on_grow",
+        "untold",
+        "views",
+        "zero_init",
+    )
 
     def __init__(self, kind: str, key: Any, allocation: Allocation, epoch: int) -> None:
         self.kind = kind
@@ -81,6 +104,10 @@ class Workspace:
         self.epoch = epoch
         self.views: dict[Any, Any] = {}
         self.on_grow: Callable[[Any], Any] | None = None
+        self.zero_init = False
+        self.handed = False
+        self.untold = False
+        self.lent = False
 
     def describe(self) -> str:
         """``"library workspace 'flashinfer'"`` or ``"Triton block for stream 7"``."""
@@ -141,12 +168,14 @@ class WorkspaceStore:
 
     # ------------------------------------------------------------------ growth
     def grow(
-        self, kind: str, key: Any, need: int, size: int, *, copy: bool
+        self, kind: str, key: Any, need: int, size: int, *, copy: bool, zero_init: bool = False
     ) -> tuple[Workspace, Workspace | None, bool]:
         """The block of ``key``, replaced by one of ``size`` bytes unless it holds ``need``.
 
         Returns ``(entry, old, grew)``: ``old`` is the block replaced (None for a new key
-        or none replaced), ``grew`` whether anything was allocated. Takes the mutex.
+        or none replaced), ``grew`` whether anything was allocated. Takes the mutex. With
+        ``zero_init`` (or an old block made with it) the new block is zeroed instead of
+        receiving the old contents.
 
         Raises
         ------
@@ -174,10 +203,14 @@ class WorkspaceStore:
             allocation = governor.allocate(size, what)
             try:
                 entry = Workspace(kind, key, allocation, governor.captures)
+                entry.zero_init = zero_init or (old is not None and old.zero_init)
                 if old is not None:
                     entry.on_grow = old.on_grow
-                    if copy:
-                        _copy(allocation.owner, old.allocation.owner, old.nbytes)
+                    entry.untold = True
+                if entry.zero_init:
+                    _zero(allocation.owner, allocation.nbytes)
+                elif copy and old is not None:
+                    _copy(allocation.owner, old.allocation.owner, old.nbytes)
                 entries[key] = entry
             except BaseException:
                 if old is not None:
@@ -210,6 +243,31 @@ class WorkspaceStore:
             entry.captured = True
             governor.captures += 1
             return True
+
+    def hand_out(self, entry: Workspace, zero_init: bool) -> None:
+        """Before ``entry`` (a library workspace) is handed out: zero it if ``zero_init``
+        is asked and no library has had it yet (``lock()`` or a profile made it), and
+        remember both. Takes the mutex."""
+        with self.governor.mutex:
+            if zero_init and not entry.zero_init:
+                if not entry.handed:
+                    _zero(entry.allocation.owner, entry.nbytes)
+                entry.zero_init = True
+            entry.handed = True
+
+    def claim_untold(self, entry: Workspace) -> bool:
+        """Whether ``on_grow`` is owed for ``entry``: True once per owed call (the caller
+        then calls it, and :meth:`owe` again if it raises). Takes the mutex."""
+        with self.governor.mutex:
+            owed = entry.untold and entry.on_grow is not None
+            if owed:
+                entry.untold = False
+            return owed
+
+    def owe(self, entry: Workspace) -> None:
+        """``on_grow`` raised for ``entry``: the next call tells it again."""
+        with self.governor.mutex:
+            entry.untold = True
 
     def presize(self, kind: str, key: Any, nbytes: int) -> None:
         """From a profile: a library workspace of ``nbytes`` (unless one holds that much),
@@ -271,13 +329,16 @@ def share_library_workspaces(stores: list[WorkspaceStore]) -> None:
     size any of them holds (contents not copied): a micro-batch that did not run during
     warm-up finds its workspaces after lock(). The mutex is held by the caller."""
     sizes: dict[Any, int] = {}
+    zeroed: set[Any] = set()
     for store in stores:
         for key, entry in list(store.library.items()):
             sizes[key] = max(sizes.get(key, 0), entry.nbytes)
+            if entry.zero_init:
+                zeroed.add(key)
     for store in stores:
         for key, size in sizes.items():
             if key not in store.library:
-                store.grow(LIBRARY, key, size, size, copy=False)
+                store.grow(LIBRARY, key, size, size, copy=False, zero_init=key in zeroed)
 
 
 def missing_library_bytes(stores: list[WorkspaceStore]) -> int:
@@ -287,6 +348,11 @@ def missing_library_bytes(stores: list[WorkspaceStore]) -> int:
         for key, entry in list(store.library.items()):
             sizes[key] = max(sizes.get(key, 0), entry.nbytes)
     return sum(size for store in stores for key, size in sizes.items() if key not in store.library)
+
+
+def _zero(owner: Any, nbytes: int) -> None:
+    """Zero the first ``nbytes`` of a 1-D uint8 owner (NumPy, CuPy or torch)."""
+    owner[:nbytes] = 0
 
 
 def _copy(destination: Any, source: Any, nbytes: int) -> None:

@@ -212,21 +212,40 @@ class PersistentStore:
         )
 
 
-def check_key(key: Any) -> None:
-    """Refuse a persistent key that cannot be looked up.
+def check_key(key: Any, what: str = "persistent key") -> None:
+    """Refuse a key that cannot be looked up: unhashable, or not equal to itself (a NaN,
+    also inside a tuple), which would make a new buffer at every call.
 
     Raises
     ------
     SpecError
-        For an unhashable key, naming it.
+        Naming ``what``, the key and the fix.
     """
     try:
         hash(key)
     except TypeError:
         raise SpecError(
-            f"persistent key {key!r} ({type(key).__name__}) is not hashable; use a str, an "
-            "int or a tuple of them"
+            f"{what} {key!r} ({type(key).__name__}) is not hashable; use a str, an int or a "
+            "tuple of them"
         ) from None
+    if _unequal(key):
+        raise SpecError(
+            f"{what} {key!r} ({type(key).__name__}) is not equal to itself (a NaN); every "
+            "call would make a new one. Use a str, an int or a tuple of them"
+        )
+
+
+def _unequal(key: Any) -> bool:
+    """Whether ``key`` or an item of a tuple key is not equal to itself (a NaN: a tuple
+    compares its items by identity first, so the tuple itself seems equal)."""
+    if key.__class__ is str or key.__class__ is int:
+        return False
+    if isinstance(key, tuple):
+        return any(_unequal(item) for item in key)
+    try:
+        return not bool(key == key)  # noqa: PLR0124 (the point: a NaN is not)
+    except Exception:  # an __eq__ that cannot answer cannot find its entry again either
+        return True
 
 
 def _zero(owner: Any) -> None:

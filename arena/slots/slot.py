@@ -265,7 +265,6 @@ class Slot:
             size = governor.grown_size(max(target, self.pending, 1))  # a sibling is larger
             if size == self.buffer.capacity:
                 return None
-            governor.note_allocated_peak()  # the allocated figure may fall now
             return self._grow(size, shrinking=True)
 
     def reserve(self, nbytes: int) -> Resize | None:
@@ -278,7 +277,7 @@ class Slot:
         """Replace the buffer by one holding ``target`` bytes (exactly, ``shrinking``:
         already a grown size); the mutex is held."""
         governor = self.governor
-        capacity = target if shrinking else governor.grown_size(target)
+        capacity = governor.shrinking_to(target) if shrinking else governor.grown_size(target)
         governor.check_not_capturing(f"growing slot {self.describe()} to {capacity} bytes")
         old = self.buffer
         old_capacity = old.capacity

@@ -14,7 +14,8 @@ from typing import Any
 
 from arena.config import Settings
 from arena.errors import ConfigError, SpecError
-from arena.kernels.budget import lock_additions, note_allocated_peak
+from arena.kernels.budget import lock_additions
+from arena.kernels.memstats import note_peaks
 from arena.kernels.workspaces import LIBRARY, Workspace, share_library_workspaces
 from arena.memory.ledger import Ledger
 from arena.memory.sources import Allocation
@@ -84,12 +85,12 @@ class SlotTable:
             slot.set_siblings(lane_slots)
             slot.persistent.set_siblings([s.persistent for s in lane_slots])
         # Weak: the governor must not keep the table (and every buffer) in a cycle.
-        governor.allocated_watch = weakref.WeakMethod(self.note_allocated_peak)
+        governor.allocated_watch = weakref.WeakMethod(self.note_stat_peaks)
 
-    def note_allocated_peak(self) -> None:
-        """Raise the allocated peak of :meth:`arena.Arena.memory_stats` to the current
-        figure (mutex held)."""
-        note_allocated_peak(self.governor, self.slots)
+    def note_stat_peaks(self) -> None:
+        """Raise the peaks of :meth:`arena.Arena.memory_stats` to the current figures
+        (mutex held)."""
+        note_peaks(self.governor, self.slots)
 
     def reserve(self, nbytes: int, lane: int | None) -> None:
         """Grow every slot (or ``lane``'s slots) to hold ``nbytes``; see
@@ -247,7 +248,7 @@ class SlotTable:
         with governor.mutex:
             if governor.closed:
                 return
-            note_allocated_peak(governor, self.slots)  # the figure drops to 0 now
+            note_peaks(governor, self.slots)  # the figures drop to 0 now
             governor.collected = collected
             governor.closed = True
             blocks = [a for s in self.slots for a in s.take_blocks()]
