@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from arena.kernels.workspaces import missing_library_bytes
+from arena.kernels.workspaces import missing_library_bytes, missing_triton_bytes
 from arena.planning.records import share_plans
 from arena.slots.governor import Governor
 from arena.views.layout import DEFAULT_ALIGNMENT, check_alignment, compute_layout
@@ -58,7 +58,8 @@ def lock_additions(slots: Sequence[Slot], lanes: int, alignment: int) -> int:
     """Bytes :meth:`~arena.slots.table.SlotTable.lock` would allocate now: each lane's
     scratch buffers brought to the largest, or to what its planned steps need (the
     smaller ones are retired, not released),
-    the persistent buffers and library workspaces siblings lack. Call with the mutex held."""
+    the persistent buffers, library workspaces and Triton blocks siblings lack or hold
+    smaller. Call with the mutex held."""
     total = 0
     for lane in range(lanes):
         group = [s for s in slots if s.lane == lane]
@@ -76,6 +77,7 @@ def lock_additions(slots: Sequence[Slot], lanes: int, alignment: int) -> int:
             if key not in slot.persistent.buffers
         )
         total += missing_library_bytes([s.workspaces for s in group])
+        total += missing_triton_bytes([s.workspaces for s in group])
     return total
 
 

@@ -40,7 +40,9 @@ __all__ = [
     "Workspace",
     "WorkspaceStore",
     "missing_library_bytes",
+    "missing_triton_bytes",
     "share_library_workspaces",
+    "share_triton_blocks",
 ]
 
 LIBRARY = "library"
@@ -168,14 +170,24 @@ class WorkspaceStore:
 
     # ------------------------------------------------------------------ growth
     def grow(
-        self, kind: str, key: Any, need: int, size: int, *, copy: bool, zero_init: bool = False
+        self,
+        kind: str,
+        key: Any,
+        need: int,
+        size: int,
+        *,
+        copy: bool,
+        zero_init: bool = False,
+        retire: bool = False,
     ) -> tuple[Workspace, Workspace | None, bool]:
         """The block of ``key``, replaced by one of ``size`` bytes unless it holds ``need``.
 
         Returns ``(entry, old, grew)``: ``old`` is the block replaced (None for a new key
         or none replaced), ``grew`` whether anything was allocated. Takes the mutex. With
         ``zero_init`` (or an old block made with it) the new block is zeroed instead of
-        receiving the old contents.
+        receiving the old contents. ``retire``: the old block is retired, never released
+        (``lock()`` releases nothing). A new Triton stream of a locked slot takes over a
+        block ``lock()`` lent the slot (made for a sibling's stream it never used).
 
         Raises
         ------
@@ -190,7 +202,13 @@ class WorkspaceStore:
             if old is not None and old.nbytes >= need:  # another thread grew it meanwhile
                 return old, None, False
             if governor.locked:
-                raise self.locked_error(kind, key, need, old)
+                lent = self._lent(need) if kind == TRITON and old is None else None
+                if lent is None:
+                    raise self.locked_error(kind, key, need, old)
+                del entries[lent.key]  # lent to a stream this slot never used: now key's
+                lent.key, lent.lent = key, False
+                entries[key] = lent
+                return lent, None, False
             what = (
                 f"{'a new' if old is None else 'a larger'} "
                 + (
@@ -220,8 +238,25 @@ class WorkspaceStore:
                 governor.ledger.release(allocation)
                 raise
             if old is not None:
-                self._let_go(old)
+                if retire:
+                    old.captured = True  # kept like a block a capture read: until close()
+                    self.retired.append(old)
+                else:
+                    self._let_go(old)
             return entry, old, True
+
+    def _lent(self, need: int) -> Workspace | None:
+        """A Triton block ``lock()`` lent this slot that holds ``need`` bytes (mutex held)."""
+        for entry in list(self.triton.values()):
+            if entry.lent and entry.nbytes >= need:
+                return entry
+        return None
+
+    def claim(self, entry: Workspace) -> None:
+        """``entry`` (a lent Triton block) is used by the stream it was made for: it is no
+        longer lent. Takes the mutex."""
+        with self.governor.mutex:
+            entry.lent = False
 
     def _let_go(self, old: Workspace) -> None:
         """Retire ``old`` when a CUDA graph may read it, else release it (mutex held)."""
@@ -339,6 +374,45 @@ def share_library_workspaces(stores: list[WorkspaceStore]) -> None:
         for key, size in sizes.items():
             if key not in store.library:
                 store.grow(LIBRARY, key, size, size, copy=False, zero_init=key in zeroed)
+
+
+def share_triton_blocks(stores: list[WorkspaceStore]) -> None:
+    """Size the Triton blocks of every store of one lane like the largest any of them has:
+    each stream a sibling used gets a block of that size in every store (a store that
+    never used the stream gets it lent: its own first new stream may take it over), and
+    smaller blocks grow (the old ones retired). A micro-batch that did not run a kernel
+    during warm-up, or ran it with a smaller grid, is then served after ``lock()``. The
+    mutex is held by the caller."""
+    largest, streams = _triton_target(stores)
+    for store in stores:
+        for stream in streams:
+            entry = store.triton.get(stream)
+            if entry is None or entry.nbytes < largest:
+                new, _, _ = store.grow(TRITON, stream, largest, largest, copy=False, retire=True)
+                new.lent = entry is None
+
+
+def missing_triton_bytes(stores: list[WorkspaceStore]) -> int:
+    """Bytes :func:`share_triton_blocks` would allocate for ``stores`` (one lane)."""
+    largest, streams = _triton_target(stores)
+    return sum(
+        largest
+        for store in stores
+        for stream in streams
+        if stream not in store.triton or store.triton[stream].nbytes < largest
+    )
+
+
+def _triton_target(stores: list[WorkspaceStore]) -> tuple[int, list[Any]]:
+    """The largest Triton block of a lane, and every stream its stores have blocks for."""
+    largest = 0
+    streams: list[Any] = []
+    for store in stores:
+        for stream, entry in list(store.triton.items()):
+            largest = max(largest, entry.nbytes)
+            if stream not in streams:
+                streams.append(stream)
+    return largest, streams
 
 
 def missing_library_bytes(stores: list[WorkspaceStore]) -> int:

@@ -16,7 +16,12 @@ from arena.config import Settings
 from arena.errors import ConfigError, SpecError
 from arena.kernels.budget import lock_additions
 from arena.kernels.memstats import note_peaks
-from arena.kernels.workspaces import LIBRARY, Workspace, share_library_workspaces
+from arena.kernels.workspaces import (
+    LIBRARY,
+    Workspace,
+    share_library_workspaces,
+    share_triton_blocks,
+)
 from arena.memory.ledger import Ledger
 from arena.memory.sources import Allocation
 from arena.observe.events import MB, ArenaEvent, caller_info, format_mb, log_event, warn_user
@@ -185,6 +190,7 @@ class SlotTable:
                                 moved.append(resize)
                     _share_persistent_buffers(group)
                     share_library_workspaces([s.workspaces for s in group])
+                    share_triton_blocks([s.workspaces for s in group])
                 governor.locked = True
         finally:
             self.announce("resize", resizes)
