@@ -26,6 +26,7 @@ while it was current.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,7 @@ __all__ = [
     "TRITON",
     "Workspace",
     "WorkspaceStore",
+    "fixed_block",
     "missing_library_bytes",
     "missing_triton_bytes",
     "share_library_workspaces",
@@ -422,6 +424,28 @@ def missing_library_bytes(stores: list[WorkspaceStore]) -> int:
         for key, entry in list(store.library.items()):
             sizes[key] = max(sizes.get(key, 0), entry.nbytes)
     return sum(size for store in stores for key, size in sizes.items() if key not in store.library)
+
+
+def fixed_block(store: WorkspaceStore, kind_key: tuple[str], nbytes: int) -> Allocation:
+    """A zeroed block of its own in ``store``'s slot, of at least ``nbytes``, that never
+    grows (its views keep their pointers): a library workspace keyed by ``kind_key`` plus a
+    number unique in the process. Takes the mutex.
+
+    Raises
+    ------
+    ArenaClosedError, ArenaLockedError, GraphCaptureError, ArenaOutOfMemoryError
+        As for any new workspace.
+    """
+    governor = store.governor
+    size = -(-max(nbytes, 1) // governor.alignment) * governor.alignment
+    key = (*kind_key, next(_fixed_numbers))
+    entry, _, _ = store.grow(LIBRARY, key, size, size, copy=False, zero_init=True)
+    entry.handed = True
+    return entry.allocation
+
+
+#: Numbers that make each :func:`fixed_block` a key of its own.
+_fixed_numbers = itertools.count()
 
 
 def _zero(owner: Any, nbytes: int) -> None:

@@ -101,6 +101,10 @@ class Ledger:
         """Blocks handed out and not yet released."""
         return len(self._live)
 
+    def owns(self, ptr: int) -> bool:
+        """Whether ``ptr`` lies in a block this ledger handed out and holds."""
+        return any(a.ptr <= ptr < a.ptr + a.nbytes for a in list(self._live.values()))
+
     @property
     def pending_bytes(self) -> int:
         """Bytes released by the arena whose streams have not finished with them yet."""
