@@ -237,3 +237,49 @@ def test_a_block_lock_made_for_a_stream_is_not_lent_once_that_stream_used_it() -
             allocate(4096, 128, 7)  # its stream 7 uses the block lock() made
             with pytest.raises(arena.ArenaLockedError, match="Triton"):
                 allocate(4096, 128, 9)  # so another stream may not take it
+
+
+def test_real_triton_in_its_interpreter_uses_arena_scratch_from_a_new_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With Triton installed: Triton's own ContextVar reaches a thread started after
+    install(), and a kernel run in Triton's CPU interpreter reads and writes arena memory
+    through the block the allocator gives (the interpreter calls no allocator itself, so
+    the test asks for the scratch as Triton's launcher does)."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    triton = pytest.importorskip("triton")
+    import torch
+    import triton.language as tl
+    from triton.runtime import _allocation
+
+    @triton.jit  # type: ignore[untyped-decorator]
+    def twice(src, scratch, dst, n: tl.constexpr) -> None:  # type: ignore[no-untyped-def]
+        offsets = tl.arange(0, n)
+        tl.store(scratch + offsets, tl.load(src + offsets) * 2)
+        tl.store(dst + offsets, tl.load(scratch + offsets) + 1)
+
+    previous = threading.getprofile()
+    token = _allocation._allocator.set(_allocation._allocator.get())
+    try:
+        with arena.Arena("cpu", framework="torch") as ws:
+            ws.triton_allocator().install()
+            src, dst = ws.torch.get_simultaneous(((64,), torch.float32), ((64,), torch.float32))
+            src.copy_(torch.arange(64, dtype=torch.float32))
+
+            def run() -> int:
+                allocate = _allocation._allocator.get()  # what Triton's launcher reads
+                scratch = allocate(64 * 4, 16, None).view(torch.float32)
+                twice[(1,)](src, scratch, dst, 64)
+                return int(scratch.data_ptr())
+
+            pointer = in_thread(run)
+            assert dst.tolist() == [2 * i + 1 for i in range(64)]
+            (segment,) = [
+                s
+                for s in ws.memory_snapshot()["segments"]
+                if s["frames"][0]["name"].endswith("triton")
+            ]
+            assert segment["address"] <= pointer < segment["address"] + segment["total_size"]
+    finally:
+        _allocation._allocator.reset(token)
+        threading.setprofile(previous)
