@@ -49,7 +49,7 @@ from . import check_write
 from .base import Adapter
 from .numpy import ADAPTER as NUMPY
 
-__all__ = ["ADAPTER", "JaxAdapter", "ScratchCallback"]
+__all__ = ["ADAPTER", "JaxAdapter"]
 
 #: JAX imports host memory without a copy only at this alignment.
 CPU_ZERO_COPY_ALIGNMENT = 64
@@ -275,10 +275,6 @@ class JaxAdapter(Adapter):
     def data_ptr(self, view: Any) -> int:
         """Address of the first element."""
         return int(view.unsafe_buffer_pointer())
-
-    def scratch_callback(self, *args: Any, **kwargs: Any) -> ScratchCallback:
-        """A :class:`ScratchCallback` (for :meth:`arena.Front.scratch_callback`)."""
-        return ScratchCallback(*args, **kwargs)
 
     def write_into(self, view: Any, value: Any) -> Any:
         """Write ``value`` (e.g. a JAX result) into the arena bytes behind ``view``.

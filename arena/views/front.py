@@ -14,6 +14,7 @@ and build views over that buffer only.
 
 from __future__ import annotations
 
+import importlib
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
@@ -308,7 +309,10 @@ class Front(HitBase, Generic[ViewT]):
         device = governor.device
         host = load_adapter("cupy" if device.is_cuda else "numpy", device)
         views = tuple(host.typed_views(host.wrap(block), layout))
-        return self._adapter.scratch_callback(  # type: ignore[no-any-return]
+        # Only here, on the JAX front: JAX is imported already (importing arena imports no
+        # framework).
+        jax_adapter = importlib.import_module("arena.adapters.jax")
+        callback: Callable[..., Any] = jax_adapter.ScratchCallback(
             fn,
             result_shape_dtypes,
             views,
@@ -317,6 +321,7 @@ class Front(HitBase, Generic[ViewT]):
             locked=lambda: governor.locked,
             owns=governor.ledger.owns,
         )
+        return callback
 
     def get_persistent(
         self, key: Any, shape: tuple[int, ...], dtype: Any, zero_init: bool = False
