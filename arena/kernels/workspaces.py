@@ -207,9 +207,12 @@ class WorkspaceStore:
                 lent = self._lent(need) if kind == TRITON and old is None else None
                 if lent is None:
                     raise self.locked_error(kind, key, need, old)
-                del entries[lent.key]  # lent to a stream this slot never used: now key's
+                # Lent to a stream this slot never used: now key's. One assignment, so an
+                # interrupt cannot leave the block out of the store (close() would miss it).
+                moved = {k: v for k, v in entries.items() if v is not lent}
+                moved[key] = lent
+                self.triton = moved
                 lent.key, lent.lent = key, False
-                entries[key] = lent
                 return lent, None, False
             what = (
                 f"{'a new' if old is None else 'a larger'} "
