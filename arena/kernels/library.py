@@ -18,7 +18,7 @@ from typing import Any
 from arena.config import check_flag, load_adapter
 from arena.errors import ConfigError, SpecError
 from arena.kernels.workspaces import LIBRARY, Workspace
-from arena.slots.persistent import check_key
+from arena.slots.persistent import check_key, check_new_key
 from arena.slots.slot import Slot
 from arena.slots.table import SlotTable
 from arena.views.layout import MAX_BYTES, compute_layout, round_up
@@ -86,6 +86,8 @@ class LibraryWorkspaces:
         grown: tuple[Workspace, Workspace | None] | None = None
         while True:  # another thread grew it between serving and marking: serve again
             entry = store.library.get(key)
+            if entry is None:
+                check_new_key(key, "library workspace key")
             if entry is None or entry.nbytes < nbytes:
                 entry, old, grew = store.grow(
                     LIBRARY, key, nbytes, size, copy=True, zero_init=zero_init
