@@ -285,3 +285,56 @@ def test_real_triton_in_its_interpreter_uses_arena_scratch_from_a_new_thread(
     finally:
         _allocation._allocator.reset(token)
         threading.setprofile(previous)
+
+
+@pytest.mark.gpu
+def test_a_real_tma_kernel_in_two_microbatch_threads_started_after_install() -> None:
+    """On a GPU with Triton: a kernel that makes TMA descriptors on the device (global
+    scratch) runs in two micro-batch threads started after install(), each on a stream of
+    its own; each thread's scratch comes from its micro-batch's slot."""
+    triton = pytest.importorskip("triton")
+    import torch
+    import triton.language as tl
+    from triton.runtime import _allocation
+
+    if not hasattr(tl, "make_tensor_descriptor"):
+        pytest.fail(f"Triton {triton.__version__} has no tl.make_tensor_descriptor")
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("device-side tensor descriptors need compute capability 9.0 or later")
+
+    @triton.jit  # type: ignore[misc]
+    def copy(src, dst, m, n, block_m: tl.constexpr, block_n: tl.constexpr):  # noqa: PLR0917
+        shape, strides, block = [m, n], [n, 1], [block_m, block_n]
+        source = tl.make_tensor_descriptor(src, shape=shape, strides=strides, block_shape=block)
+        target = tl.make_tensor_descriptor(dst, shape=shape, strides=strides, block_shape=block)
+        row = tl.program_id(0) * block_m
+        column = tl.program_id(1) * block_n
+        target.store([row, column], source.load([row, column]))
+
+    previous = threading.getprofile()
+    token = _allocation._allocator.set(_allocation._allocator.get())
+    try:
+        with arena.Arena("cuda:0", framework="torch", ubatches=2) as ws:
+            ws.triton_allocator().install()
+            results: dict[int, bool] = {}
+
+            def ubatch_thread(ubatch: int) -> None:
+                ws.bind_ubatch(ubatch)
+                stream = torch.cuda.Stream()
+                with torch.cuda.stream(stream):
+                    x = torch.randn(64, 64, device="cuda:0")
+                    y = torch.empty_like(x)
+                    copy[(2, 2)](x, y, 64, 64, block_m=32, block_n=32)
+                stream.synchronize()
+                results[ubatch] = bool(torch.equal(x, y))
+
+            threads = [threading.Thread(target=ubatch_thread, args=(i,)) for i in range(2)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert results == {0: True, 1: True}
+            assert [s.triton_blocks for s in ws.stats().slots] == [1, 1]
+    finally:
+        _allocation._allocator.reset(token)
+        threading.setprofile(previous)
