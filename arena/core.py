@@ -430,7 +430,7 @@ class Arena:
 
     def memory_stats(self) -> dict[str, int]:
         """A flat dict under ``torch.cuda.memory_stats()`` key names plus ``arena.*`` keys,
-        agreeing with :meth:`memory_snapshot` by torch's rules (see :mod:`.memstats`)."""
+        agreeing with :meth:`memory_snapshot` by torch's rules (:mod:`arena.kernels.memstats`)."""
         return memstats.memory_stats(self._governor, self._table.slots, self.lanes)
 
     def reset_peak_memory_stats(self) -> None:

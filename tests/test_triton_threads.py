@@ -18,6 +18,7 @@ import pytest
 
 import arena
 from arena.compat import vllm
+from tests.sources import RecordingSource
 
 pytest.importorskip("torch")
 
@@ -167,6 +168,39 @@ def test_a_thread_started_before_install_gets_it_when_it_binds(
         assert isinstance(  # Triton's own isinstance checks still see its NullAllocator
             contextvars.Context().run(triton_module._allocator.get), NullAllocator
         )
+
+
+def test_an_allocator_installed_from_a_short_lived_thread_stays_installed(
+    triton_module: types.ModuleType,
+) -> None:
+    """The installing thread's context dies with it; the arena keeps its allocator, so
+    threads started later, and threads that bind, still get it."""
+    import gc
+
+    with arena.Arena("cpu", framework="torch", ubatches=2) as ws:
+        in_thread(lambda: ws.triton_allocator().install())
+        gc.collect()
+        assert in_thread(launch, triton_module, 1, 256) > 0
+
+        def bound() -> int:
+            ws.bind_ubatch(1)
+            return launch(triton_module, 1, 256)
+
+        assert in_thread(bound) > 0
+        assert [s.triton_blocks for s in ws.stats().slots] == [1, 1]
+
+
+def test_an_installed_arena_dropped_unclosed_gives_its_blocks_back(
+    triton_module: types.ModuleType,
+) -> None:
+    source = RecordingSource()
+    ws = arena.Arena(source=source, framework="torch")
+    ws.triton_allocator().install()
+    launch(triton_module, 1, 256)
+    ws.get_simultaneous(((64,), "float32"))
+    assert len(source.live) == 2
+    del ws  # no gc.collect(): the arena's own collection closes it
+    assert source.live == {}
 
 
 def test_a_closed_arenas_allocator_reaches_no_new_thread(

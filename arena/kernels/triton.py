@@ -115,9 +115,10 @@ class TritonAllocator:
         """
         module = _triton_allocation()
         module.set_allocator(self)
-        ref = weakref.ref(self)  # weak: the selector must not hold its arena in a cycle
-        self._selector.on_join(functools.partial(_install_here, ref))
-        _ThreadStarts.watch(ref)
+        # The selector keeps the allocator (so a short-lived installing context cannot
+        # take it away); the process-wide thread-start hook only names it weakly.
+        self._selector.on_join(functools.partial(_install, self))
+        _ThreadStarts.watch(weakref.ref(self))
         _explain_missing(module)
 
     @property
@@ -228,10 +229,9 @@ def _triton_allocation() -> ModuleType:
         ) from exc
 
 
-def _install_here(ref: weakref.ref[TritonAllocator]) -> None:
-    """Set the allocator ``ref`` names as Triton's in the calling context, unless it is
-    gone or its arena closed (a new thread then keeps Triton's default)."""
-    allocator = ref()
+def _install(allocator: TritonAllocator | None) -> None:
+    """Set ``allocator`` as Triton's in the calling context, unless it is gone or its
+    arena closed (the thread then keeps Triton's default)."""
     module = sys.modules.get("triton.runtime._allocation")
     if allocator is None or module is None or allocator._table.governor.closed:
         return
@@ -261,7 +261,7 @@ def _thread_start(frame: Any, event: str, arg: Any) -> Any:
     sys.setprofile(previous)
     ref = _ThreadStarts.latest
     if ref is not None:
-        _install_here(ref)
+        _install(ref())
     return None if previous is None else previous(frame, event, arg)
 
 
