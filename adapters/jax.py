@@ -39,7 +39,7 @@ try:
 except ImportError:  # JAX releases whose jax.extend.core does not export it yet
     from jax.core import find_top_trace as _find_top_trace
 
-from arena.errors import ArenaError, DTypeError, TracedRequestError
+from arena.errors import ArenaError, ConfigError, DTypeError, GraphCaptureError, TracedRequestError
 from arena.memory.sources import Allocation
 from arena.views.dtypes import DType
 from arena.views.layout import Layout
@@ -325,3 +325,99 @@ class JaxAdapter(Adapter):
 
 #: The adapter a JAX front uses.
 ADAPTER = JaxAdapter()
+
+
+class ScratchCallback:
+    """A function usable inside ``jax.jit`` that runs ``fn(ctx, outputs, *inputs,
+    scratch=views)`` through ``jax.experimental.buffer_callback``; made by
+    :meth:`arena.Front.scratch_callback` (``ws.jax.scratch_callback``), which documents it.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(ctx, outputs, *inputs, scratch=views)``, returning nothing; ``ctx`` is JAX's
+        ``ExecutionContext`` (``ctx.stream``: XLA's stream on a GPU).
+    result_shape_dtypes : pytree of objects with ``shape`` and ``dtype``
+        The outputs, as ``buffer_callback`` takes them.
+    views : tuple
+        The scratch views (NumPy on the host, CuPy on a GPU) over a block of their own,
+        made once: the same pointers at every call.
+    command_buffer_compatible : bool
+        Let XLA record the callback into a command buffer (a CUDA graph) and replay it
+        without running Python: the scratch pointers are baked in, so the arena must be
+        locked when a call is traced.
+    input_output_aliases : dict or None
+        ``buffer_callback``'s input -> output aliases (flattened indices).
+    locked : callable
+        Whether the arena is locked now.
+    owns : callable
+        Whether an address lies in a block of the arena.
+    """
+
+    __slots__ = ("__weakref__", "_aliases", "_call", "_command_buffer", "_locked", "_owns", "views")
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        result_shape_dtypes: Any,
+        views: tuple[Any, ...],
+        *,
+        command_buffer_compatible: bool,
+        input_output_aliases: dict[int, int] | None,
+        locked: Callable[[], bool],
+        owns: Callable[[int], bool],
+    ) -> None:
+        if not callable(fn):
+            raise ConfigError(
+                f"scratch_callback needs fn(ctx, outputs, *inputs, scratch=views), got {fn!r}"
+            )
+        from jax.experimental.buffer_callback import buffer_callback
+
+        self.views = views
+
+        def run(ctx: Any, outputs: Any, *inputs: Any) -> None:
+            fn(ctx, outputs, *inputs, scratch=views)
+
+        self._call = buffer_callback(
+            run,
+            result_shape_dtypes,
+            input_output_aliases=input_output_aliases,
+            command_buffer_compatible=command_buffer_compatible,
+        )
+        self._aliases = dict(input_output_aliases or {})
+        self._command_buffer = command_buffer_compatible
+        self._locked = locked
+        self._owns = owns
+
+    def __call__(self, *inputs: Any) -> Any:
+        """The outputs (JAX arrays) of one run of ``fn``; inside ``jax.jit`` this runs at
+        trace time and the checks below with it.
+
+        Raises
+        ------
+        GraphCaptureError
+            ``command_buffer_compatible=True`` and the arena is not locked.
+        ArenaError
+            An arena view passed as an aliased input (XLA would copy it).
+        """
+        if self._command_buffer and not self._locked():
+            raise GraphCaptureError(
+                "scratch_callback(command_buffer_compatible=True) was traced while the arena "
+                "is unlocked: XLA records the callback into a command buffer (a CUDA graph) "
+                "with the scratch pointers baked in and replays it without running Python. "
+                "Warm up, call ws.lock(), then trace (call the jitted function) again"
+            )
+        leaves = jax.tree_util.tree_leaves(inputs)
+        for index in self._aliases:
+            leaf: Any = leaves[index] if 0 <= index < len(leaves) else None
+            concrete = isinstance(leaf, jax.Array) and not isinstance(leaf, jax.core.Tracer)
+            if concrete and not leaf.is_deleted() and self._owns(leaf.unsafe_buffer_pointer()):
+                raise ArenaError(
+                    f"input {index} of scratch_callback is an arena view and is aliased "
+                    f"to output {self._aliases[index]}: XLA does not own arena memory, so "
+                    "it would copy the view into a buffer of its own (donated or not; "
+                    "donation would also delete the arena's view), and fn would write the "
+                    "copy, not the arena's bytes. Pass the view as a plain input (read in "
+                    "place, zero-copy), or alias an array JAX owns (jnp.array(view))"
+                )
+        return self._call(*inputs)

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from arena.assembly import assemble, close_when_collected
 from arena.config import FRAMEWORKS, check_flag, settings
-from arena.kernels.budget import memory_stats, planned_bytes, reset_peaks
+from arena.kernels import memstats
+from arena.kernels.budget import planned_bytes
+from arena.kernels.library import OnGrow
 from arena.kernels.triton import TritonAllocator
 from arena.memory.devices import Device
 from arena.memory.sources import MemorySource
@@ -402,47 +404,55 @@ class Arena:
         return StateSwitch("unlocked", self, False, self._table)
 
     def triton_allocator(self, *, lane: int | None = None) -> TritonAllocator:
-        """An allocator for ``triton.set_allocator(ws.triton_allocator())``: called as
-        ``(size, alignment, stream)``, it returns a ``torch.uint8`` tensor from one block
-        per slot and stream (the same size, the same pointer); see
-        :class:`TritonAllocator` and docs/kernel-libraries.md. ``lane``: serve this lane's
-        slots (default: the lane of the caller's context at each call). Raises
-        FrameworkUnavailableError without torch, SlotError for a lane out of range.
+        """Triton's allocator over this arena (``ws.triton_allocator().install()``): called
+        as ``(size, alignment, stream)``, it returns a ``torch.uint8`` tensor from one block
+        per slot and stream (the same size, the same pointer); see :class:`TritonAllocator`.
+
+        Parameters
+        ----------
+        lane : int, optional
+            Serve this lane's slots; default the lane of the caller's context at each call.
+
+        Raises
+        ------
+        FrameworkUnavailableError, SlotError
+            Without torch, or for a lane out of range.
         """
         return TritonAllocator(self._table, self._selector, lane)
 
     def get_library_workspace(
-        self, key: Any, nbytes: int, *, on_grow: Callable[[Any], Any] | None = None
+        self, key: Any, nbytes: int, *, on_grow: OnGrow = None, zero_init: bool = False
     ) -> Any:
         """A ``uint8`` view of at least ``nbytes`` that a library holds across calls (the
-        same key and size, the same memory); a larger ``nbytes`` while unlocked copies the
-        contents into a larger block and calls ``on_grow(new_view)`` (FlashInfer:
-        ``reset_workspace_buffer``). See docs/kernel-libraries.md.
+        same key and size, the same memory); a larger ``nbytes`` while unlocked grows it
+        and calls ``on_grow(new_view)`` (FlashInfer: ``reset_workspace_buffer``);
+        ``zero_init=True`` zeroes it on first use and after every growth. See
+        :meth:`arena.kernels.library.LibraryWorkspaces.get` and docs/kernel-libraries.md.
 
         Raises
         ------
         ArenaLockedError, GraphCaptureError, ArenaOutOfMemoryError
-            To create or grow it while locked or capturing, or past memory or the cap (the
-            old workspace is kept).
+            To create or grow it while locked or capturing, or past memory or the cap.
         """
-        return self._workspaces.get(key, nbytes, on_grow)
+        return self._workspaces.get(key, nbytes, on_grow, zero_init)
 
     def planned_bytes(self) -> int:
         """Bytes the arena will hold after :meth:`lock`, over every slot (scratch, retired,
         persistent, library workspaces, Triton): subtract it before sizing a KV cache."""
-        table = self._table
-        return planned_bytes(table.governor, table.slots, table.lanes)
+        return planned_bytes(self._governor, self._table.slots, self.lanes)
 
     def memory_stats(self) -> dict[str, int]:
-        """A flat dict under ``torch.cuda.memory_stats()`` key names
-        (``reserved_bytes.all.current``, ``allocated_bytes.all.peak``, ``num_ooms``, ...)
-        plus ``arena.*`` keys; :mod:`arena.kernels.budget` defines each."""
-        table = self._table
-        return memory_stats(table.governor, table.slots, table.lanes)
+        """A flat dict under ``torch.cuda.memory_stats()`` key names plus ``arena.*`` keys,
+        agreeing with :meth:`memory_snapshot` by torch's rules (:mod:`arena.kernels.memstats`)."""
+        return memstats.memory_stats(self._governor, self._table.slots, self.lanes)
 
     def reset_peak_memory_stats(self) -> None:
         """Set the ``.peak`` figures of :meth:`memory_stats` to their current values."""
-        reset_peaks(self._table.governor, self._table.slots)
+        memstats.reset_peaks(self._governor, self._table.slots)
+
+    def reset_accumulated_memory_stats(self) -> None:
+        """Zero the accumulated figures of :meth:`memory_stats` (``*.allocated``, ``num_*``)."""
+        memstats.reset_accumulated(self._governor)
 
     def add_listener(self, listener: Callable[[ArenaEvent], None]) -> None:
         """Call ``listener(event)`` after every resize, lock, unlock and close.
@@ -459,16 +469,14 @@ class Arena:
 
     def stats(self) -> ArenaStats:
         """A snapshot of capacities, growths, allocations and per-call-site peaks."""
-        peaks = self._log.snapshot()[0] if self._log is not None else {}
-        return self._table.stats(peaks)
+        return self._table.stats(self._log.snapshot()[0] if self._log is not None else {})
 
     def memory_snapshot(self) -> dict[str, Any]:
         """The arena's memory in the format of ``torch.cuda.memory._snapshot()``: a segment
-        per block the arena holds, a block per view of each slot's last unlocked request,
-        and a trace of allocations and frees, for ``torch.cuda._memory_viz`` and the
-        https://pytorch.org/memory_viz page (``docs/sizing.md``)."""
-        last = self._log.snapshot()[1] if self._log is not None else {}
-        return self._table.memory_snapshot(last)
+        per block the arena holds (each slot's last unlocked request's views listed in its
+        scratch block), and a trace of allocations and frees, for ``torch.cuda._memory_viz``
+        and https://pytorch.org/memory_viz (``docs/sizing.md``)."""
+        return self._table.memory_snapshot(self._log.snapshot()[1] if self._log is not None else {})
 
     def save_profile(self) -> bool:
         """Merge what was recorded so far into the profile file now (:meth:`lock`,

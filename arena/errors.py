@@ -129,7 +129,9 @@ class PersistentMismatchError(ArenaError, ValueError):
 
 
 class NotInitializedError(ArenaError, RuntimeError):
-    """The process-wide arena for a device was used before :func:`arena.init_arena`."""
+    """Something was used before it was set up: the process-wide arena for a device before
+    :func:`arena.init_arena`, or Triton's allocator in a thread that
+    ``ws.triton_allocator().install()`` did not reach."""
 
 
 class FrameworkUnavailableError(ArenaError, ImportError):

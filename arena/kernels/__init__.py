@@ -5,8 +5,9 @@ buffers a library holds across calls), budgets and memory statistics.
   scratch buffer), shared by library workspaces and Triton blocks;
 * :mod:`arena.kernels.library`: :meth:`arena.Arena.get_library_workspace`;
 * :mod:`arena.kernels.triton`: :meth:`arena.Arena.triton_allocator`;
-* :mod:`arena.kernels.budget`: :func:`layout_bytes`, :meth:`arena.Arena.planned_bytes`,
-  :meth:`arena.Arena.memory_stats`.
+* :mod:`arena.kernels.budget`: :func:`layout_bytes`, :meth:`arena.Arena.planned_bytes`;
+* :mod:`arena.kernels.memstats`: :meth:`arena.Arena.memory_stats` under torch's key names,
+  agreeing with :meth:`arena.Arena.memory_snapshot` by torch's consistency rules.
 
 ``docs/kernel-libraries.md`` shows them at work. The package's ``__init__`` imports none of
 its modules: the slots import :mod:`arena.kernels.workspaces`, and the others import the

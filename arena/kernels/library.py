@@ -15,14 +15,18 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from arena.config import load_adapter
+from arena.config import check_flag, load_adapter
 from arena.errors import ConfigError, SpecError
 from arena.kernels.workspaces import LIBRARY, Workspace
+from arena.slots.persistent import check_key, check_new_key
 from arena.slots.slot import Slot
 from arena.slots.table import SlotTable
 from arena.views.layout import MAX_BYTES, compute_layout, round_up
 
-__all__ = ["LibraryWorkspaces", "check_nbytes"]
+__all__ = ["LibraryWorkspaces", "OnGrow", "check_nbytes"]
+
+#: ``on_grow``: called with the new view after a library workspace grows, or None.
+OnGrow = Callable[[Any], Any] | None
 
 
 class LibraryWorkspaces:
@@ -46,12 +50,35 @@ class LibraryWorkspaces:
         self._framework = framework
         self._adapter: ModuleType | None = None
 
-    def get(self, key: Any, nbytes: int, on_grow: Callable[[Any], Any] | None) -> Any:
-        """See :meth:`arena.Arena.get_library_workspace`."""
-        _check_key(key)
+    def get(
+        self,
+        key: Any,
+        nbytes: int,
+        on_grow: OnGrow,
+        zero_init: bool = False,
+    ) -> Any:
+        """The view of library workspace ``key`` for the caller's slot, of at least
+        ``nbytes``: :meth:`arena.Arena.get_library_workspace`.
+
+        * The same key and size return the same memory. A larger ``nbytes`` while unlocked
+          allocates a larger block, copies the old contents into it (without
+          ``zero_init``), installs it, and calls ``on_grow(new_view)``. An ``on_grow`` that
+          raises is called again, with the current view, at the next call for the key
+          until it returns (the library still holds the old block meanwhile; views keep
+          their memory alive). An ``on_grow`` that asks for the key again (and grows it
+          again) gets the newest view, and so does the call that ran it.
+        * ``zero_init=True``: the bytes are zero on first use and after every growth
+          (nothing is copied then), also in the workspaces ``lock()`` makes for sibling
+          micro-batches, and in one made without ``zero_init`` that no call has handed
+          out yet (a sibling's, a profile's): FlashInfer's float workspace must be zero
+          at its first use. A workspace already handed out keeps its contents.
+        * Keys must be hashable and equal to themselves (a NaN is refused).
+        """
+        check_key(key, "library workspace key")
         check_nbytes("nbytes", nbytes)
         if on_grow is not None and not callable(on_grow):
             raise ConfigError(f"on_grow must be callable with the new view, got {on_grow!r}")
+        check_flag("zero_init", zero_init)
         governor = self._table.governor
         governor.check_awake(f"library workspace {key!r}")
         size = round_up(max(nbytes, governor.alignment), governor.alignment)
@@ -60,12 +87,18 @@ class LibraryWorkspaces:
         grown: tuple[Workspace, Workspace | None] | None = None
         while True:  # another thread grew it between serving and marking: serve again
             entry = store.library.get(key)
+            if entry is None:
+                check_new_key(key, "library workspace key")
             if entry is None or entry.nbytes < nbytes:
-                entry, old, grew = store.grow(LIBRARY, key, nbytes, size, copy=True)
+                entry, old, grew = store.grow(
+                    LIBRARY, key, nbytes, size, copy=True, zero_init=zero_init
+                )
                 if grew:
                     grown = (entry, old)
             if on_grow is not None:
                 entry.on_grow = on_grow
+            if not entry.handed or (zero_init and not entry.zero_init):
+                store.hand_out(entry, zero_init)
             probe = governor.capture_probe
             if probe is None or not probe() or store.mark_captured(entry):
                 break
@@ -73,8 +106,16 @@ class LibraryWorkspaces:
         if grown is not None and grown[0] is entry:
             old = grown[1]
             self._table.announce_workspace(slot, entry, 0 if old is None else old.nbytes)
-            if old is not None and entry.on_grow is not None:
-                entry.on_grow(view)
+        if entry.untold and store.claim_untold(entry):
+            try:
+                callback = entry.on_grow
+                assert callback is not None  # claim_untold checked it
+                callback(view)
+            except BaseException:
+                store.owe(entry)  # the library still holds the old block: tell it again
+                raise
+            if store.library.get(key) is not entry:  # on_grow asked again and it grew
+                return self.get(key, nbytes, None, zero_init)
         return view
 
     def _view(self, entry: Workspace) -> Any:
@@ -105,13 +146,3 @@ def check_nbytes(name: str, nbytes: Any) -> int:
             f"{nbytes!r}"
         )
     return nbytes
-
-
-def _check_key(key: Any) -> None:
-    try:
-        hash(key)
-    except TypeError:
-        raise SpecError(
-            f"library workspace key {key!r} ({type(key).__name__}) is not hashable; use a str "
-            "(e.g. 'flashinfer'), an int or a tuple of them"
-        ) from None

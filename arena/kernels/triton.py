@@ -1,4 +1,4 @@
-"""Triton's allocator over arena memory: ``triton.set_allocator(ws.triton_allocator())``.
+"""Triton's allocator over arena memory: ``ws.triton_allocator().install()``.
 
 Triton kernels that need global scratch (TMA descriptors made on the device, some
 persistent and split-K kernels) call the allocator installed with ``triton.set_allocator``
@@ -23,17 +23,39 @@ launch, from torch's caching allocator.
   selection (plus the capture probe on CUDA arenas).
 
 Growth of the block holds the old and the new block for a moment (kilobytes to a few MB).
+
+Triton keeps its allocator in a :class:`contextvars.ContextVar`
+(``triton.runtime._allocation._allocator``): ``triton.set_allocator`` sets it in the
+calling context only, and a thread started later begins with an empty context, where a
+kernel that needs global scratch fails at its first launch. :meth:`TritonAllocator.install`
+sets it in the current context and reaches other threads three ways:
+
+* every thread started (through :mod:`threading`) after the call: threading's profile hook
+  runs once at the start of each new thread, installs the allocator there and hands the
+  thread over to the hook that was set before (none, usually);
+* each thread the first time it binds a micro-batch (``ws.bind_ubatch``, ``ws.ubatch``) or
+  selects a slot in Python (arenas with a ``ubatch_resolver``, such as vLLM's drop-in, or
+  several lanes);
+* a thread none of these reached (started before ``install()``, never bound) gets, at its
+  first launch that needs scratch, Triton's error with the arena's fix appended: call
+  ``install()`` in that thread, or bind it to its micro-batch.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
+import importlib
 import importlib.util
+import sys
+import threading
+import weakref
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from arena.config import load_adapter
-from arena.errors import ArenaError, FrameworkUnavailableError, SpecError
+from arena.errors import ArenaError, FrameworkUnavailableError, NotInitializedError, SpecError
 from arena.kernels.workspaces import TRITON, Workspace, WorkspaceStore
 from arena.slots.selector import SlotSelector, check_index
 from arena.slots.slot import Slot
@@ -58,7 +80,7 @@ class TritonAllocator:
     bytes whose ``data_ptr()`` is a multiple of ``alignment``.
     """
 
-    __slots__ = ("__weakref__", "_adapter", "_select", "_table")
+    __slots__ = ("__weakref__", "_adapter", "_select", "_selector", "_table")
 
     def __init__(self, table: SlotTable, selector: SlotSelector, lane: int | None) -> None:
         if importlib.util.find_spec("torch") is None:
@@ -67,6 +89,7 @@ class TritonAllocator:
                 "installed: pip install torch (Triton depends on it anyway)"
             )
         self._table = table
+        self._selector = selector
         self._adapter = load_adapter("torch", table.governor.device)
         self._select: Callable[[], Slot]
         if lane is None:
@@ -74,6 +97,35 @@ class TritonAllocator:
         else:
             index = check_index("lane", lane, selector.lanes)
             self._select = functools.partial(selector.select_in_lane, index)
+
+    def install(self) -> None:
+        """Make this Triton's allocator for every thread that uses the arena.
+
+        Sets it in the current context (``triton.set_allocator(self)``), then in each
+        thread started after this call, and in each thread the first time it binds a
+        micro-batch or selects a slot in Python (see the module's docstring). A thread
+        none of these reached gets Triton's error at its first launch that needs scratch,
+        with this fix appended. Installing again (this allocator or another arena's) makes
+        the latest one the allocator of threads started from then on.
+
+        Raises
+        ------
+        FrameworkUnavailableError
+            Triton is not installed.
+        """
+        module = _triton_allocation()
+        module.set_allocator(self)
+        # The selector keeps the allocator (so a short-lived installing context cannot
+        # take it away); the process-wide thread-start hook only names it weakly.
+        self._selector.on_join(functools.partial(_install, self))
+        _ThreadStarts.watch(weakref.ref(self))
+        _explain_missing(module)
+
+    @property
+    def installed(self) -> bool:
+        """Whether this is Triton's allocator in the calling context (False without Triton)."""
+        module = sys.modules.get("triton.runtime._allocation")
+        return module is not None and module._allocator.get() is self
 
     def __call__(self, size: int, alignment: int, stream: Any) -> Any:
         """A ``torch.uint8`` tensor of ``size`` bytes aligned to ``alignment`` for ``stream``.
@@ -117,6 +169,8 @@ class TritonAllocator:
             if entry is not None:
                 offset = -entry.allocation.ptr % alignment
                 if offset + size <= entry.nbytes:
+                    if entry.lent:  # lock() made it for this stream: never lend it now
+                        store.claim(entry)
                     tensor = entry.views.get((size, alignment))
                     if tensor is None:
                         tensor = self._tensor(entry, offset, size, alignment)
@@ -157,6 +211,87 @@ class TritonAllocator:
 
     def __repr__(self) -> str:
         return f"<arena Triton allocator on {self._table.governor.device}>"
+
+
+def _triton_allocation() -> ModuleType:
+    """``triton.runtime._allocation``, where Triton keeps its allocator.
+
+    Raises
+    ------
+    FrameworkUnavailableError
+        Triton is not installed.
+    """
+    try:
+        return importlib.import_module("triton.runtime._allocation")
+    except ImportError as exc:
+        raise FrameworkUnavailableError(
+            f"install() sets Triton's allocator, but Triton cannot be imported ({exc}): pip "
+            "install triton, or call the allocator yourself"
+        ) from exc
+
+
+def _install(allocator: TritonAllocator | None) -> None:
+    """Set ``allocator`` as Triton's in the calling context, unless it is gone or its
+    arena closed (the thread then keeps Triton's default)."""
+    module = sys.modules.get("triton.runtime._allocation")
+    if allocator is None or module is None or allocator._table.governor.closed:
+        return
+    module.set_allocator(allocator)
+
+
+class _ThreadStarts:
+    """Installs the latest installed allocator in every thread started after it, through
+    :func:`threading.setprofile`: the hook runs once, at the new thread's first event, in
+    the context the thread's ``run()`` uses, then gives the thread the profile hook that was
+    set before it (None, usually) and lets it see that event too."""
+
+    latest: weakref.ref[TritonAllocator] | None = None
+    previous: Any = None
+
+    @classmethod
+    def watch(cls, ref: weakref.ref[TritonAllocator]) -> None:
+        cls.latest = ref
+        current = threading.getprofile()
+        if current is not _thread_start:
+            cls.previous = current
+            threading.setprofile(_thread_start)
+
+
+def _thread_start(frame: Any, event: str, arg: Any) -> Any:
+    previous = _ThreadStarts.previous
+    sys.setprofile(previous)
+    ref = _ThreadStarts.latest
+    if ref is not None:
+        _install(ref())
+    return None if previous is None else previous(frame, event, arg)
+
+
+def _explain_missing(module: ModuleType) -> None:
+    """Make Triton's "no allocator was set" error, raised in a thread the allocator did not
+    reach, say how to fix it with the arena. Triton's default is one ``NullAllocator``
+    object (the context variable's default); it keeps its class's behaviour and type for
+    ``isinstance`` checks, through a subclass that only adds the fix to the message."""
+    default = contextvars.Context().run(module._allocator.get)
+    base = type(default)
+    if getattr(base, "arena_fix", False) or not callable(default):
+        return
+
+    def explained(self: Any, size: int, alignment: int, stream: Any) -> Any:
+        try:
+            return base.__call__(self, size, alignment, stream)
+        except RuntimeError as exc:
+            raise NotInitializedError(
+                f"{exc} This thread has no arena allocator: it was started before "
+                "ws.triton_allocator().install() and has not bound a micro-batch since. Call "
+                "ws.triton_allocator().install() in this thread, or bind it to its "
+                "micro-batch first (ws.bind_ubatch(i))"
+            ) from exc
+
+    attributes = {"__call__": explained, "arena_fix": True, "__module__": base.__module__}
+    try:
+        default.__class__ = type(base.__name__, (base,), attributes)
+    except TypeError:  # a default whose class cannot be swapped keeps Triton's message
+        return
 
 
 def _check_ints(size: Any, alignment: Any) -> None:

@@ -26,6 +26,7 @@ while it was current.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -39,8 +40,11 @@ __all__ = [
     "TRITON",
     "Workspace",
     "WorkspaceStore",
+    "fixed_block",
     "missing_library_bytes",
+    "missing_triton_bytes",
     "share_library_workspaces",
+    "share_triton_blocks",
 ]
 
 LIBRARY = "library"
@@ -68,9 +72,32 @@ class Workspace:
         Library: framework -> the view handed out. Triton: (size, alignment) -> tensor.
     on_grow : callable or None
         Library: called with the new view after a growth.
+    zero_init : bool
+        Library: zeroed when made (its first user, or a growth, asked for zeros).
+    handed : bool
+        Library: handed out at least once (its contents belong to a library now).
+    untold : bool
+        Library: replaced an older block and ``on_grow`` has not returned for it yet (it
+        raised, or none was given): the next call tells it.
+    lent : bool
+        Triton: made by ``lock()`` for a slot that never used this stream; a new stream of
+        that slot may take it over while locked.
     """
 
-    __slots__ = ("allocation", "captured", "epoch", "key", "kind", "nbytes", "on_grow", "views")
+    __slots__ = (
+        "allocation",
+        "captured",
+        "epoch",
+        "handed",
+        "key",
+        "kind",
+        "lent",
+        "nbytes",
+        "on_grow",
+        "untold",
+        "views",
+        "zero_init",
+    )
 
     def __init__(self, kind: str, key: Any, allocation: Allocation, epoch: int) -> None:
         self.kind = kind
@@ -81,6 +108,10 @@ class Workspace:
         self.epoch = epoch
         self.views: dict[Any, Any] = {}
         self.on_grow: Callable[[Any], Any] | None = None
+        self.zero_init = False
+        self.handed = False
+        self.untold = False
+        self.lent = False
 
     def describe(self) -> str:
         """``"library workspace 'flashinfer'"`` or ``"Triton block for stream 7"``."""
@@ -141,12 +172,24 @@ class WorkspaceStore:
 
     # ------------------------------------------------------------------ growth
     def grow(
-        self, kind: str, key: Any, need: int, size: int, *, copy: bool
+        self,
+        kind: str,
+        key: Any,
+        need: int,
+        size: int,
+        *,
+        copy: bool,
+        zero_init: bool = False,
+        retire: bool = False,
     ) -> tuple[Workspace, Workspace | None, bool]:
         """The block of ``key``, replaced by one of ``size`` bytes unless it holds ``need``.
 
         Returns ``(entry, old, grew)``: ``old`` is the block replaced (None for a new key
-        or none replaced), ``grew`` whether anything was allocated. Takes the mutex.
+        or none replaced), ``grew`` whether anything was allocated. Takes the mutex. With
+        ``zero_init`` (or an old block made with it) the new block is zeroed instead of
+        receiving the old contents. ``retire``: the old block is retired, never released
+        (``lock()`` releases nothing). A new Triton stream of a locked slot takes over a
+        block ``lock()`` lent the slot (made for a sibling's stream it never used).
 
         Raises
         ------
@@ -162,7 +205,16 @@ class WorkspaceStore:
             if old is not None and old.nbytes >= need:  # another thread grew it meanwhile
                 return old, None, False
             if governor.locked:
-                raise self.locked_error(kind, key, need, old)
+                lent = self._lent(need) if kind == TRITON and old is None else None
+                if lent is None:
+                    raise self.locked_error(kind, key, need, old)
+                # Lent to a stream this slot never used: now key's. One assignment, so an
+                # interrupt cannot leave the block out of the store (close() would miss it).
+                moved = {k: v for k, v in entries.items() if v is not lent}
+                moved[key] = lent
+                self.triton = moved
+                lent.key, lent.lent = key, False
+                return lent, None, False
             what = (
                 f"{'a new' if old is None else 'a larger'} "
                 + (
@@ -175,10 +227,14 @@ class WorkspaceStore:
             allocation = governor.allocate(size, what)
             try:
                 entry = Workspace(kind, key, allocation, governor.captures)
+                entry.zero_init = zero_init or (old is not None and old.zero_init)
                 if old is not None:
                     entry.on_grow = old.on_grow
-                    if copy:
-                        _copy(allocation.owner, old.allocation.owner, old.nbytes)
+                    entry.untold = True
+                if entry.zero_init:
+                    _zero(allocation.owner, allocation.nbytes)
+                elif copy and old is not None:
+                    _copy(allocation.owner, old.allocation.owner, old.nbytes)
                 entries[key] = entry
             except BaseException:
                 if old is not None:
@@ -188,8 +244,25 @@ class WorkspaceStore:
                 governor.ledger.release(allocation)
                 raise
             if old is not None:
-                self._let_go(old)
+                if retire:
+                    old.captured = True  # kept like a block a capture read: until close()
+                    self.retired.append(old)
+                else:
+                    self._let_go(old)
             return entry, old, True
+
+    def _lent(self, need: int) -> Workspace | None:
+        """A Triton block ``lock()`` lent this slot that holds ``need`` bytes (mutex held)."""
+        for entry in list(self.triton.values()):
+            if entry.lent and entry.nbytes >= need:
+                return entry
+        return None
+
+    def claim(self, entry: Workspace) -> None:
+        """``entry`` (a lent Triton block) is used by the stream it was made for: it is no
+        longer lent. Takes the mutex."""
+        with self.governor.mutex:
+            entry.lent = False
 
     def _let_go(self, old: Workspace) -> None:
         """Retire ``old`` when a CUDA graph may read it, else release it (mutex held)."""
@@ -211,6 +284,31 @@ class WorkspaceStore:
             entry.captured = True
             governor.captures += 1
             return True
+
+    def hand_out(self, entry: Workspace, zero_init: bool) -> None:
+        """Before ``entry`` (a library workspace) is handed out: zero it if ``zero_init``
+        is asked and no library has had it yet (``lock()`` or a profile made it), and
+        remember both. Takes the mutex."""
+        with self.governor.mutex:
+            if zero_init and not entry.zero_init:
+                if not entry.handed:
+                    _zero(entry.allocation.owner, entry.nbytes)
+                entry.zero_init = True
+            entry.handed = True
+
+    def claim_untold(self, entry: Workspace) -> bool:
+        """Whether ``on_grow`` is owed for ``entry``: True once per owed call (the caller
+        then calls it, and :meth:`owe` again if it raises). Takes the mutex."""
+        with self.governor.mutex:
+            owed = entry.untold and entry.on_grow is not None
+            if owed:
+                entry.untold = False
+            return owed
+
+    def owe(self, entry: Workspace) -> None:
+        """``on_grow`` raised for ``entry``: the next call tells it again."""
+        with self.governor.mutex:
+            entry.untold = True
 
     def presize(self, kind: str, key: Any, nbytes: int) -> None:
         """From a profile: a library workspace of ``nbytes`` (unless one holds that much),
@@ -279,13 +377,55 @@ def share_library_workspaces(stores: list[WorkspaceStore]) -> None:
     size any of them holds (contents not copied): a micro-batch that did not run during
     warm-up finds its workspaces after lock(). The mutex is held by the caller."""
     sizes: dict[Any, int] = {}
+    zeroed: set[Any] = set()
     for store in stores:
         for key, entry in list(store.library.items()):
             sizes[key] = max(sizes.get(key, 0), entry.nbytes)
+            if entry.zero_init:
+                zeroed.add(key)
     for store in stores:
         for key, size in sizes.items():
             if key not in store.library:
-                store.grow(LIBRARY, key, size, size, copy=False)
+                store.grow(LIBRARY, key, size, size, copy=False, zero_init=key in zeroed)
+
+
+def share_triton_blocks(stores: list[WorkspaceStore]) -> None:
+    """Size the Triton blocks of every store of one lane like the largest any of them has:
+    each stream a sibling used gets a block of that size in every store (a store that
+    never used the stream gets it lent: its own first new stream may take it over), and
+    smaller blocks grow (the old ones retired). A micro-batch that did not run a kernel
+    during warm-up, or ran it with a smaller grid, is then served after ``lock()``. The
+    mutex is held by the caller."""
+    largest, streams = _triton_target(stores)
+    for store in stores:
+        for stream in streams:
+            entry = store.triton.get(stream)
+            if entry is None or entry.nbytes < largest:
+                new, _, _ = store.grow(TRITON, stream, largest, largest, copy=False, retire=True)
+                new.lent = entry is None
+
+
+def missing_triton_bytes(stores: list[WorkspaceStore]) -> int:
+    """Bytes :func:`share_triton_blocks` would allocate for ``stores`` (one lane)."""
+    largest, streams = _triton_target(stores)
+    return sum(
+        largest
+        for store in stores
+        for stream in streams
+        if stream not in store.triton or store.triton[stream].nbytes < largest
+    )
+
+
+def _triton_target(stores: list[WorkspaceStore]) -> tuple[int, list[Any]]:
+    """The largest Triton block of a lane, and every stream its stores have blocks for."""
+    largest = 0
+    streams: list[Any] = []
+    for store in stores:
+        for stream, entry in list(store.triton.items()):
+            largest = max(largest, entry.nbytes)
+            if stream not in streams:
+                streams.append(stream)
+    return largest, streams
 
 
 def missing_library_bytes(stores: list[WorkspaceStore]) -> int:
@@ -295,6 +435,33 @@ def missing_library_bytes(stores: list[WorkspaceStore]) -> int:
         for key, entry in list(store.library.items()):
             sizes[key] = max(sizes.get(key, 0), entry.nbytes)
     return sum(size for store in stores for key, size in sizes.items() if key not in store.library)
+
+
+def fixed_block(store: WorkspaceStore, kind_key: tuple[str], nbytes: int) -> Allocation:
+    """A zeroed block of its own in ``store``'s slot, of at least ``nbytes``, that never
+    grows (its views keep their pointers): a library workspace keyed by ``kind_key`` plus a
+    number unique in the process. Takes the mutex.
+
+    Raises
+    ------
+    ArenaClosedError, ArenaLockedError, GraphCaptureError, ArenaOutOfMemoryError
+        As for any new workspace.
+    """
+    governor = store.governor
+    size = -(-max(nbytes, 1) // governor.alignment) * governor.alignment
+    key = (*kind_key, next(_fixed_numbers))
+    entry, _, _ = store.grow(LIBRARY, key, size, size, copy=False, zero_init=True)
+    entry.handed = True
+    return entry.allocation
+
+
+#: Numbers that make each :func:`fixed_block` a key of its own.
+_fixed_numbers = itertools.count()
+
+
+def _zero(owner: Any, nbytes: int) -> None:
+    """Zero the first ``nbytes`` of a 1-D uint8 owner (NumPy, CuPy or torch)."""
+    owner[:nbytes] = 0
 
 
 def _copy(destination: Any, source: Any, nbytes: int) -> None:

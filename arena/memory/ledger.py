@@ -52,7 +52,9 @@ class Ledger:
     __slots__ = (
         "_alloc_context",
         "_live",
+        "allocated_total",
         "allocations",
+        "freed_total",
         "frees",
         "live_bytes",
         "observer",
@@ -76,6 +78,8 @@ class Ledger:
         self.frees = 0
         #: Bytes of the blocks handed out and not yet released.
         self.live_bytes = 0
+        #: Bytes of every block handed out, and of every block released, since creation.
+        self.allocated_total = self.freed_total = 0
         #: Highest ``live_bytes`` and ``live_blocks`` since creation or :meth:`reset_peaks`.
         self.peak_bytes = 0
         self.peak_blocks = 0
@@ -96,6 +100,10 @@ class Ledger:
     def live_blocks(self) -> int:
         """Blocks handed out and not yet released."""
         return len(self._live)
+
+    def owns(self, ptr: int) -> bool:
+        """Whether ``ptr`` lies in a block this ledger handed out and holds."""
+        return any(a.ptr <= ptr < a.ptr + a.nbytes for a in list(self._live.values()))
 
     @property
     def pending_bytes(self) -> int:
@@ -145,6 +153,7 @@ class Ledger:
                 self._live[id(allocation)] = allocation
                 self.allocations += 1
                 self.live_bytes += allocation.nbytes
+                self.allocated_total += allocation.nbytes
                 self.peak_bytes = max(self.peak_bytes, self.live_bytes)
                 self.peak_blocks = max(self.peak_blocks, len(self._live))
                 if self.observer is not None:
@@ -254,6 +263,7 @@ class Ledger:
             return
         self.frees += 1
         self.live_bytes -= allocation.nbytes
+        self.freed_total += allocation.nbytes
         if self.observer is not None:
             self.observer("free", allocation.ptr, allocation.nbytes, "")
         if self.pending is not None:

@@ -2,9 +2,10 @@
 
 * :func:`build_snapshot` returns a dict in the format of ``torch.cuda.memory._snapshot()``:
   one segment per slot buffer, retired buffer, persistent buffer, library workspace and
-  Triton block, one block per view of
-  the slot's last request recorded while unlocked (the locked hot path records nothing),
-  and a device trace of the slot-buffer allocations and frees. torch's own viewers read
+  Triton block (:func:`memory_segments`, whose figures ``memory_stats()`` sums by torch's
+  own consistency rules), the views of each slot's last request recorded while unlocked
+  (the locked hot path records nothing) in its scratch block, and a device trace of the
+  slot-buffer allocations and frees. torch's own viewers read
   it: ``torch.cuda._memory_viz.segsum``, ``segments``, ``memory``, ``trace``,
   ``segment_plot`` and ``trace_plot`` (the HTML page of https://pytorch.org/memory_viz).
 * :class:`EventLog` watches the ledger (the only object that calls the memory source)
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from arena.memory.devices import Device
     from arena.slots.slot import Buffer, Slot
 
-__all__ = ["CSV_HEADER", "EventLog", "build_snapshot"]
+__all__ = ["CSV_HEADER", "EventLog", "build_snapshot", "memory_segments"]
 
 #: The header line of RMM's ``logging_resource_adaptor`` CSV files.
 CSV_HEADER = "Thread,Time,Action,Pointer,Size,Stream"
@@ -116,63 +117,92 @@ def build_snapshot(
 
     Call with the arena's mutex held, so the slots do not change meanwhile.
     """
+    traces: list[list[dict[str, Any]]] = [[] for _ in range(device.index + 1)]
+    traces[device.index] = [dict(e) for e in trace]
+    return {
+        "segments": memory_segments(slots, device, alignment, last_requests),
+        "device_traces": traces,
+        "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "", "arena_alignment": alignment},
+    }
+
+
+def memory_segments(
+    slots: Sequence[Slot],
+    device: Device,
+    alignment: int,
+    last_requests: dict[int, tuple[str, Any]],
+) -> list[dict[str, Any]]:
+    """One torch segment per block the arena holds, whose figures
+    :func:`arena.kernels.memstats.memory_stats` sums by torch's rules (mutex held).
+
+    * a slot's scratch buffer: one ``active_allocated`` block over the bytes requests have
+      used (the largest request, at most the capacity), the rest ``inactive``; the views of
+      the slot's last request recorded while unlocked are listed in the block's
+      ``arena_views`` (offset, size, requested bytes), its call site is the block's frame;
+    * a retired buffer or workspace block: one ``inactive`` block;
+    * a persistent buffer: one ``active_allocated`` block, requested = the view's bytes;
+    * a library workspace or Triton block: one ``active_allocated`` block.
+    """
     segments: list[dict[str, Any]] = []
     for slot in slots:
         where = f"slot (ubatch {slot.ubatch}, lane {slot.lane})"
         buffer = slot.buffer
-        if buffer.allocation is not None:
-            blocks = _request_blocks(buffer, alignment, last_requests.get(slot.index))
+        if buffer.allocation is not None and buffer.allocation.nbytes:
+            used = min(slot.high_water, buffer.capacity)
+            blocks = _scratch_blocks(buffer, used, alignment, last_requests.get(slot.index))
             segments.append(_segment(device, buffer.allocation.ptr, blocks, f"{where} scratch"))
         for old in slot.retired:
-            if old.allocation is not None:
-                hold = [_block(old.allocation.ptr, old.capacity, 0, "inactive", [])]
-                segments.append(_segment(device, old.allocation.ptr, hold, f"{where} retired"))
+            if old.allocation is not None and old.allocation.nbytes:
+                ptr, size = old.allocation.ptr, old.allocation.nbytes
+                hold = [_block(ptr, size, 0, "inactive", [])]
+                segments.append(_segment(device, ptr, hold, f"{where} retired"))
         for key, entry in list(slot.persistent.buffers.items()):
             allocation = entry.allocation
+            if not allocation.nbytes:
+                continue
             frames = [_frame(f"{where} persistent {key!r}")]
             view = entry.layout.views[0]
             state = "active_allocated"
             block = _block(allocation.ptr, allocation.nbytes, view.nbytes, state, frames)
             segments.append(_segment(device, allocation.ptr, [block], f"{where} persistent"))
         store = slot.workspaces
-        for work in [*store.library.values(), *store.triton.values(), *store.retired]:
-            ptr, size = work.allocation.ptr, work.nbytes
-            state = "inactive" if work in store.retired else "active_allocated"
+        retired = list(store.retired)
+        for work in [*store.library.values(), *store.triton.values(), *retired]:
+            ptr, size = work.allocation.ptr, work.allocation.nbytes
+            state = "inactive" if work in retired else "active_allocated"
             name = f"{where} {'retired ' if state == 'inactive' else ''}{work.describe()}"
             block = _block(ptr, size, size if state != "inactive" else 0, state, [_frame(name)])
             segments.append(_segment(device, ptr, [block], f"{where} {work.kind}"))
-    traces: list[list[dict[str, Any]]] = [[] for _ in range(device.index + 1)]
-    traces[device.index] = [dict(e) for e in trace]
-    return {
-        "segments": segments,
-        "device_traces": traces,
-        "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "", "arena_alignment": alignment},
-    }
+    return segments
 
 
-def _request_blocks(
-    buffer: Buffer, alignment: int, last: tuple[str, Any] | None
+def _scratch_blocks(
+    buffer: Buffer, used: int, alignment: int, last: tuple[str, Any] | None
 ) -> list[dict[str, Any]]:
-    """Blocks covering ``buffer``: one per view of the last request, then the free rest."""
+    """Blocks covering ``buffer``: the ``used`` bytes, then the free rest."""
     allocation = buffer.allocation
     assert allocation is not None
-    base, capacity = allocation.ptr, buffer.capacity
+    base = allocation.ptr
     blocks: list[dict[str, Any]] = []
-    used = 0
-    if last is not None:
-        site, specs = last
-        layout = compute_layout(specs, alignment)
-        if layout.total <= capacity:
-            frames = [_site_frame(site)]
-            ends = [v.offset for v in layout.views[1:]] + [layout.total]
-            for view, end in zip(layout.views, ends, strict=True):
-                if end > view.offset:
-                    state = "active_allocated"
-                    size = end - view.offset
-                    blocks.append(_block(base + view.offset, size, view.nbytes, state, frames))
-            used = layout.total
-    if capacity > used:
-        blocks.append(_block(base + used, capacity - used, 0, "inactive", []))
+    if used:
+        frames: list[dict[str, Any]] = []
+        views: list[dict[str, int]] = []
+        if last is not None:
+            site, specs = last
+            layout = compute_layout(specs, alignment)
+            if layout.total <= used:
+                frames = [_site_frame(site)]
+                ends = [v.offset for v in layout.views[1:]] + [layout.total]
+                views = [
+                    {"offset": v.offset, "size": end - v.offset, "requested_size": v.nbytes}
+                    for v, end in zip(layout.views, ends, strict=True)
+                    if end > v.offset
+                ]
+        block = _block(base, used, used, "active_allocated", frames)
+        block["arena_views"] = views
+        blocks.append(block)
+    if allocation.nbytes > used:
+        blocks.append(_block(base + used, allocation.nbytes - used, 0, "inactive", []))
     return blocks
 
 
@@ -181,13 +211,14 @@ def _segment(
 ) -> dict[str, Any]:
     total = sum(b["size"] for b in blocks)
     active = sum(b["size"] for b in blocks if b["state"] == "active_allocated")
+    requested = sum(b["requested_size"] for b in blocks if b["state"] == "active_allocated")
     return {
         "device": device.index,
         "address": address,
         "total_size": total,
         "allocated_size": active,
         "active_size": active,
-        "requested_size": sum(b["requested_size"] for b in blocks),
+        "requested_size": requested,
         "stream": 0,
         "segment_type": "large",
         "segment_pool_id": (0, 0),

@@ -63,7 +63,7 @@ class Governor:
         "__weakref__",
         "_empty",
         "alignment",
-        "allocated_peak",
+        "allocated_watch",
         "allocations_while_locked",
         "asleep",
         "capture_probe",
@@ -80,6 +80,8 @@ class Governor:
         "mutex",
         "notes",
         "sleeper",
+        "stat_base",
+        "stat_peaks",
         "warned_sites",
     )
 
@@ -109,8 +111,14 @@ class Governor:
         #: How many times a block was seen serving a CUDA graph capture (any slot, any
         #: kind): a library workspace current at such a time may be read by the graph.
         self.captures = 0
-        #: The peak of :func:`arena.kernels.budget.allocated_bytes` (see memory_stats).
-        self.allocated_peak = 0
+        #: The peaks of the figures :mod:`arena.kernels.memstats` reads from the slots
+        #: (``"allocated_bytes.all"`` -> bytes), and the accumulated figures at the last
+        #: ``reset_accumulated_memory_stats()``.
+        self.stat_peaks: dict[str, int] = {}
+        self.stat_base: dict[str, int] = {}
+        #: Raises :attr:`stat_peaks` to the current figures (set by the slot table, weakly
+        #: held: the table owns the governor); called before the figures can fall.
+        self.allocated_watch: Callable[[], Callable[[], object] | None] | None = None
         self._empty: Allocation | None = None
         #: ``lock(growth="in_place")``: a locked request that needs more commits more.
         self.in_place = False
@@ -197,6 +205,16 @@ class Governor:
         self.check_not_capturing(f"allocating {what}")
         self.check_budget(nbytes, what)
         return self.ledger.allocate(nbytes, what)
+
+    def shrinking_to(self, capacity: int) -> int:
+        """``capacity``, for a slot about to be fitted to it (possibly smaller): the
+        allocated figure may fall, so its peak is recorded first, and never depends on
+        whether ``memory_stats()`` was read in between. Call with the mutex held."""
+        watch = self.allocated_watch
+        note = None if watch is None else watch()
+        if note is not None:
+            note()
+        return capacity
 
     def check_budget(self, nbytes: int, what: str, freed: int = 0) -> None:
         """Refuse an allocation of ``nbytes`` that would take the arena past ``max_bytes``.

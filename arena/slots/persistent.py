@@ -18,7 +18,7 @@ from arena.observe.events import caller_info
 from arena.slots.governor import Governor
 from arena.views.layout import Layout
 
-__all__ = ["PersistentBuffer", "PersistentStore", "check_key"]
+__all__ = ["PersistentBuffer", "PersistentStore", "check_key", "check_new_key"]
 
 
 @dataclass(slots=True)
@@ -103,6 +103,7 @@ class PersistentStore:
         self.governor.check_awake(f"persistent buffer {key!r}")
         entry = self.buffers.get(key)
         if entry is None:
+            check_new_key(key)
             governor = self.governor
             with governor.mutex:
                 governor.check_open()
@@ -159,6 +160,7 @@ class PersistentStore:
             return self.resources[key]
         except KeyError:
             pass
+        check_new_key(key)
         if not callable(factory):
             raise SpecError(f"factory must be callable with no arguments, got {factory!r}")
         governor = self.governor
@@ -213,21 +215,49 @@ class PersistentStore:
         )
 
 
-def check_key(key: Any) -> None:
-    """Refuse a persistent key that cannot be looked up.
+def check_key(key: Any, what: str = "persistent key") -> None:
+    """Refuse a key that cannot be looked up (on every call: a hash).
 
     Raises
     ------
     SpecError
-        For an unhashable key, naming it.
+        For an unhashable key, naming ``what``, the key and the fix.
     """
     try:
         hash(key)
     except TypeError:
         raise SpecError(
-            f"persistent key {key!r} ({type(key).__name__}) is not hashable; use a str, an "
-            "int or a tuple of them"
+            f"{what} {key!r} ({type(key).__name__}) is not hashable; use a str, an int or a "
+            "tuple of them"
         ) from None
+
+
+def check_new_key(key: Any, what: str = "persistent key") -> None:
+    """Refuse a key about to get an entry that is not equal to itself (a NaN, also inside
+    a tuple): a new NaN object would never find that entry again, so every call would
+    make a new one. Called on the miss path only (a key found is equal to itself).
+
+    Raises
+    ------
+    SpecError
+        Naming ``what``, the key and the fix.
+    """
+    if _unequal(key):
+        raise SpecError(
+            f"{what} {key!r} ({type(key).__name__}) is not equal to itself (a NaN); every "
+            "call would make a new one. Use a str, an int or a tuple of them"
+        )
+
+
+def _unequal(key: Any) -> bool:
+    """Whether ``key`` or an item of a tuple key is not equal to itself (a NaN: a tuple
+    compares its items by identity first, so the tuple itself seems equal)."""
+    if isinstance(key, tuple):  # namedtuples too
+        return any(_unequal(item) for item in key)
+    try:
+        return not bool(key == key)  # noqa: PLR0124 (the point: a NaN is not)
+    except Exception:  # an __eq__ that cannot answer cannot find its entry again either
+        return True
 
 
 def _zero(owner: Any) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextvars
 import itertools
 import operator
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -15,6 +16,9 @@ from arena.slots.slot import Slot
 from arena.views.hit import Binding
 
 __all__ = ["SlotSelector", "check_index"]
+
+#: Numbers of join hooks, unique in the process (see :meth:`SlotSelector.on_join`).
+_join_numbers = itertools.count(1)
 
 
 class SlotSelector:
@@ -32,7 +36,17 @@ class SlotSelector:
         Names the lane context variable.
     """
 
-    __slots__ = ("_lane", "_lane_resolver", "_lanes", "_only", "_resolver", "_slots", "_tls")
+    __slots__ = (
+        "_joined",
+        "_lane",
+        "_lane_resolver",
+        "_lanes",
+        "_on_join",
+        "_only",
+        "_resolver",
+        "_slots",
+        "_tls",
+    )
 
     def __init__(
         self,
@@ -56,6 +70,23 @@ class SlotSelector:
         self._only: Callable[[], Slot] | None = None
         if len(self._slots) == 1 and ubatch_resolver is None and lane_resolver is None:
             self._only = itertools.repeat(self._slots[0]).__next__
+        # (number, hook): hook() runs once per thread the first time the thread binds a
+        # micro-batch, or selects a slot in Python (a resolver, several lanes): Triton's
+        # allocator is installed there. A thread keeps the number it ran, never the hook.
+        self._on_join: tuple[int, Callable[[], None]] | None = None
+        self._joined = threading.local()
+
+    def on_join(self, hook: Callable[[], None] | None) -> None:
+        """Call ``hook()`` in each thread the first time it binds a micro-batch or selects
+        a slot in Python, from now on (None: stop)."""
+        self._on_join = None if hook is None else (next(_join_numbers), hook)
+
+    def _join(self) -> None:
+        """Run the join hook in the calling thread unless it already ran there."""
+        join = self._on_join
+        if join is not None and getattr(self._joined, "number", 0) != join[0]:
+            join[1]()
+            self._joined.number = join[0]
 
     @property
     def ubatches(self) -> int:
@@ -93,6 +124,8 @@ class SlotSelector:
 
     def _select(self) -> Slot:
         ubatches = len(self._slots) // self._lanes
+        if self._on_join is not None:
+            self._join()
         if self._resolver is None:
             ubatch = self._tls.ubatch
         else:
@@ -111,6 +144,8 @@ class SlotSelector:
         """The slot of the calling thread's micro-batch in ``lane`` (checked by the caller),
         whatever lane the context uses."""
         ubatches = len(self._slots) // self._lanes
+        if self._on_join is not None:
+            self._join()
         if self._resolver is None:
             ubatch = self._tls.ubatch
         else:
@@ -127,11 +162,13 @@ class SlotSelector:
     def bind_ubatch(self, ubatch: int) -> None:
         """Bind the calling thread to a micro-batch slot."""
         self._tls.ubatch = check_index("ubatch", ubatch, self.ubatches)
+        self._join()
 
     @contextmanager
     def ubatch(self, ubatch: int) -> Iterator[None]:
         """Bind the calling thread to ``ubatch`` inside the block, then restore."""
         index = check_index("ubatch", ubatch, self.ubatches)
+        self._join()
         previous = self._tls.ubatch
         self._tls.ubatch = index
         try:

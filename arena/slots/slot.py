@@ -301,7 +301,7 @@ class Slot:
         """Replace the buffer by one holding ``target`` bytes (exactly, ``shrinking``:
         already a grown size); the mutex is held."""
         governor = self.governor
-        capacity = target if shrinking else governor.grown_size(target)
+        capacity = governor.shrinking_to(target) if shrinking else governor.grown_size(target)
         governor.check_not_capturing(f"growing slot {self.describe()} to {capacity} bytes")
         if governor.fixed_address:
             return self._commit(capacity, count=not shrinking)

@@ -7,14 +7,21 @@ released (see docs/overview.md, "Threads and safety").
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 from arena.config import Settings
 from arena.errors import ConfigError, SpecError
-from arena.kernels.budget import address_bytes, lock_additions, note_allocated_peak
-from arena.kernels.workspaces import LIBRARY, Workspace, share_library_workspaces
+from arena.kernels.budget import address_bytes, lock_additions
+from arena.kernels.memstats import note_peaks
+from arena.kernels.workspaces import (
+    LIBRARY,
+    Workspace,
+    share_library_workspaces,
+    share_triton_blocks,
+)
 from arena.memory.ledger import Ledger
 from arena.memory.sources import Allocation
 from arena.observe.events import MB, ArenaEvent, caller_info, format_mb, log_event, warn_user
@@ -83,6 +90,13 @@ class SlotTable:
             lane_slots = [s for s in self.slots if s.lane == slot.lane and s is not slot]
             slot.set_siblings(lane_slots)
             slot.persistent.set_siblings([s.persistent for s in lane_slots])
+        # Weak: the governor must not keep the table (and every buffer) in a cycle.
+        governor.allocated_watch = weakref.WeakMethod(self.note_stat_peaks)
+
+    def note_stat_peaks(self) -> None:
+        """Raise the peaks of :meth:`arena.Arena.memory_stats` to the current figures
+        (mutex held)."""
+        note_peaks(self.governor, self.slots)
 
     def reserve(self, nbytes: int, lane: int | None) -> None:
         """Grow every slot (or ``lane``'s slots) to hold ``nbytes``; see
@@ -178,6 +192,7 @@ class SlotTable:
                                 moved.append(resize)
                     _share_persistent_buffers(group)
                     share_library_workspaces([s.workspaces for s in group])
+                    share_triton_blocks([s.workspaces for s in group])
                 governor.set_lock(True, in_place)
         finally:
             self.announce("resize", resizes)
@@ -269,7 +284,7 @@ class SlotTable:
         with governor.mutex:
             if governor.closed:
                 return
-            note_allocated_peak(governor, self.slots)  # the figure drops to 0 now
+            note_peaks(governor, self.slots)  # the figures drop to 0 now
             governor.collected = collected
             governor.closed = True
             blocks = [a for s in self.slots for a in s.take_blocks()]

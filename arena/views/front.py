@@ -14,10 +14,14 @@ and build views over that buffer only.
 
 from __future__ import annotations
 
+import importlib
 import weakref
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
+from arena.config import check_flag, load_adapter
+from arena.errors import ConfigError
+from arena.kernels.workspaces import fixed_block
 from arena.observe.requests import RequestLog
 from arena.planning.scopes import Scope
 from arena.planning.steps import Step, step_class
@@ -239,6 +243,85 @@ class Front(HitBase, Generic[ViewT]):
             debug=governor.debug,
             fresh_view=self._fresh_view,
         )
+
+    def scratch_callback(
+        self,
+        fn: Callable[..., Any],
+        result_shape_dtypes: Any,
+        *,
+        scratch: Sequence[tuple[Any, Any]],
+        command_buffer_compatible: bool = False,
+        input_output_aliases: dict[int, int] | None = None,
+    ) -> Callable[..., Any]:
+        """``ws.jax`` only: a function usable inside ``jax.jit`` that runs
+        ``fn(ctx, outputs, *inputs, scratch=views)`` through
+        ``jax.experimental.buffer_callback`` (docs/jax.md, "Arena scratch inside jax.jit").
+
+        ``views`` are arena views of ``scratch`` (a sequence of ``(shape, dtype)``) in the
+        arena's device framework, NumPy on the host and CuPy on CUDA, over a block of their
+        own made now in the caller's slot (zeroed, counted as a library workspace): the
+        same pointers at every call, never moved by growth. ``fn`` writes its outputs in
+        place into ``outputs`` (JAX ``Buffer`` objects: ``np.asarray``, or CuPy through
+        ``__cuda_array_interface__``) and may read ``inputs``; a plain input that is an
+        arena view arrives at the arena's own address (zero-copy).
+
+        Parameters
+        ----------
+        fn : callable
+            ``fn(ctx, outputs, *inputs, scratch=views) -> None``; ``ctx.stream`` is XLA's
+            stream on a GPU: launch CuPy kernels on it.
+        result_shape_dtypes : pytree of ``jax.ShapeDtypeStruct`` (or anything with
+            ``shape`` and ``dtype``)
+            The outputs.
+        scratch : sequence of (shape, dtype)
+            The scratch views, laid out like one request.
+        command_buffer_compatible : bool, optional
+            Let XLA record the callback into a command buffer and replay it without Python:
+            the arena must be locked when a call is traced (``GraphCaptureError``
+            otherwise).
+        input_output_aliases : dict, optional
+            ``buffer_callback``'s aliases; an arena view passed as an aliased input is
+            refused (``ArenaError``): XLA would copy it.
+
+        Raises
+        ------
+        ConfigError
+            On a front other than ``ws.jax``, or for a bad ``fn`` or flag.
+        ArenaLockedError
+            The scratch block would be made while the arena is locked (make the callback
+            during warm-up).
+        SpecError, DTypeError
+            For a malformed ``scratch``.
+        """
+        if self._name != "jax":
+            raise ConfigError(
+                f"scratch_callback runs inside jax.jit: use ws.jax.scratch_callback, not the "
+                f"{self._name} front"
+            )
+        check_flag("command_buffer_compatible", command_buffer_compatible)
+        if not callable(fn):
+            raise ConfigError(
+                f"scratch_callback needs fn(ctx, outputs, *inputs, scratch=views), got {fn!r}"
+            )
+        governor = self._governor
+        layout = compute_layout(tuple(scratch), governor.alignment)
+        block = fixed_block(self._select().workspaces, ("jax.scratch_callback",), layout.total)
+        device = governor.device
+        host = load_adapter("cupy" if device.is_cuda else "numpy", device)
+        views = tuple(host.typed_views(host.wrap(block), layout))
+        # Only here, on the JAX front: JAX is imported already (importing arena imports no
+        # framework).
+        jax_adapter = importlib.import_module("arena.adapters.jax")
+        callback: Callable[..., Any] = jax_adapter.ScratchCallback(
+            fn,
+            result_shape_dtypes,
+            views,
+            command_buffer_compatible=command_buffer_compatible,
+            input_output_aliases=input_output_aliases,
+            locked=lambda: governor.locked,
+            owns=governor.ledger.owns,
+        )
+        return callback
 
     def get_persistent(
         self, key: Any, shape: tuple[int, ...], dtype: Any, zero_init: bool = False
