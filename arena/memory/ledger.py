@@ -214,11 +214,13 @@ class Ledger:
         if self._live.pop(id(allocation), None) is not None:
             self.frees += 1
             self.live_bytes -= allocation.nbytes
+            self.freed_total += allocation.nbytes
             if self.observer is not None:
                 self.observer("free", allocation.ptr, allocation.nbytes, "")
         self._live[id(grown)] = grown
         self.allocations += 1
         self.live_bytes += grown.nbytes
+        self.allocated_total += grown.nbytes
         self.peak_bytes = max(self.peak_bytes, self.live_bytes)
         self.peak_blocks = max(self.peak_blocks, len(self._live))
         if self.observer is not None:
