@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from arena.assembly import assemble, close_when_collected
 from arena.config import FRAMEWORKS, check_flag, settings
+from arena.distributed import SyncReport, sync_table
 from arena.kernels.budget import memory_stats, planned_bytes, reset_peaks
 from arena.kernels.triton import TritonAllocator
 from arena.memory.devices import Device
@@ -149,15 +150,10 @@ class Arena:
             ubatch_resolver=ubatch_resolver,
             lane_resolver=lane_resolver,
         )
-        self._config = config
-        self._table = parts.table
-        self._governor = parts.table.governor
-        self._selector = parts.selector
-        self._fronts = parts.fronts
-        self._framework = parts.framework
-        self._recorder = parts.recorder
-        self._log = parts.log
-        self._workspaces = parts.workspaces
+        self._config, self._table, self._governor = config, parts.table, parts.table.governor
+        self._selector, self._fronts = parts.selector, parts.fronts
+        self._framework, self._recorder = parts.framework, parts.recorder
+        self._log, self._workspaces = parts.log, parts.workspaces
         self._default_front: Front[Any] | None = None
         self._closer = close_when_collected(self, parts.table)  # fronts may outlive self
         if parts.recorder is not None:
@@ -253,10 +249,9 @@ class Arena:
         return self.front("jax")
 
     def _default(self) -> Front[Any]:
-        front = self._default_front
-        if front is None:
-            front = self._default_front = self.front(self._framework)
-        return front
+        if self._default_front is None:
+            self._default_front = self.front(self._framework)
+        return self._default_front
 
     def get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any]:
         """Views in :attr:`framework` for several ``(shape, dtype)`` requests, valid until
@@ -361,16 +356,23 @@ class Arena:
         """Use ``lane`` inside a ``with`` block (context-local: threads and tasks apart)."""
         return self._selector.lane(lane)
 
-    def lock(self) -> None:
+    def lock(self, *, group: Any = None) -> None:
         """Freeze sizes, then refuse growth; releases nothing, and after it returns nothing
         allocates until :meth:`unlock`.
 
         Per lane, every micro-batch's scratch is brought to the largest (smaller buffers
         retired), and gets each persistent buffer, library workspace and step plan a
         sibling has; steps not planned yet are planned (docs/overview.md, "Growth and
-        lock"). Persistent resources are not built for siblings.
+        lock"). Persistent resources are not built for siblings. ``group``: :meth:`sync` first.
         """
+        if group is not None:
+            sync_table(self._table, group)
         self._table.lock()
+
+    def sync(self, group: Any = None) -> SyncReport:
+        """A collective before :meth:`lock`: every rank of ``group`` leaves with the ranks'
+        largest sizes and every key; see :func:`arena.distributed.sync_table`."""
+        return sync_table(self._table, group)
 
     def unlock(self) -> None:
         """Allow growth again (for a new warm-up, e.g. after elastic re-sharding)."""
@@ -425,15 +427,13 @@ class Arena:
     def planned_bytes(self) -> int:
         """Bytes the arena will hold after :meth:`lock`, over every slot (scratch, retired,
         persistent, library workspaces, Triton): subtract it before sizing a KV cache."""
-        table = self._table
-        return planned_bytes(table.governor, table.slots, table.lanes)
+        return planned_bytes(self._table.governor, self._table.slots, self._table.lanes)
 
     def memory_stats(self) -> dict[str, int]:
         """A flat dict under ``torch.cuda.memory_stats()`` key names
         (``reserved_bytes.all.current``, ``allocated_bytes.all.peak``, ``num_ooms``, ...)
         plus ``arena.*`` keys; :mod:`arena.kernels.budget` defines each."""
-        table = self._table
-        return memory_stats(table.governor, table.slots, table.lanes)
+        return memory_stats(self._table.governor, self._table.slots, self._table.lanes)
 
     def reset_peak_memory_stats(self) -> None:
         """Set the ``.peak`` figures of :meth:`memory_stats` to their current values."""
