@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from arena._version import __version__
 from arena.core import FRAMEWORKS, Arena
+from arena.distributed import JaxProcessGroup, SyncGroup, SyncReport
 from arena.errors import (
     ArenaClosedError,
     ArenaError,
     ArenaLockedError,
     ArenaOutOfMemoryError,
+    ArenaSyncError,
     ArenaWarning,
     ConfigError,
     DeviceError,
@@ -63,6 +65,7 @@ __all__ = [
     "ArenaLockedError",
     "ArenaOutOfMemoryError",
     "ArenaStats",
+    "ArenaSyncError",
     "ArenaWarning",
     "ConfigError",
     "DType",
@@ -74,6 +77,7 @@ __all__ = [
     "Front",
     "GraphCaptureError",
     "HostSource",
+    "JaxProcessGroup",
     "Layout",
     "MemorySource",
     "NotInitializedError",
@@ -85,6 +89,8 @@ __all__ = [
     "SlotStats",
     "SpecError",
     "Step",
+    "SyncGroup",
+    "SyncReport",
     "TracedRequestError",
     "TritonAllocator",
     "ViewLayout",

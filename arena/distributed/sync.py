@@ -9,7 +9,6 @@ from typing import Any
 from arena.distributed.groups import as_group
 from arena.distributed.state import SyncReport, apply_maxima, collect, describe, width
 from arena.distributed.wire import exchange
-from arena.errors import ArenaError, ArenaSyncError
 from arena.slots.table import SlotTable
 
 __all__ = ["sync_table"]
@@ -20,18 +19,10 @@ def sync_table(table: SlotTable, group: Any) -> SyncReport:
     wrapped = as_group(group)
     before = table.sizes()
     local = collect(table)
-    try:
-        enter = getattr(wrapped, "enter", None)
-        if callable(enter):
-            enter()
-        got = exchange(wrapped, local, width)
-    except ArenaError:
-        raise
-    except Exception as exc:  # a user's group: name it and what it raised
-        raise ArenaSyncError(
-            f"arena sync: the group {wrapped!r} raised {type(exc).__name__}: {exc}. Every "
-            "rank must call ws.sync(group) (or ws.lock(group=...)) at the same point"
-        ) from exc
+    enter = getattr(wrapped, "enter", None)
+    if callable(enter):  # TorchGroup on gloo: a monitored barrier names a missing rank
+        enter()
+    got = exchange(wrapped, local, width)
     not_taken = apply_maxima(table, local, got)
     return SyncReport(
         rank=_int_or_none(getattr(wrapped, "rank", None)),

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from arena.errors import ArenaSyncError
+from arena.errors import ArenaError, ArenaSyncError
 
 __all__ = ["Exchange", "encode_entry", "exchange"]
 
@@ -90,7 +90,7 @@ class _Counted:
     def reduce(self, values: list[int]) -> list[int]:
         self.payload += 8 * len(values)
         self.calls += 1
-        got = list(self.group.all_reduce_max(values))
+        got = list(self._call("all_reduce_max", values))
         if len(got) != len(values):
             raise ArenaSyncError(
                 f"the group's all_reduce_max returned {len(got)} ints for {len(values)}: "
@@ -101,7 +101,19 @@ class _Counted:
     def gather(self, data: bytes) -> list[bytes]:
         self.payload += len(data)
         self.calls += 1
-        return [bytes(part) for part in self.group.all_gather(data)]
+        return [bytes(part) for part in self._call("all_gather", data)]
+
+    def _call(self, name: str, argument: Any) -> Any:
+        try:
+            return getattr(self.group, name)(argument)
+        except ArenaError:
+            raise
+        except Exception as exc:  # a user's group: name it and what it raised
+            raise ArenaSyncError(
+                f"arena sync: {name} of the group {self.group!r} raised "
+                f"{type(exc).__name__}: {exc}. Every rank must call ws.sync(group) (or "
+                "ws.lock(group=...)) at the same point"
+            ) from exc
 
 
 def _digest(schema: bytes) -> int:
@@ -109,7 +121,10 @@ def _digest(schema: bytes) -> int:
 
 
 def _chunks(data: bytes) -> list[int]:
-    return [int.from_bytes(data[i : i + _CHUNK], "big") for i in range(0, len(data), _CHUNK)]
+    return [
+        int.from_bytes(data[i : i + _CHUNK].ljust(_CHUNK, b"\0"), "big")
+        for i in range(0, len(data), _CHUNK)
+    ]
 
 
 def _unchunk(ints: list[int], length: int) -> bytes:
