@@ -7,11 +7,13 @@ the exchange's own rules run on ranks as threads of this process (tests/threadgr
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,39 +35,68 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _spawn(mode: str, world: int, **env: str) -> list[dict[str, Any]]:
-    """Run ``world`` ranks of ``mode``; each rank's RESULT (killing every rank left on a
-    timeout, so none outlives the test)."""
-    port = _free_port()
-    environ = dict(os.environ, **env)
-    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), environ.get("PYTHONPATH")]))
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, str(WORKER), mode, str(rank), str(world), str(port)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=environ,
+class _Ranks:
+    """``world`` spawned ranks of ``mode``; :meth:`results` waits for them (killing every
+    rank left on a timeout, so none outlives the test)."""
+
+    def __init__(self, mode: str, world: int, **env: str) -> None:
+        port = _free_port()
+        environ = dict(os.environ, **env)
+        environ["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(ROOT), environ.get("PYTHONPATH")])
         )
-        for rank in range(world)
-    ]
-    outputs = []
-    try:
-        for proc in ranks:
-            out, err = proc.communicate(timeout=120)
-            outputs.append((proc.returncode, out, err))
-    finally:
-        for proc in ranks:
+        self.procs = [
+            subprocess.Popen(
+                [sys.executable, str(WORKER), mode, str(rank), str(world), str(port)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=environ,
+            )
+            for rank in range(world)
+        ]
+        self._results: list[dict[str, Any]] | None = None
+
+    def results(self) -> list[dict[str, Any]]:
+        if self._results is None:
+            outputs = []
+            try:
+                for proc in self.procs:
+                    out, err = proc.communicate(timeout=150)
+                    outputs.append((proc.returncode, out, err))
+            finally:
+                self.kill()
+            found = []
+            for rank, (code, out, err) in enumerate(outputs):
+                assert code == 0, f"rank {rank} failed:\n{err[-3000:]}"
+                assert out.split()[-2:] == ["OK", str(rank)], out[-2000:]
+                line = next(x for x in out.splitlines() if x.startswith("RESULT "))
+                found.append(json.loads(line[len("RESULT ") :]))
+            self._results = found
+        return self._results
+
+    def kill(self) -> None:
+        for proc in self.procs:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(10)
-    results = []
-    for rank, (code, out, err) in enumerate(outputs):
-        assert code == 0, f"rank {rank} failed:\n{err[-3000:]}"
-        assert out.split()[-2:] == ["OK", str(rank)], out[-2000:]
-        line = next(x for x in out.splitlines() if x.startswith("RESULT "))
-        results.append(json.loads(line[len("RESULT ") :]))
-    return results
+
+
+@pytest.fixture(scope="module")
+def spawned() -> Iterator[dict[str, _Ranks]]:
+    """The gloo runs (2 and 4 ranks) and the JAX run, started at once: the ranks' imports
+    overlap instead of adding up."""
+    runs: dict[str, _Ranks] = {}
+    try:
+        if importlib.util.find_spec("torch") is not None:
+            for world in (2, 4):
+                runs[f"sync{world}"] = _Ranks("sync", world)
+        if importlib.util.find_spec("jax") is not None:
+            runs["jax"] = _Ranks("jaxsync", 2, JAX_PLATFORMS="cpu")
+        yield runs
+    finally:
+        for run in runs.values():
+            run.kill()
 
 
 def _check_agreed(results: list[dict[str, Any]], world: int) -> None:
@@ -90,10 +121,10 @@ def _check_agreed(results: list[dict[str, Any]], world: int) -> None:
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_skewed_ranks_lock_alike_over_gloo_and_a_rank_that_skips_sync_is_named(
-    world: int,
+    world: int, spawned: dict[str, _Ranks]
 ) -> None:
     pytest.importorskip("torch.distributed")
-    results = _spawn("sync", world)
+    results = spawned[f"sync{world}"].results()
     _check_agreed(results, world)
     missing = world - 1  # never calls sync() on the 2-second group
     for r in results[:missing]:
@@ -105,9 +136,9 @@ def test_skewed_ranks_lock_alike_over_gloo_and_a_rank_that_skips_sync_is_named(
     assert "skipped" not in results[missing]
 
 
-def test_skewed_jax_processes_lock_alike() -> None:
+def test_skewed_jax_processes_lock_alike(spawned: dict[str, _Ranks]) -> None:
     pytest.importorskip("jax")
-    results = _spawn("jaxsync", 2, JAX_PLATFORMS="cpu")
+    results = spawned["jax"].results()
     _check_agreed(results, 2)
 
 
@@ -129,16 +160,14 @@ def test_ranks_agree_on_every_key_and_the_largest_sizes() -> None:
             report = ws.sync(group)
             ws.lock()
             stats = ws.stats()
-            layout = [
-                (s.capacity, s.persistent_keys, s.workspace_keys) for s in stats.slots
-            ]
+            layout = [(s.capacity, s.persistent_keys, s.workspace_keys) for s in stats.slots]
             return report, layout, [layer(ws, 48) for _ in range(2)], stats
 
     results = ranks.run(body)
     reports = [r[0] for r in results]
     assert all(r.before != reports[0].before for r in reports[1:])
     assert len({r[1].__repr__() for r in results}) == 1  # the same slots everywhere
-    capacity, persistent, workspaces = results[0][1][0]
+    _, persistent, workspaces = results[0][1][0]
     assert persistent == 3 and workspaces == 3
     assert reports[0].partial == tuple(sorted(reports[0].partial))
     assert len(reports[0].partial) == 6  # 3 persistent keys, 3 workspaces: one rank each
@@ -212,9 +241,7 @@ def test_a_rank_that_never_joins_ends_the_others_with_the_named_error() -> None:
     results = ranks.run(body)
     for result in results[:2]:
         assert isinstance(result, ArenaSyncError)
-        assert "all_reduce_max of the group" in str(result) and "BrokenBarrierError" in str(
-            result
-        )
+        assert "all_reduce_max of the group" in str(result) and "BrokenBarrierError" in str(result)
 
 
 def test_the_smallest_cap_wins_and_no_cap_is_no_limit() -> None:
@@ -227,9 +254,10 @@ def test_the_smallest_cap_wins_and_no_cap_is_no_limit() -> None:
 
     assert ranks.run(body) == [(32 * MIB, False)] * 3
     alone = ThreadRanks(2)
-    assert alone.run(
-        lambda rank, group: Arena("cpu", framework="numpy").sync(group).max_bytes
-    ) == [None, None]
+    assert alone.run(lambda rank, group: Arena("cpu", framework="numpy").sync(group).max_bytes) == [
+        None,
+        None,
+    ]
 
 
 def test_a_locked_arena_that_another_rank_outgrew_refuses_and_the_others_go_on() -> None:
