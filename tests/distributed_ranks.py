@@ -239,6 +239,50 @@ def sync_rank(rank: int, world: int, port: int) -> None:
     os._exit(0)  # the broken second group must not hold the process at exit
 
 
+def cost_rank(rank: int, world: int, port: int) -> None:
+    """The cost of sync() for docs/distributed.md: the median of 30 syncs of fresh arenas
+    where rank 0 has one key more (the probes differ) and of 30 where every rank has the
+    same keys, after one warm-up sync of each."""
+    import datetime
+    import json
+    import statistics
+
+    import torch.distributed as dist
+
+    from tests.stepping import layer
+
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=60),
+    )
+    found: dict[str, Any] = {"rank": rank, "world": world}
+    for case in ("differ", "same"):
+        seconds, payload = [], 0
+        for _ in range(31):
+            with arena.Arena("cpu", framework="numpy", ubatches=2) as ws:
+                for ub in range(2):
+                    with ws.ubatch(ub):
+                        layer(ws, TOKENS * (rank + 1))
+                        layer(ws, TOKENS * (rank + 1))
+                if case == "differ" and rank == 0:
+                    ws.get_library_workspace("lib-rank0", 12345)
+                dist.barrier()
+                report = ws.sync()
+                seconds.append(report.seconds)
+                payload = report.payload_bytes
+        found[case] = {
+            "median_ms": round(1000 * statistics.median(seconds[1:]), 3),
+            "payload_bytes": payload,
+            "collectives": report.collectives,
+        }
+    dist.destroy_process_group()
+    print("RESULT " + json.dumps(found))
+    print("OK", rank)
+
+
 def jax_sync_rank(rank: int, world: int, port: int) -> None:
     import json
 
@@ -271,6 +315,8 @@ if __name__ == "__main__":
         torch_rank(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
     elif sys.argv[1] == "sync":
         sync_rank(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    elif sys.argv[1] == "cost":
+        cost_rank(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
     elif sys.argv[1] == "jaxsync":
         jax_sync_rank(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
     else:

@@ -65,7 +65,7 @@ class SyncReport:
         Collectives run: 2 when every rank had the same keys, 4 otherwise, and on gloo
         the monitored barrier that opens the exchange.
     seconds : float
-        Wall time of the exchange.
+        Wall time of the whole sync on this rank (the wait for the last rank included).
     """
 
     rank: int | None
