@@ -16,7 +16,42 @@ __all__ = ["sync_table"]
 
 
 def sync_table(table: SlotTable, group: Any) -> SyncReport:
-    """Run :meth:`arena.Arena.sync` on ``table`` over ``group``; see there."""
+    """:meth:`arena.Arena.sync`: agree with every rank of ``group`` before ``lock()``.
+
+    A collective: every rank calls it at the same point. Each rank leaves with the union
+    of the ranks' keys and, per key and per (micro-batch, lane) slot, the largest bytes
+    any rank needs: capacities, requests outside steps (reserves and scopes included),
+    every step key's recorded or planned sizes, library workspaces, persistent buffers
+    and Triton blocks' first size. Step plans are made from those maxima (the same
+    offsets on every rank) and ``max_bytes`` becomes the smallest cap of any rank.
+
+    Parameters
+    ----------
+    table : SlotTable
+        The arena's slots.
+    group : torch.distributed.ProcessGroup, SyncGroup or None
+        A torch process group (None: the default one; gloo or NCCL), or any object with
+        ``all_reduce_max(list[int]) -> list[int]`` and ``all_gather(bytes) ->
+        list[bytes]`` (:class:`~arena.distributed.groups.JaxProcessGroup`,
+        docs/distributed.md).
+
+    Returns
+    -------
+    SyncReport
+        Capacities before and after, keys only some ranks had, keys not taken, the cap,
+        bytes handed to the collectives and the time.
+
+    Raises
+    ------
+    ArenaSyncError
+        A rank did not join within the group's timeout (named where the backend tells),
+        a collective failed, or the ranks' arenas differ in ubatches, lanes or alignment.
+    ArenaLockedError
+        This arena is locked and another rank needs more than it holds.
+    ConfigError
+        ``group`` is none of the kinds above, or None without an initialised default
+        process group.
+    """
     start = time.perf_counter()
     wrapped = as_group(group)
     before = table.sizes()
