@@ -8,7 +8,9 @@ device (run with ``--xla_force_host_platform_device_count=2``);
 ``ws.sync()`` over gloo, then a rank that skips ``sync`` on a second group;
 ``python distributed_ranks.py jaxsync RANK WORLD PORT``: the skewed warm-ups over
 :class:`arena.distributed.JaxProcessGroup`. Each prints ``OK`` last; ``sync`` and
-``jaxsync`` print a ``RESULT`` line of JSON before it.
+``jaxsync`` print a ``RESULT`` line of JSON before it; so do ``nccl`` (the skewed
+warm-ups on CUDA arenas over NCCL, one GPU per rank) and ``cost`` (the timing of
+docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -283,6 +285,65 @@ def cost_rank(rank: int, world: int, port: int) -> None:
     print("OK", rank)
 
 
+def nccl_rank(rank: int, world: int, port: int) -> None:
+    """The skewed warm-ups on CUDA arenas over NCCL (one GPU per rank)."""
+    import datetime
+    import json
+
+    import torch
+    import torch.distributed as dist
+
+    torch.cuda.set_device(rank)
+    dist.init_process_group(
+        "nccl",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=60),
+    )
+    ws = arena.Arena(f"cuda:{rank}", framework="torch", ubatches=2)
+    offsets: list[list[int]] = []
+
+    def run(tokens: int) -> None:
+        offsets.clear()
+        for ub in range(2):
+            with ws.ubatch(ub):
+                ws.get_simultaneous(((tokens * (ub + 1), 256), "float32"))
+                with ws.step("layer") as st:
+                    (x,) = st.get_simultaneous(((tokens, 64), "float32"))
+                    (h,) = st.get_simultaneous(((tokens, 256), "float32"))
+                    st.release(h)
+                    (y,) = st.get_simultaneous(((tokens, 64), "float32"))
+                    base = min(v.data_ptr() for v in (x, h, y))
+                    offsets.append([v.data_ptr() - base for v in (x, h, y)])
+
+    run(TOKENS * (rank + 1))
+    run(TOKENS * (rank + 1))
+    if rank == 0:
+        ws.get_library_workspace("lib-rank0", 12345)
+    before = [s.capacity for s in ws.stats().slots]
+    report = ws.sync()
+    ws.lock(group=dist.group.WORLD)
+    allocations = ws.stats().allocations
+    run(TOKENS * world)
+    ws.get_library_workspace("lib-rank0", 12345)
+    torch.cuda.synchronize()
+    stats = ws.stats()
+    result = {
+        "rank": rank,
+        "before": before,
+        "locked": [s.capacity for s in stats.slots],
+        "offsets": offsets,
+        "partial": list(report.partial),
+        "new_allocations": stats.allocations - allocations,
+        "allocations_while_locked": stats.allocations_while_locked,
+    }
+    ws.close()
+    dist.destroy_process_group()
+    print("RESULT " + json.dumps(result))
+    print("OK", rank)
+
+
 def jax_sync_rank(rank: int, world: int, port: int) -> None:
     import json
 
@@ -315,6 +376,8 @@ if __name__ == "__main__":
         torch_rank(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
     elif sys.argv[1] == "sync":
         sync_rank(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    elif sys.argv[1] == "nccl":
+        nccl_rank(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
     elif sys.argv[1] == "cost":
         cost_rank(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
     elif sys.argv[1] == "jaxsync":

@@ -142,6 +142,23 @@ def test_skewed_jax_processes_lock_alike(spawned: dict[str, _Ranks]) -> None:
     _check_agreed(results, 2)
 
 
+@pytest.mark.gpu
+def test_skewed_ranks_lock_alike_over_nccl() -> None:
+    """One rank per CUDA device (up to 4; with one device, one rank: the NCCL path of the
+    exchange still runs end to end)."""
+    torch = pytest.importorskip("torch")
+    world = min(torch.cuda.device_count(), 4)
+    results = _Ranks("nccl", world).results()
+    largest = max(c for r in results for c in r["before"])
+    for r in results:
+        assert r["locked"] == [largest, largest]
+        assert r["offsets"] == results[0]["offsets"]
+        assert r["partial"] == (
+            ["workspace 'lib-rank0' of slot (ubatch 0, lane 0)"] if world > 1 else []
+        )
+        assert r["new_allocations"] == 0 and r["allocations_while_locked"] == 0
+
+
 # ---------------------------------------------------------------- the exchange's rules
 def _warm(ws: Arena, tokens: int) -> None:
     layer(ws, tokens)
