@@ -292,6 +292,21 @@ def test_a_locked_arena_that_another_rank_outgrew_refuses_and_the_others_go_on()
     assert large == (8192,)
 
 
+def test_locked_ranks_that_already_agree_sync_again_without_error() -> None:
+    ranks = ThreadRanks(2)
+
+    def body(rank: int, group: RankGroup) -> Any:
+        with Arena("cpu", framework="numpy") as ws:
+            _warm(ws, 16 * (rank + 1))
+            ws.lock(group=group)
+            with ws.scope() as scope:  # fits, but larger than any request before it
+                scope.get_simultaneous(((1000 * (rank + 1),), "float32"))
+            return ws.sync(group).after, ws.stats().allocations_while_locked
+
+    first, second = ranks.run(body)
+    assert first == second and first[1] == 0
+
+
 def test_a_step_recorded_differently_takes_the_larger_structure_on_every_rank() -> None:
     ranks = ThreadRanks(2)
 

@@ -124,11 +124,11 @@ def _triton_sizes(slot: Slot) -> Iterator[int]:
 def describe(text: str, lanes: int) -> str:
     """``"step 'decode' of slot (ubatch 0, lane 0)"``, for the report."""
     entry = json.loads(text)
-    where = ""
-    if len(entry) > 1 and isinstance(entry[1], int):
-        ubatch, lane = divmod(entry[1], lanes)
-        where = f" of slot (ubatch {ubatch}, lane {lane})"
-    return f"{entry[0]} {entry[2]}{where}" if len(entry) > 2 else f"{entry[0]}{where}"
+    if len(entry) < 2:
+        return str(entry[0])
+    ubatch, lane = divmod(entry[1], lanes)
+    where = f"slot (ubatch {ubatch}, lane {lane})"
+    return f"{entry[0]} {entry[2]} of {where}" if len(entry) > 2 else where
 
 
 def _rebuild(text: str, own: dict[str, Any]) -> tuple[bool, Any]:
@@ -207,17 +207,26 @@ def apply_maxima(table: SlotTable, local: dict[str, list[int]], got: Exchange) -
 
 
 def _check_nothing_grows(table: SlotTable, local: dict[str, list[int]], got: Exchange) -> None:
-    """On a locked arena: refuse maxima that would grow it or add keys."""
+    """On a locked arena: refuse maxima that would grow a slot, grow or add a key, or
+    change a step's plan; anything else (a larger request that fits, the cap) is fine."""
     for text in got.entries:
-        if text.startswith('["budget"') or local.get(text) == got.values[text]:
+        entry, values = json.loads(text), got.values[text]
+        kind, own = entry[0], local.get(text)
+        if kind in ("budget", "config"):
             continue
-        entry = json.loads(text)
+        if kind == "slot":
+            assert own is not None  # every rank has every slot of its configuration
+            grows = values[0] > own[0]
+        else:
+            grows = own is None or any(g > o for g, o in zip(values, own, strict=True))
+        if not grows:
+            continue
         slot = table.slots[entry[1]]
-        need = got.values[text][0] if entry[0] == "slot" else 0
+        need = values[0] if kind == "slot" else 0
         error = slot.locked_error(need)
         raise ArenaLockedError(
             f"sync() on a locked arena: another rank has more for {describe(text, table.lanes)} "
-            f"than this rank holds; {error}. Call sync() (or lock(group=...)) before lock(), "
+            f"than this rank holds ({error}). Call sync() (or lock(group=...)) before lock(), "
             "or unlock() first",
             caller=error.caller,
             required=need,
