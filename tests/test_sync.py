@@ -45,13 +45,14 @@ class _Ranks:
         environ["PYTHONPATH"] = os.pathsep.join(
             filter(None, [str(ROOT), environ.get("PYTHONPATH")])
         )
+        # Each rank its own hash seed: the plans must not depend on one.
         self.procs = [
             subprocess.Popen(
                 [sys.executable, str(WORKER), mode, str(rank), str(world), str(port)],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-                env=environ,
+                env={**environ, "PYTHONHASHSEED": str(rank + 1)},
             )
             for rank in range(world)
         ]
