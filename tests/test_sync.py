@@ -375,3 +375,13 @@ def test_import_arena_imports_no_framework_for_sync() -> None:
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60, cwd=ROOT)
     assert arena.SyncReport is arena.distributed.SyncReport
+
+
+def test_sync_with_no_group_needs_an_initialised_default_group() -> None:
+    dist = pytest.importorskip("torch.distributed")
+    assert not dist.is_initialized()
+    with Arena("cpu", framework="numpy") as ws, pytest.raises(ConfigError, match="init_process"):
+        ws.sync()
+    with Arena("cpu", framework="numpy") as ws:
+        ws.lock(group=None)  # no group: a plain lock, no collective
+        assert ws.is_locked
