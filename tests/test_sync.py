@@ -39,7 +39,10 @@ class _Ranks:
     """``world`` spawned ranks of ``mode``; :meth:`results` waits for them (killing every
     rank left on a timeout, so none outlives the test)."""
 
-    def __init__(self, mode: str, world: int, **env: str) -> None:
+    def __init__(self, mode: str, world: int, *, jax_ends_ranks: bool = False, **env: str) -> None:
+        # JAX's coordination service aborts a process once another has gone: a rank that
+        # printed its result and OK passes whatever its exit code.
+        self.jax_ends_ranks = jax_ends_ranks
         port = _free_port()
         environ = dict(os.environ, **env)
         environ["PYTHONPATH"] = os.pathsep.join(
@@ -69,7 +72,10 @@ class _Ranks:
                 self.kill()
             found = []
             for rank, (code, out, err) in enumerate(outputs):
-                assert code == 0, f"rank {rank} failed:\n{err[-3000:]}"
+                finished = out.split()[-2:] == ["OK", str(rank)]
+                assert code == 0 or (self.jax_ends_ranks and finished), (
+                    f"rank {rank} failed:\n{err[-3000:]}"
+                )
                 assert out.split()[-2:] == ["OK", str(rank)], out[-2000:]
                 line = next(x for x in out.splitlines() if x.startswith("RESULT "))
                 found.append(json.loads(line[len("RESULT ") :]))
@@ -80,7 +86,7 @@ class _Ranks:
         for proc in self.procs:
             if proc.poll() is None:
                 proc.kill()
-                proc.wait(10)
+            proc.communicate(timeout=10)  # reaps it and closes its pipes
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +99,7 @@ def spawned() -> Iterator[dict[str, _Ranks]]:
             for world in (2, 4):
                 runs[f"sync{world}"] = _Ranks("sync", world)
         if importlib.util.find_spec("jax") is not None:
-            runs["jax"] = _Ranks("jaxsync", 2, JAX_PLATFORMS="cpu")
+            runs["jax"] = _Ranks("jaxsync", 2, jax_ends_ranks=True, JAX_PLATFORMS="cpu")
         yield runs
     finally:
         for run in runs.values():
@@ -137,10 +143,16 @@ def test_skewed_ranks_lock_alike_over_gloo_and_a_rank_that_skips_sync_is_named(
     assert "skipped" not in results[missing]
 
 
-def test_skewed_jax_processes_lock_alike(spawned: dict[str, _Ranks]) -> None:
+def test_skewed_jax_processes_lock_alike_and_one_that_skips_sync_is_timed_out(
+    spawned: dict[str, _Ranks],
+) -> None:
     pytest.importorskip("jax")
     results = spawned["jax"].results()
     _check_agreed(results, 2)
+    skipped = results[0]["skipped"]
+    assert skipped.startswith("arena sync over the JAX processes, rank 0 of 2"), skipped
+    assert "did not finish within 3.0 s" in skipped
+    assert results[0]["skipped_seconds"] < 20  # the group's 3 s, not a hang
 
 
 @pytest.mark.gpu

@@ -17,6 +17,7 @@ before it is made: ``import arena`` imports no framework.
 from __future__ import annotations
 
 import sys
+import threading
 from datetime import timedelta
 from typing import Any, Protocol, runtime_checkable
 
@@ -166,21 +167,57 @@ class JaxProcessGroup:
     Call it after ``jax.distributed.initialize(...)``. JAX has no cross-process maximum
     outside a compiled computation, and without ``jax_enable_x64`` its arrays hold 32-bit
     ints: so ints travel as their 8 bytes and every process takes the maximum of the
-    gathered rows itself (bytes on the wire: ranks x ints x 8). A process that never joins
-    is reported by JAX's coordination service when its own timeout ends.
+    gathered rows itself (bytes on the wire: ranks x ints x 8).
+
+    JAX's collectives wait for a process that never comes without end (measured on CPU
+    with gloo: still waiting after 150 s), so each one runs on a helper thread and
+    ``timeout`` seconds without an answer raise :class:`~arena.ArenaSyncError`. The
+    helper thread stays blocked in JAX: end the process after that error.
+
+    Parameters
+    ----------
+    timeout : float or None, optional
+        Seconds each collective may take (default 300); None waits as long as JAX does.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, timeout: float | None = 300.0) -> None:
         import jax
         from jax.experimental import multihost_utils
 
-        self._gather = multihost_utils.process_allgather
+        self._gather_now = multihost_utils.process_allgather
         self.rank = int(jax.process_index())
         self.world = int(jax.process_count())
+        self.timeout = timeout
 
     def describe(self) -> str:
         """``"JAX processes, rank 0 of 2"``, for messages."""
         return f"JAX processes, rank {self.rank} of {self.world}"
+
+    def _gather(self, array: Any) -> Any:
+        if self.timeout is None:
+            return self._gather_now(array)
+        done: list[Any] = []
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                done.append(self._gather_now(array))
+            except BaseException as exc:  # handed to the caller's thread
+                failed.append(exc)
+
+        worker = threading.Thread(target=run, name="arena-jax-sync", daemon=True)
+        worker.start()
+        worker.join(self.timeout)
+        if failed:
+            raise failed[0]
+        if not done:
+            raise ArenaSyncError(
+                f"arena sync over the {self.describe()}: process_allgather did not finish "
+                f"within {self.timeout} s: a process did not call ws.sync(group) (or "
+                "ws.lock(group=...)) at the same point. JAX keeps waiting on a helper "
+                "thread: end this process"
+            )
+        return done[0]
 
     def all_reduce_max(self, values: list[int]) -> list[int]:
         """See :class:`SyncGroup`."""
@@ -195,19 +232,15 @@ class JaxProcessGroup:
         """See :class:`SyncGroup`: the lengths first, then the bytes padded to the longest."""
         import numpy as np
 
-        sizes = self.all_reduce_lengths(len(data))
+        raw = np.array([len(data)], dtype="<i8").view(np.uint8)
+        sizes = [
+            int(v)
+            for v in np.asarray(self._gather(raw)).reshape(self.world, -1).copy().view("<i8")[:, 0]
+        ]
         padded = np.zeros(max(*sizes, 1), dtype=np.uint8)
         padded[: len(data)] = np.frombuffer(data, dtype=np.uint8)
         rows = np.asarray(self._gather(padded)).reshape(self.world, -1)
         return [rows[r, :n].tobytes() for r, n in enumerate(sizes)]
-
-    def all_reduce_lengths(self, length: int) -> list[int]:
-        """Every process's ``length``, in process order."""
-        import numpy as np
-
-        raw = np.array([length], dtype="<i8").view(np.uint8)
-        rows = np.asarray(self._gather(raw)).reshape(self.world, -1)
-        return [int(v) for v in rows.copy().view("<i8")[:, 0]]
 
 
 def as_group(group: Any) -> Any:
