@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from arena._version import __version__
 from arena.core import FRAMEWORKS, Arena
+from arena.distributed import JaxProcessGroup, SyncGroup, SyncReport
 from arena.errors import (
     ArenaAsleepError,
     ArenaClosedError,
     ArenaError,
     ArenaLockedError,
     ArenaOutOfMemoryError,
+    ArenaSyncError,
     ArenaWarning,
     ConfigError,
     DeviceError,
@@ -65,6 +67,7 @@ __all__ = [
     "ArenaLockedError",
     "ArenaOutOfMemoryError",
     "ArenaStats",
+    "ArenaSyncError",
     "ArenaWarning",
     "ConfigError",
     "DType",
@@ -76,6 +79,7 @@ __all__ = [
     "Front",
     "GraphCaptureError",
     "HostSource",
+    "JaxProcessGroup",
     "Layout",
     "MemorySource",
     "NotInitializedError",
@@ -87,6 +91,8 @@ __all__ = [
     "SlotStats",
     "SpecError",
     "Step",
+    "SyncGroup",
+    "SyncReport",
     "TracedRequestError",
     "TritonAllocator",
     "ViewLayout",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from arena.assembly import assemble, close_when_collected
 from arena.config import FRAMEWORKS, check_flag, settings
+from arena.distributed import SyncReport, sync_table
 from arena.kernels import memstats
 from arena.kernels.budget import planned_bytes
 from arena.kernels.library import OnGrow
@@ -153,15 +154,10 @@ class Arena:
             ubatch_resolver=ubatch_resolver,
             lane_resolver=lane_resolver,
         )
-        self._config = config
-        self._table = parts.table
-        self._governor = parts.table.governor
-        self._selector = parts.selector
-        self._fronts = parts.fronts
-        self._framework = parts.framework
-        self._recorder = parts.recorder
-        self._log = parts.log
-        self._workspaces = parts.workspaces
+        self._config, self._table, self._governor = config, parts.table, parts.table.governor
+        self._selector, self._fronts = parts.selector, parts.fronts
+        self._framework, self._recorder = parts.framework, parts.recorder
+        self._log, self._workspaces = parts.log, parts.workspaces
         self._default_front: Front[Any] | None = None
         self._closer = close_when_collected(self, parts.table)  # fronts may outlive self
         if parts.recorder is not None:
@@ -257,10 +253,9 @@ class Arena:
         return self.front("jax")
 
     def _default(self) -> Front[Any]:
-        front = self._default_front
-        if front is None:
-            front = self._default_front = self.front(self._framework)
-        return front
+        if self._default_front is None:
+            self._default_front = self.front(self._framework)
+        return self._default_front
 
     def get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any]:
         """Views in :attr:`framework` for several ``(shape, dtype)`` requests, valid until
@@ -360,7 +355,7 @@ class Arena:
         """Use ``lane`` inside a ``with`` block (context-local: threads and tasks apart)."""
         return self._selector.lane(lane)
 
-    def lock(self, *, growth: str | None = None) -> None:
+    def lock(self, *, growth: str | None = None, group: Any = None) -> None:
         """Freeze sizes, then refuse growth; releases nothing, and after it returns nothing
         allocates until :meth:`unlock`.
 
@@ -368,8 +363,12 @@ class Arena:
         retired), and gets each persistent buffer, library workspace and step plan a
         sibling has; steps not planned yet are planned (docs/overview.md, "Growth and
         lock"). Persistent resources are not built for siblings. ``growth="in_place"``
-        (``source="virtual"``): growth commits in place instead (docs/memory.md)."""
-        self._table.lock(in_place_mode(self._governor, growth))
+        (``source="virtual"``): growth commits in place instead (docs/memory.md).
+        ``group``: :meth:`sync` over it first (docs/distributed.md)."""
+        in_place = in_place_mode(self._governor, growth)
+        if group is not None:
+            sync_table(self._table, group)
+        self._table.lock(in_place)
 
     def sleep(self, level: int = 1) -> None:
         """Release the memory, keep every address (``source="virtual"``; level 1 keeps
@@ -386,6 +385,11 @@ class Arena:
         """Whether the arena sleeps; also callable, like :attr:`is_locked`."""
         governor = self._governor
         return StateFlag(lambda: bool(governor.asleep))
+
+    def sync(self, group: Any = None) -> SyncReport:
+        """A collective before :meth:`lock`: every rank of ``group`` leaves with the ranks'
+        largest sizes and every key; see :func:`arena.distributed.sync_table`."""
+        return sync_table(self._table, group)
 
     def unlock(self) -> None:
         """Allow growth again (for a new warm-up, e.g. after elastic re-sharding)."""

@@ -13,6 +13,7 @@ __all__ = [
     "ArenaError",
     "ArenaLockedError",
     "ArenaOutOfMemoryError",
+    "ArenaSyncError",
     "ArenaWarning",
     "ConfigError",
     "DTypeError",
@@ -97,6 +98,12 @@ class ArenaAsleepError(ArenaError, RuntimeError):
 
 class ArenaOutOfMemoryError(ArenaError, MemoryError):
     """The memory source could not provide the bytes a slot needed."""
+
+
+class ArenaSyncError(ArenaError, RuntimeError):
+    """:meth:`~arena.Arena.sync` could not agree with the other ranks: one did not join
+    within the group's timeout (named where the backend tells), the backend failed, or the
+    ranks' arenas differ in configuration. Raised on every rank that took part."""
 
 
 class ArenaClosedError(ArenaError, RuntimeError):

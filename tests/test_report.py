@@ -193,3 +193,51 @@ def test_the_plot_draws_capacity_against_load(tmp_path: Path) -> None:
     assert widths == [slot["capacity"] / mb, slot["planned"] / mb]
     assert f"LOAD {slot['load'] / mb:.2f} MB " in texts
     assert any("(1.00 x LOAD)" in t and t.startswith(" planned") for t in texts)
+
+
+def _rank_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rank: int) -> Path:
+    """Rank ``rank`` of a 3-rank job (the launcher's RANK and WORLD_SIZE) warms up on
+    ``rank + 1`` times rank 0's rows."""
+    monkeypatch.setenv("RANK", str(rank))
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    path = tmp_path / f"rank{rank}.json"
+    with arena.Arena("cpu", framework="numpy", ubatches=2, profile=path) as ws:
+        ws.get_simultaneous(((1024 * (rank + 1),), "float32"))
+        ws.lock()
+    return path
+
+
+def test_a_ranks_profile_records_its_rank_and_world_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    profile = read_profile(_rank_profile(tmp_path, monkeypatch, 2))
+    assert profile["ranks"] == [2] and profile["world"] == 3
+
+
+def test_report_over_several_ranks_profiles_shows_the_per_rank_spread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths = [str(_rank_profile(tmp_path, monkeypatch, rank)) for rank in range(3)]
+    assert main([*paths, "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert [p["ranks"] for p in figures["profiles"]] == [[0], [1], [2]]
+    first = figures["slots"][0]
+    assert first["capacity"] == [4096, 8192, 12288]
+    assert (first["capacity_min"], first["capacity_max"]) == (4096, 12288)
+    assert figures["slots"][1]["capacity"] == [4096, 8192, 12288]  # lock() sized ubatch 1
+    assert main(paths) == 0
+    text = capsys.readouterr().out
+    assert "per-rank spread over 3 profiles (world size 3)" in text
+    assert "u0 l0   capacity" in text and "3.00" in text
+
+
+def test_report_refuses_to_compare_profiles_of_other_configurations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one = _rank_profile(tmp_path, monkeypatch, 0)
+    other = tmp_path / "other.json"
+    with arena.Arena("cpu", framework="numpy", profile=other) as ws:
+        ws.get_simultaneous(((16,), "float32"))
+        ws.lock()
+    assert main([str(one), str(other)]) == 2
+    assert "differ in (ubatches, lanes)" in capsys.readouterr().err

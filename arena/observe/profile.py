@@ -36,7 +36,6 @@ weakly), and :meth:`Recorder.note` calls from the arena's request log.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 import weakref
@@ -63,6 +62,7 @@ from arena.observe.profilefile import (
     write_merged,
 )
 from arena.observe.profilesteps import step_ident, step_problem
+from arena.observe.ranks import process_rank, world_size
 from arena.views.layout import compute_layout
 
 __all__ = ["ProfiledSlots", "Recorder", "attach_profile", "profile_from_env"]
@@ -317,7 +317,8 @@ class Recorder:
             "growth": self._growth,
             # A run counts once, however often it saves.
             "runs": 0 if self.saved else 1,
-            "ranks": [_rank()],
+            "ranks": [process_rank()],
+            "world": world_size(),
             "slots": slots,
             "sites": sites,
             "timeline": timeline,
@@ -390,21 +391,6 @@ _MOVE_IT = (
     "The arena runs unsized and never overwrites a file it cannot read as its own "
     "profile: move or delete it, or pass another path as profile= (or ARENA_PROFILE)"
 )
-
-
-def _rank() -> int:
-    """This process's rank: torch.distributed's when initialised, else ``RANK``, else 0."""
-    dist = sys.modules.get("torch.distributed")
-    if dist is not None:
-        try:
-            if dist.is_available() and dist.is_initialized():
-                return int(dist.get_rank())
-        except (RuntimeError, ValueError):
-            pass
-    try:
-        return int(os.environ.get("RANK", "0"))
-    except ValueError:
-        return 0
 
 
 def attach_profile(

@@ -4,7 +4,7 @@ A profile is one JSON object (``"format": "arena-profile"``, ``"version": 1``)::
 
     {"format": "arena-profile", "version": 1,
      "device": "cuda", "ubatches": 2, "lanes": 1, "alignment": 256,   # the match key
-     "growth": "exact", "runs": 3, "ranks": [0, 1], "updated": "2026-...Z",
+     "growth": "exact", "runs": 3, "ranks": [0, 1], "world": 2, "updated": "2026-...Z",
      "slots": [{"ubatch": 0, "lane": 0, "peak": ..., "capacity": ..., "growths": ...,
                 "load": ..., "planned": ..., "steps": [{"key": "forward", ...}]}],
      "sites": [{"site": "attn.py:88:forward", "ubatch": 0, "lane": 0, "peak": ...,
@@ -14,7 +14,8 @@ A profile is one JSON object (``"format": "arena-profile"``, ``"version": 1``)::
      "workspaces": [{"ubatch": 0, "lane": 0, "kind": "library", "key": "flashinfer",
                      "bytes": ...}, {..., "kind": "triton", "key": null, "bytes": ...}]}
 
-``workspaces`` is optional (profiles written before it have none): the largest size of
+``world`` (the number of ranks of the job that wrote it, 1 outside one) is optional, and so
+is ``workspaces`` (profiles written before them have none): the largest size of
 each library workspace (keys that are a str or an int) and of each slot's Triton blocks.
 A slot's ``load`` and ``planned`` are optional too: its LOAD (the most bytes its requests
 held live at once) and its planned need (what it needs once its steps are planned; 0
@@ -255,6 +256,9 @@ def merge_profiles(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     merged["workspaces"] = list(workspaces.values())
     merged["runs"] = min(LIMIT, old["runs"] + new["runs"])  # saturate: the reader's maximum
     merged["ranks"] = sorted(set(old["ranks"]) | set(new["ranks"]))
+    worlds = [p["world"] for p in (old, new) if "world" in p]
+    if worlds:
+        merged["world"] = max(worlds)
     return merged
 
 

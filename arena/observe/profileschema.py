@@ -294,6 +294,8 @@ def check_profile(data: Any) -> dict[str, Any]:
         _check_site(i, site, ubatches, lanes)
     for i, rank in enumerate(_list(profile.get("ranks"), '"ranks"')):
         _check_rank(i, rank)
+    if "world" in profile:  # optional: profiles written before it lack it
+        _int(profile["world"], '"world"', 1)
     for i, event in enumerate(_list(profile.get("timeline"), '"timeline"')):
         _check_event(i, event, ubatches, lanes)
     # Optional: profiles written before library workspaces and Triton blocks lack it.
@@ -432,5 +434,11 @@ def salvage_profile(data: Any) -> tuple[dict[str, Any], list[str]]:
         profile["workspaces"] = repair.entries(profile, "workspaces", workspace)
     profile["sites"] = repair.entries(profile, "sites", site)
     profile["ranks"] = repair.entries(profile, "ranks", rank)
+    if "world" in profile and (
+        isinstance(profile["world"], bool)
+        or not isinstance(profile["world"], int)
+        or not 1 <= profile["world"] <= LIMIT
+    ):
+        repair.notes.append(f'"world" {_show(profile.pop("world"))} is not a count: dropped')
     profile["timeline"] = repair.entries(profile, "timeline", event)
     return check_profile(profile), repair.notes

@@ -1,4 +1,5 @@
-"""``python -m arena report PATH [--plot FILE.png] [--json]``: what a profile says.
+"""``python -m arena report PATH [PATH ...] [--plot FILE.png] [--json]``: what a profile
+says; with several profiles (one per rank), the per-rank spread of each slot.
 
 Per slot: capacity, its own peak request, the call site that sizes it (the largest peak
 in its lane: :meth:`~arena.Arena.lock` brings every micro-batch of a lane to that size),
@@ -24,7 +25,7 @@ from typing import Any
 from arena.observe.events import MB
 from arena.observe.profilefile import ProfileError, read_profile
 
-__all__ = ["analyse", "format_analysis", "main"]
+__all__ = ["analyse", "format_analysis", "format_spread", "main", "spread"]
 
 
 def analyse(profile: dict[str, Any]) -> dict[str, Any]:
@@ -201,6 +202,67 @@ def format_analysis(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def spread(profiles: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Per slot, each profile's capacity and peak request (one profile per rank, in the
+    order given) with their minimum and maximum: how far the ranks' warm-ups lie apart
+    (``ws.lock(group=...)`` sizes every rank for the maximum).
+
+    Raises
+    ------
+    ValueError
+        The profiles differ in ubatches or lanes (one arena configuration is compared).
+    """
+    shapes = {(p["ubatches"], p["lanes"]) for _, p in profiles}
+    if len(shapes) > 1:
+        raise ValueError(f"the profiles differ in (ubatches, lanes): {sorted(shapes)}")
+    rows = []
+    for index, slot in enumerate(profiles[0][1]["slots"]):
+        row: dict[str, Any] = {"ubatch": slot["ubatch"], "lane": slot["lane"]}
+        for name in ("capacity", "peak"):
+            values = [p["slots"][index][name] for _, p in profiles]
+            row[name] = values
+            row[f"{name}_min"], row[f"{name}_max"] = min(values), max(values)
+        rows.append(row)
+    return {
+        "profiles": [
+            {"path": path, "ranks": p["ranks"], "world": p.get("world", 1)} for path, p in profiles
+        ],
+        "slots": rows,
+    }
+
+
+def format_spread(report: dict[str, Any]) -> str:
+    """:func:`spread` as a table for people: per slot and figure, each rank's MB, then the
+    minimum, the maximum and their ratio."""
+    profiles = report["profiles"]
+    labels = [
+        "r" + ",".join(str(r) for r in p["ranks"]) if p["ranks"] else f"#{i}"
+        for i, p in enumerate(profiles)
+    ]
+    world = max(p["world"] for p in profiles)
+    lines = [
+        f"per-rank spread over {len(profiles)} profiles (world size {world})",
+        *(f"  {label}: {p['path']}" for label, p in zip(labels, profiles, strict=True)),
+        "",
+        f"{'slot':<8}{'figure':<10}"
+        + "".join(f"{label:>10}" for label in labels)
+        + f"{'min':>10}{'max':>10}{'max/min':>9}",
+    ]
+    for row in report["slots"]:
+        for name in ("capacity", "peak"):
+            low, high = row[f"{name}_min"], row[f"{name}_max"]
+            ratio = f"{high / low:.2f}" if low else "-"
+            lines.append(
+                f"{'u' + str(row['ubatch']) + ' l' + str(row['lane']):<8}{name:<10}"
+                + "".join(f"{_mb(v):>10}" for v in row[name])
+                + f"{_mb(low):>10}{_mb(high):>10}{ratio:>9}"
+            )
+    lines.append(
+        "  MB per rank; lock(group=...) sizes every rank for the max (docs/distributed.md)"
+    )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point of ``python -m arena report``.
 
@@ -220,7 +282,12 @@ def main(argv: list[str] | None = None) -> int:
         description="Show what a recorded profile says: per slot, per call site and per "
         "lane, which call site sizes each slot and what memory is left unused.",
     )
-    parser.add_argument("path", help="a profile written by Arena(profile=PATH)")
+    parser.add_argument(
+        "path",
+        nargs="+",
+        help="a profile written by Arena(profile=PATH); several (one per rank): the "
+        "per-rank spread of each slot",
+    )
     parser.add_argument(
         "--plot",
         metavar="FILE.png",
@@ -230,18 +297,29 @@ def main(argv: list[str] | None = None) -> int:
         "--json", action="store_true", help="print the figures as JSON (default: tables)"
     )
     args = parser.parse_args(argv)
-    try:
-        profile = read_profile(args.path)
-    except FileNotFoundError:
-        print(f"no profile at {args.path!r}: run the engine with profile=PATH", file=sys.stderr)
-        return 1
-    except ProfileError as exc:
-        print(
-            f"{args.path!r} is not a usable profile: {exc}. Record a new one with "
-            "Arena(profile=PATH)",
-            file=sys.stderr,
-        )
-        return 2
+    profiles = []
+    for path in args.path:
+        try:
+            profiles.append((path, read_profile(path)))
+        except FileNotFoundError:
+            print(f"no profile at {path!r}: run the engine with profile=PATH", file=sys.stderr)
+            return 1
+        except ProfileError as exc:
+            print(
+                f"{path!r} is not a usable profile: {exc}. Record a new one with "
+                "Arena(profile=PATH)",
+                file=sys.stderr,
+            )
+            return 2
+    if len(profiles) > 1:
+        try:
+            ranks = spread(profiles)
+        except ValueError as exc:
+            print(f"cannot compare these profiles: {exc}", file=sys.stderr)
+            return 2
+        print(json.dumps(ranks, indent=1) if args.json else format_spread(ranks))
+        return 0
+    args.path, profile = profiles[0]
     try:
         report = analyse(profile)
     except (ArithmeticError, LookupError, TypeError, ValueError) as exc:  # no traceback
