@@ -11,20 +11,25 @@ from collections.abc import Sequence
 from typing import Any
 
 from arena.observe.profilesteps import storable_key
-from arena.planning.nesting import lift_outer_steps
+from arena.planning.nesting import cover_nested, lift_outer_steps
 from arena.planning.offsets import plan_offsets
 from arena.slots.slot import Resize, Slot
 
 __all__ = [
+    "Nest",
     "StepBook",
     "StepRun",
     "fit_to_plans",
+    "merge_nests",
     "plan_slot_steps",
     "planned_need",
     "restore_plans",
     "share_plans",
     "stored_plans",
 ]
+
+#: A step run inside another: (requests before it, its key, lift, bytes it reached).
+Nest = tuple[int, Any, "int | None", int]
 
 
 class StepBook:
@@ -66,12 +71,14 @@ class StepBook:
         "inside",
         "lasts",
         "load",
+        "nests",
         "offsets",
         "recorded_at",
         "running",
         "runs",
         "settled",
         "sizes",
+        "stale",
         "starts",
         "top_level",
         "total",
@@ -85,6 +92,10 @@ class StepBook:
         self.firsts: list[int] = []
         self.lasts: list[int] = []
         self.found: list[int] | None = None  # first-fit offsets of the last record
+        #: Steps run inside its runs: (requests before, key, lift, bytes from the step's
+        #: start to the most it reached). Lift None: right inside, at the end of the
+        #: plan's live views; else that many bytes above the plan's end (in a scope).
+        self.nests: list[Nest] = []
         self.offsets: list[int] | None = None
         self.starts: list[int] = [0]
         #: Per request: the blocks whose planned life ended before it (must be released).
@@ -106,6 +117,9 @@ class StepBook:
         self.running = False  # a run of this key is open on this slot
         self.version = 0
         self.settled = 0  # the plan version the last finished replay ran
+        #: A step run inside this one recorded anew: its next top-level run plans and
+        #: sizes the slot first (the run inside it would otherwise grow it halfway).
+        self.stale = False
 
     def copy(self, *, running: bool = False) -> StepBook:
         """An independent copy (a sibling slot's book: same record, same plan); marked
@@ -122,7 +136,7 @@ class StepBook:
     def take_plan(self, other: StepBook) -> None:
         """Replay ``other``'s record and plan from now on (a lane's merged plan); this
         slot's own counters (runs, warnings) stay."""
-        for name in ("counts", "sizes", "firsts", "lasts", "found", "offsets", "starts"):
+        for name in ("counts", "sizes", "firsts", "lasts", "found", "offsets", "starts", "nests"):
             value = getattr(other, name)
             setattr(self, name, None if value is None else list(value))
         self.expiring = list(other.expiring)
@@ -145,16 +159,22 @@ class StepBook:
         if same:
             self.sizes = [max(a, b) for a, b in zip(self.sizes, run.sizes, strict=True)]
             self.found = None
+            nests = merge_nests(self.nests, run.nests)  # both runs' steps, as the sizes merge
         else:
             self.counts, self.sizes = list(run.counts), list(run.sizes)
             self.firsts, self.lasts = list(run.firsts), list(lasts)
             self.found = list(run.offsets)
+            nests = merge_nests([], run.nests)
+        self.nests = nests
         self.offsets = None
         self.total = 0
 
-    def ran(self, start: int, above: int, *, nested: Any, replay: bool) -> None:
+    def ran(
+        self, start: int, above: int, *, nested: Any, replay: bool, nests: Sequence[Nest] = ()
+    ) -> None:
         """Count a finished run that started at byte ``start`` and needed ``above`` bytes
-        above its end, inside the step ``nested`` (None: no step below it)."""
+        above its end, inside the step ``nested`` (None: no step below it), with
+        ``nests`` the steps run inside it."""
         self.runs += 1
         if nested is not None:
             self.inside = (nested.key,)
@@ -163,6 +183,8 @@ class StepBook:
             self.base = max(self.base, start)
         if replay:
             self.settled = self.version
+            if nests:  # this program's steps inside too (the record's plan serves it)
+                self.nests = merge_nests(self.nests, nests)
         if not replay:  # a recording's reach above is an estimate until the key replays
             self.above, self.above_runs = above, 0
         elif self.above_runs:
@@ -267,6 +289,16 @@ class StepBook:
         return book
 
 
+def merge_nests(*lists: Sequence[Nest]) -> list[Nest]:
+    """The steps run inside a record (see :attr:`StepBook.nests`), one per request index,
+    key and place (the largest reach)."""
+    most: dict[tuple[int, Any, int | None], int] = {}
+    for nests in lists:
+        for r, key, lift, reached in nests:
+            most[r, key, lift] = max(most.get((r, key, lift), 0), reached)
+    return [(r, key, lift, reached) for (r, key, lift), reached in most.items()]
+
+
 class StepRun:
     """The blocks of one run, numbered in request order (a replay numbers them as its
     plan does).
@@ -284,6 +316,7 @@ class StepRun:
         "indexed",
         "lasts",
         "live",
+        "nests",
         "offsets",
         "released",
         "sizes",
@@ -308,6 +341,8 @@ class StepRun:
         self.released: set[int] = set()
         #: id(view) -> view of the views released so far (kept: their ids stay unique).
         self.ended: dict[int, Any] = {}
+        #: Steps run inside this run (see :attr:`StepBook.nests`).
+        self.nests: list[Nest] = []
 
     def add(self, request: int, offsets: list[int], sizes: list[int]) -> None:
         """Record one request's blocks (numbered from ``len(self.sizes)``)."""
@@ -423,13 +458,12 @@ def planned_need(slot: Slot) -> int:
 def plan_slot_steps(slot: Slot, alignment: int) -> int:
     """Plan every recorded key of ``slot`` not planned yet; returns the bytes the slot's
     planned steps need (their start plus their plan, at the most)."""
-    need = 0
     for book in list(slot.steps.values()):
         if not book.planned and book.runs:
             book.make_plan(alignment)
-        if book.planned:
-            need = max(need, book.reach)
-    return need
+        book.stale = False
+    cover_nested(slot.steps)
+    return max((book.reach for book in list(slot.steps.values()) if book.planned), default=0)
 
 
 def share_plans(
@@ -456,6 +490,7 @@ def share_plans(
         for book in list(steps.values()):
             if not book.planned and book.runs:
                 book.make_plan(alignment)
+        cover_nested(steps)
     merges: dict[Any, tuple[list[StepBook], StepBook | None]] = {}
     for key in {key: None for steps in lane for key in list(steps)}:
         planned = [steps[key] for steps in lane if key in steps and steps[key].planned]

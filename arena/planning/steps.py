@@ -12,6 +12,7 @@ from typing import Any, Generic, TypeVar
 
 from arena.errors import ArenaError, ArenaLockedError, GraphCaptureError, SpecError
 from arena.observe.events import caller_info, warn_user
+from arena.planning.nesting import cover_nested
 from arena.planning.records import StepBook, StepRun, fit_to_plans
 from arena.planning.scopes import Placer, close_region, open_region
 from arena.slots.slot import Slot
@@ -47,6 +48,7 @@ class Step(StepHitBase, Generic[ViewT]):
         "base",
         "end",
         "held",
+        "inside",
         "key",
         "moved",
         "nested",
@@ -89,6 +91,7 @@ class Step(StepHitBase, Generic[ViewT]):
         self.base = self.end = self.held = 0
         self.above = 0  # the most bytes a request inside the run needed above its end
         self.nested: Any = None  # the step running below this run on its slot, if any
+        self.inside = False  # started right inside ``nested``, above its live views
         self.request = 0
         self._memo: tuple[Any, ...] = ()
         self._caches: list[dict[Any, Any]] | None = None
@@ -112,11 +115,14 @@ class Step(StepHitBase, Generic[ViewT]):
                 "inside a run of the same key would share its record and plan; give the "
                 "inner step a key of its own"
             )
-        if not book.planned and book.runs:
-            if not slot.regions:  # the slot's keys are planned and it is sized
-                self._placer.announce(fit_to_plans(slot, self._alignment))
-            else:  # only this key: the others are sized at their own first planned run
-                book.make_plan(self._alignment)
+        if not slot.regions and (book.stale or (not book.planned and book.runs)):
+            # The slot's keys are planned and it is sized (a key run inside this one
+            # that recorded anew included).
+            self._placer.announce(fit_to_plans(slot, self._alignment))
+        elif not book.planned and book.runs:
+            # Only this key: the others are sized at their own first planned run.
+            book.make_plan(self._alignment)
+            cover_nested(slot.steps)
         if not book.planned and slot.governor.capturing():
             raise GraphCaptureError(
                 f"step {self.key!r} runs for the first time while a CUDA graph is being "
@@ -139,6 +145,7 @@ class Step(StepHitBase, Generic[ViewT]):
         self.nested = slot.step_below(None)
         outer_step = self.nested if slot.regions and slot.regions[-1] is self.nested else None
         open_region(self, slot)
+        self.inside = outer_step is not None
         spare = 0 if outer_step is None else self._start_inside(outer_step)
         book.running = True
         try:
@@ -332,10 +339,19 @@ class Step(StepHitBase, Generic[ViewT]):
         if kind is None:  # an interrupted run is not a record of the step
             if not self.replay:
                 book.record(run, start)
-            book.ran(start, self.above, nested=self.nested, replay=self.replay)
+                root = self.nested
+                while root is not None and root.nested is not None:
+                    root = root.nested
+                if root is not None and root._book is not None:
+                    root._book.stale = True  # its next run sizes the slot for this plan
+            book.ran(start, self.above, nested=self.nested, replay=self.replay, nests=run.nests)
         outer = slot.step_below(self)
         if outer is not None:  # its replays put this run above their plan: it reaches
             outer.note_above(end + self.above)  # this run's end plus what it had above
+            # Where its replays start this run: the end of its live views (right inside)
+            # or this run's lift above its end (in a scope); its plan may change.
+            lift = None if self.inside and outer is self.nested else max(0, start - outer.end)
+            outer.run.nests.append((outer.request, self.key, lift, end + self.above - start))
         self.run = _ENDED  # the ended run's views are not kept alive by the step
         self._buffer = self._caches = None
         close_region(self)
