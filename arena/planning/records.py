@@ -135,14 +135,18 @@ class StepBook:
 
     def take_plan(self, other: StepBook) -> None:
         """Replay ``other``'s record and plan from now on (a lane's merged plan); this
-        slot's own counters (runs, warnings) stay."""
-        for name in ("counts", "sizes", "firsts", "lasts", "found", "offsets", "starts", "nests"):
-            value = getattr(other, name)
-            setattr(self, name, None if value is None else list(value))
-        self.expiring = list(other.expiring)
+        slot's own counters (runs, warnings) stay. Copied first, installed in one step
+        (no call between the stores, where an interrupt could land)."""
+        counts, sizes, firsts = list(other.counts), list(other.sizes), list(other.firsts)
+        lasts, starts, nests = list(other.lasts), list(other.starts), list(other.nests)
+        found = None if other.found is None else list(other.found)
+        offsets = None if other.offsets is None else list(other.offsets)
+        expiring = list(other.expiring)
+        self.counts, self.sizes, self.firsts, self.lasts = counts, sizes, firsts, lasts
+        self.found, self.starts, self.nests, self.expiring = found, starts, nests, expiring
         self.total, self.load, self.version = other.total, other.load, other.version
-        self.base, self.above = other.base, other.above
-        self.top_level = other.top_level
+        self.base, self.above, self.top_level = other.base, other.above, other.top_level
+        self.offsets = offsets
 
     @property
     def planned(self) -> bool:
@@ -152,22 +156,21 @@ class StepBook:
     def record(self, run: StepRun, start: int) -> None:
         """Keep ``run`` (started at byte ``start`` of the slot) as the key's record: sizes
         merge with the record's by maximum when the run has the same structure and
-        lifetimes, else the run replaces it."""
-        self.recorded_at = start
+        lifetimes, else the run replaces it. Built first, installed in one step."""
         lasts = [run.lasts[block] for block in range(len(run.sizes))]
         same = run.counts == self.counts and run.firsts == self.firsts and lasts == self.lasts
         if same:
-            self.sizes = [max(a, b) for a, b in zip(self.sizes, run.sizes, strict=True)]
-            self.found = None
+            counts, firsts = self.counts, self.firsts
+            sizes = [max(a, b) for a, b in zip(self.sizes, run.sizes, strict=True)]
+            found = None
             nests = merge_nests(self.nests, run.nests)  # both runs' steps, as the sizes merge
         else:
-            self.counts, self.sizes = list(run.counts), list(run.sizes)
-            self.firsts, self.lasts = list(run.firsts), list(lasts)
-            self.found = list(run.offsets)
+            counts, sizes, firsts = list(run.counts), list(run.sizes), list(run.firsts)
+            found = list(run.offsets)
             nests = merge_nests([], run.nests)
-        self.nests = nests
-        self.offsets = None
-        self.total = 0
+        self.offsets, self.total = None, 0  # no plan until make_plan()
+        self.counts, self.sizes, self.firsts, self.lasts = counts, sizes, firsts, lasts
+        self.found, self.nests, self.recorded_at = found, nests, start
 
     def ran(
         self, start: int, above: int, *, nested: Any, replay: bool, nests: Sequence[Nest] = ()
@@ -175,23 +178,24 @@ class StepBook:
         """Count a finished run that started at byte ``start`` and needed ``above`` bytes
         above its end, inside the step ``nested`` (None: no step below it), with
         ``nests`` the steps run inside it."""
-        self.runs += 1
+        inside, top_level, base = self.inside, self.top_level, self.base
         if nested is not None:
-            self.inside = (nested.key,)
+            inside = (nested.key,)
         else:
-            self.top_level = True
-            self.base = max(self.base, start)
+            top_level, base = True, max(base, start)
+        settled, merged = self.settled, self.nests
         if replay:
-            self.settled = self.version
+            settled = self.version
             if nests:  # this program's steps inside too (the record's plan serves it)
-                self.nests = merge_nests(self.nests, nests)
-        if not replay:  # a recording's reach above is an estimate until the key replays
-            self.above, self.above_runs = above, 0
-        elif self.above_runs:
-            self.above = max(self.above, above)
-            self.above_runs += 1
-        else:
-            self.above, self.above_runs = above, 1
+                merged = merge_nests(merged, nests)
+        # A recording's reach above is an estimate until the key replays (0 runs).
+        above_runs = self.above_runs + 1 if replay else 0
+        if replay and self.above_runs:
+            above = max(self.above, above)
+        runs = self.runs + 1
+        # Installed in one step: no call between the stores.
+        self.inside, self.top_level, self.base, self.settled = inside, top_level, base, settled
+        self.nests, self.above, self.above_runs, self.runs = merged, above, above_runs, runs
 
     def settle(self, base: int, free: bool) -> bool:
         """A replay starts at byte ``base``; ``free`` (warm-up, or inside a step whose plan
@@ -210,23 +214,26 @@ class StepBook:
 
     def make_plan(self, alignment: int) -> None:
         """Plan the recorded blocks (the run's own first-fit placement kept when it is no
-        larger)."""
-        blocks = list(zip(self.sizes, self.firsts, self.lasts, strict=True))
+        larger). Built in locals, installed in one step: an interrupt leaves the book
+        planned entirely or not at all."""
+        sizes, found = self.sizes, self.found
+        blocks = list(zip(sizes, self.firsts, self.lasts, strict=True))
         plan = plan_offsets(blocks, alignment=alignment)
         offsets, total = list(plan.offsets), plan.total_bytes
-        if self.found is not None:
-            extent = max((o + s for o, s in zip(self.found, self.sizes, strict=True)), default=0)
+        if found is not None:
+            extent = max((o + s for o, s in zip(found, sizes, strict=True)), default=0)
             if extent < total:
-                offsets, total = self.found, extent
-        self.offsets, self.total, self.load = offsets, total, plan.lower_bound
-        self.starts = [0]
+                offsets, total = list(found), extent
+        starts = [0]
         for count in self.counts:
-            self.starts.append(self.starts[-1] + count)
+            starts.append(starts[-1] + count)
         ends: dict[int, list[int]] = {}
         for block, last in enumerate(self.lasts):
             ends.setdefault(last, []).append(block)
-        self.expiring = [tuple(ends.get(r - 1, ())) for r in range(len(self.counts))]
-        self.version += 1
+        expiring = [tuple(ends.get(r - 1, ())) for r in range(len(self.counts))]
+        load, version = plan.lower_bound, self.version + 1
+        self.starts, self.expiring, self.total, self.load = starts, expiring, total, load
+        self.version, self.offsets = version, offsets
 
     def to_profile(self) -> dict[str, Any]:
         """The record and plan a replay needs, JSON-ready (see
@@ -309,6 +316,7 @@ class StepRun:
     """
 
     __slots__ = (
+        "broken",
         "counts",
         "ended",
         "firsts",
@@ -343,6 +351,8 @@ class StepRun:
         self.ended: dict[int, Any] = {}
         #: Steps run inside this run (see :attr:`StepBook.nests`).
         self.nests: list[Nest] = []
+        #: An interrupt stopped the bookkeeping of a request halfway: no record.
+        self.broken = False
 
     def add(self, request: int, offsets: list[int], sizes: list[int]) -> None:
         """Record one request's blocks (numbered from ``len(self.sizes)``)."""
@@ -444,6 +454,8 @@ def fit_to_plans(slot: Slot, alignment: int) -> list[Resize]:
     plan_slot_steps(slot, alignment)
     need = max([slot.plain_high, *(b.reach for b in list(slot.steps.values()) if b.planned)])
     resize = slot.fit(max(need, slot.top))
+    for book in list(slot.steps.values()):
+        book.stale = False  # sized (or the slot may not change now)
     return [] if resize is None else [resize]
 
 
@@ -461,7 +473,6 @@ def plan_slot_steps(slot: Slot, alignment: int) -> int:
     for book in list(slot.steps.values()):
         if not book.planned and book.runs:
             book.make_plan(alignment)
-        book.stale = False
     cover_nested(slot.steps)
     return max((book.reach for book in list(slot.steps.values()) if book.planned), default=0)
 

@@ -14,7 +14,7 @@ from arena.errors import ArenaError, ArenaLockedError, GraphCaptureError, SpecEr
 from arena.observe.events import caller_info, warn_user
 from arena.planning.nesting import cover_nested
 from arena.planning.records import StepBook, StepRun, fit_to_plans
-from arena.planning.scopes import Placer, close_region, open_region
+from arena.planning.scopes import Placer, close_region, heal_regions, open_region
 from arena.slots.slot import Slot
 from arena.views import hit
 from arena.views.aliases import origin_of
@@ -106,9 +106,11 @@ class Step(StepHitBase, Generic[ViewT]):
         if self.slot is not None:
             raise ArenaError(f"step {self.key!r} is already running; make a new ws.step()")
         slot = self._select()
+        if slot.regions:
+            heal_regions(slot)  # regions an interrupt left open, their owner gone
         book = slot.steps.get(self.key)
         if book is None:
-            book = slot.steps[self.key] = StepBook()
+            book = slot.steps.setdefault(self.key, StepBook())
         if book.running:
             raise ArenaError(
                 f"step {self.key!r} is already running on slot {slot.describe()}: a step "
@@ -129,10 +131,11 @@ class Step(StepHitBase, Generic[ViewT]):
                 f"captured in slot {slot.describe()}; run it eagerly twice (record, then "
                 "plan) before capturing, so the capture records the planned pointers"
             )
-        self._book = book
-        if self.run is _ENDED:
-            self.run = StepRun()
-        self._released, self._handed = self.run.released, self.run.handed
+        # Nothing below changes the slot or the book until the region opens; from there
+        # an interrupt (or a warning raised as an error) exits the run as interrupted.
+        run = StepRun() if self.run is _ENDED else self.run
+        self._book, self.run = book, run
+        self._released, self._handed = run.released, run.handed
         self.request = 0
         self.replay = book.planned
         # A capture probe, or a request log while unlocked: served requests need their
@@ -142,13 +145,13 @@ class Step(StepHitBase, Generic[ViewT]):
             placer.log is not None and not slot.governor.locked
         )
         self.above = 0
-        self.nested = slot.step_below(None)
-        outer_step = self.nested if slot.regions and slot.regions[-1] is self.nested else None
-        open_region(self, slot)
-        self.inside = outer_step is not None
-        spare = 0 if outer_step is None else self._start_inside(outer_step)
-        book.running = True
         try:
+            self.nested = slot.step_below(None)
+            outer_step = self.nested if slot.regions and slot.regions[-1] is self.nested else None
+            self.inside = outer_step is not None
+            open_region(self, slot)
+            spare = 0 if outer_step is None else self._start_inside(outer_step)
+            book.running = True
             outer, governor = self.nested, slot.governor
             # Warm-up decides the height, and so does the first replay inside a step whose
             # plan or start is new (a plan lock() made or merged): no caller moved it.
@@ -327,17 +330,39 @@ class Step(StepHitBase, Generic[ViewT]):
         if slot is None:
             return
         run, book = self.run, self._book
-        assert book is not None
-        book.running = False
-        if not self.replay:
-            for block in run.live:
-                run.lasts[block] = max(self.request - 1, run.firsts[block])
+        start, end = self.base, self.end
+        handed: list[Any] = []
+        try:
+            if run is not _ENDED and book is not None:
+                # First: an exit run again (healing one an interrupt stopped) counts the
+                # run once, and the ended run's views are not kept alive by the step.
+                self.run = _ENDED
+                handed = self._finish(slot, run, book, kind)
+        finally:  # whatever interrupted the bookkeeping, the region closes
+            if book is not None:
+                book.running = False
+            self._buffer = self._caches = None
+            close_region(self)
+            self.nested = None
+        if self._poison and end > start:
+            poison_bytes(slot.buffer, start, end)
+        if handed:
+            self._placer.retire(handed)
+
+    def _finish(
+        self, slot: Slot, run: StepRun, book: StepBook, kind: type[BaseException] | None
+    ) -> list[Any]:
+        """The bookkeeping of an ending run: its record (a run that ended normally and
+        whose requests were all booked), what it needed above its end for the step it ran
+        inside; returns the views debug mode retires."""
         if self._debug:
             run.index()
         handed = [view for _, view in run.views.values()] if self._debug else []
         start, end = self.base, self.end
-        if kind is None:  # an interrupted run is not a record of the step
+        if kind is None and not run.broken:  # an interrupted run is not a record
             if not self.replay:
+                for block in run.live:
+                    run.lasts[block] = max(self.request - 1, run.firsts[block])
                 book.record(run, start)
                 root = self.nested
                 while root is not None and root.nested is not None:
@@ -352,13 +377,7 @@ class Step(StepHitBase, Generic[ViewT]):
             # or this run's lift above its end (in a scope); its plan may change.
             lift = None if self.inside and outer is self.nested else max(0, start - outer.end)
             outer.run.nests.append((outer.request, self.key, lift, end + self.above - start))
-        self.run = _ENDED  # the ended run's views are not kept alive by the step
-        self._buffer = self._caches = None
-        close_region(self)
-        if self._poison and end > start:
-            poison_bytes(slot.buffer, start, end)
-        if handed:
-            self._placer.retire(handed)
+        return handed
 
     # ------------------------------------------------------------------ internals
     def _served(self, slot: Slot, entry: Any, specs: Any, views: Any) -> bool:
@@ -373,6 +392,8 @@ class Step(StepHitBase, Generic[ViewT]):
     def _checked(self, slot: Slot, specs: Any) -> list[ViewT]:
         """Every request the replay's hit does not serve: records, diverges, or places at
         the plan's offsets and remembers the views."""
+        if slot.regions[-1] is not self:
+            heal_regions(slot)  # one above it an interrupt left open
         if slot.regions[-1] is not self:
             inner = slot.regions[-1]
             if isinstance(inner, Step):
@@ -417,6 +438,9 @@ class Step(StepHitBase, Generic[ViewT]):
             memo=self._keep(r, specs, tuple(blocks)) if self.replay else None,
         )
         assert views is not None  # strict placement raises instead
+        # An interrupt between here and the request's count leaves the run broken: it is
+        # no record (its blocks and requests may not match).
+        run.broken = True
         if self.replay:
             run.handed.append((tuple(blocks), views))
         else:  # recorded once placed: a refused request is no block
@@ -430,7 +454,7 @@ class Step(StepHitBase, Generic[ViewT]):
             slot.top = self.end = extent
         if not self.replay:
             slot.note_load(slot.live)
-        self.request = r + 1
+        self.request, run.broken = r + 1, False
         return views  # type: ignore[no-any-return]
 
     def _keep(self, r: int, specs: Any, blocks: tuple[int, ...]) -> Callable[[Any, Any], None]:
@@ -490,13 +514,14 @@ class Step(StepHitBase, Generic[ViewT]):
             )
         # Record from here: the requests so far are recorded as planned, and their live
         # blocks keep their planned offsets (counted live now, as a recording run does).
-        self.run.adopt(book, r)
-        self._handed = self.run.handed
-        slot.live -= self.held
-        self.held = sum(size for _, size in self.run.live.values())
-        slot.live += self.held
-        self._caches = None
-        self.replay = False
+        # Broken until every field says so (an interrupt halfway: no record).
+        run = self.run
+        run.broken = True
+        run.adopt(book, r)
+        held = sum(size for _, size in run.live.values())
+        self._handed, self._caches, self.replay = run.handed, None, False
+        slot.live += held - self.held
+        self.held, run.broken = held, False
 
 
 class CompiledStep(Step[ViewT]):
