@@ -15,6 +15,7 @@ from arena.observe.events import caller_info, warn_user
 from arena.planning.nesting import cover_nested
 from arena.planning.records import StepBook, StepRun, fit_to_plans
 from arena.planning.scopes import Placer, close_region, heal_regions, open_region
+from arena.planning.stepcheck import divergence, fits, refused_release
 from arena.slots.slot import Slot
 from arena.views import hit
 from arena.views.aliases import origin_of
@@ -118,8 +119,7 @@ class Step(StepHitBase, Generic[ViewT]):
                 "inner step a key of its own"
             )
         if not slot.regions and (book.stale or (not book.planned and book.runs)):
-            # The slot's keys are planned and it is sized (a key run inside this one
-            # that recorded anew included).
+            # Plan the slot's keys and size it (stale: a key run inside recorded anew).
             self._placer.announce(fit_to_plans(slot, self._alignment))
         elif not book.planned and book.runs:
             # Only this key: the others are sized at their own first planned run.
@@ -131,8 +131,7 @@ class Step(StepHitBase, Generic[ViewT]):
                 f"captured in slot {slot.describe()}; run it eagerly twice (record, then "
                 "plan) before capturing, so the capture records the planned pointers"
             )
-        # Nothing below changes the slot or the book until the region opens; from there
-        # an interrupt (or a warning raised as an error) exits the run as interrupted.
+        # Once the region opens, an interrupt (or a warning as error) exits the run.
         run = StepRun() if self.run is _ENDED else self.run
         self._book, self.run = book, run
         self._released, self._handed = run.released, run.handed
@@ -269,7 +268,7 @@ class Step(StepHitBase, Generic[ViewT]):
                 target = origin_of(view)  # the view a write_into result was written through
                 found = by_view.get(id(target))
             if found is None or found[0] in blocks:
-                raise self._refused(view, found is not None, id(target) in run.ended)
+                raise refused_release(self.key, view, found is not None, id(target) in run.ended)
             blocks[found[0]] = (found[1], view)
         for block, (handed, given) in blocks.items():
             del by_view[id(handed)]
@@ -292,24 +291,6 @@ class Step(StepHitBase, Generic[ViewT]):
                 poison_bytes(slot.buffer, self.base + offset, self.base + offset + size)
             if self._debug:
                 self._placer.retire([handed] if given is handed else [handed, given])
-
-    def _refused(self, view: Any, twice: bool, ended: bool) -> ArenaError:
-        """The error for a view release() refuses: given twice in one call, released
-        already, or never handed out by this run (a list, a slice, another array)."""
-        what = "released twice in this call" if twice else "released already"
-        what = what if twice or ended else "not handed out by this run"
-        if isinstance(view, (list, tuple)):
-            fix = "; pass the views as separate arguments: release(*views)"
-        elif not (twice or ended):
-            fix = "; release the view itself, not a slice or an array made from it"
-        else:
-            fix = ""
-        shape = getattr(view, "shape", None)
-        got = type(view).__name__ + ("" if shape is None else f" of shape {shape}")
-        return ArenaError(
-            f"release() takes views this run of step {self.key!r} handed out and has not "
-            f"released yet; got {got} ({what}); nothing was released{fix}"
-        )
 
     def _start_inside(self, outer: Step[Any]) -> int:
         """Start right inside the run ``outer``, above its live views only; returns what
@@ -334,9 +315,7 @@ class Step(StepHitBase, Generic[ViewT]):
         handed: list[Any] = []
         try:
             if run is not _ENDED and book is not None:
-                # First: an exit run again (healing one an interrupt stopped) counts the
-                # run once, and the ended run's views are not kept alive by the step.
-                self.run = _ENDED
+                self.run = _ENDED  # first: an exit run again (healing) counts it once
                 handed = self._finish(slot, run, book, kind)
         finally:  # whatever interrupted the bookkeeping, the region closes
             if book is not None:
@@ -352,9 +331,8 @@ class Step(StepHitBase, Generic[ViewT]):
     def _finish(
         self, slot: Slot, run: StepRun, book: StepBook, kind: type[BaseException] | None
     ) -> list[Any]:
-        """The bookkeeping of an ending run: its record (a run that ended normally and
-        whose requests were all booked), what it needed above its end for the step it ran
-        inside; returns the views debug mode retires."""
+        """An ending run's record (ended normally, every request booked) and its reach in
+        the step it ran inside; returns the views debug mode retires."""
         if self._debug:
             run.index()
         handed = [view for _, view in run.views.values()] if self._debug else []
@@ -373,8 +351,7 @@ class Step(StepHitBase, Generic[ViewT]):
         outer = slot.step_below(self)
         if outer is not None:  # its replays put this run above their plan: it reaches
             outer.note_above(end + self.above)  # this run's end plus what it had above
-            # Where its replays start this run: the end of its live views (right inside)
-            # or this run's lift above its end (in a scope); its plan may change.
+            # Replays start it at their live views' end (right inside) or lifted (scope).
             lift = None if self.inside and outer is self.nested else max(0, start - outer.end)
             outer.run.nests.append((outer.request, self.key, lift, end + self.above - start))
         return handed
@@ -409,7 +386,7 @@ class Step(StepHitBase, Generic[ViewT]):
         assert book is not None
         layout = compute_layout(specs, self._alignment)
         sizes = [round_up(v.nbytes, self._alignment) for v in layout.views]
-        if self.replay and not self._fits(r, sizes):
+        if self.replay and not fits(book, r, sizes, run.released):
             self._diverge(slot, r, sizes)
         if self.replay:
             blocks = range(book.starts[r], book.starts[r] + len(sizes))
@@ -472,29 +449,10 @@ class Step(StepHitBase, Generic[ViewT]):
 
         return store
 
-    def _fits(self, r: int, sizes: list[int]) -> bool:
-        book = self._book
-        assert book is not None
-        if r >= len(book.counts) or book.counts[r] != len(sizes):
-            return False
-        first = book.starts[r]
-        if any(size > book.sizes[first + k] for k, size in enumerate(sizes)):
-            return False
-        # A view kept past its planned last use would share bytes with this request.
-        return all(block in self.run.released for block in book.expiring[r])
-
     def _diverge(self, slot: Slot, r: int, sizes: list[int]) -> None:
         book = self._book
         assert book is not None
-        if r >= len(book.counts):
-            reason = f"the plan has {len(book.counts)} requests"
-        elif book.counts[r] != len(sizes):
-            reason = f"the plan's request {r} has {book.counts[r]} views, this one {len(sizes)}"
-        elif any(s > book.sizes[book.starts[r] + k] for k, s in enumerate(sizes)):
-            planned = book.sizes[book.starts[r] : book.starts[r] + len(sizes)]
-            reason = f"its views need {sizes} bytes, the plan holds {planned}"
-        else:
-            reason = "a view is kept past its planned last use (release it earlier)"
+        reason = divergence(book, r, sizes)
         caller = caller_info()
         where = f"step {self.key!r} request {r} from '{caller}' in slot {slot.describe()}"
         governor = slot.governor
