@@ -67,7 +67,7 @@ def test_a_micro_batch_that_missed_warm_up_first_in_its_lane_gets_the_merged_pla
 
 
 def test_a_step_run_at_two_heights_is_sized_for_the_higher() -> None:
-    """"k" runs inside a scope of 4 KiB (starting at byte 4096), then outside it (at 0):
+    """ "k" runs inside a scope of 4 KiB (starting at byte 4096), then outside it (at 0):
     plan_steps() sizes the slot for its plan at the highest start it ran at, so the run
     inside the scope replays without growing, locked too. (Planted: the book's base set
     to the last start instead of the highest: the slot shrinks to 4096 and the locked run
