@@ -118,3 +118,20 @@ def test_injector_counts_the_same_points_twice() -> None:
     """The sweep's points are stable: the same run gives the same events."""
     assert interrupts.count_points(2) == interrupts.count_points(2)
     assert Injector().count == 0
+
+
+def test_a_plain_request_after_an_interrupted_enter_is_not_placed_above_it(
+    hit_path: str,
+) -> None:
+    """Locked: "outer" opened and interrupted at the end of its ``__enter__``; the next
+    plain request of the slot's whole capacity is served at byte 0 (on d8e756f and
+    before healing reached plain requests, above the orphaned step: refused)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ArenaWarning)
+        ws = fresh(3)
+        _interrupt_at(ws, "__enter__", "return", 1)
+        capacity = ws.stats().slots[0].capacity
+        (view,) = ws.get_simultaneous(((capacity // 4,), "float32"))
+        assert view.nbytes == capacity
+        assert damage(ws, True) == ""
+        ws.close()
