@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["lift_outer_steps"]
+__all__ = ["cover_nested", "lift_outer_steps"]
 
 
 def lift_outer_steps(
@@ -63,3 +63,43 @@ def _slot_lifts(steps: dict[Any, Any], merges: dict[Any, tuple[list[Any], Any]])
         return lifts[key]
 
     return {key: lift(key, frozenset([key])) for key in list(steps) if lift(key, frozenset([key]))}
+
+
+def cover_nested(steps: dict[Any, Any]) -> None:
+    """Raise the ``above`` of each planned book of one slot's ``steps`` (key -> book) to
+    what the steps run inside it need when it replays its plan. One run right inside
+    starts at the end of the outer plan's views live at that request (the plan may put
+    them higher than the run that recorded them did); one in a scope starts its lift
+    above the plan's end. Each reaches its own plan plus what it holds above (not
+    planned: what its recorded run reached). Inner keys first; a key seen inside itself
+    counts once."""
+    done: set[Any] = set()
+
+    def cover(key: Any, path: frozenset[Any]) -> None:
+        book = steps.get(key)
+        if key in done or book is None or not book.planned:
+            return
+        done.add(key)
+        above = book.above
+        for r, inner_key, lift, recorded in list(book.nests):
+            inner = steps.get(inner_key)
+            reached = recorded
+            if inner_key not in path and inner is not None and inner.planned:
+                cover(inner_key, path | {inner_key})
+                reached = inner.total + inner.above
+            start = _live_extent(book, r) - book.total if lift is None else lift
+            above = max(above, start + reached)
+        book.above = above
+
+    for key in list(steps):
+        cover(key, frozenset([key]))
+
+
+def _live_extent(book: Any, r: int) -> int:
+    """The end of the highest block of ``book``'s plan that may be live after its first
+    ``r`` requests (made before them, not released before the last of them)."""
+    offsets, sizes, firsts, lasts = book.offsets, book.sizes, book.firsts, book.lasts
+    return max(
+        (offsets[b] + sizes[b] for b in range(len(sizes)) if firsts[b] < r and lasts[b] >= r - 1),
+        default=0,
+    )

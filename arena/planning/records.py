@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from arena.observe.profilesteps import storable_key
-from arena.planning.nesting import lift_outer_steps
+from arena.planning.nesting import cover_nested, lift_outer_steps
 from arena.planning.offsets import plan_offsets
+from arena.planning.runs import Nest, StepRun, merge_nests
 from arena.slots.slot import Resize, Slot
 
 __all__ = [
@@ -66,12 +67,14 @@ class StepBook:
         "inside",
         "lasts",
         "load",
+        "nests",
         "offsets",
         "recorded_at",
         "running",
         "runs",
         "settled",
         "sizes",
+        "stale",
         "starts",
         "top_level",
         "total",
@@ -85,6 +88,10 @@ class StepBook:
         self.firsts: list[int] = []
         self.lasts: list[int] = []
         self.found: list[int] | None = None  # first-fit offsets of the last record
+        #: Steps run inside its runs: (requests before, key, lift, bytes from the step's
+        #: start to the most it reached). Lift None: right inside, at the end of the
+        #: plan's live views; else that many bytes above the plan's end (in a scope).
+        self.nests: list[Nest] = []
         self.offsets: list[int] | None = None
         self.starts: list[int] = [0]
         #: Per request: the blocks whose planned life ended before it (must be released).
@@ -106,6 +113,9 @@ class StepBook:
         self.running = False  # a run of this key is open on this slot
         self.version = 0
         self.settled = 0  # the plan version the last finished replay ran
+        #: A step run inside this one recorded anew: its next top-level run plans and
+        #: sizes the slot first (the run inside it would otherwise grow it halfway).
+        self.stale = False
 
     def copy(self, *, running: bool = False) -> StepBook:
         """An independent copy (a sibling slot's book: same record, same plan); marked
@@ -121,14 +131,18 @@ class StepBook:
 
     def take_plan(self, other: StepBook) -> None:
         """Replay ``other``'s record and plan from now on (a lane's merged plan); this
-        slot's own counters (runs, warnings) stay."""
-        for name in ("counts", "sizes", "firsts", "lasts", "found", "offsets", "starts"):
-            value = getattr(other, name)
-            setattr(self, name, None if value is None else list(value))
-        self.expiring = list(other.expiring)
+        slot's own counters (runs, warnings) stay. Copied first, installed in one step
+        (no call between the stores, where an interrupt could land)."""
+        counts, sizes, firsts = list(other.counts), list(other.sizes), list(other.firsts)
+        lasts, starts, nests = list(other.lasts), list(other.starts), list(other.nests)
+        found = None if other.found is None else list(other.found)
+        offsets = None if other.offsets is None else list(other.offsets)
+        expiring = list(other.expiring)
+        self.counts, self.sizes, self.firsts, self.lasts = counts, sizes, firsts, lasts
+        self.found, self.starts, self.nests, self.expiring = found, starts, nests, expiring
         self.total, self.load, self.version = other.total, other.load, other.version
-        self.base, self.above = other.base, other.above
-        self.top_level = other.top_level
+        self.base, self.above, self.top_level = other.base, other.above, other.top_level
+        self.offsets = offsets
 
     @property
     def planned(self) -> bool:
@@ -138,38 +152,46 @@ class StepBook:
     def record(self, run: StepRun, start: int) -> None:
         """Keep ``run`` (started at byte ``start`` of the slot) as the key's record: sizes
         merge with the record's by maximum when the run has the same structure and
-        lifetimes, else the run replaces it."""
-        self.recorded_at = start
+        lifetimes, else the run replaces it. Built first, installed in one step."""
         lasts = [run.lasts[block] for block in range(len(run.sizes))]
         same = run.counts == self.counts and run.firsts == self.firsts and lasts == self.lasts
         if same:
-            self.sizes = [max(a, b) for a, b in zip(self.sizes, run.sizes, strict=True)]
-            self.found = None
+            counts, firsts = self.counts, self.firsts
+            sizes = [max(a, b) for a, b in zip(self.sizes, run.sizes, strict=True)]
+            found = None
+            nests = merge_nests(self.nests, run.nests)  # both runs' steps, as the sizes merge
         else:
-            self.counts, self.sizes = list(run.counts), list(run.sizes)
-            self.firsts, self.lasts = list(run.firsts), list(lasts)
-            self.found = list(run.offsets)
-        self.offsets = None
-        self.total = 0
+            counts, sizes, firsts = list(run.counts), list(run.sizes), list(run.firsts)
+            found = list(run.offsets)
+            nests = merge_nests([], run.nests)
+        self.offsets, self.total = None, 0  # no plan until make_plan()
+        self.counts, self.sizes, self.firsts, self.lasts = counts, sizes, firsts, lasts
+        self.found, self.nests, self.recorded_at = found, nests, start
 
-    def ran(self, start: int, above: int, *, nested: Any, replay: bool) -> None:
+    def ran(
+        self, start: int, above: int, *, nested: Any, replay: bool, nests: Sequence[Nest] = ()
+    ) -> None:
         """Count a finished run that started at byte ``start`` and needed ``above`` bytes
-        above its end, inside the step ``nested`` (None: no step below it)."""
-        self.runs += 1
+        above its end, inside the step ``nested`` (None: no step below it), with
+        ``nests`` the steps run inside it."""
+        inside, top_level, base = self.inside, self.top_level, self.base
         if nested is not None:
-            self.inside = (nested.key,)
+            inside = (nested.key,)
         else:
-            self.top_level = True
-            self.base = max(self.base, start)
+            top_level, base = True, max(base, start)
+        settled, merged = self.settled, self.nests
         if replay:
-            self.settled = self.version
-        if not replay:  # a recording's reach above is an estimate until the key replays
-            self.above, self.above_runs = above, 0
-        elif self.above_runs:
-            self.above = max(self.above, above)
-            self.above_runs += 1
-        else:
-            self.above, self.above_runs = above, 1
+            settled = self.version
+            if nests:  # this program's steps inside too (the record's plan serves it)
+                merged = merge_nests(merged, nests)
+        # A recording's reach above is an estimate until the key replays (0 runs).
+        above_runs = self.above_runs + 1 if replay else 0
+        if replay and self.above_runs:
+            above = max(self.above, above)
+        runs = self.runs + 1
+        # Installed in one step: no call between the stores.
+        self.inside, self.top_level, self.base, self.settled = inside, top_level, base, settled
+        self.nests, self.above, self.above_runs, self.runs = merged, above, above_runs, runs
 
     def settle(self, base: int, free: bool) -> bool:
         """A replay starts at byte ``base``; ``free`` (warm-up, or inside a step whose plan
@@ -188,23 +210,26 @@ class StepBook:
 
     def make_plan(self, alignment: int) -> None:
         """Plan the recorded blocks (the run's own first-fit placement kept when it is no
-        larger)."""
-        blocks = list(zip(self.sizes, self.firsts, self.lasts, strict=True))
+        larger). Built in locals, installed in one step: an interrupt leaves the book
+        planned entirely or not at all."""
+        sizes, found = self.sizes, self.found
+        blocks = list(zip(sizes, self.firsts, self.lasts, strict=True))
         plan = plan_offsets(blocks, alignment=alignment)
         offsets, total = list(plan.offsets), plan.total_bytes
-        if self.found is not None:
-            extent = max((o + s for o, s in zip(self.found, self.sizes, strict=True)), default=0)
+        if found is not None:
+            extent = max((o + s for o, s in zip(found, sizes, strict=True)), default=0)
             if extent < total:
-                offsets, total = self.found, extent
-        self.offsets, self.total, self.load = offsets, total, plan.lower_bound
-        self.starts = [0]
+                offsets, total = list(found), extent
+        starts = [0]
         for count in self.counts:
-            self.starts.append(self.starts[-1] + count)
+            starts.append(starts[-1] + count)
         ends: dict[int, list[int]] = {}
         for block, last in enumerate(self.lasts):
             ends.setdefault(last, []).append(block)
-        self.expiring = [tuple(ends.get(r - 1, ())) for r in range(len(self.counts))]
-        self.version += 1
+        expiring = [tuple(ends.get(r - 1, ())) for r in range(len(self.counts))]
+        load, version = plan.lower_bound, self.version + 1
+        self.starts, self.expiring, self.total, self.load = starts, expiring, total, load
+        self.version, self.offsets = version, offsets
 
     def to_profile(self) -> dict[str, Any]:
         """The record and plan a replay needs, JSON-ready (see
@@ -267,102 +292,6 @@ class StepBook:
         return book
 
 
-class StepRun:
-    """The blocks of one run, numbered in request order (a replay numbers them as its
-    plan does).
-
-    A recording run keeps each block's size, first use, offset and whether it is live. A
-    replay keeps only what it handed out and what was released (its places are the
-    plan's); if it starts recording, it first adopts its plan's record of what it did.
-    """
-
-    __slots__ = (
-        "counts",
-        "ended",
-        "firsts",
-        "handed",
-        "indexed",
-        "lasts",
-        "live",
-        "offsets",
-        "released",
-        "sizes",
-        "views",
-    )
-
-    def __init__(self) -> None:
-        self.counts: list[int] = []
-        self.sizes: list[int] = []
-        self.firsts: list[int] = []
-        self.offsets: list[int] = []
-        #: Block -> the last request it was live for (set at release and at the end).
-        self.lasts: dict[int, int] = {}
-        #: Recording: block -> (offset, size) while live.
-        self.live: dict[int, tuple[int, int]] = {}
-        #: id(view) -> (block, view) while live (the view kept: its id stays unique).
-        self.views: dict[int, tuple[int, Any]] = {}
-        #: Replay: (blocks, views) per request, indexed into :attr:`views` when needed.
-        self.handed: list[tuple[tuple[int, ...], list[Any]]] = []
-        self.indexed = 0
-        #: Replay: blocks released so far.
-        self.released: set[int] = set()
-        #: id(view) -> view of the views released so far (kept: their ids stay unique).
-        self.ended: dict[int, Any] = {}
-
-    def add(self, request: int, offsets: list[int], sizes: list[int]) -> None:
-        """Record one request's blocks (numbered from ``len(self.sizes)``)."""
-        self.counts.append(len(sizes))
-        self.sizes.extend(sizes)
-        self.offsets.extend(offsets)
-        self.firsts.extend([request] * len(sizes))
-
-    def index(self) -> None:
-        """Index a replay's handed-out views by identity (for release and the end)."""
-        views, handed = self.views, self.handed
-        for index in range(self.indexed, len(handed)):
-            blocks, made = handed[index]
-            for block, view in zip(blocks, made, strict=True):
-                views[id(view)] = (block, view)
-        self.indexed = len(handed)
-
-    def live_extent(self, plan: StepBook | None) -> tuple[int, int]:
-        """The end of the run's highest live view from its start, and their bytes (at
-        ``plan``'s places when it replays one): where a step opened right inside starts."""
-        self.index()
-        if plan is not None and plan.offsets is not None:
-            live = [(plan.offsets[b], plan.sizes[b]) for b, _ in self.views.values()]
-        else:
-            live = list(self.live.values())
-        return max((o + s for o, s in live), default=0), sum(s for _, s in live)
-
-    def adopt(self, book: StepBook, requests: int) -> None:
-        """A replay that stops following its plan after ``requests`` requests: those
-        requests' blocks are recorded as planned (their planned sizes, at least theirs),
-        and the ones not released are live at their planned offsets."""
-        assert book.offsets is not None
-        self.index()
-        blocks = book.starts[requests]
-        self.counts = book.counts[:requests]
-        self.sizes = book.sizes[:blocks]
-        self.firsts = book.firsts[:blocks]
-        self.offsets = list(book.offsets[:blocks])
-        self.live = {
-            block: (book.offsets[block], book.sizes[block])
-            for block, _ in self.views.values()
-            if block not in self.released
-        }
-        self.handed, self.indexed = [], 0
-
-    def first_fit(self, size: int) -> int:
-        """The lowest offset where ``size`` bytes overlap no live block."""
-        offset = 0
-        for start, length in sorted(self.live.values()):
-            if offset + size <= start:
-                break
-            offset = max(offset, start + length)
-        return offset
-
-
 def stored_plans(steps: dict[Any, StepBook]) -> list[dict[str, Any]]:
     """A profile's entries for one slot's ``steps``: each planned key that is a str or an
     int, as :meth:`StepBook.to_profile` with its ``key``. Other keys are skipped (JSON
@@ -409,6 +338,8 @@ def fit_to_plans(slot: Slot, alignment: int) -> list[Resize]:
     plan_slot_steps(slot, alignment)
     need = max([slot.plain_high, *(b.reach for b in list(slot.steps.values()) if b.planned)])
     resize = slot.fit(max(need, slot.top))
+    for book in list(slot.steps.values()):
+        book.stale = False  # sized (or the slot may not change now)
     return [] if resize is None else [resize]
 
 
@@ -423,13 +354,11 @@ def planned_need(slot: Slot) -> int:
 def plan_slot_steps(slot: Slot, alignment: int) -> int:
     """Plan every recorded key of ``slot`` not planned yet; returns the bytes the slot's
     planned steps need (their start plus their plan, at the most)."""
-    need = 0
     for book in list(slot.steps.values()):
         if not book.planned and book.runs:
             book.make_plan(alignment)
-        if book.planned:
-            need = max(need, book.reach)
-    return need
+    cover_nested(slot.steps)
+    return max((book.reach for book in list(slot.steps.values()) if book.planned), default=0)
 
 
 def share_plans(
@@ -456,6 +385,7 @@ def share_plans(
         for book in list(steps.values()):
             if not book.planned and book.runs:
                 book.make_plan(alignment)
+        cover_nested(steps)
     merges: dict[Any, tuple[list[StepBook], StepBook | None]] = {}
     for key in {key: None for steps in lane for key in list(steps)}:
         planned = [steps[key] for steps in lane if key in steps and steps[key].planned]

@@ -21,6 +21,7 @@ checked path while regions are open.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -29,7 +30,7 @@ from arena.slots.slot import Buffer, Resize, Slot
 from arena.views.layout import Layout, compute_layout, shifted
 from arena.views.poison import poison_bytes
 
-__all__ = ["Placer", "Region", "Scope", "close_region", "open_region"]
+__all__ = ["Placer", "Region", "Scope", "close_region", "heal_regions", "open_region"]
 
 ViewT = TypeVar("ViewT")
 
@@ -121,22 +122,65 @@ def open_region(region: Any, slot: Slot) -> None:
     region.slot = slot
     region.base = region.end = slot.top
     region.held = 0
-    slot.open_region(region)
+    slot.open_region(region)  # last, and all or nothing: see close_region
 
 
 def close_region(region: Any) -> None:
     """Close ``region``: its bytes are free for the next request, unless a region still
-    open reaches above them (requests on an outer region while this one was open)."""
+    open reaches above them (requests on an outer region while this one was open).
+
+    Safe to call again after an interrupt stopped it halfway: the slot drops the region
+    and sets its new top and live bytes in one step, and a region no longer open
+    changes nothing on the slot."""
     slot = region.slot
     if slot is None:
         return
     # The regions still open keep what they reach (a step opened right inside a step starts
     # below the outer one's end; one closed out of order may have others above it).
     top = max([region.base, *(r.end for r in slot.regions if r is not region)])
-    slot.close_region(region, top, slot.live - region.held)
+    closed = slot.close_region(region, top, slot.live - region.held)
     region.slot = None
-    if slot.governor.debug:
+    if closed and slot.governor.debug:
         slot.leave()
+
+
+def heal_regions(slot: Slot) -> None:
+    """Close the regions of ``slot`` that nothing can close any more: their owner is gone.
+
+    An interrupt that lands after a scope's or step's ``__enter__`` opened its region and
+    before the ``with`` statement took it (at ``__enter__``'s return), or in ``__exit__``
+    before the region closed, leaves a region open whose scope or step nothing but the
+    slot (and the regions above it) refers to. Later requests would live above it and
+    the step's key would stay running. Each is exited as interrupted, innermost first.
+    A region its caller still holds is left alone (CPython's reference counts tell;
+    elsewhere nothing is healed)."""
+    if _ORPHANED is None:
+        return
+    for region in reversed(tuple(slot.regions)):
+        if _references(region, slot.regions) <= _ORPHANED:
+            region.__exit__(KeyboardInterrupt, None, None)
+
+
+def _references(region: Any, regions: list[Any]) -> int:
+    """References to ``region`` beyond those of ``regions``: the stack itself and the
+    steps opened above it (``nested``). Includes this check's own (see _ORPHANED)."""
+    known = sum(1 for r in regions if r is region or getattr(r, "nested", None) is region)
+    return sys.getrefcount(region) - known
+
+
+def _calibrate() -> int | None:
+    """What :func:`_references` finds for a region only a stack refers to, called as
+    heal_regions calls it (None where reference counts do not tell: not CPython)."""
+    if sys.implementation.name != "cpython":
+        return None
+    regions = [Region()]
+    for region in reversed(tuple(regions)):
+        return _references(region, regions)
+    return None
+
+
+#: The count of a region nothing but its slot refers to (None: healing is off).
+_ORPHANED = _calibrate()
 
 
 class Scope(Region, Generic[ViewT]):
@@ -168,7 +212,10 @@ class Scope(Region, Generic[ViewT]):
     def __enter__(self) -> Scope[ViewT]:
         if self.slot is not None:
             raise ArenaError("this scope is already open; make a new one with ws.scope()")
-        self.open_on(self._select())
+        slot = self._select()
+        if slot.regions:
+            heal_regions(slot)
+        self.open_on(slot)
         return self
 
     def get_simultaneous(self, *specs: tuple[Any, Any]) -> list[ViewT]:
@@ -189,6 +236,8 @@ class Scope(Region, Generic[ViewT]):
                 "this scope is not open: request inside its with block (with ws.scope() "
                 "as s: s.get_simultaneous(...))"
             )
+        if slot.regions[-1] is not self:
+            heal_regions(slot)  # one above it an interrupt left open
         if slot.regions[-1] is not self:
             raise ArenaError(
                 "this scope is not the innermost one open on its slot: request through the "

@@ -12,8 +12,10 @@ from typing import Any, Generic, TypeVar
 
 from arena.errors import ArenaError, ArenaLockedError, GraphCaptureError, SpecError
 from arena.observe.events import caller_info, warn_user
+from arena.planning.nesting import cover_nested
 from arena.planning.records import StepBook, StepRun, fit_to_plans
-from arena.planning.scopes import Placer, close_region, open_region
+from arena.planning.scopes import Placer, close_region, heal_regions, open_region
+from arena.planning.stepcheck import divergence, fits, refused_release
 from arena.slots.slot import Slot
 from arena.views import hit
 from arena.views.aliases import origin_of
@@ -47,6 +49,7 @@ class Step(StepHitBase, Generic[ViewT]):
         "base",
         "end",
         "held",
+        "inside",
         "key",
         "moved",
         "nested",
@@ -89,6 +92,7 @@ class Step(StepHitBase, Generic[ViewT]):
         self.base = self.end = self.held = 0
         self.above = 0  # the most bytes a request inside the run needed above its end
         self.nested: Any = None  # the step running below this run on its slot, if any
+        self.inside = False  # started right inside ``nested``, above its live views
         self.request = 0
         self._memo: tuple[Any, ...] = ()
         self._caches: list[dict[Any, Any]] | None = None
@@ -103,30 +107,34 @@ class Step(StepHitBase, Generic[ViewT]):
         if self.slot is not None:
             raise ArenaError(f"step {self.key!r} is already running; make a new ws.step()")
         slot = self._select()
+        if slot.regions:
+            heal_regions(slot)  # regions an interrupt left open, their owner gone
         book = slot.steps.get(self.key)
         if book is None:
-            book = slot.steps[self.key] = StepBook()
+            book = slot.steps.setdefault(self.key, StepBook())
         if book.running:
             raise ArenaError(
                 f"step {self.key!r} is already running on slot {slot.describe()}: a step "
                 "inside a run of the same key would share its record and plan; give the "
                 "inner step a key of its own"
             )
-        if not book.planned and book.runs:
-            if not slot.regions:  # the slot's keys are planned and it is sized
-                self._placer.announce(fit_to_plans(slot, self._alignment))
-            else:  # only this key: the others are sized at their own first planned run
-                book.make_plan(self._alignment)
+        if not slot.regions and (book.stale or (not book.planned and book.runs)):
+            # Plan the slot's keys and size it (stale: a key run inside recorded anew).
+            self._placer.announce(fit_to_plans(slot, self._alignment))
+        elif not book.planned and book.runs:
+            # Only this key: the others are sized at their own first planned run.
+            book.make_plan(self._alignment)
+            cover_nested(slot.steps)
         if not book.planned and slot.governor.capturing():
             raise GraphCaptureError(
                 f"step {self.key!r} runs for the first time while a CUDA graph is being "
                 f"captured in slot {slot.describe()}; run it eagerly twice (record, then "
                 "plan) before capturing, so the capture records the planned pointers"
             )
-        self._book = book
-        if self.run is _ENDED:
-            self.run = StepRun()
-        self._released, self._handed = self.run.released, self.run.handed
+        # Once the region opens, an interrupt (or a warning as error) exits the run.
+        run = StepRun() if self.run is _ENDED else self.run
+        self._book, self.run = book, run
+        self._released, self._handed = run.released, run.handed
         self.request = 0
         self.replay = book.planned
         # A capture probe, or a request log while unlocked: served requests need their
@@ -136,12 +144,13 @@ class Step(StepHitBase, Generic[ViewT]):
             placer.log is not None and not slot.governor.locked
         )
         self.above = 0
-        self.nested = slot.step_below(None)
-        outer_step = self.nested if slot.regions and slot.regions[-1] is self.nested else None
-        open_region(self, slot)
-        spare = 0 if outer_step is None else self._start_inside(outer_step)
-        book.running = True
         try:
+            self.nested = slot.step_below(None)
+            outer_step = self.nested if slot.regions and slot.regions[-1] is self.nested else None
+            self.inside = outer_step is not None
+            open_region(self, slot)
+            spare = 0 if outer_step is None else self._start_inside(outer_step)
+            book.running = True
             outer, governor = self.nested, slot.governor
             # Warm-up decides the height, and so does the first replay inside a step whose
             # plan or start is new (a plan lock() made or merged): no caller moved it.
@@ -259,7 +268,7 @@ class Step(StepHitBase, Generic[ViewT]):
                 target = origin_of(view)  # the view a write_into result was written through
                 found = by_view.get(id(target))
             if found is None or found[0] in blocks:
-                raise self._refused(view, found is not None, id(target) in run.ended)
+                raise refused_release(self.key, view, found is not None, id(target) in run.ended)
             blocks[found[0]] = (found[1], view)
         for block, (handed, given) in blocks.items():
             del by_view[id(handed)]
@@ -283,24 +292,6 @@ class Step(StepHitBase, Generic[ViewT]):
             if self._debug:
                 self._placer.retire([handed] if given is handed else [handed, given])
 
-    def _refused(self, view: Any, twice: bool, ended: bool) -> ArenaError:
-        """The error for a view release() refuses: given twice in one call, released
-        already, or never handed out by this run (a list, a slice, another array)."""
-        what = "released twice in this call" if twice else "released already"
-        what = what if twice or ended else "not handed out by this run"
-        if isinstance(view, (list, tuple)):
-            fix = "; pass the views as separate arguments: release(*views)"
-        elif not (twice or ended):
-            fix = "; release the view itself, not a slice or an array made from it"
-        else:
-            fix = ""
-        shape = getattr(view, "shape", None)
-        got = type(view).__name__ + ("" if shape is None else f" of shape {shape}")
-        return ArenaError(
-            f"release() takes views this run of step {self.key!r} handed out and has not "
-            f"released yet; got {got} ({what}); nothing was released{fix}"
-        )
-
     def _start_inside(self, outer: Step[Any]) -> int:
         """Start right inside the run ``outer``, above its live views only; returns what
         ``outer`` counts as live beyond them (a replay counts its plan's LOAD)."""
@@ -320,29 +311,50 @@ class Step(StepHitBase, Generic[ViewT]):
         if slot is None:
             return
         run, book = self.run, self._book
-        assert book is not None
-        book.running = False
-        if not self.replay:
-            for block in run.live:
-                run.lasts[block] = max(self.request - 1, run.firsts[block])
-        if self._debug:
-            run.index()
-        handed = [view for _, view in run.views.values()] if self._debug else []
         start, end = self.base, self.end
-        if kind is None:  # an interrupted run is not a record of the step
-            if not self.replay:
-                book.record(run, start)
-            book.ran(start, self.above, nested=self.nested, replay=self.replay)
-        outer = slot.step_below(self)
-        if outer is not None:  # its replays put this run above their plan: it reaches
-            outer.note_above(end + self.above)  # this run's end plus what it had above
-        self.run = _ENDED  # the ended run's views are not kept alive by the step
-        self._buffer = self._caches = None
-        close_region(self)
+        handed: list[Any] = []
+        try:
+            if run is not _ENDED and book is not None:
+                self.run = _ENDED  # first: an exit run again (healing) counts it once
+                handed = self._finish(slot, run, book, kind)
+        finally:  # whatever interrupted the bookkeeping, the region closes
+            if book is not None:
+                book.running = False
+            self._buffer = self._caches = None
+            close_region(self)
+            self.nested = None
         if self._poison and end > start:
             poison_bytes(slot.buffer, start, end)
         if handed:
             self._placer.retire(handed)
+
+    def _finish(
+        self, slot: Slot, run: StepRun, book: StepBook, kind: type[BaseException] | None
+    ) -> list[Any]:
+        """An ending run's record (ended normally, every request booked) and its reach in
+        the step it ran inside; returns the views debug mode retires."""
+        if self._debug:
+            run.index()
+        handed = [view for _, view in run.views.values()] if self._debug else []
+        start, end = self.base, self.end
+        if kind is None and not run.broken:  # an interrupted run is not a record
+            if not self.replay:
+                for block in run.live:
+                    run.lasts[block] = max(self.request - 1, run.firsts[block])
+                book.record(run, start)
+                root = self.nested
+                while root is not None and root.nested is not None:
+                    root = root.nested
+                if root is not None and root._book is not None:
+                    root._book.stale = True  # its next run sizes the slot for this plan
+            book.ran(start, self.above, nested=self.nested, replay=self.replay, nests=run.nests)
+        outer = slot.step_below(self)
+        if outer is not None:  # its replays put this run above their plan: it reaches
+            outer.note_above(end + self.above)  # this run's end plus what it had above
+            # Replays start it at their live views' end (right inside) or lifted (scope).
+            lift = None if self.inside and outer is self.nested else max(0, start - outer.end)
+            outer.run.nests.append((outer.request, self.key, lift, end + self.above - start))
+        return handed
 
     # ------------------------------------------------------------------ internals
     def _served(self, slot: Slot, entry: Any, specs: Any, views: Any) -> bool:
@@ -358,6 +370,8 @@ class Step(StepHitBase, Generic[ViewT]):
         """Every request the replay's hit does not serve: records, diverges, or places at
         the plan's offsets and remembers the views."""
         if slot.regions[-1] is not self:
+            heal_regions(slot)  # one above it an interrupt left open
+        if slot.regions[-1] is not self:
             inner = slot.regions[-1]
             if isinstance(inner, Step):
                 raise ArenaError(
@@ -372,7 +386,7 @@ class Step(StepHitBase, Generic[ViewT]):
         assert book is not None
         layout = compute_layout(specs, self._alignment)
         sizes = [round_up(v.nbytes, self._alignment) for v in layout.views]
-        if self.replay and not self._fits(r, sizes):
+        if self.replay and not fits(book, r, sizes, run.released):
             self._diverge(slot, r, sizes)
         if self.replay:
             blocks = range(book.starts[r], book.starts[r] + len(sizes))
@@ -401,6 +415,9 @@ class Step(StepHitBase, Generic[ViewT]):
             memo=self._keep(r, specs, tuple(blocks)) if self.replay else None,
         )
         assert views is not None  # strict placement raises instead
+        # An interrupt between here and the request's count leaves the run broken: it is
+        # no record (its blocks and requests may not match).
+        run.broken = True
         if self.replay:
             run.handed.append((tuple(blocks), views))
         else:  # recorded once placed: a refused request is no block
@@ -414,7 +431,7 @@ class Step(StepHitBase, Generic[ViewT]):
             slot.top = self.end = extent
         if not self.replay:
             slot.note_load(slot.live)
-        self.request = r + 1
+        self.request, run.broken = r + 1, False
         return views  # type: ignore[no-any-return]
 
     def _keep(self, r: int, specs: Any, blocks: tuple[int, ...]) -> Callable[[Any, Any], None]:
@@ -432,29 +449,10 @@ class Step(StepHitBase, Generic[ViewT]):
 
         return store
 
-    def _fits(self, r: int, sizes: list[int]) -> bool:
-        book = self._book
-        assert book is not None
-        if r >= len(book.counts) or book.counts[r] != len(sizes):
-            return False
-        first = book.starts[r]
-        if any(size > book.sizes[first + k] for k, size in enumerate(sizes)):
-            return False
-        # A view kept past its planned last use would share bytes with this request.
-        return all(block in self.run.released for block in book.expiring[r])
-
     def _diverge(self, slot: Slot, r: int, sizes: list[int]) -> None:
         book = self._book
         assert book is not None
-        if r >= len(book.counts):
-            reason = f"the plan has {len(book.counts)} requests"
-        elif book.counts[r] != len(sizes):
-            reason = f"the plan's request {r} has {book.counts[r]} views, this one {len(sizes)}"
-        elif any(s > book.sizes[book.starts[r] + k] for k, s in enumerate(sizes)):
-            planned = book.sizes[book.starts[r] : book.starts[r] + len(sizes)]
-            reason = f"its views need {sizes} bytes, the plan holds {planned}"
-        else:
-            reason = "a view is kept past its planned last use (release it earlier)"
+        reason = divergence(book, r, sizes)
         caller = caller_info()
         where = f"step {self.key!r} request {r} from '{caller}' in slot {slot.describe()}"
         governor = slot.governor
@@ -474,13 +472,14 @@ class Step(StepHitBase, Generic[ViewT]):
             )
         # Record from here: the requests so far are recorded as planned, and their live
         # blocks keep their planned offsets (counted live now, as a recording run does).
-        self.run.adopt(book, r)
-        self._handed = self.run.handed
-        slot.live -= self.held
-        self.held = sum(size for _, size in self.run.live.values())
-        slot.live += self.held
-        self._caches = None
-        self.replay = False
+        # Broken until every field says so (an interrupt halfway: no record).
+        run = self.run
+        run.broken = True
+        run.adopt(book, r)
+        held = sum(size for _, size in run.live.values())
+        self._handed, self._caches, self.replay = run.handed, None, False
+        slot.live += held - self.held
+        self.held, run.broken = held, False
 
 
 class CompiledStep(Step[ViewT]):

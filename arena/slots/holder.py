@@ -1,4 +1,5 @@
-"""Debug mode's guard: which thread is inside a request on one slot (see :class:`SlotHolder`)."""
+"""Debug mode's slot holder: which thread is inside a request on one slot (see
+:meth:`arena.slots.slot.Slot.enter`)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ class SlotHolder:
         self.guard = threading.Lock()
 
     def enter(self, slot: Any) -> None:
-        """Mark the calling thread as inside a request on ``slot``.
+        """Mark the calling thread as inside a request on ``slot`` (a
+        :class:`~arena.slots.slot.Slot`: named in the error).
 
         Raises
         ------

@@ -24,10 +24,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from arena.errors import (
-    ArenaError,
-    ArenaLockedError,
-)
+from arena.errors import ArenaError, ArenaLockedError
 from arena.kernels.workspaces import WorkspaceStore
 from arena.memory.sources import Allocation
 from arena.observe.events import caller_info, format_mb
@@ -227,7 +224,12 @@ class Slot:
         regions = self.regions
         if region is not None:
             regions = regions[: regions.index(region)] if region in regions else []
-        return next((r for r in reversed(regions) if hasattr(r, "note_above")), None)
+        # A loop, not next() over a generator: one left suspended is closed when it is
+        # collected, and an interrupt raised there would be printed and lost.
+        for below in reversed(regions):
+            if hasattr(below, "note_above"):
+                return below
+        return None
 
     def update_detour(self) -> None:
         """Recompute :attr:`detour`; the mutex is held by the caller."""
@@ -254,21 +256,31 @@ class Slot:
         return kept + library, scratch + other
 
     def open_region(self, region: Any) -> None:
-        """Push a scope or step: plain requests detour above it until it closes."""
-        with self.governor.mutex:
-            self.regions.append(region)
-            self.update_detour()
+        """Push a scope or step: plain requests detour above it until it closes.
 
-    def close_region(self, region: Any, top: int, live: int) -> None:
-        """Pop ``region`` (the innermost) and set what stays: the new top and live bytes."""
+        The new stack is built first and installed with the detour flag by plain stores
+        (no call between them, where an interrupt could run): pushed entirely or not."""
         with self.governor.mutex:
-            if self.regions and self.regions[-1] is region:
-                self.regions.pop()
-            elif region in self.regions:
-                self.regions.remove(region)
-            self.top = top if self.regions else 0
-            self.live = live if self.regions else 0
-            self.update_detour()
+            regions = [*self.regions, region]
+            self.regions = regions
+            self.detour = 1
+
+    def close_region(self, region: Any, top: int, live: int) -> bool:
+        """Remove ``region`` (the innermost, or any) and set what stays: the new top and
+        live bytes. Returns False when it is not open (closed already: nothing changes).
+
+        As :meth:`open_region`: all of it or nothing, even under an interrupt."""
+        with self.governor.mutex:
+            regions = self.regions
+            if region not in regions:
+                return False
+            kept = [r for r in regions if r is not region]
+            detour = 1 if (self.pending or kept or self.governor.asleep) else 0
+            self.regions = kept
+            self.top = top if kept else 0
+            self.live = live if kept else 0
+            self.detour = detour
+            return True
 
     def fit(self, target: int) -> Resize | None:
         """Replace the buffer by one of the grown size for ``target`` (step planning:

@@ -14,6 +14,7 @@ from typing import Any
 
 from arena.errors import GraphCaptureError
 from arena.observe.requests import RequestLog
+from arena.planning.scopes import heal_regions
 from arena.slots.slot import Buffer, Resize, Slot, check_in_bounds
 from arena.slots.table import SlotTable
 from arena.views.framework import FrameworkViews
@@ -205,6 +206,8 @@ class ViewBuilder:
         """The general path: a plain request lives at offset 0, or above the scopes and
         steps open on the slot (then its views are not remembered: the base moves)."""
         layout = compute_layout(specs, self._governor.alignment)
+        if slot.regions:
+            heal_regions(slot)  # one an interrupt left open, its owner gone
         base = slot.top
         if not (base or slot.regions):
             return self.place(slot, layout, specs, strict=strict, keep=ALWAYS)

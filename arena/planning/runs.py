@@ -1,0 +1,126 @@
+"""One run of a step key: the blocks it made, numbered in request order, and the steps
+run inside it (see :mod:`arena.planning.records` for what a slot keeps of a key's runs,
+and :mod:`arena.planning.steps` for how runs record and replay)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["Nest", "StepRun", "merge_nests"]
+
+#: A step run inside another: (requests before it, its key, lift, bytes it reached).
+Nest = tuple[int, Any, "int | None", int]
+
+
+def merge_nests(*lists: Sequence[Nest]) -> list[Nest]:
+    """The steps run inside a record (see
+    :attr:`arena.planning.records.StepBook.nests`), one per request index, key and place
+    (the largest reach)."""
+    most: dict[tuple[int, Any, int | None], int] = {}
+    for nests in lists:
+        for r, key, lift, reached in nests:
+            most[r, key, lift] = max(most.get((r, key, lift), 0), reached)
+    return [(r, key, lift, reached) for (r, key, lift), reached in most.items()]
+
+
+class StepRun:
+    """The blocks of one run, numbered in request order (a replay numbers them as its
+    plan does).
+
+    A recording run keeps each block's size, first use, offset and whether it is live. A
+    replay keeps only what it handed out and what was released (its places are the
+    plan's); if it starts recording, it first adopts its plan's record of what it did.
+    """
+
+    __slots__ = (
+        "broken",
+        "counts",
+        "ended",
+        "firsts",
+        "handed",
+        "indexed",
+        "lasts",
+        "live",
+        "nests",
+        "offsets",
+        "released",
+        "sizes",
+        "views",
+    )
+
+    def __init__(self) -> None:
+        self.counts: list[int] = []
+        self.sizes: list[int] = []
+        self.firsts: list[int] = []
+        self.offsets: list[int] = []
+        #: Block -> the last request it was live for (set at release and at the end).
+        self.lasts: dict[int, int] = {}
+        #: Recording: block -> (offset, size) while live.
+        self.live: dict[int, tuple[int, int]] = {}
+        #: id(view) -> (block, view) while live (the view kept: its id stays unique).
+        self.views: dict[int, tuple[int, Any]] = {}
+        #: Replay: (blocks, views) per request, indexed into :attr:`views` when needed.
+        self.handed: list[tuple[tuple[int, ...], list[Any]]] = []
+        self.indexed = 0
+        #: Replay: blocks released so far.
+        self.released: set[int] = set()
+        #: id(view) -> view of the views released so far (kept: their ids stay unique).
+        self.ended: dict[int, Any] = {}
+        #: Steps run inside this run (see :attr:`arena.planning.records.StepBook.nests`).
+        self.nests: list[Nest] = []
+        #: An interrupt stopped the bookkeeping of a request halfway: no record.
+        self.broken = False
+
+    def add(self, request: int, offsets: list[int], sizes: list[int]) -> None:
+        """Record one request's blocks (numbered from ``len(self.sizes)``)."""
+        self.counts.append(len(sizes))
+        self.sizes.extend(sizes)
+        self.offsets.extend(offsets)
+        self.firsts.extend([request] * len(sizes))
+
+    def index(self) -> None:
+        """Index a replay's handed-out views by identity (for release and the end)."""
+        views, handed = self.views, self.handed
+        for index in range(self.indexed, len(handed)):
+            blocks, made = handed[index]
+            for block, view in zip(blocks, made, strict=True):
+                views[id(view)] = (block, view)
+        self.indexed = len(handed)
+
+    def live_extent(self, plan: Any) -> tuple[int, int]:
+        """The end of the run's highest live view from its start, and their bytes (at
+        ``plan``'s places when it replays one): where a step opened right inside starts."""
+        self.index()
+        if plan is not None and plan.offsets is not None:
+            live = [(plan.offsets[b], plan.sizes[b]) for b, _ in self.views.values()]
+        else:
+            live = list(self.live.values())
+        return max((o + s for o, s in live), default=0), sum(s for _, s in live)
+
+    def adopt(self, book: Any, requests: int) -> None:
+        """A replay that stops following its plan after ``requests`` requests: those
+        requests' blocks are recorded as planned (their planned sizes, at least theirs),
+        and the ones not released are live at their planned offsets."""
+        assert book.offsets is not None
+        self.index()
+        blocks = book.starts[requests]
+        self.counts = book.counts[:requests]
+        self.sizes = book.sizes[:blocks]
+        self.firsts = book.firsts[:blocks]
+        self.offsets = list(book.offsets[:blocks])
+        self.live = {
+            block: (book.offsets[block], book.sizes[block])
+            for block, _ in self.views.values()
+            if block not in self.released
+        }
+        self.handed, self.indexed = [], 0
+
+    def first_fit(self, size: int) -> int:
+        """The lowest offset where ``size`` bytes overlap no live block."""
+        offset = 0
+        for start, length in sorted(self.live.values()):
+            if offset + size <= start:
+                break
+            offset = max(offset, start + length)
+        return offset

@@ -1,0 +1,277 @@
+"""Interrupts in step and scope bookkeeping: a KeyboardInterrupt raised at one chosen
+function entry or return in arena's code (a ``sys.settrace`` injector), or by a real
+SIGALRM at a random moment, then checks that the arena is still usable.
+
+Used by tests/test_step_interrupts.py and by hand for the long counts:
+``python -m tests.interrupts points`` (every entry and return of every phase) and
+``python -m tests.interrupts signals 1000`` (random real-signal rounds).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+import arena
+from arena import Arena, ArenaWarning
+from tests.gates import check_books
+
+F32 = "float32"
+ARENA_DIR = os.path.dirname(arena.__file__) + os.sep
+#: Runs before the interrupted one: record, plan at entry, replay, replay locked.
+PHASES = (0, 1, 2, 3)
+
+
+def program(ws: Arena) -> None:
+    """Steps and scopes nested in one another, releases, plain requests inside them."""
+    with ws.step("outer") as outer:
+        a, _ = outer.get_simultaneous(((64,), F32), ((256,), F32))
+        with ws.scope() as scope:
+            scope.get_simultaneous(((128,), F32))
+            ws.get_simultaneous(((32,), F32))  # a plain request above the open regions
+        outer.release(a)
+        with ws.step("inner") as inner:
+            (c,) = inner.get_simultaneous(((512,), F32))
+            inner.release(c)
+            inner.get_simultaneous(((100,), F32))
+            with ws.scope() as deep:
+                deep.get_simultaneous(((40,), F32))
+        outer.get_simultaneous(((64,), F32))
+    with ws.scope() as scope:
+        scope.get_simultaneous(((300,), F32))
+        with ws.step("scoped") as scoped:
+            scoped.get_simultaneous(((50,), F32))
+
+
+class Injector:
+    """A ``sys.settrace`` function that counts the calls into and returns from arena's
+    Python code and raises KeyboardInterrupt at the ``at``-th (never when ``at`` is 0)."""
+
+    def __init__(self, at: int = 0) -> None:
+        self.at = at
+        self.count = 0
+        self.fired = False
+        self.growing = False  # the interrupt landed inside a slot's growth
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event != "call" or not frame.f_code.co_filename.startswith(ARENA_DIR):
+            return None
+        frame.f_trace_lines = False
+        self._tick()
+        return self._local
+
+    def _local(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "return":
+            self._tick()
+        return self._local
+
+    def _tick(self) -> None:
+        self.count += 1
+        if self.count == self.at:
+            self.fired = True
+            self.growing = in_growth(sys._getframe(2))
+            raise KeyboardInterrupt(f"injected at arena event {self.at}")
+
+
+#: Where a slot's buffer is replaced and the ledger allocates and releases: an interrupt
+#: there is issue 26's item 3 (leaks on interrupted growth), fixed and tested apart.
+GROWTH = frozenset({"_grow", "_restore", "_install", "fit", "ensure", "size_for_lock"})
+
+
+def in_growth(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside a slot's growth (see :data:`GROWTH`)."""
+    while frame is not None:
+        name, path = frame.f_code.co_name, frame.f_code.co_filename
+        if path.startswith(ARENA_DIR + "memory" + os.sep) or (
+            name in GROWTH and path.endswith(os.path.join("slots", "slot.py"))
+        ):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def fresh(phase: int) -> Arena:
+    """An arena that ran ``program`` ``min(phase, 3)`` times (locked for phase 3)."""
+    ws = Arena("cpu", framework="numpy")
+    for _ in range(min(phase, 3)):
+        program(ws)
+    if phase >= 3:
+        ws.lock()
+    return ws
+
+
+def damage(ws: Arena, locked: bool) -> str:
+    """What is wrong with ``ws`` after an interrupted run ('' when nothing): the program
+    must run again (locked: without growing), settle (no growth halfway), then run
+    locked; books must balance and no region may stay open."""
+    try:
+        for _ in range(3):
+            program(ws)
+        growths = ws.stats().slots[0].growths
+        program(ws)
+        if ws.stats().slots[0].growths != growths:
+            return "the settled program grew the slot"
+        if not locked:
+            ws.lock()
+        program(ws)
+    except Exception as error:  # what broke is the finding
+        return f"{type(error).__name__}: {error}"
+    slot = ws.numpy._select()
+    if slot.regions or slot.live or slot.top:
+        return f"regions left open: {slot.regions}, live {slot.live}, top {slot.top}"
+    running = [key for key, book in slot.steps.items() if book.running]
+    if running:
+        return f"steps left running: {running}"
+    try:
+        check_books(ws)
+    except AssertionError as error:
+        return f"books: {error}"
+    return ""
+
+
+def count_points(phase: int) -> int:
+    """Calls and returns in arena's code during the interrupted run of ``phase``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ArenaWarning)
+        ws = fresh(phase)
+        injector = Injector()
+        sys.settrace(injector)
+        try:
+            program(ws)
+        finally:
+            sys.settrace(None)
+        ws.close()
+    return injector.count
+
+
+def inject(phase: int, at: int) -> str:
+    """Interrupt the run of ``phase`` at event ``at``; '' or what was damaged."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ArenaWarning)
+        ws = fresh(phase)
+        injector = Injector(at)
+        raised = ""  # only its name and text: its traceback would keep the frames alive
+        sys.settrace(injector)
+        try:
+            program(ws)
+        except BaseException as error:  # which one came out is checked
+            raised = f"{type(error).__name__}({error})"
+        finally:
+            sys.settrace(None)
+        try:
+            if injector.fired != raised.startswith("KeyboardInterrupt"):
+                found = f"the interrupt came out as {raised or 'nothing'}"
+            else:
+                found = damage(ws, phase >= 3)
+            return f"{found} (in a growth)" if found and injector.growing else found
+        finally:
+            ws.close()
+
+
+def sweep(
+    points: Callable[[int, int], bool] = lambda phase, at: True, *, growth: bool = True
+) -> list[str]:
+    """Interrupt at every chosen (phase, event); the damaged points, described (those
+    inside a slot's growth only with ``growth``)."""
+    program(Arena("cpu", framework="numpy"))  # process-wide memos: counts stay the same
+    damaged = []
+    for phase in PHASES:
+        for at in range(1, count_points(phase) + 1):
+            if points(phase, at):
+                found = inject(phase, at)
+                if found and (growth or not found.endswith("(in a growth)")):
+                    damaged.append(f"phase {phase} event {at}: {found}")
+    return damaged
+
+
+class _Alarm:
+    """A SIGALRM handler that raises KeyboardInterrupt once, while armed."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.growing = False  # it landed inside a slot's growth
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.armed:
+            self.armed = False
+            self.growing = in_growth(frame)
+            raise KeyboardInterrupt("SIGALRM")
+
+
+def signal_rounds(rounds: int, seed: int = 0, *, growth: bool = True) -> tuple[int, int, list[str]]:
+    """``rounds`` runs of ``program``, each on a fresh arena at a random phase, with a
+    real SIGALRM raising KeyboardInterrupt at a random moment of it. Returns (rounds the
+    interrupt landed in, rounds damaged, what was damaged); rounds whose interrupt landed
+    inside a slot's growth count only with ``growth``."""
+    rng = random.Random(seed)
+    alarm = _Alarm()
+    previous = signal.signal(signal.SIGALRM, alarm)
+    landed, damaged = 0, []
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ArenaWarning)
+            spans = {}
+            for phase in PHASES:  # how long one run of each phase takes
+                ws = fresh(phase)
+                start = time.perf_counter()
+                program(ws)
+                spans[phase] = time.perf_counter() - start
+                ws.close()
+            for _ in range(rounds):
+                phase = rng.choice(PHASES)
+                ws = fresh(phase)
+                raised = ""  # only its name and text (its traceback keeps frames alive)
+                alarm.growing = False
+                try:
+                    try:
+                        alarm.armed = True
+                        signal.setitimer(signal.ITIMER_REAL, rng.uniform(1e-6, spans[phase]))
+                        program(ws)
+                    finally:
+                        alarm.armed = False
+                        signal.setitimer(signal.ITIMER_REAL, 0)
+                except BaseException as error:  # which one is checked
+                    raised = f"{type(error).__name__}({error})"
+                found = ""
+                if raised:
+                    landed += 1
+                    if not raised.startswith("KeyboardInterrupt"):
+                        found = f"the interrupt came out as {raised}"
+                found = found or damage(ws, phase >= 3)
+                ws.close()
+                if found and alarm.growing:
+                    found = f"{found} (in a growth)" if growth else ""
+                if found:
+                    damaged.append(f"phase {phase}: {found}")
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    return landed, len(damaged), damaged
+
+
+def main(argv: list[str]) -> None:
+    """``points`` or ``signals [rounds]``: print the counts and the damage found."""
+    if argv[:1] == ["points"]:
+        total = sum(count_points(phase) for phase in PHASES)
+        damaged = sweep()
+        grown = sum(1 for line in damaged if line.endswith("(in a growth)"))
+        print(f"{len(damaged)} of {total} entry/return points damaged ({grown} in a growth)")
+        for line in damaged[:40]:
+            print(" ", line)
+    else:
+        rounds = int(argv[1]) if len(argv) > 1 else 1000
+        landed, count, damaged = signal_rounds(rounds, seed=int(argv[2]) if len(argv) > 2 else 0)
+        grown = sum(1 for line in damaged if line.endswith("(in a growth)"))
+        print(f"{count} of {rounds} rounds damaged ({landed} interrupted, {grown} in a growth)")
+        for line in damaged[:40]:
+            print(" ", line)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
