@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -90,11 +91,16 @@ class Layout:
 
 
 _MEMO: dict[tuple[Any, int], Layout] = {}
+# Guards the memo's check, sweep and insert (lookups need no lock): two threads sweeping at
+# once would each drop a quarter, and one could find the keys it listed gone. Re-entrant: a
+# signal handler or a dtype's __hash__ may lay out a request while this thread holds it.
+_MEMO_LOCK = threading.RLock()
 
 
 def clear_layout_memo() -> None:
     """Forget every memoised layout (for benchmarks that time the computation itself)."""
-    _MEMO.clear()
+    with _MEMO_LOCK:
+        _MEMO.clear()
 
 
 def round_up(nbytes: int, alignment: int) -> int:
@@ -204,14 +210,17 @@ def _compute_and_memoise(specs: Any, alignment: int) -> Layout:
     layout = Layout(tuple(views), offset, alignment)
     if any(isinstance(d, str) and d.__class__ is not str for _, d in canonical):
         return layout  # a str subclass must never key what a plain name finds
-    if len(_MEMO) >= _MEMO_LIMIT:
-        # Drop the oldest quarter, never the whole memo: a working set that fits stays.
-        for old in list(itertools.islice(_MEMO, _MEMO_LIMIT // 4)):
-            _MEMO.pop(old, None)
     try:
-        _MEMO[(tuple(canonical), alignment)] = layout
+        key = (tuple(canonical), alignment)
+        hash(key)  # a dtype's __hash__ runs outside the lock
     except TypeError:  # unhashable dtype object: valid, just not memoisable
-        pass
+        return layout
+    with _MEMO_LOCK:
+        if len(_MEMO) >= _MEMO_LIMIT:
+            # Drop the oldest quarter, never the whole memo: a working set that fits stays.
+            for old in list(itertools.islice(_MEMO, _MEMO_LIMIT // 4)):
+                _MEMO.pop(old, None)  # a re-entrant sweep may have dropped it
+        _MEMO[key] = layout
     return layout
 
 
