@@ -480,8 +480,8 @@ class Arena:
         """Release every buffer; views made before stay valid (they own their memory).
         Every block is released even if one release raises; the first error propagates.
         An arena garbage collected unclosed is closed then (its fronts stop serving)."""
+        self._table.close()  # before the finalizer goes: an interrupted close is finished then
         self._closer.detach()
-        self._table.close()
 
     def __enter__(self: _A) -> _A:
         return self

@@ -171,8 +171,9 @@ class WorkspaceStore:
                 )
                 + f" of {format_mb(size)} ({size} bytes) in slot {self.describe()}"
             )
-            allocation = governor.allocate(size, what)
+            mark = governor.ledger.allocations
             try:
+                allocation = governor.allocate(size, what)
                 entry = Workspace(kind, key, allocation, governor.captures)
                 if old is not None:
                     entry.on_grow = old.on_grow
@@ -184,7 +185,7 @@ class WorkspaceStore:
                     entries[key] = old
                 else:
                     entries.pop(key, None)
-                governor.ledger.release(allocation)
+                governor.ledger.reclaim(mark)  # even one allocated as allocate() returned
                 raise
             if old is not None:
                 self._let_go(old)

@@ -51,6 +51,7 @@ class Ledger:
 
     __slots__ = (
         "_alloc_context",
+        "_handed",
         "_live",
         "allocations",
         "frees",
@@ -72,6 +73,10 @@ class Ledger:
         self.source = source
         self._alloc_context = alloc_context
         self._live: dict[int, Allocation] = {}
+        # The last block handed out, with its number: an interrupt after allocate() counted
+        # it but before the caller holds it (even as allocate() returns) leaves it here for
+        # reclaim() to release.
+        self._handed: tuple[int, Allocation] | None = None
         self.allocations = 0
         self.frees = 0
         #: Bytes of the blocks handed out and not yet released.
@@ -141,6 +146,7 @@ class Ledger:
                     )
                 self._live[id(allocation)] = allocation
                 self.allocations += 1
+                self._handed = (self.allocations, allocation)
                 self.live_bytes += allocation.nbytes
                 self.peak_bytes = max(self.peak_bytes, self.live_bytes)
                 self.peak_blocks = max(self.peak_blocks, len(self._live))
@@ -181,14 +187,59 @@ class Ledger:
         """
         if self._live.pop(id(allocation), None) is None:
             return
+        handed = self._handed
+        if handed is not None and handed[1] is allocation:
+            self._handed = None  # holding it would keep a released block's memory alive
         self.frees += 1
         self.live_bytes -= allocation.nbytes
-        if self.observer is not None:
-            self.observer("free", allocation.ptr, allocation.nbytes, "")
-        if self.pending is not None:
-            self.pending.hold(allocation, streams)
-            return
-        self.source.release(allocation)
+        try:
+            if self.observer is not None:
+                self.observer("free", allocation.ptr, allocation.nbytes, "")
+        finally:  # counted freed: the source gets it back, even if the observer is interrupted
+            if self.pending is not None:
+                self.pending.hold(allocation, streams)
+            else:
+                self.source.release(allocation)
+
+    def holds(self, allocation: Allocation) -> bool:
+        """Whether ``allocation`` is a block of this ledger not yet released."""
+        return self._live.get(id(allocation)) is allocation
+
+    def reclaim(self, mark: int) -> None:
+        """Release the block :meth:`allocate` handed out after ``mark`` (the value of
+        :attr:`allocations` read before the call) if the caller never installed it.
+
+        For a caller's ``except`` clause around an allocation and the one store that
+        installs the block: an interrupt anywhere in between (even as :meth:`allocate`
+        returns, when the caller never sees the block) would leave it counted live and
+        held by nobody.
+        """
+        handed = self._handed
+        if handed is not None and handed[0] > mark:
+            self._handed = None
+            self.release(handed[1])
+
+    def release_live(self) -> int:
+        """Release every block still counted live; for :meth:`~arena.Arena.close` and the
+        arena's collection, after the holders gave theirs back (none is left unless an
+        interrupt split a holder's change). Returns how many were released.
+
+        Raises
+        ------
+        BaseException
+            The first error a release raised, after every block was released.
+        """
+        blocks = list(self._live.values())
+        first: BaseException | None = None
+        for allocation in blocks:
+            try:
+                self.release(allocation)
+            except BaseException as exc:  # keep releasing: an interrupt must not leak the rest
+                if first is None:
+                    first = exc
+        if first is not None:
+            raise first
+        return len(blocks)
 
     def flush(self) -> None:
         """Wait for the events of every pending release (each on its own streams, never

@@ -288,42 +288,67 @@ class Slot:
             capacity, f"growing slot {self.describe()} to {capacity} bytes", freed
         )
         self.buffer = Buffer(None, 0)  # concurrent readers take the slow path meanwhile
+        ledger = governor.ledger
+        mark = ledger.allocations
+        block = old.allocation
+        unreleased: Buffer | None = old  # until its release returns (an interrupt may stop it)
+        del old
         try:
             if kept is not None:
                 self.retired.append(kept)
-            elif old.allocation is not None:
-                governor.ledger.release(old.allocation)
-            del old  # the old block goes back before the new one is asked for
+            elif block is not None:
+                ledger.release(block)
+            unreleased = block = None  # the old block goes back before the new one is asked for
             allocation = governor.allocate(
                 capacity, f"the scratch buffer of slot {self.describe()}"
             )
+            # Installed by this one store: an interrupt before it leaves the block to
+            # reclaim(), none after it leaves the block unheld.
+            self.buffer = Buffer(allocation, capacity)
         except BaseException as exc:
-            self._restore(old_capacity, kept, exc)
+            ledger.reclaim(mark)
+            self._restore(old_capacity, kept, unreleased, exc)
             raise
-        self._install(Buffer(allocation, capacity), count=not shrinking)
+        self._install(self.buffer, count=not shrinking)
         return self, old_capacity, capacity
 
-    def _restore(self, old_capacity: int, kept: Buffer | None, exc: BaseException) -> None:
-        """After a failed growth, give the slot a buffer of its old capacity again."""
+    def _restore(
+        self,
+        old_capacity: int,
+        kept: Buffer | None,
+        unreleased: Buffer | None,
+        exc: BaseException,
+    ) -> None:
+        """After a failed growth, give the slot a buffer of its old capacity again: the
+        old one where it is still held (retired, or its release interrupted)."""
         if kept is not None:
-            self.retired.remove(kept)
+            if kept in self.retired:
+                self.retired.remove(kept)
             self.buffer = kept
             return
+        governor = self.governor
+        ledger = governor.ledger
+        if unreleased is not None:
+            block = unreleased.allocation
+            if block is None or ledger.holds(block):
+                self.buffer = unreleased
+                return
         if old_capacity == 0:
             return
-        governor = self.governor
+        mark = ledger.allocations
         try:
-            allocation = governor.ledger.allocate(
+            allocation = ledger.allocate(
                 old_capacity, f"the restored scratch buffer of slot {self.describe()}"
             )
+            self.buffer = Buffer(allocation, old_capacity)
         except BaseException:
+            ledger.reclaim(mark)
             _note(
                 exc,
                 f"arena: slot {self.describe()} could not get its old {old_capacity}-byte "
                 "buffer back either; it holds no memory now",
             )
             return
-        self.buffer = Buffer(allocation, old_capacity)
         _note(exc, f"arena: slot {self.describe()} keeps a buffer of its old {old_capacity} bytes")
 
     def _install(self, buffer: Buffer, *, count: bool = True) -> None:
@@ -350,10 +375,16 @@ class Slot:
             self.update_detour()
             return None
         governor = self.governor
-        allocation = governor.allocate(target, f"the scratch buffer of slot {self.describe()}")
-        if old.allocation is not None:
-            self.retired.append(old)
-        self._install(Buffer(allocation, target))
+        mark = governor.ledger.allocations
+        try:
+            allocation = governor.allocate(target, f"the scratch buffer of slot {self.describe()}")
+            buffer = Buffer(allocation, target)
+            retired = [*self.retired, old] if old.allocation is not None else self.retired
+            self.buffer, self.retired = buffer, retired  # installed in one step
+        except BaseException:
+            governor.ledger.reclaim(mark)
+            raise
+        self._install(buffer)
         return self, old.capacity, target
 
     def take_blocks(self) -> list[Allocation]:

@@ -236,17 +236,24 @@ class SlotTable:
         """Mark the arena closed and release every block (once; later calls do nothing);
         ``collected``: the arena was garbage collected (its fronts' errors say so)."""
         governor = self.governor
+        ledger = governor.ledger
         with governor.mutex:
-            if governor.closed:
-                return
-            note_allocated_peak(governor, self.slots)  # the figure drops to 0 now
-            governor.collected = collected
-            governor.closed = True
-            blocks = [a for s in self.slots for a in s.take_blocks()]
+            if governor.closed and not ledger.live_blocks:
+                return  # closed already (a close an interrupt split goes on below)
             try:
-                release_all(governor.ledger, blocks)
+                if not governor.closed:
+                    note_allocated_peak(governor, self.slots)  # the figure drops to 0 now
+                    governor.collected = collected
+                    governor.closed = True
+                blocks = [a for s in self.slots for a in s.take_blocks()]
+                release_all(ledger, blocks)
             finally:
-                governor.ledger.flush()
+                # Every block still counted live goes back too, so an interrupt anywhere
+                # (in a holder's change, or in this close) leaks nothing.
+                try:
+                    ledger.release_live()
+                finally:
+                    ledger.flush()
         self.announce("close")
 
     def stats(self, call_sites: dict[str, int]) -> ArenaStats:
