@@ -153,15 +153,21 @@ def close_when_collected(arena: object, table: SlotTable) -> weakref.finalize[..
     close. Closed, the table releases its blocks (views keep their own memory alive) and
     the front raises :class:`~arena.ArenaClosedError` naming the fix. The finalizer holds
     the table weakly, never the arena: a listener, resolver or persistent resource that
-    refers to the arena cannot make the arena immortal through it. Not run at exit: the
-    device may be gone by then.
+    refers to the arena cannot make the arena immortal through it. When the table is
+    garbage with the arena (such a cycle), the finalizer releases every block still live
+    through what it holds of the ledger: the blocks and the memory source (a source that
+    refers to the arena would keep it alive). Not run at exit: the device may be gone by
+    then.
     """
-    finalizer = weakref.finalize(arena, _close_collected, weakref.ref(table))
+    leftovers = table.governor.ledger.leftovers()
+    finalizer = weakref.finalize(arena, _close_collected, weakref.ref(table), leftovers)
     finalizer.atexit = False
     return finalizer
 
 
-def _close_collected(table: weakref.ref[SlotTable]) -> None:
+def _close_collected(table: weakref.ref[SlotTable], leftovers: Callable[[], None]) -> None:
     alive = table()
-    if alive is not None:  # else collected with the arena: its blocks went with it
+    if alive is not None:
         alive.close(collected=True)
+    else:  # garbage with the arena (a cycle through a listener, a callback, a resource):
+        leftovers()  # its blocks still go back to their source, each once

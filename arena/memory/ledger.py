@@ -19,6 +19,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 from typing import Any
 
 from arena.errors import ArenaError, ArenaOutOfMemoryError
@@ -241,11 +242,41 @@ class Ledger:
             raise first
         return len(blocks)
 
+    def leftovers(self) -> Callable[[], None]:
+        """A callable that releases every block still live, holding the blocks, the
+        source and the pending releases but not the ledger (nor its ``alloc_context``,
+        which may refer to the arena): for the finalizer of an arena collected inside a
+        reference cycle, where the ledger is garbage with it."""
+        return partial(_release_leftovers, self._live, self.source, self.pending)
+
     def flush(self) -> None:
         """Wait for the events of every pending release (each on its own streams, never
         the whole device) and give the blocks back; for :meth:`~arena.Arena.close`."""
         if self.pending is not None:
             self.pending.flush()
+
+
+def _release_leftovers(
+    live: dict[int, Allocation], source: MemorySource, pending: PendingReleases | None
+) -> None:
+    """Give every block of ``live`` back to ``source`` (through ``pending`` where its
+    streams may still use it); the first error propagates after all were released."""
+    first: BaseException | None = None
+    for allocation in list(live.values()):
+        if live.pop(id(allocation), None) is None:
+            continue
+        try:
+            if pending is not None:
+                pending.hold(allocation, ())
+            else:
+                source.release(allocation)
+        except BaseException as exc:  # keep releasing: one failure must not leak the rest
+            if first is None:
+                first = exc
+    if pending is not None:
+        pending.flush()
+    if first is not None:
+        raise first
 
 
 def oom_hint(device: Device) -> str:
