@@ -27,7 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from arena.errors import ArenaError
 from arena.slots.slot import Buffer, Resize, Slot
 from arena.views.layout import Layout, compute_layout, shifted
-from arena.views.poison import poison_bytes
+from arena.views.poison import poison_slot_bytes
 
 __all__ = ["Placer", "Region", "Scope", "close_region", "open_region"]
 
@@ -214,7 +214,7 @@ class Scope(Region, Generic[ViewT]):
         start, end = self.base, self.end
         close_region(self)
         if self._poison and end > start:
-            poison_bytes(slot.buffer, start, end)
+            poison_slot_bytes(slot, start, end)
         if self._handed:
             handed, self._handed = self._handed, []
             self._placer.retire(handed)

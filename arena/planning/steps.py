@@ -19,7 +19,7 @@ from arena.views import hit
 from arena.views.aliases import origin_of
 from arena.views.hit import StepHitBase, compiled
 from arena.views.layout import Layout, ViewLayout, compute_layout, round_up
-from arena.views.poison import poison_bytes
+from arena.views.poison import poison_slot_bytes
 
 __all__ = ["CompiledStep", "Step", "step_class"]
 
@@ -279,7 +279,7 @@ class Step(StepHitBase, Generic[ViewT]):
                 self.held -= placed[1]
             if self._poison:
                 offset, size = placed
-                poison_bytes(slot.buffer, self.base + offset, self.base + offset + size)
+                poison_slot_bytes(slot, self.base + offset, self.base + offset + size)
             if self._debug:
                 self._placer.retire([handed] if given is handed else [handed, given])
 
@@ -340,7 +340,7 @@ class Step(StepHitBase, Generic[ViewT]):
         self._buffer = self._caches = None
         close_region(self)
         if self._poison and end > start:
-            poison_bytes(slot.buffer, start, end)
+            poison_slot_bytes(slot, start, end)
         if handed:
             self._placer.retire(handed)
 

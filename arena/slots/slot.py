@@ -95,6 +95,7 @@ class Slot:
         "lane",
         "live",
         "load",
+        "outgrown",
         "pending",
         "persistent",
         "plain_high",
@@ -134,6 +135,9 @@ class Slot:
         # hold every buffer until the cycle collector runs, after the arena is dropped).
         self._siblings: tuple[weakref.ref[Slot], ...] = ()
         self.retired: list[Buffer] = []
+        #: Poisoning: buffers a growth replaced whose views may go stale later (a scope's
+        #: or step's, the last plain request's); their bytes are poisoned with the slot's.
+        self.outgrown: list[Buffer] = []
         self.persistent = PersistentStore(governor, ubatch, lane)
         self.workspaces = WorkspaceStore(governor, ubatch, lane)
         self.calls = 0
@@ -291,6 +295,8 @@ class Slot:
         ledger = governor.ledger
         mark = ledger.allocations
         block = old.allocation
+        if governor.poison and block is not None:
+            self.outgrow(old)
         unreleased: Buffer | None = old  # until its release returns (an interrupt may stop it)
         del old
         try:
@@ -311,6 +317,16 @@ class Slot:
             raise
         self._install(self.buffer, count=not shrinking)
         return self, old_capacity, capacity
+
+    def outgrow(self, buffer: Buffer) -> None:
+        """Poisoning: keep ``buffer``, which a growth replaces, until its views are
+        poisoned (mutex held)."""
+        if all(b is not buffer for b in self.outgrown):
+            self.outgrown = [*self.outgrown, buffer]
+
+    def forget_outgrown(self) -> None:
+        """Poisoning: every view of the buffers a growth replaced is poisoned; let them go."""
+        self.outgrown = []
 
     def _restore(
         self,
@@ -381,6 +397,8 @@ class Slot:
             buffer = Buffer(allocation, target)
             retired = [*self.retired, old] if old.allocation is not None else self.retired
             self.buffer, self.retired = buffer, retired  # installed in one step
+            if governor.poison and old.allocation is not None:
+                self.outgrow(old)
         except BaseException:
             governor.ledger.reclaim(mark)
             raise
@@ -394,6 +412,7 @@ class Slot:
         blocks.extend(self.workspaces.take_blocks())
         self.buffer = Buffer(None, 0)
         self.retired = []
+        self.outgrown = []
         self.pending = 0
         self.update_detour()
         return blocks

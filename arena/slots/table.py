@@ -69,6 +69,7 @@ class SlotTable:
             capture_probe=config.capture_probe,
             debug=config.debug,
             max_bytes=config.max_bytes,
+            poison=config.poison,
         )
         self.ubatches = ubatches = config.ubatches
         self.lanes = lanes = config.lanes

@@ -28,7 +28,7 @@ from arena.views.aliases import note_alias
 from arena.views.builder import ViewBuilder
 from arena.views.hit import HitBase, compiled
 from arena.views.layout import compute_layout
-from arena.views.poison import poison_stale_bytes
+from arena.views.poison import poison_outgrown, poison_stale_bytes
 
 __all__ = ["CompiledFront", "Front", "ViewT", "front_class"]
 
@@ -189,6 +189,7 @@ class Front(HitBase, Generic[ViewT]):
             views = self._request(slot, specs, strict)
             if views is not None and self._poison:
                 poison_stale_bytes(slot.buffer, self._adapter, views, slot.top)
+                poison_outgrown(slot)
             return views
         finally:
             if debug:
