@@ -66,9 +66,11 @@ class Arena:
         ``allocate``/``deallocate`` (``rmm.mr.DeviceMemoryResource``) is wrapped.
     ubatch_resolver : callable, optional
         Called on every request to get the current micro-batch id (like vLLM's
-        ``dbo_current_ubatch_id``); replaces the per-thread binding.
+        ``dbo_current_ubatch_id``); replaces the per-thread binding (:meth:`ubatch` and
+        :meth:`bind_ubatch` then raise ``ConfigError``).
     lane_resolver : callable, optional
-        Called on every request to get the current lane; replaces :meth:`lane`.
+        Called on every request to get the current lane; replaces :meth:`lane` (which
+        then raises ``ConfigError``).
     alloc_context : callable, optional
         Called with no arguments around every allocation; must return a context manager
         (e.g. a sleep-mode memory pool's ``use_memory_pool``), like vLLM's hook.
@@ -350,15 +352,41 @@ class Arena:
         return slot.ubatch, slot.lane
 
     def bind_ubatch(self, ubatch: int) -> None:
-        """Bind the calling thread to a micro-batch slot (default 0)."""
+        """Bind the calling thread to a micro-batch slot (default 0).
+
+        Raises
+        ------
+        ConfigError
+            On an arena built with ``ubatch_resolver`` (the vLLM drop-in's), which
+            chooses the micro-batch of every request: a binding would do nothing.
+        SlotError
+            ``ubatch`` out of range.
+        """
         self._selector.bind_ubatch(ubatch)
 
     def ubatch(self, ubatch: int) -> AbstractContextManager[None]:
-        """Bind the calling thread to ``ubatch`` inside a ``with`` block, then restore."""
+        """Bind the calling thread to ``ubatch`` inside a ``with`` block, then restore.
+
+        Raises
+        ------
+        ConfigError
+            On entering, on an arena built with ``ubatch_resolver`` (the vLLM
+            drop-in's): the resolver chooses the micro-batch, the binding would do nothing.
+        SlotError
+            ``ubatch`` out of range.
+        """
         return self._selector.ubatch(ubatch)
 
     def lane(self, lane: int) -> AbstractContextManager[None]:
-        """Use ``lane`` inside a ``with`` block (context-local: threads and tasks apart)."""
+        """Use ``lane`` inside a ``with`` block (context-local: threads and tasks apart).
+
+        Raises
+        ------
+        ConfigError
+            On entering, on an arena built with ``lane_resolver``, which chooses the lane.
+        SlotError
+            ``lane`` out of range.
+        """
         return self._selector.lane(lane)
 
     def lock(self) -> None:
