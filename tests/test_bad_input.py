@@ -342,3 +342,22 @@ def test_list_shapes_are_accepted_like_tuples() -> None:
             a.get_simultaneous(([True, 3], F32))
         with pytest.raises(SpecError, match="float"):
             a.get_simultaneous(([2.5], F32))
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_bool_and_one_element_tensors_are_not_dimensions(framework: str) -> None:
+    torch = pytest.importorskip("torch")
+    import numpy as np
+
+    with arena.Arena("cpu", framework="numpy") as ws:
+        front = ws.front(framework)
+        for dim in (torch.tensor(True), np.array(True)):
+            with pytest.raises(SpecError, match="bool"):
+                front.get_simultaneous(((dim, 2), "float32"))
+        for dim in (torch.tensor([3]), torch.tensor([[3]]), np.array([3])):
+            with pytest.raises(SpecError, match="not a scalar"):
+                front.get_simultaneous(((dim, 2), "float32"))
+        for dim in (torch.tensor(3), np.int64(3)):  # 0-d integers are integers
+            (view,) = front.get_simultaneous(((dim, 2), "float32"))
+            assert tuple(view.shape) == (3, 2)
+        check_books(ws)

@@ -250,8 +250,20 @@ def _split_spec(index: int, spec: Any) -> tuple[tuple[int, ...], DType]:
 def _check_dim(index: int, axis: int, dim: Any) -> int:
     if dim.__class__ is int and 0 <= dim <= MAX_BYTES:
         return int(dim)
-    if isinstance(dim, bool) or type(dim).__name__ in ("bool", "bool_"):  # NumPy 2, NumPy 1
+    kind = getattr(dim, "dtype", None)  # a NumPy array or scalar, a torch tensor
+    if (
+        isinstance(dim, bool)
+        or type(dim).__name__ in ("bool", "bool_")  # NumPy 2, NumPy 1
+        or (kind is not None and "bool" in str(kind))  # a bool array or tensor
+    ):
         raise SpecError(f"spec #{index}: dimension {axis} is a bool ({dim!r}); pass an int")
+    shape = getattr(dim, "shape", ())
+    if kind is not None and shape not in ((), None):  # __index__ takes one-element tensors
+        raise SpecError(
+            f"spec #{index}: dimension {axis} is a {type(dim).__name__} of shape "
+            f"{tuple(shape)}, not a scalar; pass an int (e.g. int(x.item()) of a "
+            "one-element array)"
+        )
     if isinstance(dim, (tuple, list)):
         raise SpecError(
             f"spec #{index}: dimension {axis} is a tuple {dim!r}: the specs look like they "
