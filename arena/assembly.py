@@ -144,9 +144,13 @@ def assemble(
     return Parts(table, selector, fronts, chosen, recorder, log, workspaces)
 
 
-def close_when_collected(arena: object, table: SlotTable) -> weakref.finalize[..., Any]:
+def close_when_collected(
+    arena: object, table: SlotTable, recorder: Recorder | None = None
+) -> weakref.finalize[..., Any]:
     """Close ``table`` when ``arena`` is garbage collected; returns the finalizer, for
-    :meth:`~arena.Arena.close` to detach.
+    :meth:`~arena.Arena.close` to detach. ``recorder`` (the arena's profile) is saved
+    then and at exit, if something was recorded since its last save (a finalizer of its
+    own, holding the recorder, never the arena).
 
     A front holds its arena weakly and its table strongly: without this, a front that
     outlives its arena (``Arena(...).torch``) would keep allocating on a table nobody can
@@ -162,6 +166,8 @@ def close_when_collected(arena: object, table: SlotTable) -> weakref.finalize[..
     leftovers = table.governor.ledger.leftovers()
     finalizer = weakref.finalize(arena, _close_collected, weakref.ref(table), leftovers)
     finalizer.atexit = False
+    if recorder is not None:
+        weakref.finalize(arena, recorder.save_if_dirty)
     return finalizer
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -161,11 +160,8 @@ class Arena:
         self._log = parts.log
         self._workspaces = parts.workspaces
         self._default_front: Front[Any] | None = None
-        self._closer = close_when_collected(self, parts.table)  # fronts may outlive self
-        if parts.recorder is not None:
-            # Saved when the arena is collected or the interpreter exits; the finalizer
-            # holds the recorder, never the arena.
-            weakref.finalize(self, parts.recorder.save_if_dirty)
+        # Fronts may outlive self; the profile is saved when it is collected or at exit.
+        self._closer = close_when_collected(self, parts.table, parts.recorder)
 
     @property
     def device(self) -> Device:
@@ -352,41 +348,18 @@ class Arena:
         return slot.ubatch, slot.lane
 
     def bind_ubatch(self, ubatch: int) -> None:
-        """Bind the calling thread to a micro-batch slot (default 0).
-
-        Raises
-        ------
-        ConfigError
-            On an arena built with ``ubatch_resolver`` (the vLLM drop-in's), which
-            chooses the micro-batch of every request: a binding would do nothing.
-        SlotError
-            ``ubatch`` out of range.
-        """
+        """Bind the calling thread to a micro-batch slot (default 0). ``ConfigError`` on an
+        arena built with ``ubatch_resolver`` (it picks every request's micro-batch)."""
         self._selector.bind_ubatch(ubatch)
 
     def ubatch(self, ubatch: int) -> AbstractContextManager[None]:
-        """Bind the calling thread to ``ubatch`` inside a ``with`` block, then restore.
-
-        Raises
-        ------
-        ConfigError
-            On entering, on an arena built with ``ubatch_resolver`` (the vLLM
-            drop-in's): the resolver chooses the micro-batch, the binding would do nothing.
-        SlotError
-            ``ubatch`` out of range.
-        """
+        """Bind the calling thread to ``ubatch`` inside a ``with`` block, then restore;
+        ``ConfigError`` on entering, with ``ubatch_resolver`` (as :meth:`bind_ubatch`)."""
         return self._selector.ubatch(ubatch)
 
     def lane(self, lane: int) -> AbstractContextManager[None]:
-        """Use ``lane`` inside a ``with`` block (context-local: threads and tasks apart).
-
-        Raises
-        ------
-        ConfigError
-            On entering, on an arena built with ``lane_resolver``, which chooses the lane.
-        SlotError
-            ``lane`` out of range.
-        """
+        """Use ``lane`` inside a ``with`` block (context-local: threads and tasks apart);
+        ``ConfigError`` on entering, on an arena built with ``lane_resolver``."""
         return self._selector.lane(lane)
 
     def lock(self) -> None:
@@ -419,13 +392,9 @@ class Arena:
     def triton_allocator(self, *, lane: int | None = None) -> TritonAllocator:
         """An allocator for ``triton.set_allocator(ws.triton_allocator())``: called as
         ``(size, alignment, stream)``, it returns a ``torch.uint8`` tensor from one block
-        per slot and stream (the same size, the same pointer); see
+        per slot and stream (the same size, the same pointer); it serves ``lane``'s slots,
+        by default the lane of the caller's context at each call. See
         :class:`TritonAllocator` and docs/kernel-libraries.md.
-
-        Parameters
-        ----------
-        lane : int, optional
-            Serve this lane's slots; default the lane of the caller's context at each call.
 
         Raises
         ------

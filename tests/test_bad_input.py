@@ -361,3 +361,70 @@ def test_bool_and_one_element_tensors_are_not_dimensions(framework: str) -> None
             (view,) = front.get_simultaneous(((dim, 2), "float32"))
             assert tuple(view.shape) == (3, 2)
         check_books(ws)
+
+
+@pytest.mark.parametrize("variable", ["ARENA_POISON", "ARENA_DEBUG"])
+def test_flag_variables_read_yes_no_words_and_refuse_anything_else(
+    variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    attribute = "debug" if variable == "ARENA_DEBUG" else None
+    for value, on in (
+        ("1", True), ("true", True), (" Yes ", True), ("ON", True),
+        ("0", False), ("false", False), ("no", False), ("Off", False), ("", False),
+    ):  # fmt: skip
+        monkeypatch.setenv(variable, value)
+        with arena.Arena("cpu", framework="numpy") as ws:
+            if attribute is not None:
+                assert ws.debug is on, value
+            else:
+                (view,) = ws.get_simultaneous(((4,), "int32"))
+                view[...] = 7
+                (view,) = ws.get_simultaneous(((4,), "int32"))  # poisoned, or kept
+                assert bool((view == 7).all()) is not on, value
+    for value in ("2", "maybe", "enabled"):
+        monkeypatch.setenv(variable, value)
+        with pytest.raises(ConfigError, match=rf"{variable}='{value}' is not a yes/no value"):
+            arena.Arena("cpu", framework="numpy")
+
+
+@pytest.mark.parametrize(
+    ("value", "path"),
+    [("false", "compiled"), ("no", "compiled"), ("off", "compiled"), ("yes", "python")],
+)
+def test_arena_pure_python_reads_the_same_words(value: str, path: str) -> None:
+    import os
+    import subprocess
+
+    from arena.views import hit
+
+    if path == "compiled" and hit.compiled is None and hit.WHY_PYTHON != "ARENA_PURE_PYTHON is set":
+        pytest.skip("the compiled hit path is not built here")
+    env = {**os.environ, "ARENA_PURE_PYTHON": value}
+    code = "from arena.views import hit; print(hit.HIT_PATH)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == path
+
+
+def test_arena_pure_python_refuses_other_values() -> None:
+    import os
+    import subprocess
+
+    env = {**os.environ, "ARENA_PURE_PYTHON": "2"}
+    out = subprocess.run(
+        [sys.executable, "-c", "import arena"],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode != 0
+    assert "ARENA_PURE_PYTHON='2' is not a yes/no value" in out.stderr

@@ -29,10 +29,10 @@ memory write of every byte requested: a debugging aid, off by default.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from arena.environment import flag_from_env
 from arena.views.dtypes import resolve_dtype
 
 __all__ = [
@@ -61,8 +61,10 @@ _BYTE_OF: dict[Any, int] = {}
 
 
 def poison_from_env(variable: str = "ARENA_POISON") -> bool:
-    """Whether the poison environment variable is set to a true value."""
-    return os.environ.get(variable, "").strip().lower() in {"1", "true", "yes", "on"}
+    """Whether the poison environment variable is set to a true value (see
+    :func:`arena.environment.flag_from_env`: anything but a yes/no value raises
+    ``ConfigError``)."""
+    return flag_from_env(variable)
 
 
 def sentinel(dtype: Any) -> int:
