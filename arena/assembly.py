@@ -15,9 +15,18 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from arena.config import Settings, check_framework, check_path, load_adapter, pick_framework
+from arena.config import (
+    Settings,
+    check_framework,
+    check_name,
+    check_path,
+    load_adapter,
+    pick_framework,
+)
 from arena.kernels.library import LibraryWorkspaces
+from arena.observe.events import format_mb
 from arena.observe.profile import Recorder, attach_profile, profile_from_env
+from arena.observe.profilepaths import claim_profile_path
 from arena.observe.requests import RequestLog
 from arena.observe.snapshot import EventLog
 from arena.slots.selector import SlotSelector
@@ -107,14 +116,16 @@ def assemble(
     framework: str | None,
     profile: Any,
     event_log: Any,
+    name: Any,
     alloc_context: Callable[[], AbstractContextManager[Any]] | None,
     ubatch_resolver: Callable[[], int] | None,
     lane_resolver: Callable[[], int] | None,
 ) -> Parts:
     """Build an arena's parts from its validated settings.
 
-    The profile (``profile``, else ``ARENA_PROFILE``) presizes the slots here, before any
-    request. Profiles record requests through the call-site log: with
+    The profile (``profile``; else, unless it is False, a file of this arena's own
+    beside ``ARENA_PROFILE``: :mod:`arena.observe.profilepaths`) presizes the slots here,
+    before any request. Profiles record requests through the call-site log: with
     ``track_call_sites=False`` a profile keeps capacities only.
 
     Raises
@@ -123,7 +134,9 @@ def assemble(
         For a bad path or framework.
     """
     event_log = check_path("event_log", event_log)
-    profile = check_path("profile", profile)
+    name = check_name(name)
+    profile_argument = profile
+    profile = None if profile is False else check_path("profile", profile)
     table = SlotTable(config, alloc_context, EventLog(event_log))
     selector = SlotSelector(
         table.slots,
@@ -133,10 +146,12 @@ def assemble(
         name=f"arena_lane_{next(_arena_ids)}",
     )
     chosen = pick_framework(framework, table.governor.device)
-    profile = profile_from_env() if profile is None else profile
+    key = (table.governor.device.kind, config.ubatches, config.lanes, config.alignment, name)
+    if profile is None and profile_argument is None:  # ARENA_PROFILE: a file per arena
+        shared = profile_from_env()
+        profile = None if shared is None else claim_profile_path(shared, key, table)
     recorder = None
     if profile is not None:
-        key = (table.governor.device.kind, config.ubatches, config.lanes, config.alignment)
         recorder = attach_profile(profile, table, key, str(config.growth))
     log = RequestLog(recorder) if config.track_sites else None
     fronts = Fronts(table, selector, config, log)
@@ -177,3 +192,17 @@ def _close_collected(table: weakref.ref[SlotTable], leftovers: Callable[[], None
         alive.close(collected=True)
     else:  # garbage with the arena (a cycle through a listener, a callback, a resource):
         leftovers()  # its blocks still go back to their source, each once
+
+
+def describe_arena(arena: Any, table: SlotTable, framework: str) -> str:
+    """``Arena(device='cpu', ubatches=1, ..., unlocked, slots=[0.00 MB])``: an arena's
+    repr, from its public settings, its framework and its slot table."""
+    governor = table.governor
+    state = "closed" if governor.closed else ("locked" if governor.locked else "unlocked")
+    sizes = ", ".join(format_mb(c) for c in table.sizes())
+    named = "" if arena.name is None else f", name={arena.name!r}"
+    return (
+        f"Arena(device='{arena.device}', ubatches={arena.ubatches}, lanes={arena.lanes}, "
+        f"alignment={arena.alignment}, framework='{framework}'{named}, {state}, "
+        f"slots=[{sizes}])"
+    )

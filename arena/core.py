@@ -6,17 +6,18 @@ from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from arena.assembly import assemble, close_when_collected
+from arena.assembly import assemble, close_when_collected, describe_arena
 from arena.config import FRAMEWORKS, check_flag, settings
 from arena.kernels.budget import memory_stats, planned_bytes, reset_peaks
 from arena.kernels.triton import TritonAllocator
 from arena.memory.devices import Device
 from arena.memory.sources import MemorySource
-from arena.observe.events import ArenaEvent, format_mb
+from arena.observe.events import ArenaEvent
 from arena.observe.stats import ArenaStats
 from arena.planning.scopes import Scope
 from arena.planning.steps import Step
 from arena.slots.governor import StateFlag, StateSwitch
+from arena.uncopyable import refuse_copies
 from arena.views.front import Front
 from arena.views.layout import DEFAULT_ALIGNMENT, compute_layout
 
@@ -87,9 +88,9 @@ class Arena:
     capture_probe : callable, optional
         Returns True while a CUDA graph is captured: growth is refused then and buffers
         served then are retired, not freed. Default: CuPy's and torch's current streams.
-    profile : str or os.PathLike, optional
+    profile : str, os.PathLike or False, optional
         A profile file that presizes the slots and records this run (``docs/sizing.md``).
-        Default: ``ARENA_PROFILE``.
+        Default: a file of this arena's own beside ``ARENA_PROFILE``; False: none.
     poison : bool, optional
         Fill every request's views with a sentinel (NaN, or bytes ``0xA5``) so stale or
         unwritten scratch shows. Default: ``ARENA_POISON``.
@@ -98,7 +99,11 @@ class Arena:
     max_bytes : int or str, optional
         Cap on every byte the arena holds (``"4GiB"`` works too): growth past it raises
         ``ArenaOutOfMemoryError``. Default: ``ARENA_MAX_BYTES``, else no cap.
+    name : str, optional
+        The arena's name (letters, digits, ``_``, ``-``): keys its profile (docs/sizing.md).
     """
+
+    __reduce_ex__ = __copy__ = __deepcopy__ = refuse_copies("an Arena")
 
     def __init__(
         self,
@@ -122,6 +127,7 @@ class Arena:
         poison: bool | None = None,
         event_log: Any = None,
         max_bytes: int | str | None = None,
+        name: str | None = None,
     ) -> None:
         config = settings(
             device,
@@ -146,11 +152,13 @@ class Arena:
             framework=framework,
             profile=profile,
             event_log=event_log,
+            name=name,
             alloc_context=alloc_context,
             ubatch_resolver=ubatch_resolver,
             lane_resolver=lane_resolver,
         )
         self._config = config
+        self._name = name
         self._table = parts.table
         self._governor = parts.table.governor
         self._selector = parts.selector
@@ -160,13 +168,17 @@ class Arena:
         self._log = parts.log
         self._workspaces = parts.workspaces
         self._default_front: Front[Any] | None = None
-        # Fronts may outlive self; the profile is saved when it is collected or at exit.
         self._closer = close_when_collected(self, parts.table, parts.recorder)
 
     @property
     def device(self) -> Device:
         """The device the arena's memory lives on."""
         return self._governor.device
+
+    @property
+    def name(self) -> str | None:
+        """The arena's name (None unless given): it keys its profile."""
+        return self._name
 
     @property
     def source(self) -> MemorySource:
@@ -285,13 +297,8 @@ class Arena:
     def plan_steps(self) -> dict[Any, int]:
         """Plan every step recorded but not planned yet, in every slot, and size each slot
         to what its plans need, larger or smaller (unlocked, where no capture used the
-        buffer and nothing is open on the slot).
-
-        Returns
-        -------
-        dict
-            Step key -> planned bytes (the largest over slots).
-        """
+        buffer and nothing is open on the slot); returns step key -> planned bytes (the
+        largest over slots)."""
         return self._table.plan_steps()
 
     def get_persistent(
@@ -369,12 +376,14 @@ class Arena:
         Per lane, every micro-batch's scratch is brought to the largest (smaller buffers
         retired), and gets each persistent buffer, library workspace and step plan a
         sibling has; steps not planned yet are planned (docs/overview.md, "Growth and
-        lock"). Persistent resources are not built for siblings.
+        lock"). Persistent resources are not built for siblings. A locked arena is left
+        as it is (no size changes; steps recorded since are planned), as in vLLM.
         """
         self._table.lock()
 
     def unlock(self) -> None:
-        """Allow growth again (for a new warm-up, e.g. after elastic re-sharding)."""
+        """Allow growth again (for a new warm-up, e.g. after elastic re-sharding); an
+        unlocked arena is left as it is (listeners still hear "unlock"), as in vLLM."""
         self._table.unlock()
 
     @property
@@ -487,11 +496,4 @@ class Arena:
         self.close()
 
     def __repr__(self) -> str:
-        governor = self._governor
-        state = "closed" if governor.closed else ("locked" if governor.locked else "unlocked")
-        sizes = ", ".join(format_mb(c) for c in self._table.sizes())
-        return (
-            f"Arena(device='{self.device}', ubatches={self.ubatches}, lanes={self.lanes}, "
-            f"alignment={self.alignment}, framework='{self._framework}', {state}, "
-            f"slots=[{sizes}])"
-        )
+        return describe_arena(self, self._table, self._framework)

@@ -26,6 +26,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from arena.errors import ArenaError
 from arena.slots.slot import Buffer, Resize, Slot
+from arena.uncopyable import refuse_copies
 from arena.views.layout import Layout, compute_layout, shifted
 from arena.views.poison import poison_slot_bytes
 
@@ -147,6 +148,7 @@ class Scope(Region, Generic[ViewT]):
     """
 
     __slots__ = ("_alignment", "_debug", "_handed", "_placer", "_poison", "_select")
+    __reduce_ex__ = __copy__ = __deepcopy__ = refuse_copies("a scope")
 
     def __init__(
         self,

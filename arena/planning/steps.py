@@ -2,8 +2,7 @@
 
 ``with ws.step("layer") as step:`` records a key's first run, plans it from the second
 (:func:`~arena.planning.plan_offsets`) and replays the plan's pointers after; views live
-until ``step.release(view)`` or the step's end. docs/planning.md tells the whole contract.
-"""
+until ``step.release(view)`` or the step's end (the whole contract: docs/planning.md)."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from arena.observe.events import caller_info, warn_user
 from arena.planning.records import StepBook, StepRun, fit_to_plans
 from arena.planning.scopes import Placer, close_region, open_region
 from arena.slots.slot import Slot
+from arena.uncopyable import refuse_copies
 from arena.views import hit
 from arena.views.aliases import origin_of
 from arena.views.hit import StepHitBase, compiled
@@ -35,6 +35,7 @@ class Step(StepHitBase, Generic[ViewT]):
     ``ws.torch.step(key)``; enter it with ``with``."""
 
     # The replay's hit settings (slot, request, _caches, ...) are the base's slots.
+    __reduce_ex__ = __copy__ = __deepcopy__ = refuse_copies("a step")
     __slots__ = (
         "_alignment",
         "_book",
@@ -217,8 +218,7 @@ class Step(StepHitBase, Generic[ViewT]):
             )
         return self._checked(slot, specs)
 
-    #: The Python request path: the compiled hit (:class:`CompiledStep`) hands it every
-    #: request it does not serve.
+    #: The Python request path: CompiledStep's compiled hit hands it what it does not serve.
     _python_get = get_simultaneous
 
     def release(self, *views: Any) -> None:

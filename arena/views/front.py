@@ -23,6 +23,7 @@ from arena.planning.scopes import Scope
 from arena.planning.steps import Step, step_class
 from arena.slots.slot import Slot
 from arena.slots.table import SlotTable
+from arena.uncopyable import refuse_copies
 from arena.views import hit
 from arena.views.aliases import note_alias
 from arena.views.builder import ViewBuilder
@@ -47,6 +48,7 @@ class Front(HitBase, Generic[ViewT]):
     # The hit's settings (_select, _key, _debug, _probe, _log, _governor, _builder, ...)
     # are the base's: arena.views.hit.PyHitBase, or the compiled HitBase.
     __slots__ = ("_adapter", "_cached", "_name", "_owner", "_poison")
+    __reduce_ex__ = __copy__ = __deepcopy__ = refuse_copies("a front")
 
     def __init__(
         self,
