@@ -389,6 +389,12 @@ def load_adapter(framework: str, device: Device) -> Any:
     FrameworkUnavailableError
         If the framework is not installed or cannot view this device's memory.
     """
+    if framework == "cupy" and not device.is_cuda:  # before the import: installing CuPy
+        raise FrameworkUnavailableError(  # would not help a host arena
+            f"CuPy views need a CUDA arena: this arena's memory is on the host ({device}), "
+            "which CuPy arrays cannot view; use ws.numpy or ws.torch for this arena, or "
+            "make the arena on a CUDA device"
+        )
     try:
         module = importlib.import_module(f"arena.adapters.{framework}")
     except FrameworkUnavailableError:

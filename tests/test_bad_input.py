@@ -186,7 +186,8 @@ def test_a_missing_cupy_gives_one_message_naming_the_install(
     ):
         a.front("cupy")
     message = str(info.value)
-    assert message.count("cannot be imported") <= 1 and "pip install cupy-cuda12x" in message
+    # Issue 26: on a host arena installing CuPy cannot help, so the message says what can.
+    assert message.count("cannot be imported") <= 1 and "CuPy views need a CUDA arena" in message
 
 
 def test_the_command_line_ends_a_missing_framework_in_one_line() -> None:
@@ -428,3 +429,22 @@ def test_arena_pure_python_refuses_other_values() -> None:
     )
     assert out.returncode != 0
     assert "ARENA_PURE_PYTHON='2' is not a yes/no value" in out.stderr
+
+
+def test_pinned_memory_on_a_host_without_cuda_says_it_needs_cuda() -> None:
+    from arena.memory.devices import cuda_device_count
+
+    if cuda_device_count():
+        pytest.skip("a CUDA device is visible: pinned memory works here")
+    with pytest.raises(arena.DeviceUnavailableError) as caught:
+        arena.Arena("cpu", source="pinned")
+    text = str(caught.value)
+    assert "source='pinned'" in text and "needs CUDA" in text
+    assert "use device='cpu'" not in text  # the device is cpu already: no help
+
+
+def test_cupy_views_of_a_host_arena_say_they_need_a_cuda_arena() -> None:
+    with arena.Arena("cpu", framework="numpy") as ws:
+        with pytest.raises(FrameworkUnavailableError, match="CuPy views need a CUDA arena") as e:
+            ws.cupy  # noqa: B018 (the property raises)
+        assert "pip install" not in str(e.value)  # installing CuPy cannot help

@@ -261,6 +261,8 @@ def _release_leftovers(
 ) -> None:
     """Give every block of ``live`` back to ``source`` (through ``pending`` where its
     streams may still use it); the first error propagates after all were released."""
+    if not live and (pending is None or not pending.nbytes):
+        return  # closed already, or nothing was ever allocated: no device call at all
     first: BaseException | None = None
     for allocation in list(live.values()):
         if live.pop(id(allocation), None) is None:
@@ -273,7 +275,7 @@ def _release_leftovers(
         except BaseException as exc:  # keep releasing: one failure must not leak the rest
             if first is None:
                 first = exc
-    if pending is not None:
+    if pending is not None and pending.nbytes:
         pending.flush()
     if first is not None:
         raise first
