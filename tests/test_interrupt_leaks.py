@@ -19,7 +19,7 @@ import pytest
 from arena import Arena
 from tests.sources import RecordingSource, check_books
 
-_TRACED = ("arena.memory.", "arena.slots.", "arena.observe.snapshot")
+_TRACED = ("arena.memory.", "arena.slots.", "arena.observe.snapshot", "arena.kernels.workspaces")
 
 
 class Injector:
@@ -94,7 +94,14 @@ def _run(program: Callable[[Arena], None], at: int, tmp_log: Any) -> tuple[int, 
     return injector.count, injector.fired
 
 
-@pytest.mark.parametrize("program", [_growth_program, _lock_program])
+def _workspace_program(ws: Arena) -> None:
+    ws.get_library_workspace("lib", 4096)
+    ws.get_library_workspace("lib", 16384)  # grows: the old block is released
+    ws.lock()  # the sibling gets the workspace too
+    ws.unlock()
+
+
+@pytest.mark.parametrize("program", [_growth_program, _lock_program, _workspace_program])
 def test_an_interrupt_at_every_point_of_growth_and_release_leaks_nothing(
     program: Callable[[Arena], None], tmp_path: Any
 ) -> None:

@@ -188,7 +188,14 @@ class WorkspaceStore:
                 governor.ledger.reclaim(mark)  # even one allocated as allocate() returned
                 raise
             if old is not None:
-                self._let_go(old)
+                try:
+                    self._let_go(old)
+                except BaseException:  # an interrupt: the old block stays held (retired)
+                    held = governor.ledger.holds(old.allocation)
+                    if held and all(w is not old for w in self.retired):
+                        old.captured = True  # kept until close() or release_retired(True)
+                        self.retired = [*self.retired, old]
+                    raise
             return entry, old, True
 
     def _let_go(self, old: Workspace) -> None:

@@ -243,16 +243,19 @@ class SlotTable:
                 return  # closed already (a close an interrupt split goes on below)
             try:
                 if not governor.closed:
-                    note_allocated_peak(governor, self.slots)  # the figure drops to 0 now
-                    governor.collected = collected
-                    governor.closed = True
+                    try:
+                        note_allocated_peak(governor, self.slots)  # the figure drops to 0 now
+                    finally:  # closed before any block goes, whatever interrupts
+                        governor.collected = collected
+                        governor.closed = True
                 blocks = [a for s in self.slots for a in s.take_blocks()]
                 release_all(ledger, blocks)
             finally:
                 # Every block still counted live goes back too, so an interrupt anywhere
                 # (in a holder's change, or in this close) leaks nothing.
                 try:
-                    ledger.release_live()
+                    if governor.closed:
+                        ledger.release_live()
                 finally:
                     ledger.flush()
         self.announce("close")
