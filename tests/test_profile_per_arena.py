@@ -5,7 +5,6 @@ presized on the next start; ``python -m arena demo`` never touches the operator'
 from __future__ import annotations
 
 import gc
-import json
 from pathlib import Path
 
 import pytest
@@ -87,4 +86,3 @@ def test_profile_false_records_nothing_even_with_arena_profile_set(
         ws.get_simultaneous(((64,), "float32"))
         assert ws.save_profile() is False
     assert list(tmp_path.iterdir()) == []
-    json.dumps(None)
