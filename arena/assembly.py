@@ -15,9 +15,18 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from arena.config import Settings, check_framework, check_path, load_adapter, pick_framework
+from arena.config import (
+    Settings,
+    check_framework,
+    check_name,
+    check_path,
+    load_adapter,
+    pick_framework,
+)
 from arena.kernels.library import LibraryWorkspaces
+from arena.observe.events import format_mb
 from arena.observe.profile import Recorder, attach_profile, profile_from_env
+from arena.observe.profilepaths import claim_profile_path
 from arena.observe.requests import RequestLog
 from arena.observe.snapshot import EventLog
 from arena.slots.selector import SlotSelector
@@ -107,14 +116,16 @@ def assemble(
     framework: str | None,
     profile: Any,
     event_log: Any,
+    name: Any,
     alloc_context: Callable[[], AbstractContextManager[Any]] | None,
     ubatch_resolver: Callable[[], int] | None,
     lane_resolver: Callable[[], int] | None,
 ) -> Parts:
     """Build an arena's parts from its validated settings.
 
-    The profile (``profile``, else ``ARENA_PROFILE``) presizes the slots here, before any
-    request. Profiles record requests through the call-site log: with
+    The profile (``profile``; else, unless it is False, a file of this arena's own
+    beside ``ARENA_PROFILE``: :mod:`arena.observe.profilepaths`) presizes the slots here,
+    before any request. Profiles record requests through the call-site log: with
     ``track_call_sites=False`` a profile keeps capacities only.
 
     Raises
@@ -123,7 +134,9 @@ def assemble(
         For a bad path or framework.
     """
     event_log = check_path("event_log", event_log)
-    profile = check_path("profile", profile)
+    name = check_name(name)
+    profile_argument = profile
+    profile = None if profile is False else check_path("profile", profile)
     table = SlotTable(config, alloc_context, EventLog(event_log))
     selector = SlotSelector(
         table.slots,
@@ -133,10 +146,12 @@ def assemble(
         name=f"arena_lane_{next(_arena_ids)}",
     )
     chosen = pick_framework(framework, table.governor.device)
-    profile = profile_from_env() if profile is None else profile
+    key = (table.governor.device.kind, config.ubatches, config.lanes, config.alignment, name)
+    if profile is None and profile_argument is None:  # ARENA_PROFILE: a file per arena
+        shared = profile_from_env()
+        profile = None if shared is None else claim_profile_path(shared, key, table)
     recorder = None
     if profile is not None:
-        key = (table.governor.device.kind, config.ubatches, config.lanes, config.alignment)
         recorder = attach_profile(profile, table, key, str(config.growth))
     log = RequestLog(recorder) if config.track_sites else None
     fronts = Fronts(table, selector, config, log)
@@ -144,24 +159,52 @@ def assemble(
     return Parts(table, selector, fronts, chosen, recorder, log, workspaces)
 
 
-def close_when_collected(arena: object, table: SlotTable) -> weakref.finalize[..., Any]:
+def close_when_collected(
+    arena: object, table: SlotTable, recorder: Recorder | None = None
+) -> weakref.finalize[..., Any]:
     """Close ``table`` when ``arena`` is garbage collected; returns the finalizer, for
-    :meth:`~arena.Arena.close` to detach.
+    :meth:`~arena.Arena.close` to detach. ``recorder`` (the arena's profile) is saved
+    then and at exit, if something was recorded since its last save (a finalizer of its
+    own, holding the recorder, never the arena).
 
     A front holds its arena weakly and its table strongly: without this, a front that
     outlives its arena (``Arena(...).torch``) would keep allocating on a table nobody can
     close. Closed, the table releases its blocks (views keep their own memory alive) and
     the front raises :class:`~arena.ArenaClosedError` naming the fix. The finalizer holds
     the table weakly, never the arena: a listener, resolver or persistent resource that
-    refers to the arena cannot make the arena immortal through it. Not run at exit: the
-    device may be gone by then.
+    refers to the arena cannot make the arena immortal through it. When the table is
+    garbage with the arena (such a cycle), the finalizer releases every block still live
+    through what it holds of the ledger: the blocks and the memory source (a source that
+    refers to the arena would keep it alive). Not run at exit: the device may be gone by
+    then.
     """
-    finalizer = weakref.finalize(arena, _close_collected, weakref.ref(table))
+    leftovers = table.governor.ledger.leftovers()
+    finalizer = weakref.finalize(arena, _close_collected, weakref.ref(table), leftovers)
     finalizer.atexit = False
+    if recorder is not None:
+        weakref.finalize(arena, recorder.save_if_dirty)
     return finalizer
 
 
-def _close_collected(table: weakref.ref[SlotTable]) -> None:
+def _close_collected(table: weakref.ref[SlotTable], leftovers: Callable[[], None]) -> None:
     alive = table()
-    if alive is not None:  # else collected with the arena: its blocks went with it
+    if alive is not None:
         alive.close(collected=True)
+    else:  # garbage with the arena (a cycle through a listener, a callback, a resource):
+        leftovers()  # its blocks still go back to their source, each once
+
+
+def describe_arena(arena: Any, table: SlotTable, framework: str) -> str:
+    """``Arena(device='cpu', ubatches=1, ..., unlocked, slots=[0.00 MB])``: an arena's
+    repr, from its public settings, its framework and its slot table."""
+    governor = table.governor
+    state = "closed" if governor.closed else ("locked" if governor.locked else "unlocked")
+    if governor.asleep and not governor.closed:
+        state += f", asleep (level {governor.asleep})"
+    sizes = ", ".join(format_mb(c) for c in table.sizes())
+    named = "" if arena.name is None else f", name={arena.name!r}"
+    return (
+        f"Arena(device='{arena.device}', ubatches={arena.ubatches}, lanes={arena.lanes}, "
+        f"alignment={arena.alignment}, framework='{framework}'{named}, {state}, "
+        f"slots=[{sizes}])"
+    )

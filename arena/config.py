@@ -34,6 +34,7 @@ __all__ = [
     "check_flag",
     "check_framework",
     "check_growth",
+    "check_name",
     "check_path",
     "host_source_from_env",
     "load_adapter",
@@ -165,6 +166,26 @@ def check_path(name: str, value: Any) -> Any:
     raise ConfigError(
         f"{name} must be a file path (str or os.PathLike), got {type(value).__name__} "
         f"{value!r}; pass e.g. {name}='arena-{name.replace('_', '-')}'"
+    )
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
+def check_name(value: Any) -> str | None:
+    """``value`` if it is None or an arena name: 1 to 64 letters, digits, ``_`` or ``-``,
+    starting with a letter or digit (it becomes part of a profile's file name).
+
+    Raises
+    ------
+    ConfigError
+        Naming what it got and an example.
+    """
+    if value is None or (isinstance(value, str) and _NAME.fullmatch(value)):
+        return value
+    raise ConfigError(
+        f"name must be 1 to 64 letters, digits, '_' or '-' (starting with a letter or "
+        f"digit), got {type(value).__name__} {value!r}; pass e.g. name='engine'"
     )
 
 
@@ -407,6 +428,12 @@ def load_adapter(framework: str, device: Device) -> Any:
     FrameworkUnavailableError
         If the framework is not installed or cannot view this device's memory.
     """
+    if framework == "cupy" and not device.is_cuda:  # before the import: installing CuPy
+        raise FrameworkUnavailableError(  # would not help a host arena
+            f"CuPy views need a CUDA arena: this arena's memory is on the host ({device}), "
+            "which CuPy arrays cannot view; use ws.numpy or ws.torch for this arena, or "
+            "make the arena on a CUDA device"
+        )
     try:
         module = importlib.import_module(f"arena.adapters.{framework}")
     except FrameworkUnavailableError:

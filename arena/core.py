@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from arena.assembly import assemble, close_when_collected
+from arena.assembly import assemble, close_when_collected, describe_arena
 from arena.config import FRAMEWORKS, check_flag, settings
 from arena.distributed import SyncReport, sync_table
 from arena.kernels import memstats
@@ -22,6 +21,7 @@ from arena.planning.scopes import Scope
 from arena.planning.steps import Step
 from arena.slots.governor import StateFlag, StateSwitch
 from arena.slots.sleep import check_level, in_place_mode
+from arena.uncopyable import refuse_copies
 from arena.views.front import Front
 from arena.views.layout import DEFAULT_ALIGNMENT, compute_layout
 
@@ -71,9 +71,11 @@ class Arena:
         ``allocate``/``deallocate`` (``rmm.mr.DeviceMemoryResource``) is wrapped.
     ubatch_resolver : callable, optional
         Called on every request to get the current micro-batch id (like vLLM's
-        ``dbo_current_ubatch_id``); replaces the per-thread binding.
+        ``dbo_current_ubatch_id``); replaces the per-thread binding (:meth:`ubatch` and
+        :meth:`bind_ubatch` then raise ``ConfigError``).
     lane_resolver : callable, optional
-        Called on every request to get the current lane; replaces :meth:`lane`.
+        Called on every request to get the current lane; replaces :meth:`lane` (which
+        then raises ``ConfigError``).
     alloc_context : callable, optional
         Called with no arguments around every allocation; must return a context manager
         (e.g. a sleep-mode memory pool's ``use_memory_pool``), like vLLM's hook.
@@ -91,9 +93,9 @@ class Arena:
     capture_probe : callable, optional
         Returns True while a CUDA graph is captured: growth is refused then and buffers
         served then are retired, not freed. Default: CuPy's and torch's current streams.
-    profile : str or os.PathLike, optional
+    profile : str, os.PathLike or False, optional
         A profile file that presizes the slots and records this run (``docs/sizing.md``).
-        Default: ``ARENA_PROFILE``.
+        Default: a file of this arena's own beside ``ARENA_PROFILE``; False: none.
     poison : bool, optional
         Fill every request's views with a sentinel (NaN, or bytes ``0xA5``) so stale or
         unwritten scratch shows. Default: ``ARENA_POISON``.
@@ -102,7 +104,11 @@ class Arena:
     max_bytes : int or str, optional
         Cap on every byte the arena holds (``"4GiB"`` works too): growth past it raises
         ``ArenaOutOfMemoryError``. Default: ``ARENA_MAX_BYTES``, else no cap.
+    name : str, optional
+        The arena's name (letters, digits, ``_``, ``-``): keys its profile (docs/sizing.md).
     """
+
+    __reduce_ex__ = __copy__ = __deepcopy__ = refuse_copies("an Arena")
 
     def __init__(
         self,
@@ -126,6 +132,7 @@ class Arena:
         poison: bool | None = None,
         event_log: Any = None,
         max_bytes: int | str | None = None,
+        name: str | None = None,
     ) -> None:
         config = settings(
             device,
@@ -150,25 +157,33 @@ class Arena:
             framework=framework,
             profile=profile,
             event_log=event_log,
+            name=name,
             alloc_context=alloc_context,
             ubatch_resolver=ubatch_resolver,
             lane_resolver=lane_resolver,
         )
-        self._config, self._table, self._governor = config, parts.table, parts.table.governor
-        self._selector, self._fronts = parts.selector, parts.fronts
-        self._framework, self._recorder = parts.framework, parts.recorder
-        self._log, self._workspaces = parts.log, parts.workspaces
+        self._config = config
+        self._name = name
+        self._table = parts.table
+        self._governor = parts.table.governor
+        self._selector = parts.selector
+        self._fronts = parts.fronts
+        self._framework = parts.framework
+        self._recorder = parts.recorder
+        self._log = parts.log
+        self._workspaces = parts.workspaces
         self._default_front: Front[Any] | None = None
-        self._closer = close_when_collected(self, parts.table)  # fronts may outlive self
-        if parts.recorder is not None:
-            # Saved when the arena is collected or the interpreter exits; the finalizer
-            # holds the recorder, never the arena.
-            weakref.finalize(self, parts.recorder.save_if_dirty)
+        self._closer = close_when_collected(self, parts.table, parts.recorder)
 
     @property
     def device(self) -> Device:
         """The device the arena's memory lives on."""
         return self._governor.device
+
+    @property
+    def name(self) -> str | None:
+        """The arena's name (None unless given): it keys its profile."""
+        return self._name
 
     @property
     def source(self) -> MemorySource:
@@ -286,13 +301,8 @@ class Arena:
     def plan_steps(self) -> dict[Any, int]:
         """Plan every step recorded but not planned yet, in every slot, and size each slot
         to what its plans need, larger or smaller (unlocked, where no capture used the
-        buffer and nothing is open on the slot).
-
-        Returns
-        -------
-        dict
-            Step key -> planned bytes (the largest over slots).
-        """
+        buffer and nothing is open on the slot); returns step key -> planned bytes (the
+        largest over slots)."""
         return self._table.plan_steps()
 
     def get_persistent(
@@ -344,15 +354,18 @@ class Arena:
         return slot.ubatch, slot.lane
 
     def bind_ubatch(self, ubatch: int) -> None:
-        """Bind the calling thread to a micro-batch slot (default 0)."""
+        """Bind the calling thread to a micro-batch slot (default 0). ``ConfigError`` on an
+        arena built with ``ubatch_resolver`` (it picks every request's micro-batch)."""
         self._selector.bind_ubatch(ubatch)
 
     def ubatch(self, ubatch: int) -> AbstractContextManager[None]:
-        """Bind the calling thread to ``ubatch`` inside a ``with`` block, then restore."""
+        """Bind the calling thread to ``ubatch`` inside a ``with`` block, then restore;
+        ``ConfigError`` on entering, with ``ubatch_resolver`` (as :meth:`bind_ubatch`)."""
         return self._selector.ubatch(ubatch)
 
     def lane(self, lane: int) -> AbstractContextManager[None]:
-        """Use ``lane`` inside a ``with`` block (context-local: threads and tasks apart)."""
+        """Use ``lane`` inside a ``with`` block (context-local: threads and tasks apart);
+        ``ConfigError`` on entering, on an arena built with ``lane_resolver``."""
         return self._selector.lane(lane)
 
     def lock(self, *, growth: str | None = None, group: Any = None) -> None:
@@ -364,7 +377,9 @@ class Arena:
         sibling has; steps not planned yet are planned (docs/overview.md, "Growth and
         lock"). Persistent resources are not built for siblings. ``growth="in_place"``
         (``source="virtual"``): growth commits in place instead (docs/memory.md).
-        ``group``: :meth:`sync` over it first (docs/distributed.md)."""
+        ``group``: :meth:`sync` over it first (docs/distributed.md). A locked arena is left
+        as it is (no size changes; steps recorded since are planned), as in vLLM.
+        """
         in_place = in_place_mode(self._governor, growth)
         if group is not None:
             sync_table(self._table, group)
@@ -392,7 +407,8 @@ class Arena:
         return sync_table(self._table, group)
 
     def unlock(self) -> None:
-        """Allow growth again (for a new warm-up, e.g. after elastic re-sharding)."""
+        """Allow growth again (for a new warm-up, e.g. after elastic re-sharding); an
+        unlocked arena is left as it is (listeners still hear "unlock"), as in vLLM."""
         self._table.unlock()
 
     @property
@@ -497,8 +513,8 @@ class Arena:
         """Release every buffer; views made before stay valid (they own their memory).
         Every block is released even if one release raises; the first error propagates.
         An arena garbage collected unclosed is closed then (its fronts stop serving)."""
+        self._table.close()  # before the finalizer goes: an interrupted close is finished then
         self._closer.detach()
-        self._table.close()
 
     def __enter__(self: _A) -> _A:
         return self
@@ -507,4 +523,4 @@ class Arena:
         self.close()
 
     def __repr__(self) -> str:
-        return self._table.describe(self._framework)
+        return describe_arena(self, self._table, self._framework)

@@ -437,3 +437,47 @@ def test_lock_state_reads_the_same_as_a_property_and_as_vllms_method(host: Arena
         assert same is host and not host.is_locked
     assert host.is_locked
     assert not host.is_closed and not host.is_closed()
+
+
+def test_binding_a_slot_the_resolver_chooses_is_refused_by_name() -> None:
+    """ubatch(i), bind_ubatch(i) on an arena whose ubatch_resolver picks the micro-batch
+    (the vLLM drop-in's), and lane(i) with a lane_resolver, would do nothing: refused."""
+    with Arena("cpu", framework="numpy", ubatches=2, lanes=2, ubatch_resolver=lambda: 1) as ws:
+        with pytest.raises(arena.ConfigError, match=r"ubatch_resolver.*ubatch\(0\)"):
+            ws.ubatch(0).__enter__()
+        with pytest.raises(arena.ConfigError, match="ubatch_resolver"):
+            ws.bind_ubatch(0)
+        with ws.lane(1):  # no lane_resolver: lane() is honoured
+            assert ws.current_slot() == (1, 1)
+    with Arena("cpu", framework="numpy", lanes=2, lane_resolver=lambda: 1) as ws:
+        with pytest.raises(arena.ConfigError, match=r"lane_resolver.*lane\(0\)"):
+            ws.lane(0).__enter__()
+        with ws.ubatch(0):
+            assert ws.current_slot() == (0, 1)
+
+
+def test_arenas_fronts_scopes_and_steps_refuse_copies_and_pickles_naming_why() -> None:
+    import copy
+    import pickle
+
+    with Arena("cpu", framework="numpy") as ws:
+        objects = [ws, ws.numpy, ws.front("numpy", cached=True), ws.step("k"), ws.scope()]
+        for thing in objects:
+            for attempt in (pickle.dumps, copy.deepcopy, copy.copy):
+                with pytest.raises(TypeError, match="cannot be copied or pickled: it stands"):
+                    attempt(thing)
+        ws.get_simultaneous(((4,), "float32"))
+    assert ws.is_closed  # no copy's close() reached it early; the with block closed it
+
+
+def test_lock_twice_and_unlock_unlocked_change_nothing() -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        ws.get_simultaneous(((256,), "float32"))
+        ws.lock()
+        before = ws.stats()
+        ws.lock()
+        assert ws.is_locked and ws.stats().slots == before.slots
+        ws.unlock()
+        ws.unlock()
+        assert not ws.is_locked
+        ws.get_simultaneous(((512,), "float32"))  # grows: unlocked

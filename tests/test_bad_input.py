@@ -186,7 +186,8 @@ def test_a_missing_cupy_gives_one_message_naming_the_install(
     ):
         a.front("cupy")
     message = str(info.value)
-    assert message.count("cannot be imported") <= 1 and "pip install cupy-cuda12x" in message
+    # Issue 26: on a host arena installing CuPy cannot help, so the message says what can.
+    assert message.count("cannot be imported") <= 1 and "CuPy views need a CUDA arena" in message
 
 
 def test_the_command_line_ends_a_missing_framework_in_one_line() -> None:
@@ -342,3 +343,108 @@ def test_list_shapes_are_accepted_like_tuples() -> None:
             a.get_simultaneous(([True, 3], F32))
         with pytest.raises(SpecError, match="float"):
             a.get_simultaneous(([2.5], F32))
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_bool_and_one_element_tensors_are_not_dimensions(framework: str) -> None:
+    torch = pytest.importorskip("torch")
+    import numpy as np
+
+    with arena.Arena("cpu", framework="numpy") as ws:
+        front = ws.front(framework)
+        for dim in (torch.tensor(True), np.array(True)):
+            with pytest.raises(SpecError, match="bool"):
+                front.get_simultaneous(((dim, 2), "float32"))
+        for dim in (torch.tensor([3]), torch.tensor([[3]]), np.array([3])):
+            with pytest.raises(SpecError, match="not a scalar"):
+                front.get_simultaneous(((dim, 2), "float32"))
+        for dim in (torch.tensor(3), np.int64(3)):  # 0-d integers are integers
+            (view,) = front.get_simultaneous(((dim, 2), "float32"))
+            assert tuple(view.shape) == (3, 2)
+        check_books(ws)
+
+
+@pytest.mark.parametrize("variable", ["ARENA_POISON", "ARENA_DEBUG"])
+def test_flag_variables_read_yes_no_words_and_refuse_anything_else(
+    variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    attribute = "debug" if variable == "ARENA_DEBUG" else None
+    for value, on in (
+        ("1", True), ("true", True), (" Yes ", True), ("ON", True),
+        ("0", False), ("false", False), ("no", False), ("Off", False), ("", False),
+    ):  # fmt: skip
+        monkeypatch.setenv(variable, value)
+        with arena.Arena("cpu", framework="numpy") as ws:
+            if attribute is not None:
+                assert ws.debug is on, value
+            else:
+                (view,) = ws.get_simultaneous(((4,), "int32"))
+                view[...] = 7
+                (view,) = ws.get_simultaneous(((4,), "int32"))  # poisoned, or kept
+                assert bool((view == 7).all()) is not on, value
+    for value in ("2", "maybe", "enabled"):
+        monkeypatch.setenv(variable, value)
+        with pytest.raises(ConfigError, match=rf"{variable}='{value}' is not a yes/no value"):
+            arena.Arena("cpu", framework="numpy")
+
+
+@pytest.mark.parametrize(
+    ("value", "path"),
+    [("false", "compiled"), ("no", "compiled"), ("off", "compiled"), ("yes", "python")],
+)
+def test_arena_pure_python_reads_the_same_words(value: str, path: str) -> None:
+    import os
+    import subprocess
+
+    from arena.views import hit
+
+    if path == "compiled" and hit.compiled is None and hit.WHY_PYTHON != "ARENA_PURE_PYTHON is set":
+        pytest.skip("the compiled hit path is not built here")
+    env = {**os.environ, "ARENA_PURE_PYTHON": value}
+    code = "from arena.views import hit; print(hit.HIT_PATH)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == path
+
+
+def test_arena_pure_python_refuses_other_values() -> None:
+    import os
+    import subprocess
+
+    env = {**os.environ, "ARENA_PURE_PYTHON": "2"}
+    out = subprocess.run(
+        [sys.executable, "-c", "import arena"],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode != 0
+    assert "ARENA_PURE_PYTHON='2' is not a yes/no value" in out.stderr
+
+
+def test_pinned_memory_on_a_host_without_cuda_says_it_needs_cuda() -> None:
+    from arena.memory.devices import cuda_device_count
+
+    if cuda_device_count():
+        pytest.skip("a CUDA device is visible: pinned memory works here")
+    with pytest.raises(arena.DeviceUnavailableError) as caught:
+        arena.Arena("cpu", source="pinned")
+    text = str(caught.value)
+    assert "source='pinned'" in text and "needs CUDA" in text
+    assert "use device='cpu'" not in text  # the device is cpu already: no help
+
+
+def test_cupy_views_of_a_host_arena_say_they_need_a_cuda_arena() -> None:
+    with arena.Arena("cpu", framework="numpy") as ws:
+        with pytest.raises(FrameworkUnavailableError, match="CuPy views need a CUDA arena") as e:
+            ws.cupy  # noqa: B018 (the property raises)
+        assert "pip install" not in str(e.value)  # installing CuPy cannot help

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
@@ -166,3 +168,67 @@ def test_the_layout_memo_is_bounded_and_drops_its_oldest_quarter() -> None:
     assert compute_layout((((limit,), "int8"),)) is kept[-1]
     assert compute_layout((((1,), "int8"),)) is not first
     clear_layout_memo()
+
+
+@pytest.mark.parametrize("held_at", [0, 1])
+def test_two_threads_sweeping_the_memo_at_once_drop_one_quarter_and_raise_nothing(
+    held_at: int,
+) -> None:
+    """Thread A is held in its sweep (after its check that the memo is full, held_at 0, or
+    after it listed the keys to drop, held_at 1) while thread B sweeps and inserts; then A
+    goes on. One sweep's worth goes, no more, and neither thread raises (KeyError: a key A
+    listed is gone): the check, the sweep and the insert are one step under the memo's
+    lock."""
+    import inspect
+    import sys
+    import threading
+
+    from arena.views import layout as module
+
+    clear_layout_memo()
+    limit = module._MEMO_LIMIT
+    for n in range(1, limit + 1):
+        compute_layout((((n,), "int8"),))
+    assert len(module._MEMO) == limit
+    lines, first = inspect.getsourcelines(module._compute_and_memoise)
+    sweep = first + held_at + next(i for i, text in enumerate(lines) if "for old in" in text)
+    at_sweep, go = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def gate(frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code is module._compute_and_memoise.__code__:
+            if event == "line" and frame.f_lineno == sweep and not at_sweep.is_set():
+                at_sweep.set()
+                assert go.wait(10)
+            return gate
+        return None
+
+    def first_thread() -> None:
+        sys.settrace(gate)
+        try:
+            compute_layout((((limit + 1,), "int8"),))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            sys.settrace(None)
+
+    def second_thread() -> None:
+        try:
+            compute_layout((((limit + 2,), "int8"),))
+        except BaseException as exc:
+            errors.append(exc)
+
+    a = threading.Thread(target=first_thread)
+    a.start()
+    assert at_sweep.wait(10)
+    b = threading.Thread(target=second_thread)
+    b.start()
+    b.join(0.5)  # old code: B sweeps now; with the lock B waits for A
+    go.set()
+    a.join(10)
+    b.join(10)
+    try:
+        assert not errors
+        assert len(module._MEMO) == limit - limit // 4 + 2
+    finally:
+        clear_layout_memo()

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pytest
 
 import arena
 from arena import Arena
 from arena.views.poison import NAN_BYTE, NAN_BYTE_FNUZ, PATTERN_BYTE, sentinel
+from tests.sources import RecordingSource
 
 F32 = "float32"
 
@@ -104,3 +108,101 @@ def test_poison_covers_bytes_the_next_request_does_not_hand_out() -> None:
         y[...] = 1.0
         a.get_simultaneous(((3,), F32), ((3,), F32))
         assert np.isnan(x).all() and np.isnan(y).all()
+
+
+def _scope_grown_by_scope(ws: Arena) -> Any:
+    with ws.scope() as s:
+        (view,) = s.get_simultaneous(((16,), F32))
+        view[...] = 1.0
+        s.get_simultaneous(((4096,), F32))  # the slot grows: the view stays in the old block
+    return view
+
+
+def _scope_grown_by_plain(ws: Arena) -> Any:
+    with ws.scope() as s:
+        (view,) = s.get_simultaneous(((16,), F32))
+        view[...] = 1.0
+        ws.get_simultaneous(((4096,), F32))
+    return view
+
+
+def _step_exit(ws: Arena) -> Any:
+    with ws.step("k") as step:
+        (view,) = step.get_simultaneous(((16,), F32))
+        view[...] = 1.0
+        step.get_simultaneous(((4096,), F32))
+    return view
+
+
+def _step_release(ws: Arena) -> Any:
+    with ws.step("k") as step:
+        (view,) = step.get_simultaneous(((16,), F32))
+        view[...] = 1.0
+        step.get_simultaneous(((4096,), F32))
+        step.release(view)
+        assert np.isnan(view).all()  # at release, while the step runs
+    return view
+
+
+def _replay(release: bool) -> Callable[[Arena], Any]:
+    def program(ws: Arena) -> Any:
+        for run in range(2):  # a recording run, then a replay grown by a plain request
+            with ws.step("k") as step:
+                (view,) = step.get_simultaneous(((16,), F32))
+                view[...] = 1.0
+                if run:
+                    ws.get_simultaneous(((1 << 16,), F32))
+                if release:
+                    step.release(view)
+                    assert np.isnan(view).all()
+        return view
+
+    return program
+
+
+def _scope_in_step(ws: Arena) -> Any:
+    with ws.step("k"), ws.scope() as s:
+        (view,) = s.get_simultaneous(((16,), F32))
+        view[...] = 1.0
+        s.get_simultaneous(((4096,), F32))
+    return view
+
+
+def _plain(ws: Arena) -> Any:
+    (view,) = ws.get_simultaneous(((16,), F32))
+    view[...] = 1.0
+    ws.get_simultaneous(((4096,), F32))  # the next request grows the slot
+    return view
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        _scope_grown_by_scope,
+        _scope_grown_by_plain,
+        _step_exit,
+        _step_release,
+        _replay(release=False),
+        _replay(release=True),
+        _scope_in_step,
+        _plain,
+    ],
+    ids=[
+        "scope-exit-grown-by-scope",
+        "scope-exit-grown-by-plain",
+        "step-exit",
+        "step-release",
+        "replay-exit",
+        "replay-release",
+        "scope-in-step",
+        "plain-next-request",
+    ],
+)
+def test_poison_reaches_stale_views_in_the_block_a_growth_replaced(
+    program: Callable[[Arena], Any],
+) -> None:
+    source = RecordingSource()
+    with arena.Arena("cpu", framework="numpy", poison=True, source=source) as ws:
+        view = program(ws)
+        assert len(source.allocations()) >= 2  # the slot grew while the view lived
+        assert np.isnan(view).all()

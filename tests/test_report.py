@@ -241,3 +241,85 @@ def test_report_refuses_to_compare_profiles_of_other_configurations(
         ws.lock()
     assert main([str(one), str(other)]) == 2
     assert "differ in (ubatches, lanes)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("missing/report.png", "does not exist"),
+        ("report.bmpx", "unknown file type .bmpx"),
+        ("report", "no file type"),
+    ],
+)
+def test_a_plot_that_cannot_be_written_is_one_line_not_a_traceback(
+    profile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, why: str
+) -> None:
+    assert main([str(profile), "--plot", str(tmp_path / name)]) == 2
+    err = capsys.readouterr().err
+    assert why in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_report_escapes_control_characters_of_a_profile(
+    profile: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = json.loads(profile.read_text())
+    data["sites"][0]["site"] = "evil\x1b[2J.py:1:f"
+    data["device"] = "cpu\x07"
+    profile.write_text(json.dumps(data))
+    assert main([str(profile)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "evil\\x1b[2J.py:1:f" in out and "cpu\\x07" in out
+
+
+def test_report_refuses_an_alignment_that_is_not_a_power_of_two(
+    profile: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = json.loads(profile.read_text())
+    data["alignment"] = 3
+    profile.write_text(json.dumps(data))
+    assert main([str(profile)]) == 2
+    assert "power of two, found 3" in capsys.readouterr().err
+
+
+def test_report_shows_the_library_workspaces_the_profile_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "ws.json"
+    with arena.Arena("cpu", framework="numpy", profile=path) as ws:
+        ws.get_library_workspace("flashinfer", 4096)
+        ws.get_simultaneous(((16,), "float32"))
+    assert main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "library workspaces and Triton blocks" in out
+    assert "'flashinfer'" in out and "library" in out
+    assert main([str(path), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["workspaces"]
+    assert [(w["kind"], w["key"], w["bytes"]) for w in shown] == [("library", "flashinfer", 4096)]
+
+
+def test_report_names_the_per_arena_profiles_beside_a_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "engine.json"
+    monkeypatch.setenv("ARENA_PROFILE", str(path))
+    with (
+        arena.Arena("cpu", framework="numpy") as ws,
+        arena.Arena("cpu", framework="numpy", name="draft") as draft,
+    ):
+        ws.get_simultaneous(((16,), "float32"))
+        draft.get_simultaneous(((16,), "float32"))
+    assert main([str(path)]) == 0  # the first arena's, and the others named
+    assert "beside it (ARENA_PROFILE): engine.draft.cpu-1x1-a256.json" in capsys.readouterr().out
+    path.unlink()
+    assert main([str(path)]) == 1
+    assert "engine.draft.cpu-1x1-a256.json" in capsys.readouterr().err
+
+
+def test_demo_refuses_zero_steps_up_front(capsys: pytest.CaptureFixture[str]) -> None:
+    from arena.tools.demo import main as demo
+
+    with pytest.raises(SystemExit) as stop:
+        demo(["--device", "cpu", "--framework", "numpy", "--steps", "0"])
+    assert stop.value.code == 2
+    assert "0 locked steps measure nothing" in capsys.readouterr().err

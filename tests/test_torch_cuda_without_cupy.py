@@ -125,6 +125,7 @@ def test_vllm_workspace_manager_works_with_torch_alone(torch_only_gpu: list[Any]
     assert a.shape == (2, 3) and b.dtype == torch.int64
     manager.lock()
     assert manager.get_simultaneous(((2, 3), torch.float16))[0].data_ptr() == a.data_ptr()
+    manager.arena.close()  # while the stand-in device is there (collected, it releases too)
 
 
 def test_zeroed_persistent_buffer_with_torch_alone(torch_only_gpu: list[Any]) -> None:

@@ -196,11 +196,13 @@ class WorkspaceManager:
             )
 
     def lock(self) -> None:
-        """Lock the workspace to prevent growth or new persistent resources."""
+        """Lock the workspace to prevent growth or new persistent resources; locking a
+        locked workspace changes no size, as in vLLM."""
         self._arena.lock()
 
     def unlock(self) -> None:
-        """Unlock the workspace to allow growth (elastic EP re-warm-up)."""
+        """Unlock the workspace to allow growth (elastic EP re-warm-up); unlocking an
+        unlocked workspace changes nothing, as in vLLM."""
         self._arena.unlock()
 
     def is_locked(self) -> bool:
@@ -360,12 +362,13 @@ def init_workspace_manager(
 
 
 def lock_workspace() -> None:
-    """Lock the workspace to prevent growth or new persistent resources."""
+    """Lock the workspace to prevent growth or new persistent resources (no size changes
+    when it is locked already, as in vLLM)."""
     current_workspace_manager().lock()
 
 
 def unlock_workspace() -> None:
-    """Unlock the workspace to allow growth."""
+    """Unlock the workspace to allow growth (a no-op when it is not locked, as in vLLM)."""
     current_workspace_manager().unlock()
 
 

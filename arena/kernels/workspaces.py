@@ -224,8 +224,9 @@ class WorkspaceStore:
                 )
                 + f" of {format_mb(size)} ({size} bytes) in slot {self.describe()}"
             )
-            allocation = governor.allocate(size, what)
+            mark = governor.ledger.allocations
             try:
+                allocation = governor.allocate(size, what)
                 entry = Workspace(kind, key, allocation, governor.captures)
                 entry.zero_init = zero_init or (old is not None and old.zero_init)
                 if old is not None:
@@ -241,14 +242,21 @@ class WorkspaceStore:
                     entries[key] = old
                 else:
                     entries.pop(key, None)
-                governor.ledger.release(allocation)
+                governor.ledger.reclaim(mark)  # even one allocated as allocate() returned
                 raise
             if old is not None:
                 if retire:
                     old.captured = True  # kept like a block a capture read: until close()
                     self.retired.append(old)
                 else:
-                    self._let_go(old)
+                    try:
+                        self._let_go(old)
+                    except BaseException:  # an interrupt: the old block stays held (retired)
+                        held = governor.ledger.holds(old.allocation)
+                        if held and all(w is not old for w in self.retired):
+                            old.captured = True  # kept until close() or release_retired(True)
+                            self.retired = [*self.retired, old]
+                        raise
             return entry, old, True
 
     def _lent(self, need: int) -> Workspace | None:

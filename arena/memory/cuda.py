@@ -291,7 +291,17 @@ class PinnedSource:
     """
 
     def __init__(self, device_index: int = 0) -> None:
-        self._cupy = require_cuda(Device("cuda", device_index))
+        try:
+            self._cupy = require_cuda(Device("cuda", device_index))
+        except DeviceUnavailableError as exc:
+            if cuda_device_count() > device_index:
+                raise  # a GPU is there: the message says what to install
+            raise DeviceUnavailableError(  # page-locking host memory is a CUDA call
+                f"source='pinned' (page-locked host memory, for fast copies to and from a "
+                f"GPU) needs CUDA, and no CUDA device is visible here "
+                f"({cuda_unavailable_reason()}); without a GPU use the default host source "
+                "(Arena('cpu'), source='host')"
+            ) from exc
         self._index = device_index
 
     @property

@@ -19,6 +19,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 from typing import Any
 
 from arena.errors import ArenaError, ArenaOutOfMemoryError
@@ -51,6 +52,7 @@ class Ledger:
 
     __slots__ = (
         "_alloc_context",
+        "_handed",
         "_live",
         "allocated_total",
         "allocations",
@@ -74,6 +76,10 @@ class Ledger:
         self.source = source
         self._alloc_context = alloc_context
         self._live: dict[int, Allocation] = {}
+        # The last block handed out, with its number: an interrupt after allocate() counted
+        # it but before the caller holds it (even as allocate() returns) leaves it here for
+        # reclaim() to release.
+        self._handed: tuple[int, Allocation] | None = None
         self.allocations = 0
         self.frees = 0
         #: Bytes of the blocks handed out and not yet released.
@@ -152,6 +158,7 @@ class Ledger:
                     )
                 self._live[id(allocation)] = allocation
                 self.allocations += 1
+                self._handed = (self.allocations, allocation)
                 self.live_bytes += allocation.nbytes
                 self.allocated_total += allocation.nbytes
                 self.peak_bytes = max(self.peak_bytes, self.live_bytes)
@@ -263,21 +270,98 @@ class Ledger:
         """
         if self._live.pop(id(allocation), None) is None:
             return
+        handed = self._handed
+        if handed is not None and handed[1] is allocation:
+            self._handed = None  # holding it would keep a released block's memory alive
         self.frees += 1
         self.live_bytes -= allocation.nbytes
         self.freed_total += allocation.nbytes
-        if self.observer is not None:
-            self.observer("free", allocation.ptr, allocation.nbytes, "")
-        if self.pending is not None:
-            self.pending.hold(allocation, streams)
-            return
-        self.source.release(allocation)
+        try:
+            if self.observer is not None:
+                self.observer("free", allocation.ptr, allocation.nbytes, "")
+        finally:  # counted freed: the source gets it back, even if the observer is interrupted
+            if self.pending is not None:
+                self.pending.hold(allocation, streams)
+            else:
+                self.source.release(allocation)
+
+    def holds(self, allocation: Allocation) -> bool:
+        """Whether ``allocation`` is a block of this ledger not yet released."""
+        return self._live.get(id(allocation)) is allocation
+
+    def reclaim(self, mark: int) -> None:
+        """Release the block :meth:`allocate` handed out after ``mark`` (the value of
+        :attr:`allocations` read before the call) if the caller never installed it.
+
+        For a caller's ``except`` clause around an allocation and the one store that
+        installs the block: an interrupt anywhere in between (even as :meth:`allocate`
+        returns, when the caller never sees the block) would leave it counted live and
+        held by nobody.
+        """
+        handed = self._handed
+        if handed is not None and handed[0] > mark:
+            self._handed = None
+            self.release(handed[1])
+
+    def release_live(self) -> int:
+        """Release every block still counted live; for :meth:`~arena.Arena.close` and the
+        arena's collection, after the holders gave theirs back (none is left unless an
+        interrupt split a holder's change). Returns how many were released.
+
+        Raises
+        ------
+        BaseException
+            The first error a release raised, after every block was released.
+        """
+        blocks = list(self._live.values())
+        first: BaseException | None = None
+        for allocation in blocks:
+            try:
+                self.release(allocation)
+            except BaseException as exc:  # keep releasing: an interrupt must not leak the rest
+                if first is None:
+                    first = exc
+        if first is not None:
+            raise first
+        return len(blocks)
+
+    def leftovers(self) -> Callable[[], None]:
+        """A callable that releases every block still live, holding the blocks, the
+        source and the pending releases but not the ledger (nor its ``alloc_context``,
+        which may refer to the arena): for the finalizer of an arena collected inside a
+        reference cycle, where the ledger is garbage with it."""
+        return partial(_release_leftovers, self._live, self.source, self.pending)
 
     def flush(self) -> None:
         """Wait for the events of every pending release (each on its own streams, never
         the whole device) and give the blocks back; for :meth:`~arena.Arena.close`."""
         if self.pending is not None:
             self.pending.flush()
+
+
+def _release_leftovers(
+    live: dict[int, Allocation], source: MemorySource, pending: PendingReleases | None
+) -> None:
+    """Give every block of ``live`` back to ``source`` (through ``pending`` where its
+    streams may still use it); the first error propagates after all were released."""
+    if not live and (pending is None or not pending.nbytes):
+        return  # closed already, or nothing was ever allocated: no device call at all
+    first: BaseException | None = None
+    for allocation in list(live.values()):
+        if live.pop(id(allocation), None) is None:
+            continue
+        try:
+            if pending is not None:
+                pending.hold(allocation, ())
+            else:
+                source.release(allocation)
+        except BaseException as exc:  # keep releasing: one failure must not leak the rest
+            if first is None:
+                first = exc
+    if pending is not None and pending.nbytes:
+        pending.flush()
+    if first is not None:
+        raise first
 
 
 def oom_hint(device: Device) -> str:

@@ -13,6 +13,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from arena.environment import flag_from_env
 from arena.errors import ArenaWarning
 
 __all__ = [
@@ -75,8 +76,10 @@ def format_mb(nbytes: int) -> str:
 
 
 def debug_from_env(variable: str = "ARENA_DEBUG") -> bool:
-    """Whether the debug environment variable is set to a true value."""
-    return os.environ.get(variable, "").strip().lower() in {"1", "true", "yes", "on"}
+    """Whether the debug environment variable is set to a true value (see
+    :func:`arena.environment.flag_from_env`: anything but a yes/no value raises
+    ``ConfigError``)."""
+    return flag_from_env(variable)
 
 
 def log_event(message: str, *, debug: bool, prefix: str = "[arena]") -> None:

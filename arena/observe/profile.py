@@ -129,16 +129,16 @@ class Recorder:
     path : Path
         The profile file.
     key : tuple
-        ``(device kind, ubatches, lanes, alignment)``: what a profile must match.
+        ``(device kind, ubatches, lanes, alignment, name)``: what a profile must match.
     growth : str
         The arena's growth policy, recorded for the report.
     """
 
-    def __init__(self, path: Path, key: tuple[str, int, int, int], growth: str) -> None:
+    def __init__(self, path: Path, key: tuple[Any, ...], growth: str) -> None:
         self.path = path
         self._mutex = threading.Lock()
         after_fork(self, Recorder._renew)
-        _, ubatches, lanes, self._alignment = key
+        _, ubatches, lanes, self._alignment, self._name = key
         self._lanes = lanes
         self._growth = growth
         self.key = key
@@ -276,7 +276,7 @@ class Recorder:
     # ------------------------------------------------------------------ saving
     def snapshot(self) -> dict[str, Any]:
         """This run's record as a profile (not merged with the file)."""
-        device, ubatches, lanes, alignment = self.key
+        device, ubatches, lanes, alignment, _ = self.key
         self._refresh()
         with self._mutex:
             slots = [
@@ -315,6 +315,7 @@ class Recorder:
             "lanes": lanes,
             "alignment": alignment,
             "growth": self._growth,
+            **({} if self._name is None else {"name": self._name}),
             # A run counts once, however often it saves.
             "runs": 0 if self.saved else 1,
             "ranks": [process_rank()],
@@ -393,9 +394,7 @@ _MOVE_IT = (
 )
 
 
-def attach_profile(
-    path: Any, slots: ProfiledSlots, key: tuple[str, int, int, int], growth: str
-) -> Recorder:
+def attach_profile(path: Any, slots: ProfiledSlots, key: tuple[Any, ...], growth: str) -> Recorder:
     """Presize ``slots`` from the profile at ``path`` (when it matches ``key``) and record
     into it.
 

@@ -39,14 +39,15 @@ class ProfileError(ArenaError, ValueError):
 
 def key_of(profile: dict[str, Any]) -> tuple[Any, ...]:
     """What a profile must share with an arena to presize it: device kind, ubatches,
-    lanes and alignment."""
-    return tuple(profile[k] for k in _KEY)
+    lanes, alignment and the arena's name (None for an unnamed arena)."""
+    return (*(profile[k] for k in _KEY), profile.get("name"))
 
 
 def describe_key(key: tuple[Any, ...]) -> str:
-    """``"device cuda, 2 ubatches, 1 lanes, alignment 256"``."""
-    device, ubatches, lanes, alignment = key
-    return f"device {device}, {ubatches} ubatches, {lanes} lanes, alignment {alignment}"
+    """``"device cuda, 2 ubatches, 1 lanes, alignment 256"`` (and ``", name 'x'"``)."""
+    device, ubatches, lanes, alignment, *name = key
+    named = f", name {name[0]!r}" if name and name[0] is not None else ""
+    return f"device {device}, {ubatches} ubatches, {lanes} lanes, alignment {alignment}{named}"
 
 
 def describe_repairs(notes: list[str], shown: int = 5) -> str:
@@ -117,12 +118,14 @@ def _check_head(data: Any) -> tuple[int, int]:
     _check_kind(data)
     if not isinstance(data.get("device"), str):
         raise ProfileError(f'"device" must be a string, found {_show(data.get("device"))}')
-    for name in ("growth", "updated"):
+    for name in ("growth", "updated", "name"):
         if name in data and not isinstance(data[name], str):
             raise ProfileError(f'"{name}" must be a string, found {_show(data[name])}')
     ubatches = _int(data.get("ubatches"), '"ubatches"', 1)
     lanes = _int(data.get("lanes"), '"lanes"', 1)
-    _int(data.get("alignment"), '"alignment"', 1)
+    alignment = _int(data.get("alignment"), '"alignment"', 1)
+    if alignment & (alignment - 1):
+        raise ProfileError(f'"alignment" must be a power of two, found {alignment}')
     _int(data.get("runs"), '"runs"')
     return ubatches, lanes
 

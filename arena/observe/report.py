@@ -20,12 +20,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from arena.observe.events import MB
 from arena.observe.profilefile import ProfileError, read_profile
+from arena.observe.profilepaths import sibling_profiles
 
-__all__ = ["analyse", "format_analysis", "format_spread", "main", "spread"]
+__all__ = [
+    "PLOT_TYPES",
+    "analyse",
+    "format_analysis",
+    "format_spread",
+    "main",
+    "plot_problem",
+    "spread",
+]
 
 
 def analyse(profile: dict[str, Any]) -> dict[str, Any]:
@@ -104,6 +114,7 @@ def analyse(profile: dict[str, Any]) -> dict[str, Any]:
     return {
         "path": None,
         "device": profile["device"],
+        "name": profile.get("name"),
         "ubatches": profile["ubatches"],
         "lanes": lanes,
         "alignment": profile["alignment"],
@@ -113,6 +124,10 @@ def analyse(profile: dict[str, Any]) -> dict[str, Any]:
         "slots": slot_rows,
         "sites": site_rows,
         "lanes_summary": lane_rows,
+        "workspaces": sorted(
+            profile.get("workspaces", []),
+            key=lambda w: (w["ubatch"], w["lane"], w["kind"], str(w["key"])),
+        ),
         "timeline": timeline,
     }
 
@@ -122,6 +137,49 @@ def _ratio(nbytes: int | None, load: int | None) -> float | None:
     if not nbytes or not load:
         return None
     return nbytes / load
+
+
+def _clean(value: Any) -> str:
+    """``str(value)`` with every control character escaped (``\\x1b``): a profile's text
+    never reaches the terminal as escape sequences."""
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(value)
+    )
+
+
+#: What ``--plot`` can write (matplotlib's formats).
+PLOT_TYPES = ("png", "pdf", "svg", "svgz", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
+
+
+def plot_problem(path: str) -> str | None:
+    """Why ``--plot path`` cannot be written (no such folder, an unknown image type), or
+    None."""
+    target = Path(path)
+    folder = target.parent
+    if not folder.is_dir():
+        return f"the folder {str(folder)!r} does not exist; create it first or pick another"
+    kind = target.suffix.lower().lstrip(".")
+    if kind not in PLOT_TYPES:
+        return (
+            f"{'no file type' if not kind else f'unknown file type .{_clean(kind)}'}; end the "
+            f"name in one of .{', .'.join(PLOT_TYPES)} (e.g. report.png)"
+        )
+    return None
+
+
+def _workspace_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The library workspaces and Triton blocks the profile records (they presize too)."""
+    lines = ["", "library workspaces and Triton blocks (MB)"]
+    if not rows:
+        return [*lines, "  (none recorded)"]
+    lines.append(f"{'slot':<8}{'bytes':>10}  kind     key")
+    for w in rows:
+        key = "-" if w["key"] is None else _clean(repr(w["key"]))
+        lines.append(
+            f"{'u' + str(w['ubatch']) + ' l' + str(w['lane']):<8}{_mb(w['bytes']):>10}  "
+            f"{w['kind']:<8} {key}"
+        )
+    return lines
 
 
 def _mb(nbytes: int) -> str:
@@ -158,8 +216,9 @@ def _load_lines(slots: list[dict[str, Any]]) -> list[str]:
 def format_analysis(report: dict[str, Any]) -> str:
     """The report as tables for people."""
     lines = [
-        f"arena profile {report['path'] or ''}".rstrip(),
-        f"{report['device']}, {report['ubatches']} ubatches x {report['lanes']} lanes, "
+        f"arena profile {_clean(report['path'] or '')}".rstrip()
+        + ("" if report.get("name") is None else f" (arena {_clean(report['name'])!r})"),
+        f"{_clean(report['device'])}, {report['ubatches']} ubatches x {report['lanes']} lanes, "
         f"alignment {report['alignment']}, growth {report['growth']!r}; "
         f"{report['runs']} run(s), ranks {report['ranks']}",
         "",
@@ -172,7 +231,7 @@ def format_analysis(report: dict[str, Any]) -> str:
             f"{'u' + str(s['ubatch']) + ' l' + str(s['lane']):<8}{_mb(s['capacity']):>10}"
             f"{_mb(s['peak']):>10}{s['growth_steps']:>9}{s['padding']:>11}"
             f"{_mb(s['unused_by_policy']):>8}{_mb(s['held_for_siblings']):>10}  "
-            f"{s['sized_by'] or '-'}"
+            f"{_clean(s['sized_by'] or '-')}"
         )
     lines += [
         "  slot u0 l1 = ubatch 0, lane 1. padding: alignment bytes in the layout that sizes",
@@ -188,11 +247,11 @@ def format_analysis(report: dict[str, Any]) -> str:
         lines.append(
             f"{'u' + str(r['ubatch']) + ' l' + str(r['lane']):<8}{_mb(r['peak']):>10}"
             f"{r['share']:>8.0%}{r['growth_steps']:>9}{r['layouts']:>9}"
-            f"{r['padding']:>11}  {r['site']}{mark}"
+            f"{r['padding']:>11}  {_clean(r['site'])}{mark}"
         )
     if not report["sites"]:
         lines.append("  (none recorded: the arena had track_call_sites=False)")
-    lines += ["", "micro-batch duplication"]
+    lines += [*_workspace_lines(report.get("workspaces", [])), "", "micro-batch duplication"]
     for lane in report["lanes_summary"]:
         lines.append(
             f"  lane {lane['lane']}: {lane['ubatches']} micro-batch buffers hold "
@@ -297,12 +356,25 @@ def main(argv: list[str] | None = None) -> int:
         "--json", action="store_true", help="print the figures as JSON (default: tables)"
     )
     args = parser.parse_args(argv)
+    problem = None if args.plot is None else plot_problem(args.plot)
+    if problem is not None:
+        print(f"--plot {args.plot!r}: {problem}", file=sys.stderr)
+        return 2
     profiles = []
     for path in args.path:
         try:
             profiles.append((path, read_profile(path)))
         except FileNotFoundError:
-            print(f"no profile at {path!r}: run the engine with profile=PATH", file=sys.stderr)
+            beside = sibling_profiles(path)
+            also = (
+                f"; the profiles of arenas beside it: {', '.join(str(p) for p in beside)}"
+                if beside
+                else ""
+            )
+            print(
+                f"no profile at {path!r}: run the engine with profile=PATH{also}",
+                file=sys.stderr,
+            )
             return 1
         except ProfileError as exc:
             print(
@@ -334,6 +406,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=1))
     else:
         print(format_analysis(report))
+        beside = sibling_profiles(args.path)
+        if beside:
+            names = ", ".join(_clean(p.name) for p in beside)
+            print(f"\nother arenas' profiles beside it (ARENA_PROFILE): {names}")
     if args.plot:
         try:
             from arena.observe.plot import plot_report
@@ -343,6 +419,10 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 1
-        plot_report(report, args.plot)
+        try:
+            plot_report(report, args.plot)
+        except (OSError, ValueError) as exc:  # unwritable, or a type matplotlib refuses
+            print(f"--plot {args.plot!r}: cannot write it ({exc})", file=sys.stderr)
+            return 1
         print(f"wrote {args.plot}", file=sys.stderr)
     return 0

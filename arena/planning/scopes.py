@@ -27,8 +27,9 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from arena.errors import ArenaError
 from arena.slots.slot import Buffer, Resize, Slot
+from arena.uncopyable import refuse_copies
 from arena.views.layout import Layout, compute_layout, shifted
-from arena.views.poison import poison_bytes
+from arena.views.poison import poison_slot_bytes
 
 __all__ = ["Placer", "Region", "Scope", "close_region", "heal_regions", "open_region"]
 
@@ -191,6 +192,7 @@ class Scope(Region, Generic[ViewT]):
     """
 
     __slots__ = ("_alignment", "_debug", "_handed", "_placer", "_poison", "_select")
+    __reduce_ex__ = __copy__ = __deepcopy__ = refuse_copies("a scope")
 
     def __init__(
         self,
@@ -263,7 +265,7 @@ class Scope(Region, Generic[ViewT]):
         start, end = self.base, self.end
         close_region(self)
         if self._poison and end > start:
-            poison_bytes(slot.buffer, start, end)
+            poison_slot_bytes(slot, start, end)
         if self._handed:
             handed, self._handed = self._handed, []
             self._placer.retire(handed)

@@ -2,8 +2,7 @@
 
 ``with ws.step("layer") as step:`` records a key's first run, plans it from the second
 (:func:`~arena.planning.plan_offsets`) and replays the plan's pointers after; views live
-until ``step.release(view)`` or the step's end. docs/planning.md tells the whole contract.
-"""
+until ``step.release(view)`` or the step's end (the whole contract: docs/planning.md)."""
 
 from __future__ import annotations
 
@@ -17,11 +16,12 @@ from arena.planning.records import StepBook, StepRun, fit_to_plans
 from arena.planning.scopes import Placer, close_region, heal_regions, open_region
 from arena.planning.stepcheck import divergence, fits, refused_release
 from arena.slots.slot import Slot
+from arena.uncopyable import refuse_copies
 from arena.views import hit
 from arena.views.aliases import origin_of
 from arena.views.hit import StepHitBase, compiled
 from arena.views.layout import Layout, ViewLayout, compute_layout, round_up
-from arena.views.poison import poison_bytes
+from arena.views.poison import poison_slot_bytes
 
 __all__ = ["CompiledStep", "Step", "step_class"]
 
@@ -37,6 +37,7 @@ class Step(StepHitBase, Generic[ViewT]):
     ``ws.torch.step(key)``; enter it with ``with``."""
 
     # The replay's hit settings (slot, request, _caches, ...) are the base's slots.
+    __reduce_ex__ = __copy__ = __deepcopy__ = refuse_copies("a step")
     __slots__ = (
         "_alignment",
         "_book",
@@ -226,8 +227,7 @@ class Step(StepHitBase, Generic[ViewT]):
             )
         return self._checked(slot, specs)
 
-    #: The Python request path: the compiled hit (:class:`CompiledStep`) hands it every
-    #: request it does not serve.
+    #: The Python request path: CompiledStep's compiled hit hands it what it does not serve.
     _python_get = get_simultaneous
 
     def release(self, *views: Any) -> None:
@@ -288,7 +288,7 @@ class Step(StepHitBase, Generic[ViewT]):
                 self.held -= placed[1]
             if self._poison:
                 offset, size = placed
-                poison_bytes(slot.buffer, self.base + offset, self.base + offset + size)
+                poison_slot_bytes(slot, self.base + offset, self.base + offset + size)
             if self._debug:
                 self._placer.retire([handed] if given is handed else [handed, given])
 
@@ -324,7 +324,7 @@ class Step(StepHitBase, Generic[ViewT]):
             close_region(self)
             self.nested = None
         if self._poison and end > start:
-            poison_bytes(slot.buffer, start, end)
+            poison_slot_bytes(slot, start, end)
         if handed:
             self._placer.retire(handed)
 

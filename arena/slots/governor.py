@@ -57,6 +57,9 @@ class Governor:
         Log resizes and lock changes at INFO; check slot sharing between threads.
     max_bytes : int or None
         The cap on the bytes the arena holds (see :meth:`check_budget`); None for none.
+    poison : bool
+        Poisoning is on: slots keep the buffers a growth replaced while views of them may
+        be stale, so their bytes are poisoned too (see :mod:`arena.views.poison`).
     """
 
     __slots__ = (
@@ -79,6 +82,7 @@ class Governor:
         "max_bytes",
         "mutex",
         "notes",
+        "poison",
         "sleeper",
         "stat_base",
         "stat_peaks",
@@ -94,8 +98,10 @@ class Governor:
         capture_probe: Callable[[], bool] | None,
         debug: bool,
         max_bytes: int | None = None,
+        poison: bool = False,
     ) -> None:
         self.ledger = ledger
+        self.poison = poison
         self.alignment = alignment
         self.growth = growth
         self.capture_probe = capture_probe

@@ -1,15 +1,20 @@
-"""Debug mode's slot holder: which thread is inside a request on one slot (see
-:meth:`arena.slots.slot.Slot.enter`)."""
+"""Debug mode's check that no two threads are inside requests on one slot at once."""
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Protocol
 
 from arena.errors import SlotError
 from arena.forks import after_fork
 
 __all__ = ["SlotHolder"]
+
+
+class _Described(Protocol):
+    def describe(self) -> str:
+        """``"(ubatch 0, lane 1)"``, for messages."""
+        ...
 
 
 class SlotHolder:
@@ -33,9 +38,8 @@ class SlotHolder:
         self.depth = 0
         self.guard = threading.Lock()
 
-    def enter(self, slot: Any) -> None:
-        """Mark the calling thread as inside a request on ``slot`` (a
-        :class:`~arena.slots.slot.Slot`: named in the error).
+    def enter(self, slot: _Described) -> None:
+        """Mark the calling thread as inside a request on ``slot``.
 
         Raises
         ------

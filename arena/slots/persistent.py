@@ -119,18 +119,19 @@ class PersistentStore:
         """Allocate the buffer of a new ``key``; the caller holds the mutex and checked
         that the arena is open and unlocked."""
         governor = self.governor
-        allocation = governor.allocate(
-            max(layout.total, governor.alignment),
-            f"persistent buffer {key!r} of slot {self.describe()}",
-        )
+        mark = governor.ledger.allocations
         try:
+            allocation = governor.allocate(
+                max(layout.total, governor.alignment),
+                f"persistent buffer {key!r} of slot {self.describe()}",
+            )
             if zero_init:
                 _zero(allocation.owner)
             entry = PersistentBuffer(allocation, layout, zero_init)
-            self.buffers[key] = entry
+            self.buffers[key] = entry  # installed last: an interrupt before it reclaims
         except BaseException:
             self.buffers.pop(key, None)
-            governor.ledger.release(allocation)
+            governor.ledger.reclaim(mark)  # even one allocated as allocate() returned
             raise
         return entry
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from arena.errors import SlotError
+from arena.errors import ConfigError, SlotError
 from arena.slots.slot import Slot
 from arena.views.hit import Binding
 
@@ -160,13 +160,27 @@ class SlotSelector:
         return self._lanes
 
     def bind_ubatch(self, ubatch: int) -> None:
-        """Bind the calling thread to a micro-batch slot."""
+        """Bind the calling thread to a micro-batch slot.
+
+        Raises
+        ------
+        ConfigError
+            The arena's ``ubatch_resolver`` chooses the micro-batch.
+        """
+        self._refuse_binding("ubatch", self._resolver, f"bind_ubatch({ubatch!r})")
         self._tls.ubatch = check_index("ubatch", ubatch, self.ubatches)
         self._join()
 
     @contextmanager
     def ubatch(self, ubatch: int) -> Iterator[None]:
-        """Bind the calling thread to ``ubatch`` inside the block, then restore."""
+        """Bind the calling thread to ``ubatch`` inside the block, then restore.
+
+        Raises
+        ------
+        ConfigError
+            The arena's ``ubatch_resolver`` chooses the micro-batch.
+        """
+        self._refuse_binding("ubatch", self._resolver, f"ubatch({ubatch!r})")
         index = check_index("ubatch", ubatch, self.ubatches)
         self._join()
         previous = self._tls.ubatch
@@ -178,12 +192,30 @@ class SlotSelector:
 
     @contextmanager
     def lane(self, lane: int) -> Iterator[None]:
-        """Use ``lane`` inside the block (context-local: threads and tasks stay apart)."""
+        """Use ``lane`` inside the block (context-local: threads and tasks stay apart).
+
+        Raises
+        ------
+        ConfigError
+            The arena's ``lane_resolver`` chooses the lane.
+        """
+        self._refuse_binding("lane", self._lane_resolver, f"lane({lane!r})")
         token = self._lane.set(check_index("lane", lane, self._lanes))
         try:
             yield
         finally:
             self._lane.reset(token)
+
+    @staticmethod
+    def _refuse_binding(what: str, resolver: Any, call: str) -> None:
+        """A binding the resolver would override at every request: refused, not ignored."""
+        if resolver is not None:
+            raise ConfigError(
+                f"this arena was built with {what}_resolver={resolver!r}, which chooses the "
+                f"{what} of every request, so {call} would have no effect; change what the "
+                f"resolver returns (vLLM: the current micro-batch id), or build the arena "
+                f"without {what}_resolver to bind {what}s per thread or context"
+            )
 
 
 def _resolved(what: str, value: Any, count: int) -> int:

@@ -90,6 +90,7 @@ class Slot:
         "lane",
         "live",
         "load",
+        "outgrown",
         "pending",
         "persistent",
         "plain_high",
@@ -129,6 +130,9 @@ class Slot:
         # hold every buffer until the cycle collector runs, after the arena is dropped).
         self._siblings: tuple[weakref.ref[Slot], ...] = ()
         self.retired: list[Buffer] = []
+        #: Poisoning: buffers a growth replaced whose views may go stale later (a scope's
+        #: or step's, the last plain request's); their bytes are poisoned with the slot's.
+        self.outgrown: list[Buffer] = []
         self.persistent = PersistentStore(governor, ubatch, lane)
         self.workspaces = WorkspaceStore(governor, ubatch, lane)
         self.calls = 0
@@ -326,19 +330,30 @@ class Slot:
             capacity, f"growing slot {self.describe()} to {capacity} bytes", freed
         )
         self.buffer = Buffer(None, 0)  # concurrent readers take the slow path meanwhile
+        ledger = governor.ledger
+        mark = ledger.allocations
+        block = old.allocation
+        if governor.poison and block is not None:
+            self.outgrow(old)
+        unreleased: Buffer | None = old  # until its release returns (an interrupt may stop it)
+        del old
         try:
             if kept is not None:
                 self.retired.append(kept)
-            elif old.allocation is not None:
-                governor.ledger.release(old.allocation)
-            del old  # the old block goes back before the new one is asked for
+            elif block is not None:
+                ledger.release(block)
+            unreleased = block = None  # the old block goes back before the new one is asked for
             allocation = governor.allocate(
                 capacity, f"the scratch buffer of slot {self.describe()}"
             )
+            # Installed by this one store: an interrupt before it leaves the block to
+            # reclaim(), none after it leaves the block unheld.
+            self.buffer = Buffer(allocation, capacity)
         except BaseException as exc:
-            self._restore(old_capacity, kept, exc)
+            ledger.reclaim(mark)
+            self._restore(old_capacity, kept, unreleased, exc)
             raise
-        self._install(Buffer(allocation, capacity), count=not shrinking)
+        self._install(self.buffer, count=not shrinking)
         return self, old_capacity, capacity
 
     def _commit(self, capacity: int, *, count: bool = True) -> Resize:
@@ -349,36 +364,69 @@ class Slot:
         held = 0 if old.allocation is None else old.allocation.nbytes
         what = f"slot {self.describe()}'s scratch buffer of {capacity} bytes"
         governor.check_budget(capacity, f"growing {what}", held)
-        if old.allocation is None:
-            allocation = governor.ledger.reserve(capacity, what)
-        else:
-            allocation = governor.ledger.commit(old.allocation, capacity, what)
-        fresh = Buffer(allocation, capacity)
-        fresh.captured = old.captured
+        ledger = governor.ledger
+        mark = ledger.allocations
+        try:
+            if old.allocation is None:
+                allocation = ledger.reserve(capacity, what)
+            else:
+                allocation = ledger.commit(old.allocation, capacity, what)
+            fresh = Buffer(allocation, capacity)
+            fresh.captured = old.captured
+            self.buffer = fresh  # installed by this one store, as in _grow
+        except BaseException:
+            ledger.reclaim(mark)
+            raise
         self._install(fresh, count=count)
         return self, old.capacity, capacity
 
-    def _restore(self, old_capacity: int, kept: Buffer | None, exc: BaseException) -> None:
-        """After a failed growth, give the slot a buffer of its old capacity again."""
+    def outgrow(self, buffer: Buffer) -> None:
+        """Poisoning: keep ``buffer``, which a growth replaces, until its views are
+        poisoned (mutex held)."""
+        if all(b is not buffer for b in self.outgrown):
+            self.outgrown = [*self.outgrown, buffer]
+
+    def forget_outgrown(self) -> None:
+        """Poisoning: every view of the buffers a growth replaced is poisoned; let them go."""
+        self.outgrown = []
+
+    def _restore(
+        self,
+        old_capacity: int,
+        kept: Buffer | None,
+        unreleased: Buffer | None,
+        exc: BaseException,
+    ) -> None:
+        """After a failed growth, give the slot a buffer of its old capacity again: the
+        old one where it is still held (retired, or its release interrupted)."""
         if kept is not None:
-            self.retired.remove(kept)
+            if kept in self.retired:
+                self.retired.remove(kept)
             self.buffer = kept
             return
+        governor = self.governor
+        ledger = governor.ledger
+        if unreleased is not None:
+            block = unreleased.allocation
+            if block is None or ledger.holds(block):
+                self.buffer = unreleased
+                return
         if old_capacity == 0:
             return
-        governor = self.governor
+        mark = ledger.allocations
         try:
-            allocation = governor.ledger.allocate(
+            allocation = ledger.allocate(
                 old_capacity, f"the restored scratch buffer of slot {self.describe()}"
             )
+            self.buffer = Buffer(allocation, old_capacity)
         except BaseException:
+            ledger.reclaim(mark)
             _note(
                 exc,
                 f"arena: slot {self.describe()} could not get its old {old_capacity}-byte "
                 "buffer back either; it holds no memory now",
             )
             return
-        self.buffer = Buffer(allocation, old_capacity)
         _note(exc, f"arena: slot {self.describe()} keeps a buffer of its old {old_capacity} bytes")
 
     def _install(self, buffer: Buffer, *, count: bool = True) -> None:
@@ -408,10 +456,18 @@ class Slot:
         if governor.fixed_address:
             governor.check_not_capturing(f"sizing slot {self.describe()} for lock()")
             return self._commit(target)
-        allocation = governor.allocate(target, f"the scratch buffer of slot {self.describe()}")
-        if old.allocation is not None:
-            self.retired.append(old)
-        self._install(Buffer(allocation, target))
+        mark = governor.ledger.allocations
+        try:
+            allocation = governor.allocate(target, f"the scratch buffer of slot {self.describe()}")
+            buffer = Buffer(allocation, target)
+            retired = [*self.retired, old] if old.allocation is not None else self.retired
+            self.buffer, self.retired = buffer, retired  # installed in one step
+            if governor.poison and old.allocation is not None:
+                self.outgrow(old)
+        except BaseException:
+            governor.ledger.reclaim(mark)
+            raise
+        self._install(buffer)
         return self, old.capacity, target
 
     def take_blocks(self) -> list[Allocation]:
@@ -421,6 +477,7 @@ class Slot:
         blocks.extend(self.workspaces.take_blocks())
         self.buffer = Buffer(None, 0)
         self.retired = []
+        self.outgrown = []
         self.pending = 0
         self.update_detour()
         return blocks

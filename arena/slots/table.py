@@ -77,6 +77,7 @@ class SlotTable:
             capture_probe=config.capture_probe,
             debug=config.debug,
             max_bytes=config.max_bytes,
+            poison=config.poison,
         )
         self.ubatches = ubatches = config.ubatches
         self.lanes = lanes = config.lanes
@@ -281,17 +282,27 @@ class SlotTable:
         """Mark the arena closed and release every block (once; later calls do nothing);
         ``collected``: the arena was garbage collected (its fronts' errors say so)."""
         governor = self.governor
+        ledger = governor.ledger
         with governor.mutex:
-            if governor.closed:
-                return
-            note_peaks(governor, self.slots)  # the figures drop to 0 now
-            governor.collected = collected
-            governor.closed = True
-            blocks = [a for s in self.slots for a in s.take_blocks()]
+            if governor.closed and not ledger.live_blocks:
+                return  # closed already (a close an interrupt split goes on below)
             try:
-                release_all(governor.ledger, blocks)
+                if not governor.closed:
+                    try:
+                        note_peaks(governor, self.slots)  # the figures drop to 0 now
+                    finally:  # closed before any block goes, whatever interrupts
+                        governor.collected = collected
+                        governor.closed = True
+                blocks = [a for s in self.slots for a in s.take_blocks()]
+                release_all(ledger, blocks)
             finally:
-                governor.ledger.flush()
+                # Every block still counted live goes back too, so an interrupt anywhere
+                # (in a holder's change, or in this close) leaks nothing.
+                try:
+                    if governor.closed:
+                        ledger.release_live()
+                finally:
+                    ledger.flush()
         self.announce("close")
 
     def stats(self, call_sites: dict[str, int]) -> ArenaStats:
@@ -373,19 +384,6 @@ class SlotTable:
         with self.governor.mutex:
             if listener in self.listeners:
                 self.listeners.remove(listener)
-
-    def describe(self, framework: str) -> str:
-        """The arena's ``repr``: device, slots, alignment, framework, state and sizes."""
-        governor = self.governor
-        state = "closed" if governor.closed else ("locked" if governor.locked else "unlocked")
-        if governor.asleep and not governor.closed:
-            state += f", asleep (level {governor.asleep})"
-        sizes = ", ".join(format_mb(c) for c in self.sizes())
-        return (
-            f"Arena(device='{governor.device}', ubatches={self.ubatches}, lanes={self.lanes}, "
-            f"alignment={governor.alignment}, framework='{framework}', {state}, "
-            f"slots=[{sizes}])"
-        )
 
     def sizes(self) -> tuple[int, ...]:
         """Every slot's capacity, ubatch-major."""

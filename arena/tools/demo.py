@@ -133,7 +133,9 @@ def run_demo(
 ) -> DemoReport:
     """Play the lifecycle and return what was measured (prints nothing).
 
-    With ``profile``, the arena records into (and is presized from) that profile file.
+    With ``profile``, the arena records into (and is presized from) that profile file;
+    without, it records nothing, whatever ``ARENA_PROFILE`` says (an operator's profile
+    is the engine's, never the demo's).
     """
     resolved = default_device() if device is None else parse_device(device)
     if framework is None:
@@ -143,7 +145,8 @@ def run_demo(
             framework = "torch"
         else:
             framework = "cupy" if resolved.is_cuda else "numpy"
-    with Arena(resolved, ubatches=2, framework=framework, profile=profile) as arena:
+    chosen = False if profile is None else profile
+    with Arena(resolved, ubatches=2, framework=framework, profile=chosen) as arena:
         modules = (_JaxModules if framework == "jax" else _Modules)(arena, framework)
         errors: list[str] = []
 
@@ -345,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         "--steps",
         type=_at_least(0),
         default=2000,
-        help="locked steps to run (default: %(default)s)",
+        help="locked steps to run, at least 1 (default: %(default)s)",
     )
     parser.add_argument(
         "--max-tokens",
@@ -362,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
         help="record into (and presize from) this profile (default: no profile)",
     )
     args = parser.parse_args(argv)
+    if args.steps == 0:  # the demo measures the locked steps: none would report FAILED
+        parser.error("argument --steps: 0 locked steps measure nothing; pass at least 1")
     report = run_demo(
         args.device, args.framework, args.steps, args.max_tokens, args.seed, profile=args.profile
     )

@@ -52,10 +52,10 @@ def run_planning_demo(
     locked replays at random token counts up to ``max_tokens`` (smaller views fit the plan:
     the same pointers, no allocation)."""
     shape = DEMO_LAYERS
-    with Arena(device, framework=framework) as ws:
+    with Arena(device, framework=framework, profile=False) as ws:
         ws.get_simultaneous(*plain_specs(shape, max_tokens))
         plain = ws.stats().slots[0].capacity
-    with Arena(device, framework=framework) as ws:
+    with Arena(device, framework=framework, profile=False) as ws:
         for _ in range(2):  # the first run records, the second plans
             with ws.step("forward") as step:
                 forward_steps(step, shape, max_tokens)

@@ -27,12 +27,13 @@ from arena.planning.scopes import Scope
 from arena.planning.steps import Step, step_class
 from arena.slots.slot import Slot
 from arena.slots.table import SlotTable
+from arena.uncopyable import refuse_copies
 from arena.views import hit
 from arena.views.aliases import note_alias
 from arena.views.builder import ViewBuilder
 from arena.views.hit import HitBase, compiled
 from arena.views.layout import compute_layout
-from arena.views.poison import poison_stale_bytes
+from arena.views.poison import poison_outgrown, poison_stale_bytes
 
 __all__ = ["CompiledFront", "Front", "ViewT", "front_class"]
 
@@ -51,6 +52,7 @@ class Front(HitBase, Generic[ViewT]):
     # The hit's settings (_select, _key, _debug, _probe, _log, _governor, _builder, ...)
     # are the base's: arena.views.hit.PyHitBase, or the compiled HitBase.
     __slots__ = ("_adapter", "_cached", "_name", "_owner", "_poison")
+    __reduce_ex__ = __copy__ = __deepcopy__ = refuse_copies("a front")
 
     def __init__(
         self,
@@ -193,6 +195,7 @@ class Front(HitBase, Generic[ViewT]):
             views = self._request(slot, specs, strict)
             if views is not None and self._poison:
                 poison_stale_bytes(slot.buffer, self._adapter, views, slot.top)
+                poison_outgrown(slot)
             return views
         finally:
             if debug:

@@ -27,11 +27,11 @@ slot's current buffer, and hands everything else to the step's Python method.
 from __future__ import annotations
 
 import importlib
-import os
 import threading
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from arena.environment import flag_from_env
 from arena.observe.events import caller_memos
 from arena.observe.requests import RequestLog
 from arena.slots.governor import Governor
@@ -136,7 +136,7 @@ class PyBinding(threading.local):
 
 
 def _load() -> tuple[ModuleType | None, str]:
-    if os.environ.get("ARENA_PURE_PYTHON", "").strip() not in ("", "0"):
+    if flag_from_env("ARENA_PURE_PYTHON"):
         return None, "ARENA_PURE_PYTHON is set"
     try:
         module = importlib.import_module("arena.views._hit")

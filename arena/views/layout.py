@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -90,11 +91,16 @@ class Layout:
 
 
 _MEMO: dict[tuple[Any, int], Layout] = {}
+# Guards the memo's check, sweep and insert (lookups need no lock): two threads sweeping at
+# once would each drop a quarter, and one could find the keys it listed gone. Re-entrant: a
+# signal handler or a dtype's __hash__ may lay out a request while this thread holds it.
+_MEMO_LOCK = threading.RLock()
 
 
 def clear_layout_memo() -> None:
     """Forget every memoised layout (for benchmarks that time the computation itself)."""
-    _MEMO.clear()
+    with _MEMO_LOCK:
+        _MEMO.clear()
 
 
 def round_up(nbytes: int, alignment: int) -> int:
@@ -204,14 +210,17 @@ def _compute_and_memoise(specs: Any, alignment: int) -> Layout:
     layout = Layout(tuple(views), offset, alignment)
     if any(isinstance(d, str) and d.__class__ is not str for _, d in canonical):
         return layout  # a str subclass must never key what a plain name finds
-    if len(_MEMO) >= _MEMO_LIMIT:
-        # Drop the oldest quarter, never the whole memo: a working set that fits stays.
-        for old in list(itertools.islice(_MEMO, _MEMO_LIMIT // 4)):
-            _MEMO.pop(old, None)
     try:
-        _MEMO[(tuple(canonical), alignment)] = layout
+        key = (tuple(canonical), alignment)
+        hash(key)  # a dtype's __hash__ runs outside the lock
     except TypeError:  # unhashable dtype object: valid, just not memoisable
-        pass
+        return layout
+    with _MEMO_LOCK:
+        if len(_MEMO) >= _MEMO_LIMIT:
+            # Drop the oldest quarter, never the whole memo: a working set that fits stays.
+            for old in list(itertools.islice(_MEMO, _MEMO_LIMIT // 4)):
+                _MEMO.pop(old, None)  # a re-entrant sweep may have dropped it
+        _MEMO[key] = layout
     return layout
 
 
@@ -241,8 +250,20 @@ def _split_spec(index: int, spec: Any) -> tuple[tuple[int, ...], DType]:
 def _check_dim(index: int, axis: int, dim: Any) -> int:
     if dim.__class__ is int and 0 <= dim <= MAX_BYTES:
         return int(dim)
-    if isinstance(dim, bool) or type(dim).__name__ in ("bool", "bool_"):  # NumPy 2, NumPy 1
+    kind = getattr(dim, "dtype", None)  # a NumPy array or scalar, a torch tensor
+    if (
+        isinstance(dim, bool)
+        or type(dim).__name__ in ("bool", "bool_")  # NumPy 2, NumPy 1
+        or (kind is not None and "bool" in str(kind))  # a bool array or tensor
+    ):
         raise SpecError(f"spec #{index}: dimension {axis} is a bool ({dim!r}); pass an int")
+    shape = getattr(dim, "shape", ())
+    if kind is not None and shape not in ((), None):  # __index__ takes one-element tensors
+        raise SpecError(
+            f"spec #{index}: dimension {axis} is a {type(dim).__name__} of shape "
+            f"{tuple(shape)}, not a scalar; pass an int (e.g. int(x.item()) of a "
+            "one-element array)"
+        )
     if isinstance(dim, (tuple, list)):
         raise SpecError(
             f"spec #{index}: dimension {axis} is a tuple {dim!r}: the specs look like they "

@@ -14,6 +14,13 @@ it, or reading a view after the next request on the same slot, shows at once:
   integer view, the kept float view reads that view's ``0xA5`` pattern (a tiny float) until
   it is written.
 
+Views stay in the block they were made over, also when the slot grows while they live: a
+growth keeps the buffer it replaces (only while poisoning, until its views are stale and
+poisoned: the next plain request with no scope or step open, or the exit of the outermost
+scope or step), so an exited scope's, a released step view's or the previous request's
+bytes are poisoned there too. Poisoning therefore holds a replaced block's memory a little
+longer.
+
 The fill is one call per view, written by each adapter (``Adapter.fill``): a byte view's
 ``fill`` for NumPy and CuPy (on CuPy's current stream), torch's ``fill_`` on a GPU (on
 torch's current stream), a ``memset`` for host torch tensors and for JAX arrays. It costs a
@@ -22,10 +29,10 @@ memory write of every byte requested: a debugging aid, off by default.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from arena.environment import flag_from_env
 from arena.views.dtypes import resolve_dtype
 
 __all__ = [
@@ -34,6 +41,8 @@ __all__ = [
     "PATTERN_BYTE",
     "poison_bytes",
     "poison_from_env",
+    "poison_outgrown",
+    "poison_slot_bytes",
     "poison_stale_bytes",
     "poisoned",
     "sentinel",
@@ -52,8 +61,10 @@ _BYTE_OF: dict[Any, int] = {}
 
 
 def poison_from_env(variable: str = "ARENA_POISON") -> bool:
-    """Whether the poison environment variable is set to a true value."""
-    return os.environ.get(variable, "").strip().lower() in {"1", "true", "yes", "on"}
+    """Whether the poison environment variable is set to a true value (see
+    :func:`arena.environment.flag_from_env`: anything but a yes/no value raises
+    ``ConfigError``)."""
+    return flag_from_env(variable)
 
 
 def sentinel(dtype: Any) -> int:
@@ -114,6 +125,31 @@ def poison_bytes(buffer: Any, start: int, end: int) -> None:
         owner[start:end].fill_(NAN_BYTE)
     elif hasattr(owner, "fill"):  # NumPy and CuPy
         owner[start:end].fill(NAN_BYTE)
+
+
+def poison_slot_bytes(slot: Any, start: int, end: int) -> None:
+    """:func:`poison_bytes` in the slot's buffer and in every buffer a growth replaced
+    while the views of those bytes lived (the views stay in the block they were made
+    over): an exited scope's or a released step view's bytes, wherever they live."""
+    poison_bytes(slot.buffer, start, end)
+    for buffer in slot.outgrown:
+        poison_bytes(buffer, start, end)
+    if slot.outgrown and not slot.regions:  # the outermost region exited: all are stale
+        slot.forget_outgrown()
+
+
+def poison_outgrown(slot: Any) -> None:
+    """After a plain request: the bytes from the slot's top up of every buffer a growth
+    replaced (the previous request's views, stale now) are set to :data:`NAN_BYTE`. With
+    no scope or step open, no view of those buffers is live any more: the slot lets
+    them go."""
+    if not slot.outgrown:
+        return
+    start = slot.top
+    for buffer in slot.outgrown:
+        poison_bytes(buffer, start, buffer.capacity)
+    if not slot.regions:
+        slot.forget_outgrown()
 
 
 def poisoned(
