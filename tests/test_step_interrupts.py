@@ -81,18 +81,17 @@ def test_an_interrupt_in_the_bookkeeping_leaves_the_arena_usable(
 def test_an_interrupt_at_every_sampled_entry_and_return(hit_path: str) -> None:
     """Every 13th call into and return from arena's Python code (all four phases: the
     recording run, the run planned at entry, a replay, a locked replay), one interrupt a
-    run. By hand, every point (``python -m tests.interrupts points``): 526 of 3652
-    damaged on d8e756f; none here but interrupts inside a slot's growth, which the
-    growth's own fix covers (docs/overview.md, "Failures")."""
-    found = interrupts.sweep(lambda phase, at: (at + phase) % 13 == 0, growth=False)
+    run, interrupts inside a slot's growth included (issue 26 item 3). By hand, every
+    point (``python -m tests.interrupts points``): 526 of 3652 damaged on d8e756f."""
+    found = interrupts.sweep(lambda phase, at: (at + phase) % 13 == 0, growth=True)
     assert found == []
 
 
 def test_real_signals_at_random_moments(hit_path: str) -> None:
     """SIGALRM raising KeyboardInterrupt at a random moment of a run, 250 rounds at
-    random phases (by hand, 1000 rounds: 55 damaged on d8e756f, none here but those that
-    landed inside a slot's growth, which the growth's own fix covers)."""
-    landed, damaged, what = interrupts.signal_rounds(250, seed=26, growth=False)
+    random phases, those landing inside a slot's growth included (by hand, 1000 rounds:
+    55 damaged on d8e756f)."""
+    landed, damaged, what = interrupts.signal_rounds(250, seed=26, growth=True)
     assert landed > 50  # the timer did land inside runs
     assert (damaged, what) == (0, [])
 
