@@ -79,7 +79,10 @@ def in_place_mode(governor: Governor, growth: Any) -> bool:
 
 
 def fall_asleep(governor: Governor, slots: Sequence[Slot], level: int) -> Sleeper:
-    """Release the memory of every block of ``slots``; the mutex is held by the caller.
+    """Release the memory of every block of ``slots`` and mark the arena asleep (its
+    slots' buffers renewed); the mutex is held by the caller. A failure (an interrupt
+    included) leaves the arena awake, every block committed and the kept bytes (level 1)
+    written back; the discarded ones may read zero.
 
     Raises
     ------
@@ -124,12 +127,24 @@ def fall_asleep(governor: Governor, slots: Sequence[Slot], level: int) -> Sleepe
             "stays awake. Free host memory, or sleep(level=2) to discard them"
         ) from exc
     governor.ledger.settle()  # the streams that used the memory finish before unmapping
+    # Marked asleep before anything is released, so that no request is served over
+    # released memory (the buffers renewed: no prepared view left for the hit path); on
+    # any failure (an interrupt included) everything goes back as it was, the kept bytes
+    # written back from their copies.
     try:
+        governor.fall_asleep(level, sleeper)
+        for slot in slots:
+            slot.renew_buffer()
         for allocation in (*kept, *discarded):
-            source.evict(allocation)
+            # Listed before the call: a release the interrupt split is committed again too.
             sleeper.evicted.append(allocation)
+            source.evict(allocation)
     except BaseException:
         _restore_all(source, sleeper.evicted)
+        _upload_all(source, sleeper)
+        governor.awaken()
+        for slot in slots:
+            slot.renew_buffer()
         raise
     return sleeper
 
@@ -164,10 +179,7 @@ def wake_up(governor: Governor, sleeper: Sleeper, poison: bool) -> None:
     except BaseException:
         _evict_all(source, restored)
         raise
-    for allocation in sleeper.evicted:
-        copy = sleeper.copies.get(id(allocation))
-        if copy is not None:
-            source.upload(allocation, copy)
+    _upload_all(source, sleeper)
     if poison:
         for allocation in sleeper.discarded:
             source.fill(allocation, PATTERN_BYTE)
@@ -176,6 +188,13 @@ def wake_up(governor: Governor, sleeper: Sleeper, poison: bool) -> None:
 def _restore_all(source: Any, blocks: list[Allocation]) -> None:
     for allocation in blocks:
         source.restore(allocation)
+
+
+def _upload_all(source: Any, sleeper: Sleeper) -> None:
+    for allocation in sleeper.evicted:
+        copy = sleeper.copies.get(id(allocation))
+        if copy is not None:
+            source.upload(allocation, copy)
 
 
 def _evict_all(source: Any, blocks: list[Allocation]) -> None:

@@ -235,9 +235,6 @@ class SlotTable:
             if governor.asleep:
                 return
             sleeper = fall_asleep(governor, self.slots, level)
-            governor.fall_asleep(level, sleeper)
-            for slot in self.slots:
-                slot.renew_buffer()
         self._emit("sleep", None, sleeper.nbytes, 0)
 
     def wake(self, poison: bool) -> None:

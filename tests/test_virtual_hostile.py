@@ -1,0 +1,151 @@
+"""The fixed-address host source under attack: faults and interrupts inside sleep, and
+close() while asleep. No view may ever be handed out, or left, over released memory.
+
+Whether memory is accessible is checked without touching it from Python: ``os.write``
+of a byte of it into a pipe fails with ``EFAULT`` where it is not mapped readable, where
+a read from NumPy would kill the process with ``SIGSEGV``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from types import FrameType
+from typing import Any
+
+import numpy as np
+import pytest
+
+from arena import Arena, ArenaAsleepError
+from arena.memory.virtual import PAGE, VirtualHostSource
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="source='virtual' on the host is Linux's"
+)
+
+MiB = 1 << 20
+
+
+def _accessible(*views: np.ndarray) -> bool:
+    """Whether every page of every view can be read (without faulting the process).
+    Tests assert on a local holding the result: pytest would print the arrays of a
+    failing expression, reading the memory this checks."""
+    read, write = os.pipe()
+    try:
+        for view in views:
+            data = memoryview(view).cast("B")
+            for offset in range(0, len(data), PAGE):
+                try:
+                    os.write(write, data[offset : offset + 1])
+                except OSError:
+                    return False
+                os.read(read, 1)
+        return True
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+def _arena() -> tuple[Arena, np.ndarray, np.ndarray, np.ndarray]:
+    a = Arena("cpu", source="virtual", max_bytes="16MiB", framework="numpy")
+    weights = a.numpy.get_persistent("w", (PAGE,), "uint8")
+    weights[:] = 7
+    library = a.get_library_workspace("lib", 2 * PAGE)
+    library[:] = 9
+    (scratch,) = a.numpy.get_simultaneous(((2 * PAGE,), "uint8"))
+    scratch[:] = 3
+    return a, weights, library, scratch
+
+
+def check_books(a: Arena) -> None:
+    """Every block the arena took is released or held (workspaces included)."""
+    stats = a.stats()
+    assert stats.allocations == stats.frees + stats.live_blocks
+    held = sum(
+        s.capacity + s.retired_bytes + s.persistent_bytes + s.workspace_bytes + s.triton_bytes
+        for s in stats.slots
+    )
+    assert stats.live_bytes == held
+
+
+class _Interrupt:
+    """A tracer that raises KeyboardInterrupt at the ``at``-th entry or return of a
+    function of arena."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+        self.seen = 0
+        self.fired = False
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event in ("call", "return") and f"{os.sep}arena{os.sep}" in frame.f_code.co_filename:
+            self.seen += 1
+            if self.seen == self.at and not self.fired:
+                self.fired = True
+                raise KeyboardInterrupt
+        return self
+
+
+def test_a_failed_level_1_sleep_keeps_the_persistent_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    a, weights, library, _ = _arena()
+    evict = VirtualHostSource.evict
+    calls = []
+
+    def failing(self: VirtualHostSource, allocation: Any) -> None:
+        calls.append(allocation)
+        if len(calls) == 3:  # the persistent buffer and the workspace are released first
+            raise OSError(22, "injected")
+        evict(self, allocation)
+
+    monkeypatch.setattr(VirtualHostSource, "evict", failing)
+    with pytest.raises(OSError, match="injected"):
+        a.sleep(1)
+    monkeypatch.undo()
+    assert not a.is_asleep
+    readable = _accessible(weights, library)
+    assert readable
+    assert (weights == 7).all() and (library == 9).all()
+    a.sleep(1)
+    a.wake()
+    assert (weights == 7).all() and (library == 9).all()
+    check_books(a)
+    a.close()
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_an_interrupt_anywhere_in_sleep_leaves_no_view_over_released_memory(level: int) -> None:
+    at = 1
+    while True:
+        a, weights, library, scratch = _arena()
+        tracer = _Interrupt(at)
+        sys.settrace(tracer)
+        try:
+            a.sleep(level)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.settrace(None)
+        if not tracer.fired:
+            break
+        where = f"interrupt at call/return {at}"
+        if a.is_asleep:
+            with pytest.raises(ArenaAsleepError):
+                a.numpy.get_simultaneous(((16,), "uint8"))
+            a.wake()
+        else:
+            # Awake: every block is readable and a level-1 sleep lost nothing.
+            readable = _accessible(weights, library, scratch)
+            assert readable, where
+            if level == 1:
+                assert (weights == 7).all() and (library == 9).all(), where
+        (again,) = a.numpy.get_simultaneous(((2 * PAGE,), "uint8"))
+        readable = _accessible(again, weights, library)
+        assert readable, where
+        if level == 1:
+            assert (weights == 7).all() and (library == 9).all(), where
+        check_books(a)
+        a.close()
+        at += 1
+    assert at > 20  # the tracer did reach into sleep()
