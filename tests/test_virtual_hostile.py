@@ -149,3 +149,18 @@ def test_an_interrupt_anywhere_in_sleep_leaves_no_view_over_released_memory(leve
         a.close()
         at += 1
     assert at > 20  # the tracer did reach into sleep()
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_close_while_asleep_leaves_held_views_readable(level: int) -> None:
+    a, weights, library, scratch = _arena()
+    a.sleep(level)
+    a.close()
+    # close() promises views made before stay valid: none may be left over released memory.
+    readable = _accessible(scratch, weights, library)
+    assert readable
+    scratch[:] = 1
+    assert (scratch == 1).all()
+    assert not a.is_asleep
+    stats = a.memory_stats()
+    assert stats["arena.asleep"] == 0 and stats["arena.closed"] == 1

@@ -15,6 +15,7 @@ again.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +27,7 @@ from arena.slots.governor import Governor
 from arena.slots.slot import Slot
 from arena.views.poison import PATTERN_BYTE
 
-__all__ = ["Sleeper", "check_level", "fall_asleep", "in_place_mode", "wake_up"]
+__all__ = ["Sleeper", "check_level", "fall_asleep", "in_place_mode", "wake_for_close", "wake_up"]
 
 
 @dataclass(slots=True)
@@ -183,6 +184,22 @@ def wake_up(governor: Governor, sleeper: Sleeper, poison: bool) -> None:
     if poison:
         for allocation in sleeper.discarded:
             source.fill(allocation, PATTERN_BYTE)
+
+
+def wake_for_close(governor: Governor) -> None:
+    """For close() while asleep: commit every released block again (contents dropped,
+    the host copies with them), so that views still held read committed memory, as
+    close() promises, instead of faulting; the mutex is held by the caller. On the host
+    this costs no memory until a view touches it. A block that cannot be committed
+    (CUDA out of memory) stays released: a view of it faults."""
+    sleeper = governor.sleeper
+    if not isinstance(sleeper, Sleeper):
+        return
+    source: Any = governor.ledger.source
+    for allocation in sleeper.evicted:
+        with contextlib.suppress(MemoryError):
+            source.restore(allocation)
+    governor.awaken()
 
 
 def _restore_all(source: Any, blocks: list[Allocation]) -> None:

@@ -30,7 +30,7 @@ from arena.planning.records import (
 )
 from arena.slots.governor import Governor
 from arena.slots.selector import check_index
-from arena.slots.sleep import Sleeper, fall_asleep, wake_up
+from arena.slots.sleep import Sleeper, fall_asleep, wake_for_close, wake_up
 from arena.slots.slot import Resize, Slot
 from arena.views.layout import MAX_BYTES
 
@@ -267,6 +267,8 @@ class SlotTable:
             if governor.closed:
                 return
             note_allocated_peak(governor, self.slots)  # the figure drops to 0 now
+            # Before the arena is marked closed: an interrupt leaves close() to be called again.
+            wake_for_close(governor)
             governor.collected = collected
             governor.closed = True
             blocks = [a for s in self.slots for a in s.take_blocks()]
