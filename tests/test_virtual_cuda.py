@@ -314,3 +314,38 @@ def test_gpu_graph_replays_after_growth_in_place_and_after_sleep_wake() -> None:
             out2.copy_(x * 2)
         recapture = time.perf_counter() - start
         print(f"sleep + wake {took * 1e3:.1f} ms, re-capture {recapture * 1e3:.1f} ms")
+
+
+class _SplitDriver(RecordingDriver):
+    """Raises KeyboardInterrupt once, on entering the ``at``-th ``cuMemUnmap``."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.at = at
+        self.seen = 0
+
+    def unmap(self, ptr: int, size: int) -> None:
+        self.seen += 1
+        if self.seen == self.at:
+            raise KeyboardInterrupt
+        super().unmap(ptr, size)
+
+
+@pytest.mark.parametrize("at", [1, 2])
+def test_a_release_an_interrupt_splits_is_committed_whole_by_restore(cupy: Any, at: int) -> None:
+    driver = _SplitDriver(at)
+    source = _source(driver, cupy)
+    block = source.reserve(GRANULARITY)
+    block = source.commit(block, 3 * GRANULARITY)  # two chunks
+    with pytest.raises(KeyboardInterrupt):
+        source.evict(block)
+    source.restore(block)  # what a failed sleep() does to go back awake
+    assert sum(size for size, _ in driver.mapped.values()) == 3 * GRANULARITY
+    assert {h for _, h in driver.mapped.values()} == driver.handles  # nothing leaked
+    source.evict(block)
+    assert driver.mapped == {} and driver.handles == set()
+    source.restore(block)
+    source.release(block)
+    del block
+    gc.collect()
+    assert driver.mapped == {} and driver.handles == set() and driver.ranges == {}

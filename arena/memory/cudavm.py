@@ -152,15 +152,16 @@ class VirtualCudaSource:
         """Unmap and release the block's physical memory; the range stays reserved."""
         space = self._range(allocation)
         if not space.evicted:
-            _unmap(self.driver, self.context, space)
+            # Marked first: a release an interrupt splits is finished by restore().
             space.evicted = True
+            _unmap(self.driver, self.context, space)
 
     def restore(self, allocation: Allocation) -> None:
         """Create, map and set access for the committed bytes again, at the same address."""
         space = self._range(allocation)
         if space.evicted:
-            committed = space.committed
-            self._map(space, 0, committed)
+            _unmap(self.driver, self.context, space)  # what a split evict() left mapped
+            self._map(space, 0, space.committed)
             space.evicted = False
 
     def offload(self, allocation: Allocation) -> Any:
@@ -248,11 +249,15 @@ class VirtualCudaSource:
 
 
 def _unmap(driver: Driver, context: Any, space: _Range) -> None:
+    """Unmap and release every chunk, each forgotten once unmapped: an interrupt leaves
+    the list naming exactly the chunks still mapped (a handle released late at worst)."""
     driver.push(context)
-    for offset, size, handle in space.chunks:
+    chunks = space.chunks
+    while chunks:
+        offset, size, handle = chunks[-1]
         driver.unmap(space.ptr + offset, size)
+        chunks.pop()
         driver.release(handle)
-    space.chunks.clear()
 
 
 def _free(
