@@ -164,3 +164,32 @@ def test_close_while_asleep_leaves_held_views_readable(level: int) -> None:
     assert not a.is_asleep
     stats = a.memory_stats()
     assert stats["arena.asleep"] == 0 and stats["arena.closed"] == 1
+
+
+def test_lock_while_asleep_is_refused_and_commits_nothing() -> None:
+    # lock() brings siblings to the largest and gives them each other's persistent
+    # buffers: asleep, that committed memory into released ranges, unseen by wake().
+    a = Arena("cpu", source="virtual", max_bytes="16MiB", framework="numpy", ubatches=2)
+    with a.ubatch(0):
+        weights = a.numpy.get_persistent("w", (PAGE,), "uint8")
+        weights[:] = 7
+        a.numpy.get_simultaneous(((MiB,), "uint8"))
+    with a.ubatch(1):
+        a.numpy.get_simultaneous(((PAGE,), "uint8"))
+    before = a.memory_stats()["reserved_bytes.all.current"]
+    a.sleep(1)
+    with pytest.raises(ArenaAsleepError, match="lock"):
+        a.lock()
+    with pytest.raises(ArenaAsleepError, match="lock"):
+        a.lock(growth="in_place")
+    assert not a.is_locked
+    assert a.memory_stats()["reserved_bytes.all.current"] == before
+    a.wake()
+    a.lock(growth="in_place")
+    with a.ubatch(1):
+        (grown,) = a.numpy.get_simultaneous(((MiB,), "uint8"))
+    readable = _accessible(grown, weights)
+    assert readable
+    assert (weights == 7).all()
+    check_books(a)
+    a.close()

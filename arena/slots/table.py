@@ -150,6 +150,8 @@ class SlotTable:
         try:
             with governor.mutex:
                 governor.check_open()
+                # Sizing commits memory and copies persistent buffers: not into released ranges.
+                governor.check_awake("lock()")
                 if governor.max_bytes is not None:  # all or nothing: before any allocation
                     governor.check_budget(
                         lock_additions(self.slots, self.lanes, governor.alignment),
