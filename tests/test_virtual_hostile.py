@@ -193,3 +193,42 @@ def test_lock_while_asleep_is_refused_and_commits_nothing() -> None:
     assert (weights == 7).all()
     check_books(a)
     a.close()
+
+
+@pytest.mark.parametrize("poison", [False, True])
+def test_an_interrupt_anywhere_in_wake_leaves_it_asleep_with_nothing_committed_or_awake(
+    poison: bool,
+) -> None:
+    at = 1
+    while True:
+        a, weights, library, scratch = _arena()
+        a.sleep(1)
+        tracer = _Interrupt(at)
+        sys.settrace(tracer)
+        try:
+            a.wake(poison=poison)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.settrace(None)
+        if not tracer.fired:
+            break
+        where = f"interrupt at call/return {at}"
+        if a.is_asleep:
+            # Asleep: the memory stays released (memory_stats says 0 resident), the
+            # copies kept for the next wake.
+            assert a.memory_stats()["arena.resident_bytes"] == 0
+            for view in (weights, library, scratch):
+                readable = _accessible(view)
+                assert not readable, where
+            a.wake(poison=poison)
+        readable = _accessible(weights, library, scratch)
+        assert readable, where
+        assert (weights == 7).all() and (library == 9).all(), where
+        (again,) = a.numpy.get_simultaneous(((2 * PAGE,), "uint8"))
+        readable = _accessible(again)
+        assert readable, where
+        check_books(a)
+        a.close()
+        at += 1
+    assert at > 20  # the tracer did reach into wake()

@@ -150,40 +150,51 @@ def fall_asleep(governor: Governor, slots: Sequence[Slot], level: int) -> Sleepe
     return sleeper
 
 
-def wake_up(governor: Governor, sleeper: Sleeper, poison: bool) -> None:
-    """Commit every evicted block again at its addresses and write back the copies; the
-    mutex is held by the caller.
+def wake_up(governor: Governor, slots: Sequence[Slot], sleeper: Sleeper, poison: bool) -> None:
+    """Commit every evicted block again at its addresses, write back the copies and mark
+    the arena awake (its slots' buffers renewed); the mutex is held by the caller. On any
+    failure (an interrupt included) what was committed is released again and the arena
+    stays asleep, its copies kept, to be woken later.
 
     Raises
     ------
     GraphCaptureError
         While a CUDA graph is being captured (mapping cannot be captured).
     ArenaOutOfMemoryError
-        When the memory cannot be committed: what was committed is released again and
-        the arena stays asleep, its copies kept, to be woken later.
+        When the memory cannot be committed.
     """
     governor.check_not_capturing("wake()")
     source: Any = governor.ledger.source
     restored: list[Allocation] = []
     try:
         for allocation in sleeper.evicted:
-            source.restore(allocation)
+            # Listed before the call: a commit the interrupt split is released again too.
             restored.append(allocation)
-    except MemoryError as exc:
+            try:
+                source.restore(allocation)
+            except MemoryError:
+                restored.pop()  # nothing committed (the protocol's promise)
+                raise
+        _upload_all(source, sleeper)
+        if poison:
+            for allocation in sleeper.discarded:
+                source.fill(allocation, PATTERN_BYTE)
+        governor.awaken()
+        for slot in slots:
+            slot.renew_buffer()
+    except BaseException as exc:
         _evict_all(source, restored)
+        governor.fall_asleep(sleeper.level, sleeper)
+        for slot in slots:
+            slot.renew_buffer()
+        if not isinstance(exc, MemoryError):
+            raise
         governor.ledger.ooms += 1
         raise ArenaOutOfMemoryError(
             f"wake() could not commit {format_mb(sleeper.nbytes)} ({sleeper.nbytes} bytes) "
             f"on {governor.device} again: {exc}. The arena stays asleep with nothing lost "
             "(the host copies are kept); free memory and call wake() again"
         ) from exc
-    except BaseException:
-        _evict_all(source, restored)
-        raise
-    _upload_all(source, sleeper)
-    if poison:
-        for allocation in sleeper.discarded:
-            source.fill(allocation, PATTERN_BYTE)
 
 
 def wake_for_close(governor: Governor) -> None:

@@ -247,10 +247,7 @@ class SlotTable:
             sleeper = governor.sleeper
             if not isinstance(sleeper, Sleeper):
                 return
-            wake_up(governor, sleeper, poison)
-            governor.awaken()
-            for slot in self.slots:
-                slot.renew_buffer()
+            wake_up(governor, self.slots, sleeper, poison)
         self._emit("wake", None, 0, sleeper.nbytes)
 
     def release_retired(self, include_captured: bool) -> int:
