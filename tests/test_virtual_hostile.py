@@ -232,3 +232,30 @@ def test_an_interrupt_anywhere_in_wake_leaves_it_asleep_with_nothing_committed_o
         a.close()
         at += 1
     assert at > 20  # the tracer did reach into wake()
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda a: a.reserve_bytes(MiB),
+        lambda a: a.reserve(((MiB,), "uint8")),
+        lambda a: a.plan_steps(),
+    ],
+    ids=["reserve_bytes", "reserve", "plan_steps"],
+)
+def test_sizing_while_asleep_is_refused_and_commits_nothing(call: Any) -> None:
+    # Each sizes slots: asleep, that committed memory into released ranges (resident
+    # while memory_stats says 0, and on CUDA mapped where wake() maps again).
+    a, weights, _, _ = _arena()
+    with a.numpy.step("k") as step:
+        step.get_simultaneous(((MiB,), "uint8"))
+    a.sleep(1)
+    before = a.stats().slots[0].capacity
+    with pytest.raises(ArenaAsleepError):
+        call(a)
+    assert a.stats().slots[0].capacity == before
+    a.wake()
+    call(a)
+    assert (weights == 7).all()
+    check_books(a)
+    a.close()

@@ -100,6 +100,8 @@ class SlotTable:
         try:
             with governor.mutex:
                 governor.check_open()
+                # Sizing commits memory: not into ranges sleep() released.
+                governor.check_awake(f"reserving {nbytes} bytes")
                 short = [
                     s
                     for s in self.slots
@@ -211,6 +213,7 @@ class SlotTable:
             for slot in self.slots:
                 with governor.mutex:
                     governor.check_open()
+                    governor.check_awake("plan_steps()")  # sizing commits memory
                     plan_slot_steps(slot, governor.alignment)
                     for key, book in list(slot.steps.items()):
                         if book.planned:
