@@ -259,3 +259,33 @@ def test_sizing_while_asleep_is_refused_and_commits_nothing(call: Any) -> None:
     assert (weights == 7).all()
     check_books(a)
     a.close()
+
+
+def test_release_retired_while_asleep_is_refused_and_wake_still_works() -> None:
+    # A workspace a capture read is retired when it grows; released while asleep, wake()
+    # found a block it had released that the source no longer knew: asleep for good.
+    capturing = [False]
+    a = Arena(
+        "cpu",
+        source="virtual",
+        max_bytes="16MiB",
+        framework="numpy",
+        capture_probe=lambda: capturing[0],
+    )
+    old = a.get_library_workspace("lib", PAGE)
+    old[:] = 4
+    capturing[0] = True
+    a.get_library_workspace("lib", PAGE)  # read by a "graph": kept when it grows
+    capturing[0] = False
+    grown = a.get_library_workspace("lib", 16 * PAGE)
+    assert a.stats().slots[0].retired_bytes == PAGE
+    a.sleep(1)
+    with pytest.raises(ArenaAsleepError, match="release_retired"):
+        a.release_retired(include_captured=True)
+    a.wake()
+    assert not a.is_asleep
+    readable = _accessible(old, grown)
+    assert readable
+    assert a.release_retired(include_captured=True) == PAGE
+    check_books(a)
+    a.close()

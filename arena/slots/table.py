@@ -257,6 +257,8 @@ class SlotTable:
         """Release retired buffers (captured ones only if asked); return their bytes."""
         governor = self.governor
         with governor.mutex:
+            # wake() commits every block sleep() released again: none may go meanwhile.
+            governor.check_awake("release_retired()")
             blocks = [a for s in self.slots for a in s.take_retired(include_captured)]
             release_all(governor.ledger, blocks)
         return sum(a.nbytes for a in blocks)
