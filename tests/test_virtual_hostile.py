@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arena import Arena, ArenaAsleepError
+from arena import Arena, ArenaAsleepError, ConfigError
 from arena.memory.virtual import PAGE, VirtualHostSource
 
 pytestmark = pytest.mark.skipif(
@@ -289,3 +289,17 @@ def test_release_retired_while_asleep_is_refused_and_wake_still_works() -> None:
     assert a.release_retired(include_captured=True) == PAGE
     check_books(a)
     a.close()
+
+
+def test_arena_source_is_read_only_where_no_source_is_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Like ARENA_MAX_BYTES: an explicit argument wins, and a bad default breaks nothing
+    # that does not use it.
+    monkeypatch.setenv("ARENA_SOURCE", "bogus")
+    with Arena("cpu", source="host", framework="numpy") as a:
+        assert type(a.source).__name__ == "HostSource"
+    with Arena("cpu", source="virtual", max_bytes="1MiB", framework="numpy") as a:
+        assert type(a.source).__name__ == "VirtualHostSource"
+    with pytest.raises(ConfigError, match="ARENA_SOURCE is 'bogus'"):
+        Arena("cpu", framework="numpy")
