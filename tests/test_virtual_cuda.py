@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arena import Arena, GraphCaptureError
+from arena import Arena, ArenaError, GraphCaptureError
 from arena.memory.cudavm import VirtualCudaSource
 from arena.memory.devices import Device
 from tests.fakecupy import with_arrays
@@ -347,5 +347,45 @@ def test_a_release_an_interrupt_splits_is_committed_whole_by_restore(cupy: Any, 
     source.restore(block)
     source.release(block)
     del block
+    gc.collect()
+    assert driver.mapped == {} and driver.handles == set() and driver.ranges == {}
+
+
+class _FailingRelease(RecordingDriver):
+    """``cuMemRelease`` fails once (an error, or an interrupt on entering it)."""
+
+    def __init__(self, fault: type[BaseException]) -> None:
+        super().__init__()
+        self.fault: type[BaseException] | None = fault
+
+    def release(self, handle: int) -> None:
+        fault, self.fault = self.fault, None
+        if fault is not None:
+            raise fault("CUDA_ERROR_INVALID_VALUE (fake)")
+        super().release(handle)
+
+
+@pytest.mark.parametrize("fault", [ArenaError, KeyboardInterrupt])
+def test_a_failed_release_in_sleep_leaks_no_physical_memory(
+    cupy: Any, fault: type[BaseException]
+) -> None:
+    driver = _FailingRelease(fault)
+    driver.fault = None
+    a = Arena(source=_source(driver, cupy), framework="cupy", capture_probe=lambda: False)
+    kept = a.cupy.get_persistent("kv", (4,), "int32")
+    kept[...] = np.array([1, 2, 3, 4], np.int32)
+    a.cupy.get_simultaneous(((2 * GRANULARITY,), "uint8"))
+    driver.fault = fault
+    with pytest.raises(fault):
+        a.sleep(1)
+    assert not a.is_asleep
+    # Every handle still held is mapped: the one whose release failed was released.
+    assert {h for _, h in driver.mapped.values()} == driver.handles
+    assert kept.get().tolist() == [1, 2, 3, 4]
+    a.sleep(1)
+    assert driver.mapped == {} and driver.handles == set()
+    a.wake()
+    a.close()
+    del kept
     gc.collect()
     assert driver.mapped == {} and driver.handles == set() and driver.ranges == {}
