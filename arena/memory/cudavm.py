@@ -210,7 +210,9 @@ class VirtualCudaSource:
             driver.address_free(ptr, size)
             raise
         # When no owner array holds the range any more: unmap, release, free addresses.
-        weakref.finalize(space, _free, driver, self.context, ptr, size, space.chunks, space.loose)
+        weakref.finalize(
+            space, _free, driver, self.context, ptr, size, chunks=space.chunks, loose=space.loose
+        )
         with self._guard:
             self._ranges[ptr] = space
         return Allocation(ptr, nbytes, self._owner(space, nbytes), self._device)
@@ -257,7 +259,7 @@ def _unmap(driver: Driver, context: Any, space: _Range) -> None:
     chunks = space.chunks
     _release_loose(driver, space.loose)
     while chunks:
-        offset, size, handle = chunks[-1]
+        offset, size, _ = chunks[-1]
         driver.unmap(space.ptr + offset, size)
         space.loose.append(chunks.pop()[2])
         _release_loose(driver, space.loose)
@@ -275,6 +277,7 @@ def _free(
     context: Any,
     ptr: int,
     size: int,
+    *,
     chunks: list[tuple[int, int, int]],
     loose: list[int],
 ) -> None:
