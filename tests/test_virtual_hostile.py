@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from types import FrameType
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 
 from arena import Arena, ArenaAsleepError, ConfigError
 from arena.memory.virtual import PAGE, VirtualHostSource
+from tests.gates import TIMEOUT, run
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="source='virtual' on the host is Linux's"
@@ -303,3 +305,40 @@ def test_arena_source_is_read_only_where_no_source_is_given(
         assert type(a.source).__name__ == "VirtualHostSource"
     with pytest.raises(ConfigError, match="ARENA_SOURCE is 'bogus'"):
         Arena("cpu", framework="numpy")
+
+
+def test_a_request_made_once_sleep_has_begun_is_refused_not_served_over_released_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # sleep() held inside its host copy (mutex held): a warm request from another thread
+    # arriving then took the hit path, got prepared views, and sleep() released their
+    # memory under them.
+    a, weights, _, _ = _arena()
+    for _ in range(3):
+        a.numpy.get_simultaneous(((2 * PAGE,), "uint8"))  # warm: the hit path serves it
+    inside, go = threading.Event(), threading.Event()
+    offload = VirtualHostSource.offload
+
+    def held(self: VirtualHostSource, allocation: Any) -> Any:
+        inside.set()
+        assert go.wait(TIMEOUT)
+        return offload(self, allocation)
+
+    monkeypatch.setattr(VirtualHostSource, "offload", held)
+    sleeper, slept = run(a.sleep, 1)
+    assert inside.wait(TIMEOUT)
+    requester, got = run(a.numpy.get_simultaneous, ((2 * PAGE,), "uint8"))
+    requester.join(0.2)  # served at once by the hit path, or waiting for the mutex
+    go.set()
+    sleeper.join(TIMEOUT)
+    requester.join(TIMEOUT)
+    assert slept == [None] and a.is_asleep
+    assert len(got) == 1
+    if not isinstance(got[0], ArenaAsleepError):
+        readable = _accessible(*got[0])
+        assert readable, "a view was served over memory sleep() released"
+        raise AssertionError(f"served while falling asleep: {type(got[0]).__name__}")
+    monkeypatch.undo()
+    a.wake()
+    assert (weights == 7).all()
+    a.close()

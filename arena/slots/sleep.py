@@ -118,24 +118,25 @@ def fall_asleep(governor: Governor, slots: Sequence[Slot], level: int) -> Sleepe
         (discarded if level == 2 else kept).extend(keep)
         discarded.extend(scratch)
     sleeper.discarded = discarded
-    try:
-        for allocation in kept:
-            sleeper.copies[id(allocation)] = source.offload(allocation)
-    except MemoryError as exc:
-        raise ArenaOutOfMemoryError(
-            f"sleep(level=1) could not copy the {format_mb(sum(a.nbytes for a in kept))} of "
-            f"persistent buffers and library workspaces to host memory: {exc}; the arena "
-            "stays awake. Free host memory, or sleep(level=2) to discard them"
-        ) from exc
-    governor.ledger.settle()  # the streams that used the memory finish before unmapping
-    # Marked asleep before anything is released, so that no request is served over
-    # released memory (the buffers renewed: no prepared view left for the hit path); on
-    # any failure (an interrupt included) everything goes back as it was, the kept bytes
-    # written back from their copies.
+    # Marked asleep before anything is copied or released, so that no request arriving
+    # now is served over memory about to be released (the buffers renewed: no prepared
+    # view left for the hit path; the checked path waits for the mutex, then refuses);
+    # on any failure (an interrupt included) everything goes back as it was, the kept
+    # bytes written back from their copies.
     try:
         governor.fall_asleep(level, sleeper)
         for slot in slots:
             slot.renew_buffer()
+        try:
+            for allocation in kept:
+                sleeper.copies[id(allocation)] = source.offload(allocation)
+        except MemoryError as exc:
+            raise ArenaOutOfMemoryError(
+                f"sleep(level=1) could not copy the {format_mb(sum(a.nbytes for a in kept))} "
+                f"of persistent buffers and library workspaces to host memory: {exc}; the "
+                "arena stays awake. Free host memory, or sleep(level=2) to discard them"
+            ) from exc
+        governor.ledger.settle()  # the streams that used the memory finish before unmapping
         for allocation in (*kept, *discarded):
             # Listed before the call: a release the interrupt split is committed again too.
             sleeper.evicted.append(allocation)
