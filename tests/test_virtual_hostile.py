@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arena import Arena, ArenaAsleepError, ConfigError
+from arena import Arena, ArenaAsleepError, ArenaWarning, ConfigError
 from arena.memory.virtual import PAGE, VirtualHostSource
 from tests.gates import TIMEOUT, run
 
@@ -340,5 +340,23 @@ def test_a_request_made_once_sleep_has_begun_is_refused_not_served_over_released
         raise AssertionError(f"served while falling asleep: {type(got[0]).__name__}")
     monkeypatch.undo()
     a.wake()
+    assert (weights == 7).all()
+    a.close()
+
+
+def test_a_lock_that_commits_nothing_is_allowed_asleep_so_unlocked_blocks_restore_it() -> None:
+    a, weights, _, _ = _arena()
+    a.lock(growth="in_place")
+    a.sleep(1)
+    with a.unlocked():  # leaving it locks again: nothing to size, nothing committed
+        assert not a.is_locked
+    assert a.is_locked and a.is_asleep
+    assert a.memory_stats()["arena.resident_bytes"] == 0
+    a.wake()
+    with pytest.warns(ArenaWarning, match="in_place"):
+        (grown,) = a.numpy.get_simultaneous(((MiB,), "uint8"))  # in place, as before
+    readable = _accessible(grown)
+    assert readable
+    assert a.memory_stats()["arena.locked_growths"] == 1
     assert (weights == 7).all()
     a.close()

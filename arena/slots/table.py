@@ -152,8 +152,10 @@ class SlotTable:
         try:
             with governor.mutex:
                 governor.check_open()
-                # Sizing commits memory and copies persistent buffers: not into released ranges.
-                governor.check_awake("lock()")
+                # Sizing commits memory and copies persistent buffers: not into released
+                # ranges. A lock with nothing to size (with ws.unlocked() ending) is fine.
+                if governor.asleep and lock_additions(self.slots, self.lanes, governor.alignment):
+                    governor.check_awake("lock()")
                 if governor.max_bytes is not None:  # all or nothing: before any allocation
                     governor.check_budget(
                         lock_additions(self.slots, self.lanes, governor.alignment),
