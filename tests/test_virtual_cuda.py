@@ -389,3 +389,74 @@ def test_a_failed_release_in_sleep_leaks_no_physical_memory(
     del kept
     gc.collect()
     assert driver.mapped == {} and driver.handles == set() and driver.ranges == {}
+
+
+class _FakeLibcuda:
+    """Stands in for ``ctypes.CDLL('libcuda.so.1')``: every ``cu*`` call returns
+    ``status`` (0 writes a value through the first pointer argument)."""
+
+    def __init__(self) -> None:
+        self.names = {1: b"CUDA_ERROR_INVALID_VALUE", 2: b"CUDA_ERROR_OUT_OF_MEMORY"}
+        self.status = 0
+        self.calls: list[str] = []
+
+    def cuGetErrorName(self, status: int, name: Any) -> int:
+        name._obj.value = self.names.get(status, b"CUDA_ERROR_UNKNOWN")
+        return 0
+
+    def __getattr__(self, call: str) -> Any:
+        def function(*args: Any) -> int:
+            self.calls.append(call)
+            if self.status == 0 and args and hasattr(args[0], "_obj"):
+                target = args[0]._obj
+                if isinstance(target, (ctypes.c_uint64, ctypes.c_size_t, ctypes.c_int)):
+                    target.value = 1 << 21
+            return self.status
+
+        return function
+
+
+DRIVER_CALLS: list[tuple[str, str, tuple[Any, ...]]] = [
+    ("retain", "cuDeviceGet", (0,)),
+    ("granularity", "cuMemGetAllocationGranularity", (0,)),
+    ("total_memory", "cuDeviceTotalMem", (0,)),
+    ("address_reserve", "cuMemAddressReserve", (1 << 21, 1 << 21)),
+    ("address_free", "cuMemAddressFree", (1 << 21, 1 << 21)),
+    ("create", "cuMemCreate", (1 << 21, 0)),
+    ("release", "cuMemRelease", (5,)),
+    ("map", "cuMemMap", (1 << 21, 1 << 21, 5)),
+    ("unmap", "cuMemUnmap", (1 << 21, 1 << 21)),
+    ("set_access", "cuMemSetAccess", (1 << 21, 1 << 21, 0)),
+    ("synchronize", "cuCtxSynchronize", ()),
+    ("memset", "cuMemsetD8", (1 << 21, 0xA5, 16)),
+    ("copy_to_host", "cuMemcpyDtoH", (1 << 22, 1 << 21, 16)),
+    ("copy_to_device", "cuMemcpyHtoD", (1 << 21, 1 << 22, 16)),
+]
+
+
+@pytest.mark.parametrize(("method", "call", "args"), DRIVER_CALLS, ids=[c[0] for c in DRIVER_CALLS])
+def test_the_ctypes_driver_maps_every_error_return(
+    monkeypatch: pytest.MonkeyPatch, method: str, call: str, args: tuple[Any, ...]
+) -> None:
+    from arena.memory.cudadriver import CtypesDriver
+
+    lib = _FakeLibcuda()
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: lib)
+    driver = CtypesDriver()
+    assert lib.calls == ["cuInit"]
+    result = getattr(driver, method)(*args)  # status 0: no error, values read back
+    if method in ("granularity", "total_memory", "address_reserve", "create"):
+        assert result == 1 << 21
+    lib.status = 2
+    with pytest.raises(MemoryError, match=f"{call}.*CUDA_ERROR_OUT_OF_MEMORY"):
+        getattr(driver, method)(*args)
+    lib.status = 1
+    with pytest.raises(ArenaError, match=f"{call}.*CUDA_ERROR_INVALID_VALUE \\(1\\)"):
+        getattr(driver, method)(*args)
+
+
+def test_the_ctypes_driver_without_libcuda_names_the_fix() -> None:
+    from arena.memory.cudadriver import CtypesDriver
+
+    with pytest.raises(ArenaError, match="needs the CUDA driver"):
+        CtypesDriver("libcuda-that-does-not-exist.so.1")
