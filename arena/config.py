@@ -336,9 +336,8 @@ def make_source(device: Any, source: Any, max_bytes: int | None = None) -> Memor
             )
         return source
     resolved = default_device() if device is None else parse_device(device)
-    default_host = host_source_from_env()
-    if source is None and not resolved.is_cuda:
-        source = default_host
+    if source is None and not resolved.is_cuda:  # read only where it decides
+        source = host_source_from_env()
     if source == "virtual":
         if resolved.is_cuda:
             from arena.memory.cudavm import VirtualCudaSource

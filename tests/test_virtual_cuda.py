@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arena import Arena, GraphCaptureError
+from arena import Arena, ArenaError, GraphCaptureError
 from arena.memory.cudavm import VirtualCudaSource
 from arena.memory.devices import Device
 from tests.fakecupy import with_arrays
@@ -314,3 +314,149 @@ def test_gpu_graph_replays_after_growth_in_place_and_after_sleep_wake() -> None:
             out2.copy_(x * 2)
         recapture = time.perf_counter() - start
         print(f"sleep + wake {took * 1e3:.1f} ms, re-capture {recapture * 1e3:.1f} ms")
+
+
+class _SplitDriver(RecordingDriver):
+    """Raises KeyboardInterrupt once, on entering the ``at``-th ``cuMemUnmap``."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.at = at
+        self.seen = 0
+
+    def unmap(self, ptr: int, size: int) -> None:
+        self.seen += 1
+        if self.seen == self.at:
+            raise KeyboardInterrupt
+        super().unmap(ptr, size)
+
+
+@pytest.mark.parametrize("at", [1, 2])
+def test_a_release_an_interrupt_splits_is_committed_whole_by_restore(cupy: Any, at: int) -> None:
+    driver = _SplitDriver(at)
+    source = _source(driver, cupy)
+    block = source.reserve(GRANULARITY)
+    block = source.commit(block, 3 * GRANULARITY)  # two chunks
+    with pytest.raises(KeyboardInterrupt):
+        source.evict(block)
+    source.restore(block)  # what a failed sleep() does to go back awake
+    assert sum(size for size, _ in driver.mapped.values()) == 3 * GRANULARITY
+    assert {h for _, h in driver.mapped.values()} == driver.handles  # nothing leaked
+    source.evict(block)
+    assert driver.mapped == {} and driver.handles == set()
+    source.restore(block)
+    source.release(block)
+    del block
+    gc.collect()
+    assert driver.mapped == {} and driver.handles == set() and driver.ranges == {}
+
+
+class _FailingRelease(RecordingDriver):
+    """``cuMemRelease`` fails once (an error, or an interrupt on entering it)."""
+
+    def __init__(self, fault: type[BaseException]) -> None:
+        super().__init__()
+        self.fault: type[BaseException] | None = fault
+
+    def release(self, handle: int) -> None:
+        fault, self.fault = self.fault, None
+        if fault is not None:
+            raise fault("CUDA_ERROR_INVALID_VALUE (fake)")
+        super().release(handle)
+
+
+@pytest.mark.parametrize("fault", [ArenaError, KeyboardInterrupt])
+def test_a_failed_release_in_sleep_leaks_no_physical_memory(
+    cupy: Any, fault: type[BaseException]
+) -> None:
+    driver = _FailingRelease(fault)
+    driver.fault = None
+    a = Arena(source=_source(driver, cupy), framework="cupy", capture_probe=lambda: False)
+    kept = a.cupy.get_persistent("kv", (4,), "int32")
+    kept[...] = np.array([1, 2, 3, 4], np.int32)
+    a.cupy.get_simultaneous(((2 * GRANULARITY,), "uint8"))
+    driver.fault = fault
+    with pytest.raises(fault):
+        a.sleep(1)
+    assert not a.is_asleep
+    # Every handle still held is mapped: the one whose release failed was released.
+    assert {h for _, h in driver.mapped.values()} == driver.handles
+    assert kept.get().tolist() == [1, 2, 3, 4]
+    a.sleep(1)
+    assert driver.mapped == {} and driver.handles == set()
+    a.wake()
+    a.close()
+    del kept
+    gc.collect()
+    assert driver.mapped == {} and driver.handles == set() and driver.ranges == {}
+
+
+class _FakeLibcuda:
+    """Stands in for ``ctypes.CDLL('libcuda.so.1')``: every ``cu*`` call returns
+    ``status`` (0 writes a value through the first pointer argument)."""
+
+    def __init__(self) -> None:
+        self.names = {1: b"CUDA_ERROR_INVALID_VALUE", 2: b"CUDA_ERROR_OUT_OF_MEMORY"}
+        self.status = 0
+        self.calls: list[str] = []
+
+    def cuGetErrorName(self, status: int, name: Any) -> int:
+        name._obj.value = self.names.get(status, b"CUDA_ERROR_UNKNOWN")
+        return 0
+
+    def __getattr__(self, call: str) -> Any:
+        def function(*args: Any) -> int:
+            self.calls.append(call)
+            if self.status == 0 and args and hasattr(args[0], "_obj"):
+                target = args[0]._obj
+                if isinstance(target, (ctypes.c_uint64, ctypes.c_size_t, ctypes.c_int)):
+                    target.value = 1 << 21
+            return self.status
+
+        return function
+
+
+DRIVER_CALLS: list[tuple[str, str, tuple[Any, ...]]] = [
+    ("retain", "cuDeviceGet", (0,)),
+    ("granularity", "cuMemGetAllocationGranularity", (0,)),
+    ("total_memory", "cuDeviceTotalMem", (0,)),
+    ("address_reserve", "cuMemAddressReserve", (1 << 21, 1 << 21)),
+    ("address_free", "cuMemAddressFree", (1 << 21, 1 << 21)),
+    ("create", "cuMemCreate", (1 << 21, 0)),
+    ("release", "cuMemRelease", (5,)),
+    ("map", "cuMemMap", (1 << 21, 1 << 21, 5)),
+    ("unmap", "cuMemUnmap", (1 << 21, 1 << 21)),
+    ("set_access", "cuMemSetAccess", (1 << 21, 1 << 21, 0)),
+    ("synchronize", "cuCtxSynchronize", ()),
+    ("memset", "cuMemsetD8", (1 << 21, 0xA5, 16)),
+    ("copy_to_host", "cuMemcpyDtoH", (1 << 22, 1 << 21, 16)),
+    ("copy_to_device", "cuMemcpyHtoD", (1 << 21, 1 << 22, 16)),
+]
+
+
+@pytest.mark.parametrize(("method", "call", "args"), DRIVER_CALLS, ids=[c[0] for c in DRIVER_CALLS])
+def test_the_ctypes_driver_maps_every_error_return(
+    monkeypatch: pytest.MonkeyPatch, method: str, call: str, args: tuple[Any, ...]
+) -> None:
+    from arena.memory.cudadriver import CtypesDriver
+
+    lib = _FakeLibcuda()
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: lib)
+    driver = CtypesDriver()
+    assert lib.calls == ["cuInit"]
+    result = getattr(driver, method)(*args)  # status 0: no error, values read back
+    if method in ("granularity", "total_memory", "address_reserve", "create"):
+        assert result == 1 << 21
+    lib.status = 2
+    with pytest.raises(MemoryError, match=f"{call}.*CUDA_ERROR_OUT_OF_MEMORY"):
+        getattr(driver, method)(*args)
+    lib.status = 1
+    with pytest.raises(ArenaError, match=f"{call}.*CUDA_ERROR_INVALID_VALUE \\(1\\)"):
+        getattr(driver, method)(*args)
+
+
+def test_the_ctypes_driver_without_libcuda_names_the_fix() -> None:
+    from arena.memory.cudadriver import CtypesDriver
+
+    with pytest.raises(ArenaError, match="needs the CUDA driver"):
+        CtypesDriver("libcuda-that-does-not-exist.so.1")

@@ -42,15 +42,17 @@ def cuda_reserve_default(driver: Driver, device: int) -> int:
 
 
 class _Range:
-    """One reserved range: its chunks of mapped physical memory, as (offset, size, handle)."""
+    """One reserved range: its chunks of mapped physical memory, as (offset, size, handle),
+    and the handles unmapped whose release failed or was interrupted (released later)."""
 
-    __slots__ = ("__weakref__", "chunks", "committed", "evicted", "ptr", "size")
+    __slots__ = ("__weakref__", "chunks", "committed", "evicted", "loose", "ptr", "size")
 
     def __init__(self, ptr: int, size: int) -> None:
         self.ptr = ptr
         self.size = size
         self.committed = 0
         self.chunks: list[tuple[int, int, int]] = []
+        self.loose: list[int] = []
         self.evicted = False
 
 
@@ -152,15 +154,16 @@ class VirtualCudaSource:
         """Unmap and release the block's physical memory; the range stays reserved."""
         space = self._range(allocation)
         if not space.evicted:
-            _unmap(self.driver, self.context, space)
+            # Marked first: a release an interrupt splits is finished by restore().
             space.evicted = True
+            _unmap(self.driver, self.context, space)
 
     def restore(self, allocation: Allocation) -> None:
         """Create, map and set access for the committed bytes again, at the same address."""
         space = self._range(allocation)
         if space.evicted:
-            committed = space.committed
-            self._map(space, 0, committed)
+            _unmap(self.driver, self.context, space)  # what a split evict() left mapped
+            self._map(space, 0, space.committed)
             space.evicted = False
 
     def offload(self, allocation: Allocation) -> Any:
@@ -207,7 +210,9 @@ class VirtualCudaSource:
             driver.address_free(ptr, size)
             raise
         # When no owner array holds the range any more: unmap, release, free addresses.
-        weakref.finalize(space, _free, driver, self.context, ptr, size, space.chunks)
+        weakref.finalize(
+            space, _free, driver, self.context, ptr, size, chunks=space.chunks, loose=space.loose
+        )
         with self._guard:
             self._ranges[ptr] = space
         return Allocation(ptr, nbytes, self._owner(space, nbytes), self._device)
@@ -248,18 +253,37 @@ class VirtualCudaSource:
 
 
 def _unmap(driver: Driver, context: Any, space: _Range) -> None:
+    """Unmap and release every chunk, each forgotten once unmapped: an interrupt leaves
+    the list naming exactly the chunks still mapped (a handle released late at worst)."""
     driver.push(context)
-    for offset, size, handle in space.chunks:
+    chunks = space.chunks
+    _release_loose(driver, space.loose)
+    while chunks:
+        offset, size, _ = chunks[-1]
         driver.unmap(space.ptr + offset, size)
-        driver.release(handle)
-    space.chunks.clear()
+        space.loose.append(chunks.pop()[2])
+        _release_loose(driver, space.loose)
+
+
+def _release_loose(driver: Driver, loose: list[int]) -> None:
+    """Release the handles unmapped but not released yet, each forgotten once released."""
+    while loose:
+        driver.release(loose[-1])
+        loose.pop()
 
 
 def _free(
-    driver: Driver, context: Any, ptr: int, size: int, chunks: list[tuple[int, int, int]]
+    driver: Driver,
+    context: Any,
+    ptr: int,
+    size: int,
+    *,
+    chunks: list[tuple[int, int, int]],
+    loose: list[int],
 ) -> None:
     """Finalizer of a range: every chunk unmapped and released, then the addresses."""
     driver.push(context)
+    _release_loose(driver, loose)
     for offset, length, handle in chunks:
         driver.unmap(ptr + offset, length)
         driver.release(handle)

@@ -15,6 +15,7 @@ again.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +27,7 @@ from arena.slots.governor import Governor
 from arena.slots.slot import Slot
 from arena.views.poison import PATTERN_BYTE
 
-__all__ = ["Sleeper", "check_level", "fall_asleep", "in_place_mode", "wake_up"]
+__all__ = ["Sleeper", "check_level", "fall_asleep", "in_place_mode", "wake_for_close", "wake_up"]
 
 
 @dataclass(slots=True)
@@ -79,7 +80,10 @@ def in_place_mode(governor: Governor, growth: Any) -> bool:
 
 
 def fall_asleep(governor: Governor, slots: Sequence[Slot], level: int) -> Sleeper:
-    """Release the memory of every block of ``slots``; the mutex is held by the caller.
+    """Release the memory of every block of ``slots`` and mark the arena asleep (its
+    slots' buffers renewed); the mutex is held by the caller. A failure (an interrupt
+    included) leaves the arena awake, every block committed and the kept bytes (level 1)
+    written back; the discarded ones may read zero.
 
     Raises
     ------
@@ -114,68 +118,112 @@ def fall_asleep(governor: Governor, slots: Sequence[Slot], level: int) -> Sleepe
         (discarded if level == 2 else kept).extend(keep)
         discarded.extend(scratch)
     sleeper.discarded = discarded
+    # Marked asleep before anything is copied or released, so that no request arriving
+    # now is served over memory about to be released (the buffers renewed: no prepared
+    # view left for the hit path; the checked path waits for the mutex, then refuses);
+    # on any failure (an interrupt included) everything goes back as it was, the kept
+    # bytes written back from their copies.
     try:
-        for allocation in kept:
-            sleeper.copies[id(allocation)] = source.offload(allocation)
-    except MemoryError as exc:
-        raise ArenaOutOfMemoryError(
-            f"sleep(level=1) could not copy the {format_mb(sum(a.nbytes for a in kept))} of "
-            f"persistent buffers and library workspaces to host memory: {exc}; the arena "
-            "stays awake. Free host memory, or sleep(level=2) to discard them"
-        ) from exc
-    governor.ledger.settle()  # the streams that used the memory finish before unmapping
-    try:
+        governor.fall_asleep(level, sleeper)
+        for slot in slots:
+            slot.renew_buffer()
+        try:
+            for allocation in kept:
+                sleeper.copies[id(allocation)] = source.offload(allocation)
+        except MemoryError as exc:
+            raise ArenaOutOfMemoryError(
+                f"sleep(level=1) could not copy the {format_mb(sum(a.nbytes for a in kept))} "
+                f"of persistent buffers and library workspaces to host memory: {exc}; the "
+                "arena stays awake. Free host memory, or sleep(level=2) to discard them"
+            ) from exc
+        governor.ledger.settle()  # the streams that used the memory finish before unmapping
         for allocation in (*kept, *discarded):
-            source.evict(allocation)
+            # Listed before the call: a release the interrupt split is committed again too.
             sleeper.evicted.append(allocation)
+            source.evict(allocation)
     except BaseException:
         _restore_all(source, sleeper.evicted)
+        _upload_all(source, sleeper)
+        governor.awaken()
+        for slot in slots:
+            slot.renew_buffer()
         raise
     return sleeper
 
 
-def wake_up(governor: Governor, sleeper: Sleeper, poison: bool) -> None:
-    """Commit every evicted block again at its addresses and write back the copies; the
-    mutex is held by the caller.
+def wake_up(governor: Governor, slots: Sequence[Slot], sleeper: Sleeper, poison: bool) -> None:
+    """Commit every evicted block again at its addresses, write back the copies and mark
+    the arena awake (its slots' buffers renewed); the mutex is held by the caller. On any
+    failure (an interrupt included) what was committed is released again and the arena
+    stays asleep, its copies kept, to be woken later.
 
     Raises
     ------
     GraphCaptureError
         While a CUDA graph is being captured (mapping cannot be captured).
     ArenaOutOfMemoryError
-        When the memory cannot be committed: what was committed is released again and
-        the arena stays asleep, its copies kept, to be woken later.
+        When the memory cannot be committed.
     """
     governor.check_not_capturing("wake()")
     source: Any = governor.ledger.source
     restored: list[Allocation] = []
     try:
         for allocation in sleeper.evicted:
-            source.restore(allocation)
+            # Listed before the call: a commit the interrupt split is released again too.
             restored.append(allocation)
-    except MemoryError as exc:
+            try:
+                source.restore(allocation)
+            except MemoryError:
+                restored.pop()  # nothing committed (the protocol's promise)
+                raise
+        _upload_all(source, sleeper)
+        if poison:
+            for allocation in sleeper.discarded:
+                source.fill(allocation, PATTERN_BYTE)
+        governor.awaken()
+        for slot in slots:
+            slot.renew_buffer()
+    except BaseException as exc:
         _evict_all(source, restored)
+        governor.fall_asleep(sleeper.level, sleeper)
+        for slot in slots:
+            slot.renew_buffer()
+        if not isinstance(exc, MemoryError):
+            raise
         governor.ledger.ooms += 1
         raise ArenaOutOfMemoryError(
             f"wake() could not commit {format_mb(sleeper.nbytes)} ({sleeper.nbytes} bytes) "
             f"on {governor.device} again: {exc}. The arena stays asleep with nothing lost "
             "(the host copies are kept); free memory and call wake() again"
         ) from exc
-    except BaseException:
-        _evict_all(source, restored)
-        raise
+
+
+def wake_for_close(governor: Governor) -> None:
+    """For close() while asleep: commit every released block again (contents dropped,
+    the host copies with them), so that views still held read committed memory, as
+    close() promises, instead of faulting; the mutex is held by the caller. On the host
+    this costs no memory until a view touches it. A block that cannot be committed
+    (CUDA out of memory) stays released: a view of it faults."""
+    sleeper = governor.sleeper
+    if not isinstance(sleeper, Sleeper):
+        return
+    source: Any = governor.ledger.source
     for allocation in sleeper.evicted:
-        copy = sleeper.copies.get(id(allocation))
-        if copy is not None:
-            source.upload(allocation, copy)
-    if poison:
-        for allocation in sleeper.discarded:
-            source.fill(allocation, PATTERN_BYTE)
+        with contextlib.suppress(MemoryError):
+            source.restore(allocation)
+    governor.awaken()
 
 
 def _restore_all(source: Any, blocks: list[Allocation]) -> None:
     for allocation in blocks:
         source.restore(allocation)
+
+
+def _upload_all(source: Any, sleeper: Sleeper) -> None:
+    for allocation in sleeper.evicted:
+        copy = sleeper.copies.get(id(allocation))
+        if copy is not None:
+            source.upload(allocation, copy)
 
 
 def _evict_all(source: Any, blocks: list[Allocation]) -> None:

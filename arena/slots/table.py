@@ -37,7 +37,7 @@ from arena.planning.records import (
 )
 from arena.slots.governor import Governor
 from arena.slots.selector import check_index
-from arena.slots.sleep import Sleeper, fall_asleep, wake_up
+from arena.slots.sleep import Sleeper, fall_asleep, wake_for_close, wake_up
 from arena.slots.slot import Resize, Slot
 from arena.views.layout import MAX_BYTES
 
@@ -115,6 +115,8 @@ class SlotTable:
         try:
             with governor.mutex:
                 governor.check_open()
+                # Sizing commits memory: not into ranges sleep() released.
+                governor.check_awake(f"reserving {nbytes} bytes")
                 short = [
                     s
                     for s in self.slots
@@ -165,6 +167,10 @@ class SlotTable:
         try:
             with governor.mutex:
                 governor.check_open()
+                # Sizing commits memory and copies persistent buffers: not into released
+                # ranges. A lock with nothing to size (with ws.unlocked() ending) is fine.
+                if governor.asleep and lock_additions(self.slots, self.lanes, governor.alignment):
+                    governor.check_awake("lock()")
                 if governor.max_bytes is not None:  # all or nothing: before any allocation
                     governor.check_budget(
                         lock_additions(self.slots, self.lanes, governor.alignment),
@@ -225,6 +231,7 @@ class SlotTable:
             for slot in self.slots:
                 with governor.mutex:
                     governor.check_open()
+                    governor.check_awake("plan_steps()")  # sizing commits memory
                     plan_slot_steps(slot, governor.alignment)
                     for key, book in list(slot.steps.items()):
                         if book.planned:
@@ -251,9 +258,6 @@ class SlotTable:
             if governor.asleep:
                 return
             sleeper = fall_asleep(governor, self.slots, level)
-            governor.fall_asleep(level, sleeper)
-            for slot in self.slots:
-                slot.renew_buffer()
         self._emit("sleep", None, sleeper.nbytes, 0)
 
     def wake(self, poison: bool) -> None:
@@ -264,16 +268,15 @@ class SlotTable:
             sleeper = governor.sleeper
             if not isinstance(sleeper, Sleeper):
                 return
-            wake_up(governor, sleeper, poison)
-            governor.awaken()
-            for slot in self.slots:
-                slot.renew_buffer()
+            wake_up(governor, self.slots, sleeper, poison)
         self._emit("wake", None, 0, sleeper.nbytes)
 
     def release_retired(self, include_captured: bool) -> int:
         """Release retired buffers (captured ones only if asked); return their bytes."""
         governor = self.governor
         with governor.mutex:
+            # wake() commits every block sleep() released again: none may go meanwhile.
+            governor.check_awake("release_retired()")
             blocks = [a for s in self.slots for a in s.take_retired(include_captured)]
             release_all(governor.ledger, blocks)
         return sum(a.nbytes for a in blocks)
@@ -288,6 +291,9 @@ class SlotTable:
                 return  # closed already (a close an interrupt split goes on below)
             try:
                 if not governor.closed:
+                    # Before the arena is marked closed: an interrupt leaves close() to be
+                    # called again.
+                    wake_for_close(governor)
                     try:
                         note_peaks(governor, self.slots)  # the figures drop to 0 now
                     finally:  # closed before any block goes, whatever interrupts
