@@ -218,20 +218,28 @@ class Ledger:
                 "block keeps its old size. Free memory elsewhere, request less, or give the "
                 "arena a larger max_bytes (the reserved range)" + oom_hint(self.device)
             ) from exc
-        if self._live.pop(id(allocation), None) is not None:
+        # Installed by plain stores, no call between them (an interrupt lands before or
+        # after, never inside); the observer hears of it afterwards.
+        live = self._live
+        replaced = live.get(id(allocation)) is allocation
+        if replaced:
+            del live[id(allocation)]
             self.frees += 1
             self.live_bytes -= allocation.nbytes
             self.freed_total += allocation.nbytes
-            if self.observer is not None:
-                self.observer("free", allocation.ptr, allocation.nbytes, "")
-        self._live[id(grown)] = grown
+        live[id(grown)] = grown
         self.allocations += 1
+        self._handed = (self.allocations, grown)
         self.live_bytes += grown.nbytes
         self.allocated_total += grown.nbytes
         self.peak_bytes = max(self.peak_bytes, self.live_bytes)
-        self.peak_blocks = max(self.peak_blocks, len(self._live))
+        self.peak_blocks = max(self.peak_blocks, len(live))
         if self.observer is not None:
-            self.observer("allocate", grown.ptr, nbytes, what)
+            try:
+                if replaced:
+                    self.observer("free", allocation.ptr, allocation.nbytes, "")
+            finally:
+                self.observer("allocate", grown.ptr, nbytes, what)
         return grown
 
     def blocks(self) -> list[Allocation]:
@@ -302,6 +310,17 @@ class Ledger:
         if handed is not None and handed[0] > mark:
             self._handed = None
             self.release(handed[1])
+
+    def handed_since(self, mark: int) -> Allocation | None:
+        """The block :meth:`allocate`, :meth:`reserve` or :meth:`commit` handed out after
+        ``mark`` (the value of :attr:`allocations` read before the call), if any: for a
+        caller's ``except`` clause when an interrupt may have come as the call returned.
+        A committed block is the caller's old one grown in place, so it is installed, not
+        released (see :meth:`reclaim` for a new block)."""
+        handed = self._handed
+        if handed is not None and handed[0] > mark:
+            return handed[1]
+        return None
 
     def release_live(self) -> int:
         """Release every block still counted live; for :meth:`~arena.Arena.close` and the

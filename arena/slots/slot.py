@@ -375,7 +375,16 @@ class Slot:
             fresh.captured = old.captured
             self.buffer = fresh  # installed by this one store, as in _grow
         except BaseException:
-            ledger.reclaim(mark)
+            if old.allocation is None:
+                ledger.reclaim(mark)  # a reserved range nobody holds goes back
+            else:
+                grown = ledger.handed_since(mark)
+                if grown is not None and self.buffer is old:
+                    # Committed in place, the ledger counting the grown block: the slot
+                    # holds it too (the same address; the old capacity is a part of it).
+                    kept = Buffer(grown, capacity)
+                    kept.captured = old.captured
+                    self.buffer = kept
             raise
         self._install(fresh, count=count)
         return self, old.capacity, capacity
