@@ -26,8 +26,12 @@ __all__ = [
     "Layout",
     "ViewLayout",
     "check_alignment",
+    "check_dim",
     "clear_layout_memo",
     "compute_layout",
+    "exact_dim_source",
+    "exact_dims",
+    "int_not_bool",
     "round_up",
     "shifted",
 ]
@@ -181,9 +185,8 @@ def compute_layout(specs: Sequence[Any], alignment: int = DEFAULT_ALIGNMENT) -> 
     for shape, dtype in specs:
         if shape.__class__ is not tuple or (isinstance(dtype, str) and dtype.__class__ is not str):
             return _compute_and_memoise(specs, alignment)
-        for dim in shape:
-            if dim.__class__ is not int:
-                return _compute_and_memoise(specs, alignment)
+        if not exact_dims(shape):
+            return _compute_and_memoise(specs, alignment)
     return layout
 
 
@@ -231,7 +234,7 @@ def _split_spec(index: int, spec: Any) -> tuple[tuple[int, ...], DType]:
             "write e.g. ((4, 128), 'float32')"
         )
     raw_shape, raw_dtype = spec
-    if all(isinstance(dim, int) and not isinstance(dim, bool) for dim in spec):
+    if all(int_not_bool(dim) for dim in spec):
         raise SpecError(
             f"spec #{index} is {spec!r}, a shape without its dtype: each argument is one "
             f"view's (shape, dtype) pair, as in get_simultaneous(({tuple(spec)!r}, "
@@ -243,11 +246,57 @@ def _split_spec(index: int, spec: Any) -> tuple[tuple[int, ...], DType]:
             f"spec #{index}: shape must be a tuple or list of ints, got "
             f"{type(raw_shape).__name__} {raw_shape!r}; pass {hint}"
         )
-    shape = tuple(_check_dim(index, axis, dim) for axis, dim in enumerate(raw_shape))
+    shape = tuple(check_dim(index, axis, dim) for axis, dim in enumerate(raw_shape))
     return shape, resolve_dtype(raw_dtype)
 
 
-def _check_dim(index: int, axis: int, dim: Any) -> int:
+# ------------------------------------------------------------ the exact-int rule
+# A dimension is served as it is only when it is exactly an ``int``: ``2.0`` and ``True``
+# hash and compare like ``2`` and ``1``, and an int subclass or an object with
+# ``__index__`` may say another number later, so none of them may find what a plain
+# request remembered. Everything else is validated by :func:`check_dim`. These four
+# functions are the only place the rule is written (tests/test_exact_int.py scans the
+# package for others); its compiled mirror is ``plain_digest`` in ``_hit.c``.
+
+
+def exact_dims(shape: Any) -> bool:
+    """Whether every dimension in ``shape`` (an iterable) is exactly an ``int``: the test a
+    remembered request's fast paths apply before serving it, never a bool, a float, an int
+    subclass or an integer-like (those take the validating path, :func:`check_dim`)."""
+    for dim in shape:  # noqa: SIM110 - a loop: all() over a generator costs more on a hit
+        if dim.__class__ is not int:
+            return False
+    return True
+
+
+def exact_dim_source(name: str) -> str:
+    """The source text of :func:`exact_dims`' test for one dimension named ``name``, negated
+    (true when ``name`` is NOT exactly an ``int``): for servers generated as straight-line
+    code, where a call per dimension would cost what the generation saves."""
+    return f"{name}.__class__ is not int"
+
+
+def int_not_bool(dim: Any) -> bool:
+    """Whether ``dim`` is an ``int`` or an int subclass other than ``bool``: what a shape
+    written without its dtype holds (``(4, 128)`` passed where ``((4, 128), dtype)`` is
+    meant), for :func:`compute_layout`'s hint."""
+    return isinstance(dim, int) and not isinstance(dim, bool)
+
+
+def check_dim(index: int, axis: int, dim: Any) -> int:
+    """Dimension ``axis`` of spec ``index`` as a plain ``int`` from 0 to :data:`MAX_BYTES`.
+
+    An exact ``int`` is taken as it is; an integer-like (a NumPy integer, a 0-d integer
+    tensor, an object with ``__index__``) is taken as ``operator.index`` of it.
+
+    Raises
+    ------
+    SpecError
+        For a bool (Python, NumPy, or a bool array or tensor), an array or tensor that is not
+        0-d (even one element), a tuple or list, a float or anything else without
+        ``__index__``, a negative value or one above :data:`MAX_BYTES`; the message names
+        the spec, the dimension, the value and the fix.
+    """
     if dim.__class__ is int and 0 <= dim <= MAX_BYTES:
         return int(dim)
     kind = getattr(dim, "dtype", None)  # a NumPy array or scalar, a torch tensor
