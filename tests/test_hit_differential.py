@@ -64,7 +64,8 @@ def _program(seed: int, length: int) -> list[tuple[Any, ...]]:
 def _describe(a: Arena, front: Any, views: Any) -> Any:
     if views is None:
         return None
-    base = front._select().buffer.allocation.ptr
+    allocation = front._select().buffer.allocation  # None: only zero-size views so far
+    base = allocation.ptr if allocation is not None else 0
     out = []
     for v in views:
         strides = tuple(v.stride()) if hasattr(v, "stride") and callable(v.stride) else v.strides
