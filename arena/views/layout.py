@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from arena.errors import ConfigError, SpecError
+from arena.ints import bool_like, exact_dims, exact_int, int_not_bool
 from arena.views.dtypes import DType, resolve_dtype
 
 __all__ = [
@@ -29,9 +30,6 @@ __all__ = [
     "check_dim",
     "clear_layout_memo",
     "compute_layout",
-    "exact_dim_source",
-    "exact_dims",
-    "int_not_bool",
     "round_up",
     "shifted",
 ]
@@ -130,7 +128,7 @@ def check_alignment(alignment: Any) -> int:
     ConfigError
         With the value and the nearest valid alignment.
     """
-    if isinstance(alignment, bool) or not isinstance(alignment, int):
+    if not int_not_bool(alignment):
         raise ConfigError(
             f"alignment must be an int power of two >= {MIN_ALIGNMENT}, got "
             f"{alignment!r} ({type(alignment).__name__}); use e.g. alignment={DEFAULT_ALIGNMENT}"
@@ -250,39 +248,6 @@ def _split_spec(index: int, spec: Any) -> tuple[tuple[int, ...], DType]:
     return shape, resolve_dtype(raw_dtype)
 
 
-# ------------------------------------------------------------ the exact-int rule
-# A dimension is served as it is only when it is exactly an ``int``: ``2.0`` and ``True``
-# hash and compare like ``2`` and ``1``, and an int subclass or an object with
-# ``__index__`` may say another number later, so none of them may find what a plain
-# request remembered. Everything else is validated by :func:`check_dim`. These four
-# functions are the only place the rule is written (tests/test_exact_int.py scans the
-# package for others); its compiled mirror is ``plain_digest`` in ``_hit.c``.
-
-
-def exact_dims(shape: Any) -> bool:
-    """Whether every dimension in ``shape`` (an iterable) is exactly an ``int``: the test a
-    remembered request's fast paths apply before serving it, never a bool, a float, an int
-    subclass or an integer-like (those take the validating path, :func:`check_dim`)."""
-    for dim in shape:  # noqa: SIM110 - a loop: all() over a generator costs more on a hit
-        if dim.__class__ is not int:
-            return False
-    return True
-
-
-def exact_dim_source(name: str) -> str:
-    """The source text of :func:`exact_dims`' test for one dimension named ``name``, negated
-    (true when ``name`` is NOT exactly an ``int``): for servers generated as straight-line
-    code, where a call per dimension would cost what the generation saves."""
-    return f"{name}.__class__ is not int"
-
-
-def int_not_bool(dim: Any) -> bool:
-    """Whether ``dim`` is an ``int`` or an int subclass other than ``bool``: what a shape
-    written without its dtype holds (``(4, 128)`` passed where ``((4, 128), dtype)`` is
-    meant), for :func:`compute_layout`'s hint."""
-    return isinstance(dim, int) and not isinstance(dim, bool)
-
-
 def check_dim(index: int, axis: int, dim: Any) -> int:
     """Dimension ``axis`` of spec ``index`` as a plain ``int`` from 0 to :data:`MAX_BYTES`.
 
@@ -297,14 +262,10 @@ def check_dim(index: int, axis: int, dim: Any) -> int:
         ``__index__``, a negative value or one above :data:`MAX_BYTES`; the message names
         the spec, the dimension, the value and the fix.
     """
-    if dim.__class__ is int and 0 <= dim <= MAX_BYTES:
+    if exact_int(dim) and 0 <= dim <= MAX_BYTES:
         return int(dim)
     kind = getattr(dim, "dtype", None)  # a NumPy array or scalar, a torch tensor
-    if (
-        isinstance(dim, bool)
-        or type(dim).__name__ in ("bool", "bool_")  # NumPy 2, NumPy 1
-        or (kind is not None and "bool" in str(kind))  # a bool array or tensor
-    ):
+    if bool_like(dim):
         raise SpecError(f"spec #{index}: dimension {axis} is a bool ({dim!r}); pass an int")
     shape = getattr(dim, "shape", ())
     if kind is not None and shape not in ((), None):  # __index__ takes one-element tensors

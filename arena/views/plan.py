@@ -38,8 +38,8 @@ from collections.abc import Callable
 from typing import Any
 
 from arena.errors import ArenaError
+from arena.ints import exact_dim_source, exact_dims
 from arena.views.dtypes import resolve_dtype
-from arena.views.layout import exact_dim_source, exact_dims
 from arena.views.prepared import remember
 
 __all__ = [

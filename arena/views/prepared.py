@@ -24,8 +24,8 @@ from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
+from arena.ints import exact_dims
 from arena.observe.events import warn_user
-from arena.views.layout import exact_dims
 
 __all__ = [
     "Prepared",
