@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from arena.errors import ConfigError, FrameworkUnavailableError
+from arena.ints import int_not_bool
 from arena.memory.devices import (
     Device,
     cupy_device_count,
@@ -142,7 +143,7 @@ def settings(
 
 def positive(name: str, value: Any) -> int:
     """``value`` if it is an int >= 1; otherwise :class:`ConfigError` naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not int_not_bool(value) or value < 1:
         raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
     return value
 
@@ -203,7 +204,7 @@ def check_growth(growth: Any) -> str | int:
     """Validate the growth policy: ``"exact"``, ``"pow2"`` or a positive int."""
     if growth in ("exact", "pow2"):
         return str(growth)
-    if isinstance(growth, int) and not isinstance(growth, bool) and growth >= 1:
+    if int_not_bool(growth) and growth >= 1:
         return growth
     raise ConfigError(
         f"growth must be 'exact', 'pow2' or a positive int granularity in bytes, got {growth!r}"
@@ -240,7 +241,7 @@ def parse_bytes(name: str, value: Any) -> int:
             number = None if len(digits) > len(str(MAX_BYTES)) else int(digits) * scale
             if number is None:
                 raise _past_the_limit(name, value, None)
-    elif isinstance(value, int) and not isinstance(value, bool):
+    elif int_not_bool(value):
         number = operator.index(value)  # an int subclass: its plain value
     if number is None or number < 1:
         why = ""

@@ -1,4 +1,4 @@
-"""Helpers for tests that force one interleaving or one fault: the books check, a gate that
+"""Helpers for tests that force one interleaving or one fault: a gate that
 holds a thread inside an allocation, a capture probe, and a thread runner."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from arena import Arena
 from tests.sources import RecordingSource
 
 TIMEOUT = 10
@@ -24,17 +23,6 @@ def moving_only(reason: str) -> pytest.MarkDecorator:
     which tests/test_virtual_memory.py checks."""
     virtual = os.environ.get("ARENA_SOURCE", "").strip() == "virtual"
     return pytest.mark.skipif(virtual, reason=f"ARENA_SOURCE=virtual: {reason}")
-
-
-def check_books(a: Arena, source: RecordingSource | None = None) -> None:
-    """Every block the arena took is either released or still held by it."""
-    stats = a.stats()
-    assert stats.allocations == stats.frees + stats.live_blocks
-    held = sum(s.capacity + s.retired_bytes + s.persistent_bytes for s in stats.slots)
-    assert stats.live_bytes == held
-    if source is not None:
-        assert len(source.live) == stats.live_blocks
-        assert sum(source.live.values()) == stats.live_bytes
 
 
 def live_block_of(source: RecordingSource, ptr: int) -> tuple[int, int] | None:

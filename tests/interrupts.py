@@ -21,7 +21,7 @@ from typing import Any
 
 import arena
 from arena import Arena, ArenaWarning
-from tests.gates import check_books
+from tests.sources import check_books
 
 F32 = "float32"
 ARENA_DIR = os.path.dirname(arena.__file__) + os.sep

@@ -28,8 +28,8 @@ from arena import (
     compute_layout,
 )
 from arena.slots.slot import Buffer, check_in_bounds
-from tests.gates import Probe, check_books
-from tests.sources import FailingSource, FaultySource, RecordingSource
+from tests.gates import Probe
+from tests.sources import FailingSource, FaultySource, RecordingSource, check_books
 
 F32 = "float32"
 MAX_BYTES = 2**63 - 1

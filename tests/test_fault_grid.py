@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import pytest
 
 from arena import Allocation, Arena, ArenaWarning
-from tests.gates import Probe, check_books, live_block_of
-from tests.sources import RecordingSource
+from tests.gates import Probe, live_block_of
+from tests.sources import RecordingSource, check_books
 
 F32 = "float32"
 OLD = 4096  # (1000,) float32, rounded up to 256

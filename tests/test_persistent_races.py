@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from arena import Arena, ArenaClosedError, PersistentMismatchError
-from tests.gates import TIMEOUT, Gate, check_books, run
-from tests.sources import RecordingSource
+from tests.gates import TIMEOUT, Gate, run
+from tests.sources import RecordingSource, check_books
 
 F32 = "float32"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import warnings
 
 from arena import Arena, ArenaWarning
-from tests.gates import Probe, check_books
-from tests.sources import RecordingSource
+from tests.gates import Probe
+from tests.sources import RecordingSource, check_books
 from tests.stepping import F32, layer
 
 

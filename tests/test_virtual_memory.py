@@ -28,7 +28,8 @@ from arena import (
 )
 from arena.memory.sources import Allocation, FixedAddressSource, HostSource, fixed_address
 from arena.memory.virtual import PAGE, VirtualHostSource
-from tests.gates import Probe, check_books
+from tests.gates import Probe
+from tests.sources import check_books
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="source='virtual' on the host is Linux's"

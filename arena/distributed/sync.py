@@ -10,6 +10,7 @@ from typing import Any
 from arena.distributed.groups import as_group
 from arena.distributed.state import SyncReport, apply_maxima, collect, describe, width
 from arena.distributed.wire import exchange
+from arena.ints import int_not_bool
 from arena.slots.table import SlotTable
 
 __all__ = ["sync_table"]
@@ -77,4 +78,4 @@ def sync_table(table: SlotTable, group: Any) -> SyncReport:
 
 
 def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if int_not_bool(value) else None

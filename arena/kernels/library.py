@@ -17,6 +17,7 @@ from typing import Any
 
 from arena.config import check_flag, load_adapter
 from arena.errors import ConfigError, SpecError
+from arena.ints import int_not_bool
 from arena.kernels.workspaces import LIBRARY, Workspace
 from arena.slots.persistent import check_key, check_new_key
 from arena.slots.slot import Slot
@@ -140,7 +141,7 @@ def check_nbytes(name: str, nbytes: Any) -> int:
     SpecError
         Naming ``name`` and the value.
     """
-    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or not 1 <= nbytes <= MAX_BYTES:
+    if not int_not_bool(nbytes) or not 1 <= nbytes <= MAX_BYTES:
         raise SpecError(
             f"{name} must be an int from 1 to {MAX_BYTES} bytes, got {type(nbytes).__name__} "
             f"{nbytes!r}"

@@ -56,6 +56,7 @@ from typing import Any
 
 from arena.config import load_adapter
 from arena.errors import ArenaError, FrameworkUnavailableError, NotInitializedError, SpecError
+from arena.ints import exact_int, int_not_bool
 from arena.kernels.workspaces import TRITON, Workspace, WorkspaceStore
 from arena.slots.selector import SlotSelector, check_index
 from arena.slots.slot import Slot
@@ -150,13 +151,13 @@ class TritonAllocator:
         SpecError
             For a bad size, alignment or stream.
         """
-        if size.__class__ is not int or alignment.__class__ is not int:
+        if not exact_int(size) or not exact_int(alignment):
             _check_ints(size, alignment)
         if size < 0 or size > MAX_BYTES or alignment < 1 or alignment & (alignment - 1):
             _check_ints(size, alignment)
         if alignment > MAX_ALIGNMENT:
             _check_ints(size, alignment)
-        if stream is not None and stream.__class__ is not int:
+        if stream is not None and not exact_int(stream):
             raise SpecError(
                 f"stream must be the stream's handle as an int (what Triton passes) or None, "
                 f"got {type(stream).__name__} {stream!r}"
@@ -296,11 +297,10 @@ def _explain_missing(module: ModuleType) -> None:
 
 def _check_ints(size: Any, alignment: Any) -> None:
     """Raise the :class:`SpecError` for a bad ``size`` or ``alignment``."""
-    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_BYTES:
+    if not int_not_bool(size) or not 0 <= size <= MAX_BYTES:
         raise SpecError(f"size must be an int from 0 to {MAX_BYTES} bytes, got {size!r}")
     if (
-        isinstance(alignment, bool)
-        or not isinstance(alignment, int)
+        not int_not_bool(alignment)
         or not 1 <= alignment <= MAX_ALIGNMENT
         or alignment & (alignment - 1)
     ):

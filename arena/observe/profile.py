@@ -46,6 +46,7 @@ from typing import Any, Protocol
 
 from arena.errors import ArenaError
 from arena.forks import after_fork
+from arena.ints import int_not_bool
 from arena.observe.events import ArenaEvent, warn_user
 from arena.observe.profilefile import (
     FORMAT,
@@ -242,7 +243,7 @@ class Recorder:
         blocks are recorded per slot (stream handles change from run to run)."""
         if kind == "triton":
             key = None
-        elif isinstance(key, bool) or not isinstance(key, (str, int)):
+        elif not (isinstance(key, str) or int_not_bool(key)):
             return
         else:
             kind = "library"

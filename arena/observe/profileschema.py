@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from arena.errors import ArenaError
+from arena.ints import int_not_bool
 from arena.observe.profilesteps import step_ident, step_problem
 
 __all__ = [
@@ -72,7 +73,7 @@ def _show(value: Any) -> str:
 
 
 def _int(value: Any, where: str, low: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= LIMIT:
+    if not int_not_bool(value) or not low <= value <= LIMIT:
         raise ProfileError(f"{where} must be an int from {low} to 2**63 - 1, found {_show(value)}")
     return value
 
@@ -106,7 +107,7 @@ def _check_views(views: Any, where: str) -> None:
             or len(view) != 2
             or not isinstance(view[0], list)
             or not isinstance(view[1], str)
-            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in view[0])
+            or not all(int_not_bool(d) and d >= 0 for d in view[0])
         ):
             raise ProfileError(
                 f"{where} 'views' must hold [[dims >= 0], \"dtype\"] pairs, found {_show(view)}"
@@ -191,7 +192,7 @@ def _check_site(i: int, site: Any, ubatches: int, lanes: int) -> None:
 
 
 def _check_rank(i: int, rank: Any) -> None:
-    if isinstance(rank, bool) or not isinstance(rank, int):
+    if not int_not_bool(rank):
         raise ProfileError(f'"ranks" #{i} must be an int, found {_show(rank)}')
 
 
@@ -204,12 +205,7 @@ def _check_event(i: int, event: Any, ubatches: int, lanes: int) -> None:
             f"{', '.join(map(repr, _EVENT_KEYS))}), found {_show(event)}"
         )
     t = event["t"]
-    if (
-        isinstance(t, bool)
-        or not isinstance(t, (int, float))
-        or not 0 <= t <= LIMIT
-        or not math.isfinite(t)
-    ):
+    if not (int_not_bool(t) or isinstance(t, float)) or not 0 <= t <= LIMIT or not math.isfinite(t):
         raise ProfileError(f"{where} 't' must be a finite number of seconds >= 0, found {_show(t)}")
     _index(event.get("ubatch"), f"{where} 'ubatch'", ubatches, "ubatches")
     _index(event.get("lane"), f"{where} 'lane'", lanes, "lanes")
@@ -236,7 +232,7 @@ def _check_workspace(i: int, entry: Any, ubatches: int, lanes: int) -> None:
         raise ProfileError(f"{where} 'kind' must be 'library' or 'triton', found {_show(kind)}")
     if kind == "triton" and key is not None:
         raise ProfileError(f"{where} 'key' must be null for Triton blocks, found {_show(key)}")
-    if kind == "library" and (isinstance(key, bool) or not isinstance(key, (str, int))):
+    if kind == "library" and not (isinstance(key, str) or int_not_bool(key)):
         raise ProfileError(f"{where} 'key' must be a string or an int, found {_show(key)}")
 
 
@@ -316,7 +312,7 @@ class _Repair:
     def clamp(self, entry: dict[str, Any], name: str, where: str) -> None:
         """Saturate ``entry[name]`` at :data:`LIMIT` (what the reader accepts)."""
         value = entry.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and value > LIMIT:
+        if int_not_bool(value) and value > LIMIT:
             entry[name] = LIMIT
             self.notes.append(f"{where} {_show(value)} clamped to 2**63 - 1")
 
@@ -438,9 +434,7 @@ def salvage_profile(data: Any) -> tuple[dict[str, Any], list[str]]:
     profile["sites"] = repair.entries(profile, "sites", site)
     profile["ranks"] = repair.entries(profile, "ranks", rank)
     if "world" in profile and (
-        isinstance(profile["world"], bool)
-        or not isinstance(profile["world"], int)
-        or not 1 <= profile["world"] <= LIMIT
+        not int_not_bool(profile["world"]) or not 1 <= profile["world"] <= LIMIT
     ):
         repair.notes.append(f'"world" {_show(profile.pop("world"))} is not a count: dropped')
     profile["timeline"] = repair.entries(profile, "timeline", event)

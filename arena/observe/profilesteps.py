@@ -30,6 +30,8 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
+from arena.ints import int_not_bool
+
 __all__ = ["STEP_LISTS", "merge_steps", "step_ident", "step_problem", "storable_key"]
 
 #: The per-request (``counts``) and per-block lists of a step entry.
@@ -39,7 +41,7 @@ _FIGURES = ("total", "base", "above", "recorded_at")
 
 def storable_key(key: Any) -> bool:
     """Whether a step key survives JSON as itself: a str or an int, not a bool."""
-    return isinstance(key, str) or (isinstance(key, int) and not isinstance(key, bool))
+    return isinstance(key, str) or int_not_bool(key)
 
 
 def step_ident(key: Any) -> tuple[bool, Any]:
@@ -56,7 +58,7 @@ def _show(value: Any) -> str:
 
 
 def _count(value: Any, limit: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= limit
+    return int_not_bool(value) and 0 <= value <= limit
 
 
 def _lists(entry: dict[str, Any], limit: int) -> dict[str, list[int]] | str:

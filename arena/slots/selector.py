@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from arena.errors import ConfigError, SlotError
+from arena.ints import exact_int, int_not_bool
 from arena.slots.slot import Slot
 from arena.views.hit import Binding
 
@@ -130,13 +131,13 @@ class SlotSelector:
             ubatch = self._tls.ubatch
         else:
             ubatch = self._resolver()
-            if ubatch.__class__ is not int or not 0 <= ubatch < ubatches:
+            if not exact_int(ubatch) or not 0 <= ubatch < ubatches:
                 ubatch = _resolved("ubatch", ubatch, ubatches)
         if self._lane_resolver is None:
             lane = self._lane.get()
         else:
             lane = self._lane_resolver()
-            if lane.__class__ is not int or not 0 <= lane < self._lanes:
+            if not exact_int(lane) or not 0 <= lane < self._lanes:
                 lane = _resolved("lane", lane, self._lanes)
         return self._slots[ubatch * self._lanes + lane]
 
@@ -150,7 +151,7 @@ class SlotSelector:
             ubatch = self._tls.ubatch
         else:
             ubatch = self._resolver()
-            if ubatch.__class__ is not int or not 0 <= ubatch < ubatches:
+            if not exact_int(ubatch) or not 0 <= ubatch < ubatches:
                 ubatch = _resolved("ubatch", ubatch, ubatches)
         return self._slots[ubatch * self._lanes + lane]
 
@@ -256,7 +257,7 @@ def check_index(what: str, value: Any, count: int) -> int:
     SlotError
         With the value, the valid range and the fix.
     """
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not int_not_bool(value):
         raise SlotError(f"{what} must be an int, got {type(value).__name__} {value!r}")
     # operator.index of an int subclass is a plain int of its value (no __index__ call).
     index = operator.index(value)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arena.errors import ArenaError, ArenaOutOfMemoryError, ConfigError
+from arena.ints import exact_int
 from arena.memory.sources import Allocation
 from arena.observe.events import caller_info, format_mb
 from arena.slots.governor import Governor
@@ -49,7 +50,7 @@ class Sleeper:
 
 def check_level(level: Any) -> int:
     """``level`` if it is 1 or 2; otherwise :class:`ConfigError`."""
-    if level.__class__ is not int or level not in (1, 2):
+    if not exact_int(level) or level not in (1, 2):
         raise ConfigError(
             f"sleep(level=...) must be 1 (keep persistent buffers and library workspaces, "
             f"copied to host memory) or 2 (discard everything), got {level!r}"

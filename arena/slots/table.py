@@ -14,6 +14,7 @@ from typing import Any
 
 from arena.config import Settings
 from arena.errors import ConfigError, SpecError
+from arena.ints import int_not_bool
 from arena.kernels.budget import address_bytes, lock_additions
 from arena.kernels.memstats import note_peaks
 from arena.kernels.workspaces import (
@@ -102,7 +103,7 @@ class SlotTable:
     def reserve(self, nbytes: int, lane: int | None) -> None:
         """Grow every slot (or ``lane``'s slots) to hold ``nbytes``; see
         :meth:`arena.Arena.reserve_bytes` for the errors."""
-        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+        if not int_not_bool(nbytes) or nbytes < 0:
             raise ConfigError(f"nbytes must be an int >= 0, got {nbytes!r}")
         if nbytes > MAX_BYTES:
             raise SpecError(

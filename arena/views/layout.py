@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from arena.errors import ConfigError, SpecError
+from arena.ints import bool_like, exact_dims, exact_int, int_not_bool
 from arena.views.dtypes import DType, resolve_dtype
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "Layout",
     "ViewLayout",
     "check_alignment",
+    "check_dim",
     "clear_layout_memo",
     "compute_layout",
     "round_up",
@@ -126,7 +128,7 @@ def check_alignment(alignment: Any) -> int:
     ConfigError
         With the value and the nearest valid alignment.
     """
-    if isinstance(alignment, bool) or not isinstance(alignment, int):
+    if not int_not_bool(alignment):
         raise ConfigError(
             f"alignment must be an int power of two >= {MIN_ALIGNMENT}, got "
             f"{alignment!r} ({type(alignment).__name__}); use e.g. alignment={DEFAULT_ALIGNMENT}"
@@ -181,9 +183,8 @@ def compute_layout(specs: Sequence[Any], alignment: int = DEFAULT_ALIGNMENT) -> 
     for shape, dtype in specs:
         if shape.__class__ is not tuple or (isinstance(dtype, str) and dtype.__class__ is not str):
             return _compute_and_memoise(specs, alignment)
-        for dim in shape:
-            if dim.__class__ is not int:
-                return _compute_and_memoise(specs, alignment)
+        if not exact_dims(shape):
+            return _compute_and_memoise(specs, alignment)
     return layout
 
 
@@ -231,7 +232,7 @@ def _split_spec(index: int, spec: Any) -> tuple[tuple[int, ...], DType]:
             "write e.g. ((4, 128), 'float32')"
         )
     raw_shape, raw_dtype = spec
-    if all(isinstance(dim, int) and not isinstance(dim, bool) for dim in spec):
+    if all(int_not_bool(dim) for dim in spec):
         raise SpecError(
             f"spec #{index} is {spec!r}, a shape without its dtype: each argument is one "
             f"view's (shape, dtype) pair, as in get_simultaneous(({tuple(spec)!r}, "
@@ -243,19 +244,28 @@ def _split_spec(index: int, spec: Any) -> tuple[tuple[int, ...], DType]:
             f"spec #{index}: shape must be a tuple or list of ints, got "
             f"{type(raw_shape).__name__} {raw_shape!r}; pass {hint}"
         )
-    shape = tuple(_check_dim(index, axis, dim) for axis, dim in enumerate(raw_shape))
+    shape = tuple(check_dim(index, axis, dim) for axis, dim in enumerate(raw_shape))
     return shape, resolve_dtype(raw_dtype)
 
 
-def _check_dim(index: int, axis: int, dim: Any) -> int:
-    if dim.__class__ is int and 0 <= dim <= MAX_BYTES:
+def check_dim(index: int, axis: int, dim: Any) -> int:
+    """Dimension ``axis`` of spec ``index`` as a plain ``int`` from 0 to :data:`MAX_BYTES`.
+
+    An exact ``int`` is taken as it is; an integer-like (a NumPy integer, a 0-d integer
+    tensor, an object with ``__index__``) is taken as ``operator.index`` of it.
+
+    Raises
+    ------
+    SpecError
+        For a bool (Python, NumPy, or a bool array or tensor), an array or tensor that is not
+        0-d (even one element), a tuple or list, a float or anything else without
+        ``__index__``, a negative value or one above :data:`MAX_BYTES`; the message names
+        the spec, the dimension, the value and the fix.
+    """
+    if exact_int(dim) and 0 <= dim <= MAX_BYTES:
         return int(dim)
     kind = getattr(dim, "dtype", None)  # a NumPy array or scalar, a torch tensor
-    if (
-        isinstance(dim, bool)
-        or type(dim).__name__ in ("bool", "bool_")  # NumPy 2, NumPy 1
-        or (kind is not None and "bool" in str(kind))  # a bool array or tensor
-    ):
+    if bool_like(dim):
         raise SpecError(f"spec #{index}: dimension {axis} is a bool ({dim!r}); pass an int")
     shape = getattr(dim, "shape", ())
     if kind is not None and shape not in ((), None):  # __index__ takes one-element tensors

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 from arena.errors import ArenaError
+from arena.ints import exact_dim_source, exact_dims
 from arena.views.dtypes import resolve_dtype
 from arena.views.prepared import remember
 
@@ -205,9 +206,11 @@ def _closure(
         offsets = []
         total = 0
         for shape, (_, _, itemsize, _) in zip(sizes, per_view, strict=True):
+            if not exact_dims(shape):
+                return False
             numel = 1
             for dim in shape:
-                if dim.__class__ is not int or dim < 0:
+                if dim < 0:
                     return False
                 numel *= dim
             if not numel:
@@ -262,7 +265,7 @@ def _generated_builder(
         checks.append(f"t{i} is not T{i} or s{i}.__class__ not in SEQUENCES or len(s{i}) != {ndim}")
         if dims:
             unpack.append(f"    ({', '.join(dims)}{comma}) = s{i}")
-        dims_ok += [f"{d}.__class__ is not int or {d} < 0" for d in dims]
+        dims_ok += [f"{exact_dim_source(d)} or {d} < 0" for d in dims]
         arithmetic.append(f"    n{i} = {' * '.join(dims) if dims else '1'}")
         arithmetic.append(f"    o{i} = {offset}")
         offset = f"o{i} + ((n{i} * {size} + {mask}) & {~mask})"
@@ -386,7 +389,7 @@ def server(
             for i, d in enumerate(dims)
             if d
         ]
-        checks = [f"{d}.__class__ is not int" for group in dims for d in group]
+        checks = [exact_dim_source(d) for group in dims for d in group]
         if checks:
             body.append("    if " + " or ".join(checks) + ":\n        return None")
         fresh_of = "{}" if fresh_view is None else "fresh({})"
@@ -416,9 +419,8 @@ def _looping_server(
         for (shape, dtype), kind in zip(request, classes, strict=True):
             if shape.__class__ is not tuple or dtype.__class__ is not kind:
                 return None
-            for dim in shape:
-                if dim.__class__ is not int:
-                    return None
+            if not exact_dims(shape):
+                return None
         return fresh(views)
 
     return serve

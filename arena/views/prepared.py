@@ -24,6 +24,7 @@ from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
+from arena.ints import exact_dims
 from arena.observe.events import warn_user
 
 __all__ = [
@@ -121,9 +122,8 @@ def plain_key(specs: Any) -> bool:
                 return False
             if isinstance(dtype, str) and dtype.__class__ is not str:
                 return False
-            for dim in shape:
-                if dim.__class__ is not int:
-                    return False
+            if not exact_dims(shape):
+                return False
         hash(specs)
     except TypeError:
         return False
@@ -141,9 +141,8 @@ def guarded_server(
 
     def serve(request: Any) -> Any:
         for shape, _ in request:
-            for dim in shape:
-                if dim.__class__ is not int:
-                    return None
+            if not exact_dims(shape):
+                return None
         if not unchanged(cache, specs, entry):
             return None
         return fresh(entry.views)
