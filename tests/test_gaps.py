@@ -1,0 +1,124 @@
+"""Gaps that planted bugs and surviving mutants found in the suite (issue 26, item 12):
+each test here fails on the bug or mutant it names and passes on the real code."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+
+from arena import Allocation, Arena, ArenaLockedError
+from arena.views.dtypes import DType
+from arena.views.layout import clear_layout_memo, compute_layout
+from tests.gates import TIMEOUT
+from tests.sources import RecordingSource
+
+F32 = "float32"
+
+
+# ------------------------------------------------------------------ persistent buffers
+def test_a_persistent_buffer_under_key_none_is_not_every_new_keys_buffer() -> None:
+    # persistent.py buffer #3: the first, unlocked look-up read the entry of key None.
+    with Arena("cpu", framework="numpy") as a:
+        none = a.get_persistent(None, (8,), F32)
+        none[:] = 3.0
+        other = a.get_persistent("other", (8,), F32, zero_init=True)
+        assert a.numpy.data_ptr(other) != a.numpy.data_ptr(none)
+        assert np.all(other == 0.0) and np.all(none == 3.0)
+        assert a.stats().slots[0].persistent_keys == 2
+
+
+def test_a_locked_buffer_request_does_not_name_a_sibling_that_has_a_resource_of_that_key() -> None:
+    # persistent.py new_key_refused #6/#9/#10: a buffer's owners looked up among the
+    # siblings' resources, so a resource of the same key was named as the buffer's creator.
+    with Arena("cpu", framework="numpy", ubatches=2) as a:
+        a.get_persistent_resource("k", dict)
+        a.lock()
+        with a.ubatch(1), pytest.raises(ArenaLockedError) as info:
+            a.get_persistent("k", (8,), F32)
+    message = str(info.value)
+    assert "new persistent buffer 'k'" in message
+    assert "created it during warm-up" not in message
+    assert "create persistent buffers during warm-up, before lock()" in message
+
+
+class _RefusingFill(np.ndarray):
+    """A block whose zeroing fails, as a device fault would."""
+
+    def fill(self, value: Any) -> None:
+        raise MemoryError("injected fault while zeroing")
+
+
+@dataclass
+class _ZeroingFaultSource(RecordingSource):
+    """Hands out blocks whose ``fill`` raises from allocation number ``fail_at`` on."""
+
+    fail_at: int = 0
+    calls: int = 0
+
+    def allocate(self, nbytes: int) -> Allocation:
+        allocation = super().allocate(nbytes)
+        self.calls += 1
+        if self.calls == self.fail_at:
+            owner = allocation.owner.view(_RefusingFill)
+            return Allocation(allocation.ptr, allocation.nbytes, owner, allocation.device)
+        return allocation
+
+
+def test_a_failed_zeroing_gives_its_block_back_and_keeps_the_other_keys() -> None:
+    # persistent.py create #20: the clean-up dropped the entry of key None instead of the
+    # failed key's, losing a buffer whose contents the caller relies on.
+    source = _ZeroingFaultSource(fail_at=2)
+    a = Arena(source=source, framework="numpy")
+    none = a.get_persistent(None, (8,), F32)
+    none[:] = 7.0
+    with pytest.raises(MemoryError, match="injected fault while zeroing"):
+        a.get_persistent("x", (8,), F32, zero_init=True)
+    assert a.stats().slots[0].persistent_keys == 1
+    again = a.get_persistent(None, (8,), F32)
+    assert a.numpy.data_ptr(again) == a.numpy.data_ptr(none) and np.all(again == 7.0)
+    assert len(source.live) == 1  # the failed key's block went back
+    x = a.get_persistent("x", (8,), F32, zero_init=True)  # the key can be created again
+    assert np.all(x == 0.0)
+    a.close()
+    assert source.live == {}
+
+
+# ------------------------------------------------------------------ the layout memo
+class _SweepingDType(DType):
+    """float32, whose hash (taken when the memo sweep drops its entry) lets another thread
+    empty the memo first: the sweep then finds the entries after it gone."""
+
+    armed = False
+
+    def __hash__(self) -> int:
+        if _SweepingDType.armed:
+            _SweepingDType.armed = False
+            other = threading.Thread(target=clear_layout_memo)
+            other.start()
+            other.join(TIMEOUT)
+        return hash(("float32", 4))
+
+
+def test_a_memo_sweep_survives_entries_another_thread_removed() -> None:
+    # layout.py _compute_and_memoise #65: the sweep popped without a default and raised
+    # KeyError for an entry a concurrent sweep had removed.
+    clear_layout_memo()
+    sweeping = _SweepingDType("float32", 4)
+    try:
+        first = compute_layout((((1,), sweeping),))  # the oldest entry
+        # Its key is hashed again only when the sweep drops it (the memo keeps hashes).
+        _SweepingDType.armed = True
+        for n in range(2, 20000):
+            layout = compute_layout((((n,), F32),))
+            assert layout.total == 4 * n + (-4 * n) % 256
+            if not _SweepingDType.armed:
+                break
+        assert not _SweepingDType.armed  # the sweep reached the entry
+        assert first.total == 256
+    finally:
+        _SweepingDType.armed = False
+        clear_layout_memo()
