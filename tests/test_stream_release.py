@@ -508,3 +508,22 @@ def test_real_events_release_the_old_block(source: str) -> None:
         allocate(1024, 16, side.cuda_stream)
         allocate(MB, 16, side.cuda_stream)  # the old block waits on the side stream too
     assert a.memory_stats()["arena.pending_release_bytes"] == 0  # close() waited
+
+
+@pytest.mark.parametrize("finished", [0, 5])
+def test_a_block_used_on_two_streams_waits_for_both(finished: int) -> None:
+    # Planted bug: a block given back once any one of its streams' events completed.
+    source = StreamOrderedSource(fake=FakeEvents(current=(0, 5)))
+    with Arena(source=source, framework="numpy") as a:
+        a.get_simultaneous(((1024,), "uint8"))
+        a.get_simultaneous(((MB,), "uint8"))  # growth: the 1 KiB block waits on 0 and 5
+        events = {e.stream: e for e in source.fake.recorded}
+        assert sorted(events) == [0, 5]
+        events[finished].complete = True  # one stream is done with it, the other is not
+        a.get_persistent("p", (16,), "uint8")  # an allocation collects what is done
+        assert ("release", 1024) not in source.events
+        assert a.memory_stats()["arena.pending_release_bytes"] == 1024
+        events[5 - finished].complete = True
+        a.get_persistent("q", (16,), "uint8")
+        assert ("release", 1024) in source.events
+        assert a.memory_stats()["arena.pending_release_bytes"] == 0
