@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arena import Allocation, Arena, ArenaLockedError
+from arena import Allocation, Arena, ArenaLockedError, SpecError
 from arena.views.dtypes import DType
 from arena.views.layout import clear_layout_memo, compute_layout
 from tests.gates import TIMEOUT
@@ -122,3 +122,63 @@ def test_a_memo_sweep_survives_entries_another_thread_removed() -> None:
     finally:
         _SweepingDType.armed = False
         clear_layout_memo()
+
+
+# ------------------------------------------------------------------ hits after warm-up
+def _hit_front(a: Arena, framework: str, cached: bool) -> Any:
+    if framework == "torch":
+        pytest.importorskip("torch")
+    return a.front(framework, cached=cached)
+
+
+def _specs(dims: tuple[Any, ...], views: int) -> tuple[Any, ...]:
+    return tuple(((dim, 4), F32) for dim in dims) + tuple(((3,), F32) for _ in range(views - 1))
+
+
+BAD_DIMENSIONS = [(True, "bool"), (2.0, "use 2"), (np.True_, "bool"), (np.float64(2.0), "float64")]
+
+
+@pytest.mark.parametrize("views", [2, 17])  # generated code up to 16 views, loops above
+@pytest.mark.parametrize("cached", [False, True])
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+@pytest.mark.parametrize(("bad", "word"), BAD_DIMENSIONS, ids=["True", "2.0", "np.True_", "np2.0"])
+def test_after_many_requests_of_a_structure_its_plan_refuses_bool_and_float_dimensions(
+    framework: str, cached: bool, views: int, bad: Any, word: str
+) -> None:
+    # Planted bug: the plan's generated code (made after GENERATE_AFTER = 64 builds) or
+    # its closure (structures of more than 16 views) took True as 1 and 2.0 as 2.
+    with Arena("cpu", framework="numpy") as a:
+        front = _hit_front(a, framework, cached)
+        a.reserve_bytes(1 << 20)
+        for n in range(3, 3 + 100):  # new sizes every time: the plan builds each
+            front.get_simultaneous(*_specs((n,), views))
+        with pytest.raises(SpecError, match=word):
+            front.get_simultaneous(*_specs((bad,), views))
+        with pytest.raises(SpecError, match=word):
+            front.try_get_simultaneous(*_specs((bad,), views))
+        (view, *_) = front.get_simultaneous(*_specs((2,), views))
+        assert tuple(view.shape) == (2, 4)
+
+
+@pytest.mark.parametrize("views", [2, 17])
+@pytest.mark.parametrize("cached", [False, True])
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+@pytest.mark.parametrize(("bad", "word"), BAD_DIMENSIONS, ids=["True", "2.0", "np.True_", "np2.0"])
+def test_after_many_hits_of_one_request_an_equal_bool_or_float_dimension_is_refused(
+    framework: str, cached: bool, views: int, bad: Any, word: str
+) -> None:
+    # Planted bug: the server of a remembered request (the hit) stopped checking that
+    # each dimension is a plain int once it had served 64 times, or for more than 16 views.
+    with Arena("cpu", framework="numpy") as a:
+        front = _hit_front(a, framework, cached)
+        plain = 1 if isinstance(bad, (bool, np.bool_)) else 2
+        for _ in range(100):
+            front.get_simultaneous(*_specs((plain,), views))
+        asked = _specs((bad,), views)
+        assert asked == _specs((plain,), views)  # the exact request's look-up finds it
+        with pytest.raises(SpecError, match=word):
+            front.get_simultaneous(*asked)
+        with pytest.raises(SpecError, match=word):
+            front.try_get_simultaneous(*asked)
+        (view, *_) = front.get_simultaneous(*_specs((plain,), views))
+        assert tuple(view.shape) == (plain, 4)
