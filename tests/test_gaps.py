@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 from arena import Allocation, Arena, ArenaLockedError, SpecError
+from arena.observe.profilefile import read_profile
 from arena.views.dtypes import DType
 from arena.views.layout import clear_layout_memo, compute_layout
 from tests.gates import TIMEOUT
@@ -182,3 +184,27 @@ def test_after_many_hits_of_one_request_an_equal_bool_or_float_dimension_is_refu
             front.try_get_simultaneous(*asked)
         (view, *_) = front.get_simultaneous(*_specs((plain,), views))
         assert tuple(view.shape) == (plain, 4)
+
+
+# ------------------------------------------------------------------ profiles
+def test_a_profiles_planned_need_covers_the_largest_plain_request(tmp_path: Path) -> None:
+    # Planted bug: the planned need was the furthest a planned step reaches, without the
+    # largest request made outside every step; the restart was presized too small for it.
+    path = tmp_path / "profile.json"
+    plain = 64 * 1024
+    with Arena("cpu", framework="numpy", profile=path) as ws:
+        for _ in range(3):  # record, plan, replay: the step needs 4 KiB
+            with ws.step("small") as st:
+                st.get_simultaneous(((1024,), F32))
+            ws.get_simultaneous(((plain // 4,), F32))  # outside every step
+        ws.lock()
+        assert ws.stats().slots[0].capacity >= plain
+    (slot,) = read_profile(path)["slots"]
+    assert slot["planned"] == plain
+    with Arena("cpu", framework="numpy", profile=path) as ws:
+        assert ws.stats().slots[0].capacity == plain  # presized to hold the plain request
+        ws.lock()
+        with ws.step("small") as st:
+            st.get_simultaneous(((1024,), F32))
+        (big,) = ws.get_simultaneous(((plain // 4,), F32))  # locked: fits, no growth
+        assert big.nbytes == plain
