@@ -4,7 +4,7 @@ each test here fails on the bug or mutant it names and passes on the real code."
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +15,8 @@ from arena import Allocation, Arena, ArenaLockedError, SpecError
 from arena.observe.profilefile import read_profile
 from arena.views.dtypes import DType
 from arena.views.layout import clear_layout_memo, compute_layout
-from tests.gates import TIMEOUT
-from tests.sources import RecordingSource
+from tests.gates import TIMEOUT, Probe
+from tests.sources import RecordingSource, check_books
 
 F32 = "float32"
 
@@ -208,3 +208,145 @@ def test_a_profiles_planned_need_covers_the_largest_plain_request(tmp_path: Path
             st.get_simultaneous(((1024,), F32))
         (big,) = ws.get_simultaneous(((plain // 4,), F32))  # locked: fits, no growth
         assert big.nbytes == plain
+
+
+# ------------------------------------------------------------------ Triton's allocator
+@dataclass
+class _OddlyAlignedSource(RecordingSource):
+    """Host blocks aligned to 256 bytes (the sources' contract) and never to 512."""
+
+    blocks: dict[int, Allocation] = field(default_factory=dict)
+
+    def allocate(self, nbytes: int) -> Allocation:
+        inner = self._inner.allocate(nbytes + 4096)  # page-aligned
+        owner = inner.owner[256 : 256 + nbytes]
+        allocation = Allocation(inner.ptr + 256, nbytes, owner, inner.device)
+        self.events.append(("allocate", nbytes))
+        self.live[allocation.ptr] = nbytes
+        return allocation
+
+
+@pytest.mark.parametrize("alignment", [512, 1024, 4096, 1 << 16])
+def test_triton_tensors_aligned_above_the_blocks_base_alignment(alignment: int) -> None:
+    # Planted bug: a block sized without room to align past its base alignment (256), or
+    # the tensor placed at the block's start.
+    torch = pytest.importorskip("torch")
+    source = _OddlyAlignedSource()
+    with Arena(source=source, framework="numpy") as a:
+        allocate = a.triton_allocator()
+        for size in (1000, 3000, 3000, 1000, 20000):
+            tensor = allocate(size, alignment, 7)
+            assert isinstance(tensor, torch.Tensor) and tensor.numel() == size
+            start = tensor.data_ptr()
+            assert start % alignment == 0
+            assert any(  # inside one live block of the source
+                ptr <= start and start + size <= ptr + nbytes for ptr, nbytes in source.live.items()
+            )
+            assert allocate(size, alignment, 7) is tensor  # the same pointer again
+        assert a.stats().slots[0].triton_blocks == 1
+
+
+def test_a_triton_capture_protects_the_library_workspace_current_then() -> None:
+    # Planted bug: a capture seen by Triton's allocator marked its block only, and a
+    # library workspace the graph may read was released when it grew.
+    pytest.importorskip("torch")
+    probe = Probe()
+    source = RecordingSource()
+    with Arena(source=source, framework="numpy", capture_probe=probe) as a:
+        allocate = a.triton_allocator()
+        allocate(512, 16, 7)
+        a.get_library_workspace("fi", 1024)
+        probe.capturing = True
+        allocate(512, 16, 7)  # a capture, seen by the allocator only
+        probe.capturing = False
+        a.get_library_workspace("fi", 4096)
+        assert ("release", 1024) not in source.events
+        assert a.stats().slots[0].retired_bytes == 1024
+        assert a.release_retired() == 0  # captured: kept
+        check_books(a, source)
+
+
+def test_a_smaller_triton_block_never_replaces_the_largest_in_the_profile(tmp_path: Path) -> None:
+    # Planted bug: the profile kept the last Triton block's size, not the largest.
+    pytest.importorskip("torch")
+    path = tmp_path / "profile.json"
+    with Arena("cpu", framework="numpy", profile=path) as a:
+        allocate = a.triton_allocator()
+        allocate(8000, 16, 7)
+        allocate(1000, 16, 9)  # another stream, a smaller block, recorded last
+        a.lock()
+    assert read_profile(path)["workspaces"] == [
+        {"ubatch": 0, "lane": 0, "kind": "triton", "key": None, "bytes": 8192}
+    ]
+    with Arena("cpu", framework="numpy", profile=path) as a:
+        a.triton_allocator()(1000, 16, 11)  # a new stream starts at the largest size
+        a.lock()
+        assert a.stats().slots[0].triton_bytes == 8192
+    # merged with the first run's: still the largest
+    assert read_profile(path)["workspaces"][0]["bytes"] == 8192
+
+
+# ------------------------------------------------------------------ presizing lanes
+@pytest.mark.parametrize("ubatches", [2, 3])
+def test_presizing_gives_every_micro_batch_of_a_lane_the_lanes_largest(
+    tmp_path: Path, ubatches: int
+) -> None:
+    # Planted bug: a lane presized from one of its micro-batches' records (the first, or
+    # the last) rather than the largest of them.
+    path = tmp_path / "profile.json"
+    # (ubatch, lane) -> KiB, in call order: each lane's largest comes last (its siblings
+    # never call again to take its size), on the last micro-batch of lane 0 and on a
+    # middle one of lane 1.
+    need = {
+        (0, 0): 4,
+        (1, 0): 16 if ubatches == 2 else 8,
+        (2, 0): 16,
+        (0, 1): 8,
+        (2, 1): 4,
+        (1, 1): 32,
+    }
+    with Arena("cpu", framework="numpy", ubatches=ubatches, lanes=2, profile=path) as a:
+        for (ub, lane), kib in need.items():
+            if ub < ubatches:
+                with a.ubatch(ub), a.lane(lane):
+                    a.get_simultaneous(((kib * 256,), F32))
+    largest = [
+        max(k for (ub, ln), k in need.items() if ln == lane and ub < ubatches) for lane in (0, 1)
+    ]
+    source = RecordingSource()
+    with Arena(source=source, framework="numpy", ubatches=ubatches, lanes=2, profile=path) as a:
+        capacities = {(s.ubatch, s.lane): s.capacity for s in a.stats().slots}
+        assert capacities == {
+            (ub, lane): largest[lane] * 1024 for ub in range(ubatches) for lane in (0, 1)
+        }
+        assert sorted(source.allocations()) == sorted(
+            largest[lane] * 1024 for ub in range(ubatches) for lane in (0, 1)
+        )  # one allocation per slot
+        a.lock()
+        for ub in range(ubatches):  # locked, every micro-batch runs its lane's largest
+            for lane in (0, 1):
+                with a.ubatch(ub), a.lane(lane):
+                    a.get_simultaneous(((largest[lane] * 256,), F32))
+        assert len(source.allocations()) == 2 * ubatches
+
+
+# ------------------------------------------------------------------ the vLLM drop-in
+def test_the_drop_ins_reserve_sizes_only_the_current_lane() -> None:
+    # Planted bug: reserve() inside use_workspace_lane(1) sized every lane's slots.
+    torch = pytest.importorskip("torch")
+    from arena.compat.vllm import WorkspaceManager, use_workspace_lane
+
+    m = WorkspaceManager(torch.device("cpu"), num_ubatches=2, num_lanes=2)
+    with use_workspace_lane(1):
+        assert m.reserve(((1000,), torch.float32)) == 4096
+    stats = m.arena.stats()
+    assert {(s.ubatch, s.lane): s.capacity for s in stats.slots} == {
+        (0, 0): 0,
+        (1, 0): 0,
+        (0, 1): 4096,
+        (1, 1): 4096,
+    }
+    assert stats.allocations == 2  # lane 0 allocated nothing
+    m.reserve(((100,), torch.float32))  # lane 0, the default
+    assert [s.capacity for s in m.arena.stats().slots] == [512, 4096, 512, 4096]
+    m.arena.close()
