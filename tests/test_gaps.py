@@ -350,3 +350,21 @@ def test_the_drop_ins_reserve_sizes_only_the_current_lane() -> None:
     m.reserve(((100,), torch.float32))  # lane 0, the default
     assert [s.capacity for s in m.arena.stats().slots] == [512, 4096, 512, 4096]
     m.arena.close()
+
+
+# ------------------------------------------------------------------ layout checks
+class bool_:  # NumPy 1's name for its bool scalar type, which this stands for
+    """A stand-in for NumPy 1's ``np.bool_`` (NumPy 2 names its type ``bool``)."""
+
+    def __repr__(self) -> str:
+        return "np.True_"
+
+
+def test_numpy_1s_bool_scalar_is_refused_as_a_bool() -> None:
+    # layout.py _check_dim: the 'bool_' name (NumPy 1) mutated away, the value got the
+    # message for a non-int ('must be an int') instead of the one naming the bool.
+    message = r"dimension 0 is a bool \(np.True_\); pass an int"
+    with Arena("cpu", framework="numpy") as a, pytest.raises(SpecError, match=message):
+        a.get_simultaneous(((bool_(), 4), F32))
+    with pytest.raises(SpecError, match="is a bool"):
+        compute_layout((((4, bool_()), F32),))
