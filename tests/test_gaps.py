@@ -3,6 +3,8 @@ each test here fails on the bug or mutant it names and passes on the real code."
 
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +14,7 @@ import numpy as np
 import pytest
 
 from arena import Allocation, Arena, ArenaLockedError, SpecError
-from arena.observe.profilefile import read_profile
+from arena.observe.profilefile import check_profile, read_profile, write_merged
 from arena.views.dtypes import DType
 from arena.views.layout import clear_layout_memo, compute_layout
 from tests.gates import TIMEOUT, Probe
@@ -368,3 +370,63 @@ def test_numpy_1s_bool_scalar_is_refused_as_a_bool() -> None:
         a.get_simultaneous(((bool_(), 4), F32))
     with pytest.raises(SpecError, match="is a bool"):
         compute_layout((((4, bool_()), F32),))
+
+
+# ------------------------------------------------------------------ profile files
+def _run_profile() -> dict[str, Any]:
+    slot = {"ubatch": 0, "lane": 0, "peak": 4096, "capacity": 4096, "growths": 1}
+    return check_profile(
+        {
+            "format": "arena-profile",
+            "version": 1,
+            "device": "cpu",
+            "ubatches": 1,
+            "lanes": 1,
+            "alignment": 256,
+            "runs": 1,
+            "ranks": [0],
+            "slots": [slot],
+            "sites": [],
+            "timeline": [],
+        }
+    )
+
+
+def test_a_profile_is_written_beside_itself_whatever_the_temporary_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # profilefile.py write_merged: the temporary file made in the system's temporary
+    # folder (another file system: the rename is no longer atomic, or fails).
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no such folder"))
+    path = tmp_path / "profile.json"
+    assert write_merged(path, _run_profile()) is None
+    text = path.read_text(encoding="utf-8")
+    assert read_profile(path)["slots"][0]["peak"] == 4096
+    # One item per line, indented by one space per level: diffable, and small.
+    lines = text.splitlines()
+    assert lines[0] == "{" and lines[1].startswith(' "') and lines[-1] == "}"
+    assert any(line.startswith('   "ubatch": 0') for line in lines)
+    assert text.endswith("}\n")
+    assert [p.name for p in tmp_path.iterdir()] == ["profile.json"]
+
+
+def test_a_failed_profile_write_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # profilefile.py write_merged: the temporary file's name (hidden, '.tmp') and its
+    # removal when the write fails (the write's own error propagates).
+    path = tmp_path / "profile.json"
+    seen: list[list[str]] = []
+
+    def full_disk(descriptor: int) -> None:
+        seen.append(sorted(p.name for p in tmp_path.iterdir()))
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        write_merged(path, _run_profile())
+    ((temporary, lock, *others),) = seen  # '.' sorts first
+    assert lock == "profile.json.lock" and others == []
+    assert temporary.startswith(".profile.json.") and temporary.endswith(".tmp")
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+    assert not path.exists()
