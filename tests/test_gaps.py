@@ -430,3 +430,22 @@ def test_a_failed_profile_write_leaves_no_temporary_file(
     assert temporary.startswith(".profile.json.") and temporary.endswith(".tmp")
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
     assert not path.exists()
+
+
+# ------------------------------------------------------------------ debug and poison
+@pytest.mark.parametrize("option", ["debug", "poison"])
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_a_locked_request_that_must_grow_raises_in_debug_and_poison_mode(
+    option: str, framework: str
+) -> None:
+    # front.py Front._debug_request #5: the request made there with strict=None, so a
+    # get_simultaneous that must grow while locked returned None instead of raising.
+    with Arena("cpu", framework="numpy", **{option: True}) as a:
+        front = _hit_front(a, framework, cached=False)
+        front.get_simultaneous(((16,), F32))
+        a.lock()
+        with pytest.raises(ArenaLockedError):
+            front.get_simultaneous(((1 << 20,), F32))
+        assert front.try_get_simultaneous(((1 << 20,), F32)) is None
+        (view,) = front.get_simultaneous(((16,), F32))
+        assert tuple(view.shape) == (16,)
