@@ -449,3 +449,60 @@ def test_a_locked_request_that_must_grow_raises_in_debug_and_poison_mode(
         assert front.try_get_simultaneous(((1 << 20,), F32)) is None
         (view,) = front.get_simultaneous(((16,), F32))
         assert tuple(view.shape) == (16,)
+
+
+# ------------------------------------------------------------------ persistent: lock races
+def test_a_resource_whose_factory_outlasts_lock_is_refused_naming_it() -> None:
+    # persistent.py resource #15-#21: the re-check after the factory ran (lock() came
+    # meanwhile): refused, with the key and "resource" in the message.
+    with Arena("cpu", framework="numpy") as a:
+
+        def slow_factory() -> dict[str, int]:
+            a.lock()  # lock() returns while the factory still runs
+            return {}
+
+        with pytest.raises(ArenaLockedError) as info:
+            a.get_persistent_resource("late", slow_factory)
+        message = str(info.value)
+        assert "asks for a new persistent resource 'late'" in message
+        assert "create persistent resources during warm-up, before lock()" in message
+        assert a.stats().slots[0].persistent_keys == 0
+
+
+def test_a_resource_stored_first_by_another_caller_wins_even_after_lock() -> None:
+    # persistent.py resource #15: the key stored meanwhile (then lock()) is returned, not
+    # refused as new.
+    with Arena("cpu", framework="numpy") as a:
+        first: dict[str, int] = {"first": 1}
+
+        def racing_factory() -> dict[str, int]:
+            assert a.get_persistent_resource("k", lambda: first) is first
+            a.lock()
+            return {"second": 2}
+
+        assert a.get_persistent_resource("k", racing_factory) is first
+        assert a.get_persistent_resource("k", dict) is first
+
+
+@dataclass
+class _DirtySource(RecordingSource):
+    """Hands out blocks full of 0xAB bytes, as reused device memory is."""
+
+    def allocate(self, nbytes: int) -> Allocation:
+        allocation = super().allocate(nbytes)
+        allocation.owner.fill(0xAB)
+        return allocation
+
+
+@pytest.mark.parametrize("zero_init", [True, False])
+def test_a_buffer_shared_at_lock_is_zeroed_like_the_one_it_copies(zero_init: bool) -> None:
+    # persistent.py create #15/#18: the buffer's zero_init not kept, so lock() gave the
+    # micro-batch that never ran a buffer of stale bytes.
+    source = _DirtySource()
+    with Arena(source=source, framework="numpy", ubatches=2) as a:
+        kv = a.get_persistent("kv", (64,), "uint8", zero_init=zero_init)
+        assert np.all(kv == (0 if zero_init else 0xAB))
+        a.lock()
+        with a.ubatch(1):
+            mine = a.get_persistent("kv", (64,), "uint8", zero_init=zero_init)
+        assert np.all(mine == (0 if zero_init else 0xAB))
