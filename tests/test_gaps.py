@@ -3,6 +3,8 @@ each test here fails on the bug or mutant it names and passes on the real code."
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import tempfile
 import threading
@@ -13,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arena import Allocation, Arena, ArenaLockedError, SpecError
+from arena import Allocation, Arena, ArenaLockedError, ArenaWarning, SpecError
 from arena.observe.profilefile import check_profile, read_profile, write_merged
 from arena.views.dtypes import DType
 from arena.views.layout import clear_layout_memo, compute_layout
@@ -506,3 +508,92 @@ def test_a_buffer_shared_at_lock_is_zeroed_like_the_one_it_copies(zero_init: boo
         with a.ubatch(1):
             mine = a.get_persistent("kv", (64,), "uint8", zero_init=zero_init)
         assert np.all(mine == (0 if zero_init else 0xAB))
+
+
+# ------------------------------------------------------------------ slots and the table
+def test_every_capture_seen_after_a_workspace_was_made_protects_it() -> None:
+    # slot.py mark_captured #5/#6: the capture counter set to 1 (a second capture looks
+    # like the first) or counted down (a scratch capture undoes a Triton one): a library
+    # workspace the graph may read was released when it grew.
+    pytest.importorskip("torch")
+    for order in ("scratch twice", "triton then scratch"):
+        probe = Probe()
+        source = RecordingSource()
+        with Arena(source=source, framework="numpy", capture_probe=probe) as a:
+            allocate = a.triton_allocator()
+            allocate(512, 16, 7)
+            a.get_simultaneous(((64,), F32))
+            probe.capturing = True
+            if order == "scratch twice":
+                a.get_simultaneous(((64,), F32))  # a first capture, before the workspace
+            probe.capturing = False
+            a.get_library_workspace("fi", 1024)
+            probe.capturing = True
+            if order == "triton then scratch":
+                allocate(512, 16, 7)
+            a.get_simultaneous(((64,), F32))  # a capture while the workspace is current
+            probe.capturing = False
+            a.get_library_workspace("fi", 4096)
+            assert ("release", 1024) not in source.events, order
+            assert a.stats().slots[0].retired_bytes == 1024, order
+
+
+def test_a_profiles_library_workspace_presizes_its_own_slot(tmp_path: Path) -> None:
+    # table.py presize_workspace #8: the slot index computed as ubatch * lanes - lane.
+    path = tmp_path / "profile.json"
+    with Arena("cpu", framework="numpy", ubatches=2, lanes=2, profile=path) as a, a.lane(1):
+        a.get_library_workspace("fi", 5000)  # slot (0, 1) only: no lock() to share it
+    with Arena("cpu", framework="numpy", ubatches=2, lanes=2, profile=path) as a:
+        assert {(s.ubatch, s.lane): s.workspace_bytes for s in a.stats().slots} == {
+            (0, 0): 0,
+            (0, 1): 5120,
+            (1, 0): 0,
+            (1, 1): 0,
+        }
+
+
+def test_workspace_events_and_log_lines_say_created_then_grew(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # table.py announce_workspace: the log line's words and level, and the event's old size.
+    caplog.set_level(logging.INFO, logger="arena")
+    events: list[Any] = []
+    with Arena("cpu", framework="numpy", debug=True) as a:
+        a.add_listener(events.append)
+        a.get_library_workspace("fi", 1024)
+        a.get_library_workspace("fi", 4096)
+    lines = [r.getMessage() for r in caplog.records if "library workspace 'fi'" in r.getMessage()]
+    assert [line.split(" of slot ")[0] for line in lines] == [
+        "[arena] created library workspace 'fi'",
+        "[arena] grew library workspace 'fi'",
+    ]
+    assert all(r.levelno == logging.INFO for r in caplog.records)
+    assert [(e.kind, e.slot, e.old_bytes, e.new_bytes, e.key) for e in events[:2]] == [
+        ("workspace", (0, 0), 0, 1024, "fi"),
+        ("workspace", (0, 0), 1024, 4096, "fi"),
+    ]
+
+
+def test_every_slots_refused_stored_plan_is_counted_and_the_first_named(tmp_path: Path) -> None:
+    # table.py restore_step_plans #11: the refused plans of each slot replaced those of
+    # the slots before it, so only the last slot's were reported.
+    path = tmp_path / "profile.json"
+    with Arena("cpu", framework="numpy", ubatches=2, profile=path) as ws:
+        for _ in range(3):
+            with ws.step("forward") as st:
+                (x,) = st.get_simultaneous(((1024,), F32))
+                st.get_simultaneous(((2048,), F32))
+                st.release(x)
+                st.get_simultaneous(((2048,), F32))
+        ws.lock()
+    data = read_profile(path)
+    assert all(len(slot["steps"]) == 1 for slot in data["slots"])  # shared at lock()
+    for slot in data["slots"]:
+        slot["planned"] = slot["peak"] = slot["capacity"] = slot["load"] = 4096
+    path.write_text(json.dumps(data))
+    with pytest.warns(
+        ArenaWarning,
+        match=r"2 step plan\(s\) reach past their slot \(step 'forward' of slot \(0, 0\) ",
+    ):
+        ws = Arena("cpu", framework="numpy", ubatches=2, profile=path)
+    ws.close()
