@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from arena import Allocation, Arena, ArenaLockedError, ArenaWarning, SpecError
-from arena.observe.profilefile import check_profile, read_profile, write_merged
+from arena.observe.profilefile import MAX_LAYOUTS, check_profile, read_profile, write_merged
 from arena.views.dtypes import DType
 from arena.views.layout import clear_layout_memo, compute_layout
 from tests.gates import TIMEOUT, Probe
@@ -597,3 +597,24 @@ def test_every_slots_refused_stored_plan_is_counted_and_the_first_named(tmp_path
     ):
         ws = Arena("cpu", framework="numpy", ubatches=2, profile=path)
     ws.close()
+
+
+# ------------------------------------------------------------------ profiles: call sites
+def _one_site(ws: Arena, shape: tuple[int, ...]) -> None:
+    ws.get_simultaneous((shape, F32))  # the one call site of the test below
+
+
+def test_a_site_keeps_its_first_layouts_when_a_new_one_ties_the_smallest(tmp_path: Path) -> None:
+    # profile.py Recorder.note #1/#2/#5/#7/#8: with MAX_LAYOUTS layouts of one total kept,
+    # a new layout of that total is dropped at once; without the early return (or with
+    # it at < instead of <=) the new one replaced the oldest.
+    shapes = [(64,), (2, 32), (4, 16), (8, 8), (16, 4), (32, 2), (1, 64), (64, 1), (2, 2, 16)]
+    assert len(shapes) == MAX_LAYOUTS + 1  # each 256 bytes of float32
+    path = tmp_path / "profile.json"
+    with Arena("cpu", framework="numpy", profile=path) as ws:
+        for shape in shapes:
+            _one_site(ws, shape)
+        ws.lock()
+    (site,) = [s for s in read_profile(path)["sites"] if "_one_site" in s["site"]]
+    kept = sorted(tuple(view[0]) for layout in site["layouts"] for view in layout["views"])
+    assert kept == sorted(shapes[:MAX_LAYOUTS])
