@@ -527,3 +527,42 @@ def test_a_block_used_on_two_streams_waits_for_both(finished: int) -> None:
         a.get_persistent("q", (16,), "uint8")
         assert ("release", 1024) in source.events
         assert a.memory_stats()["arena.pending_release_bytes"] == 0
+
+
+@dataclass
+class FaultyStreamOrderedSource(StreamOrderedSource):
+    """Raises ``KeyboardInterrupt`` at the releases whose 1-based numbers are in
+    ``fail_at`` (after taking the block back, as an interrupt in the source would)."""
+
+    fail_at: set[int] = field(default_factory=set)
+    releases: int = 0
+
+    def release(self, allocation: Allocation) -> None:
+        self.releases += 1
+        super().release(allocation)
+        if self.releases in self.fail_at:
+            raise KeyboardInterrupt(f"interrupted at release #{self.releases}")
+
+
+@pytest.mark.parametrize("how", ["collect", "close"])
+def test_an_interrupt_giving_one_block_back_still_gives_back_the_others(how: str) -> None:
+    # deferred.py _give_back: every ready block goes to the source even when one release
+    # raises, each removed from the pending list first; the first error propagates.
+    source = FaultyStreamOrderedSource(fail_at={1})
+    a = Arena(source=source, framework="numpy")
+    a.get_simultaneous(((1024,), "uint8"))
+    a.get_simultaneous(((4096,), "uint8"))
+    a.get_simultaneous(((MB,), "uint8"))  # two blocks now wait on their events
+    assert a.memory_stats()["arena.pending_release_bytes"] == 1024 + 4096
+    source.fake.complete_all()
+    with pytest.raises(KeyboardInterrupt, match="release #1"):
+        if how == "collect":
+            a.get_persistent("p", (16,), "uint8")  # an allocation collects both
+        else:
+            a.close()
+    assert sorted(n for kind, n in source.events if kind == "release")[:2] == [1024, 4096]
+    if how == "collect":
+        assert a.memory_stats()["arena.pending_release_bytes"] == 0
+        a.get_persistent("p", (16,), "uint8")  # the arena goes on
+        a.close()
+    assert source.live == {}
