@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arena import Allocation, Arena, ArenaLockedError, ArenaWarning, SpecError
+from arena import Allocation, Arena, ArenaError, ArenaLockedError, ArenaWarning, SpecError
 from arena.observe.profilefile import MAX_LAYOUTS, check_profile, read_profile, write_merged
 from arena.views.dtypes import DType
 from arena.views.layout import clear_layout_memo, compute_layout
@@ -618,3 +618,18 @@ def test_a_site_keeps_its_first_layouts_when_a_new_one_ties_the_smallest(tmp_pat
     (site,) = [s for s in read_profile(path)["sites"] if "_one_site" in s["site"]]
     kept = sorted(tuple(view[0]) for layout in site["layouts"] for view in layout["views"])
     assert kept == sorted(shapes[:MAX_LAYOUTS])
+
+
+# ------------------------------------------------------------------ JAX views of scopes
+def test_a_jax_scope_view_that_would_be_copied_is_refused_naming_the_alignment() -> None:
+    # layout.py shifted #6/#16: a nested scope's layout (moved up the buffer) lost its
+    # views' byte counts (JAX's zero-copy check then let a copy through) or its alignment
+    # (the message said None).
+    pytest.importorskip("jax")
+    with Arena("cpu", framework="numpy", alignment=16) as a:
+        front = a.front("jax")
+        with front.scope() as outer:
+            outer.get_simultaneous(((4,), F32))
+            with front.scope() as inner, pytest.raises(ArenaError) as info:
+                inner.get_simultaneous(((4,), F32))  # 16 bytes up: not 64-byte aligned
+    assert "this view sits at offset 16 (arena alignment 16)" in str(info.value)
