@@ -15,12 +15,20 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arena import Allocation, Arena, ArenaError, ArenaLockedError, ArenaWarning, SpecError
+from arena import (
+    Allocation,
+    Arena,
+    ArenaError,
+    ArenaLockedError,
+    ArenaOutOfMemoryError,
+    ArenaWarning,
+    SpecError,
+)
 from arena.observe.profilefile import MAX_LAYOUTS, check_profile, read_profile, write_merged
 from arena.views.dtypes import DType
 from arena.views.layout import clear_layout_memo, compute_layout
 from tests.gates import TIMEOUT, Probe
-from tests.sources import RecordingSource, check_books
+from tests.sources import FailingSource, RecordingSource, check_books
 
 F32 = "float32"
 
@@ -633,3 +641,26 @@ def test_a_jax_scope_view_that_would_be_copied_is_refused_naming_the_alignment()
             with front.scope() as inner, pytest.raises(ArenaError) as info:
                 inner.get_simultaneous(((4,), F32))  # 16 bytes up: not 64-byte aligned
     assert "this view sits at offset 16 (arena alignment 16)" in str(info.value)
+
+
+# ------------------------------------------------------------------ the ledger's figures
+def test_the_ledgers_peaks_and_oom_count_start_at_zero_and_follow_the_blocks() -> None:
+    # ledger.py __init__ #11/#13, reset_peaks #2, allocate #25/#55: peaks that started at
+    # 1, a block peak lost, and out-of-memory errors counted as one however many.
+    source = FailingSource(limit=1 << 16)
+    with Arena(source=source, framework="numpy") as a:
+        stats = a.memory_stats()
+        assert stats["reserved_bytes.all.peak"] == 0 and stats["segment.all.peak"] == 0
+        a.get_simultaneous(((1024,), "uint8"))
+        a.get_persistent("p", (16,), "uint8")
+        stats = a.memory_stats()
+        assert stats["segment.all.peak"] == 2 and stats["segment.all.current"] == 2
+        assert stats["reserved_bytes.all.peak"] == 1024 + 256
+        a.get_simultaneous(((4096,), "uint8"))  # growth
+        a.reset_peak_memory_stats()
+        stats = a.memory_stats()
+        assert stats["segment.all.peak"] == 2 and stats["reserved_bytes.all.peak"] == 4096 + 256
+        for _ in range(3):
+            with pytest.raises(ArenaOutOfMemoryError):
+                a.get_simultaneous(((1 << 20,), "uint8"))
+        assert a.memory_stats()["num_ooms"] == 3
