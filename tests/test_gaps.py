@@ -664,3 +664,22 @@ def test_the_ledgers_peaks_and_oom_count_start_at_zero_and_follow_the_blocks() -
             with pytest.raises(ArenaOutOfMemoryError):
                 a.get_simultaneous(((1 << 20,), "uint8"))
         assert a.memory_stats()["num_ooms"] == 3
+
+
+# ------------------------------------------------------------------ max_bytes
+def test_the_cap_refuses_one_byte_over_and_says_what_growth_releases() -> None:
+    # governor.py check_budget #1, #12-#15: a default of 1 byte freed let a request one
+    # byte past the cap through; the message's "released first" part on the wrong path.
+    with Arena("cpu", framework="numpy", max_bytes=1023) as a:
+        with pytest.raises(ArenaOutOfMemoryError) as info:
+            a.get_persistent("p", (1024,), "uint8")  # nothing is released for it
+        message = str(info.value)
+        assert "the arena holds 0 bytes (0.00 MB), so it would hold 1024 bytes" in message
+        assert "released first" not in message
+        assert a.stats().live_bytes == 0
+    with Arena("cpu", framework="numpy", max_bytes=4096) as a:
+        a.get_simultaneous(((1024,), "uint8"))
+        with pytest.raises(ArenaOutOfMemoryError) as info:
+            a.get_simultaneous(((8192,), "uint8"))  # growth: the 1 KiB block goes first
+        message = str(info.value)
+        assert "holds 1024 bytes (0.00 MB), of which 1024 bytes are released first, so" in message
