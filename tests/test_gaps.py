@@ -683,3 +683,12 @@ def test_the_cap_refuses_one_byte_over_and_says_what_growth_releases() -> None:
             a.get_simultaneous(((8192,), "uint8"))  # growth: the 1 KiB block goes first
         message = str(info.value)
         assert "holds 1024 bytes (0.00 MB), of which 1024 bytes are released first, so" in message
+
+
+def test_a_slot_that_served_nothing_has_no_load() -> None:
+    # slot.py Slot.__init__ #20: LOAD started at 1 byte; a micro-batch that never ran
+    # reported a load (and a profile recorded it).
+    with Arena("cpu", framework="numpy", ubatches=2) as a:
+        assert [s.load for s in a.stats().slots] == [0, 0]
+        a.get_simultaneous(((64,), F32))
+        assert [s.load for s in a.stats().slots] == [256, 0]
