@@ -651,6 +651,7 @@ def test_the_ledgers_peaks_and_oom_count_start_at_zero_and_follow_the_blocks() -
     with Arena(source=source, framework="numpy") as a:
         stats = a.memory_stats()
         assert stats["reserved_bytes.all.peak"] == 0 and stats["segment.all.peak"] == 0
+        assert stats["allocated_bytes.all.peak"] == 0  # governor.py __init__ #23
         a.get_simultaneous(((1024,), "uint8"))
         a.get_persistent("p", (16,), "uint8")
         stats = a.memory_stats()
