@@ -508,3 +508,160 @@ def test_real_events_release_the_old_block(source: str) -> None:
         allocate(1024, 16, side.cuda_stream)
         allocate(MB, 16, side.cuda_stream)  # the old block waits on the side stream too
     assert a.memory_stats()["arena.pending_release_bytes"] == 0  # close() waited
+
+
+@pytest.mark.parametrize("finished", [0, 5])
+def test_a_block_used_on_two_streams_waits_for_both(finished: int) -> None:
+    # Planted bug: a block given back once any one of its streams' events completed.
+    source = StreamOrderedSource(fake=FakeEvents(current=(0, 5)))
+    with Arena(source=source, framework="numpy") as a:
+        a.get_simultaneous(((1024,), "uint8"))
+        a.get_simultaneous(((MB,), "uint8"))  # growth: the 1 KiB block waits on 0 and 5
+        events = {e.stream: e for e in source.fake.recorded}
+        assert sorted(events) == [0, 5]
+        events[finished].complete = True  # one stream is done with it, the other is not
+        a.get_persistent("p", (16,), "uint8")  # an allocation collects what is done
+        assert ("release", 1024) not in source.events
+        assert a.memory_stats()["arena.pending_release_bytes"] == 1024
+        events[5 - finished].complete = True
+        a.get_persistent("q", (16,), "uint8")
+        assert ("release", 1024) in source.events
+        assert a.memory_stats()["arena.pending_release_bytes"] == 0
+
+
+@dataclass
+class FaultyStreamOrderedSource(StreamOrderedSource):
+    """Raises ``KeyboardInterrupt`` at the releases whose 1-based numbers are in
+    ``fail_at`` (after taking the block back, as an interrupt in the source would)."""
+
+    fail_at: set[int] = field(default_factory=set)
+    releases: int = 0
+
+    def release(self, allocation: Allocation) -> None:
+        self.releases += 1
+        super().release(allocation)
+        if self.releases in self.fail_at:
+            raise KeyboardInterrupt(f"interrupted at release #{self.releases}")
+
+
+@pytest.mark.parametrize("how", ["collect", "close"])
+def test_an_interrupt_giving_one_block_back_still_gives_back_the_others(how: str) -> None:
+    # deferred.py _give_back: every ready block goes to the source even when one release
+    # raises, each removed from the pending list first; the first error propagates.
+    source = FaultyStreamOrderedSource(fail_at={1})
+    a = Arena(source=source, framework="numpy")
+    a.get_simultaneous(((1024,), "uint8"))
+    a.get_simultaneous(((4096,), "uint8"))
+    a.get_simultaneous(((MB,), "uint8"))  # two blocks now wait on their events
+    assert a.memory_stats()["arena.pending_release_bytes"] == 1024 + 4096
+    source.fake.complete_all()
+    with pytest.raises(KeyboardInterrupt, match="release #1"):
+        if how == "collect":
+            a.get_persistent("p", (16,), "uint8")  # an allocation collects both
+        else:
+            a.close()
+    assert sorted(n for kind, n in source.events if kind == "release")[:2] == [1024, 4096]
+    if how == "collect":
+        assert a.memory_stats()["arena.pending_release_bytes"] == 0
+        a.get_persistent("p", (16,), "uint8")  # the arena goes on
+        a.close()
+    assert source.live == {}
+
+
+def test_a_block_whose_recording_failed_is_skipped_by_collection() -> None:
+    # deferred.py collect #5: entries without events (recording failed) were queried.
+    source = StreamOrderedSource()
+    a = Arena(source=source, framework="numpy")
+    a.get_simultaneous(((1024,), "uint8"))
+    source.fake.fail_record = True
+    with pytest.raises(KeyboardInterrupt):
+        a.get_simultaneous(((4096,), "uint8"))
+    source.fake.fail_record = False
+    held = a.memory_stats()["arena.pending_release_bytes"]
+    assert held > 0  # a block without events
+    a.get_simultaneous(((MB,), "uint8"))  # collects (and holds another block, with events)
+    source.fake.complete_all()
+    a.get_persistent("p", (16,), "uint8")  # collects again: only the block with events goes
+    assert a.memory_stats()["arena.pending_release_bytes"] == held
+    assert ("synchronize",) not in source.fake.calls
+    a.close()
+    assert ("synchronize",) in source.fake.calls and source.live == {}
+
+
+CUDA1 = Device("cuda", 1)
+
+
+def _indexed_cupy(count: int) -> types.ModuleType:
+    """CuPy with events whose calls name the device index they are made for."""
+    cupy = cupy_with_events()
+    calls = cupy.calls
+    cupy.cuda.runtime.getDeviceCount = lambda: count
+
+    def current(index: int = -1) -> Any:
+        calls.append(("get_current_stream", index))
+        return types.SimpleNamespace(ptr=30 + index)
+
+    cupy.cuda.get_current_stream = current
+    return cupy
+
+
+def _indexed_torch(initialized: bool = True) -> types.ModuleType:
+    torch = fake_torch(stream=9)
+    calls = torch.calls
+
+    def current(index: Any = None) -> Any:
+        calls.append(("current_stream", index))
+        return types.SimpleNamespace(cuda_stream=90 + index)
+
+    def external(handle: int, device: Any = "unset") -> Any:
+        calls.append(("ExternalStream", handle, device))
+        return types.SimpleNamespace(cuda_stream=handle)
+
+    torch.cuda.current_stream = current
+    torch.cuda.ExternalStream = external
+    torch.cuda.is_initialized = lambda: initialized
+    return torch
+
+
+def test_cupy_events_act_on_the_arenas_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    # deferred.py CupyEvents: the device index of every call (the current streams, the
+    # device made current around recording and synchronising), for a device other than 0.
+    cupy = _indexed_cupy(count=2)
+    torch = _indexed_torch()
+    install(monkeypatch, cupy=cupy, torch=torch)
+    events = deferred.stream_events(CUDA1)
+    assert isinstance(events, deferred.CupyEvents)
+    streams = events.streams([7, 31])
+    assert [s.ptr for s in streams] == [31, 91, 7]  # CuPy's, torch's, Triton's; no repeats
+    assert ("get_current_stream", 1) in cupy.calls and ("current_stream", 1) in torch.calls
+    events.record(streams[0])
+    events.synchronize()
+    assert [c for c in cupy.calls if c[0] == "device"] == [("device", 1)] * 3
+
+
+def test_cupy_events_leave_out_torch_before_torch_initialises_cuda(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # deferred.py _torch_current: torch's stream asked for only once torch initialised
+    # CUDA (asking would initialise it), and never without torch.
+    for torch in (_indexed_torch(initialized=False), None):
+        cupy = _indexed_cupy(count=1)
+        install(monkeypatch, cupy=cupy, torch=torch)
+        streams = deferred.stream_events(CUDA0).streams([7])
+        assert [s.ptr for s in streams] == [30, 7]
+        assert torch is None or torch.calls == []
+
+
+def test_torch_events_where_cupy_does_not_see_the_arenas_device(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # deferred.py stream_events #1/#6: CuPy installed but seeing one device: device 1's
+    # events are torch's; TorchEvents.streams asks for device 1's streams.
+    cupy = _indexed_cupy(count=1)
+    torch = _indexed_torch()
+    install(monkeypatch, cupy=cupy, torch=torch)
+    events = deferred.stream_events(CUDA1)
+    assert isinstance(events, deferred.TorchEvents)
+    streams = events.streams([4, 91])
+    assert [s.cuda_stream for s in streams] == [91, 4]
+    assert torch.calls == [("current_stream", 1), ("ExternalStream", 4, 1)]
