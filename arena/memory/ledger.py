@@ -322,6 +322,25 @@ class Ledger:
             return handed[1]
         return None
 
+    def release_each(self, blocks: list[Allocation]) -> None:
+        """Release every block of ``blocks``, even if releasing one raises (an interrupt
+        included).
+
+        Raises
+        ------
+        BaseException
+            The first error a release raised, after every block was attempted.
+        """
+        first: BaseException | None = None
+        for allocation in blocks:
+            try:
+                self.release(allocation)
+            except BaseException as exc:  # keep releasing: an interrupt must not leak the rest
+                if first is None:
+                    first = exc
+        if first is not None:
+            raise first
+
     def release_live(self) -> int:
         """Release every block still counted live; for :meth:`~arena.Arena.close` and the
         arena's collection, after the holders gave theirs back (none is left unless an
@@ -333,15 +352,7 @@ class Ledger:
             The first error a release raised, after every block was released.
         """
         blocks = list(self._live.values())
-        first: BaseException | None = None
-        for allocation in blocks:
-            try:
-                self.release(allocation)
-            except BaseException as exc:  # keep releasing: an interrupt must not leak the rest
-                if first is None:
-                    first = exc
-        if first is not None:
-            raise first
+        self.release_each(blocks)
         return len(blocks)
 
     def leftovers(self) -> Callable[[], None]:

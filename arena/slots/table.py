@@ -24,7 +24,6 @@ from arena.kernels.workspaces import (
     share_triton_blocks,
 )
 from arena.memory.ledger import Ledger
-from arena.memory.sources import Allocation
 from arena.observe.events import MB, ArenaEvent, caller_info, format_mb, log_event, warn_user
 from arena.observe.snapshot import EventLog, build_snapshot
 from arena.observe.stats import ArenaStats, SlotStats
@@ -42,7 +41,7 @@ from arena.slots.sleep import Sleeper, fall_asleep, wake_for_close, wake_up
 from arena.slots.slot import Resize, Slot
 from arena.views.layout import MAX_BYTES
 
-__all__ = ["SlotTable", "release_all"]
+__all__ = ["SlotTable"]
 
 
 class SlotTable:
@@ -279,7 +278,7 @@ class SlotTable:
             # wake() commits every block sleep() released again: none may go meanwhile.
             governor.check_awake("release_retired()")
             blocks = [a for s in self.slots for a in s.take_retired(include_captured)]
-            release_all(governor.ledger, blocks)
+            governor.ledger.release_each(blocks)
         return sum(a.nbytes for a in blocks)
 
     def close(self, *, collected: bool = False) -> None:
@@ -301,7 +300,7 @@ class SlotTable:
                         governor.collected = collected
                         governor.closed = True
                 blocks = [a for s in self.slots for a in s.take_blocks()]
-                release_all(ledger, blocks)
+                ledger.release_each(blocks)
             finally:
                 # Every block still counted live goes back too, so an interrupt anywhere
                 # (in a holder's change, or in this close) leaks nothing.
@@ -492,17 +491,3 @@ def _share_persistent_buffers(group: list[Slot]) -> None:
             for sibling in group:
                 if key not in sibling.persistent.buffers:
                     sibling.persistent.create(key, entry.layout, entry.zero_init)
-
-
-def release_all(ledger: Ledger, blocks: list[Allocation]) -> None:
-    """Release every block, even if releasing one raises (an interrupt included); the
-    first such error propagates after all were attempted."""
-    first: BaseException | None = None
-    for allocation in blocks:
-        try:
-            ledger.release(allocation)
-        except BaseException as exc:  # keep releasing: an interrupt must not leak the rest
-            if first is None:
-                first = exc
-    if first is not None:
-        raise first
