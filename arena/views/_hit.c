@@ -215,7 +215,7 @@ static Py_ssize_t governor_locked;
 static Py_ssize_t log_peaks, log_last_requests, log_recorder;
 static PyObject *sites_memo, *internal_memo;
 static PyObject *str_miss, *str_python_request, *str_served, *served_names, *zero, *one;
-static PyObject *str_python_get;
+static PyObject *str_python_get, *str_python_release;
 
 #define FIELD(object, offset) (*(PyObject **)((char *)(object) + (offset)))
 
@@ -723,8 +723,12 @@ static PyType_Spec hit_spec = {
  *   _fresh_view  per-view callable for a fresh view; None: the prepared view itself;
  *                False: every request takes the Python path
  *   _watch       True when served requests need Python's bookkeeping
+ *   _quick       True when release() of one view may take the hit (a replay, no
+ *                poisoning, no debug mode)
+ *   _views, _ended, _lasts  the run's views by id, views released by id, and last use
+ *                per block (arena.planning.runs.StepRun)
  *
- * Anything else goes to the step's Python method _python_get. */
+ * Anything else goes to the step's Python method _python_get (_python_release). */
 
 typedef struct {
     PyObject_HEAD
@@ -737,6 +741,10 @@ typedef struct {
     PyObject *buffer;
     PyObject *fresh_view;
     PyObject *watch;
+    PyObject *quick;
+    PyObject *views;
+    PyObject *ended;
+    PyObject *lasts;
 } StepHitBase;
 
 /* Replace an object field with a new reference (consumed). */
@@ -854,6 +862,68 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     return out;
 }
 
+/* The hit of release(view): the view is one of the last few requests' and not released
+ * yet. 1 when released, 0 when the Python path must run, -1 with an exception set. */
+static int step_release_one(StepHitBase *self, PyObject *view) {
+    PyObject *handed = self->handed, *released = self->released, *request = self->request;
+    if (self->quick != Py_True || self->slot == NULL || self->slot == Py_None ||
+        handed == NULL || !PyList_CheckExact(handed) || released == NULL ||
+        !PySet_CheckExact(released) || request == NULL || !PyLong_CheckExact(request) ||
+        self->views == NULL || !PyDict_CheckExact(self->views) || self->ended == NULL ||
+        !PyDict_CheckExact(self->ended) || self->lasts == NULL || !PyDict_CheckExact(self->lasts))
+        return 0;
+    Py_ssize_t count = PyList_GET_SIZE(handed);
+    Py_ssize_t low = count > 4 ? count - 4 : 0;
+    for (Py_ssize_t i = count - 1; i >= low; i--) {
+        PyObject *pair = PyList_GET_ITEM(handed, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) return 0;
+        PyObject *blocks = PyTuple_GET_ITEM(pair, 0), *made = PyTuple_GET_ITEM(pair, 1);
+        if (!PyTuple_CheckExact(blocks) || !PyList_CheckExact(made)) return 0;
+        Py_ssize_t n = PyList_GET_SIZE(made);
+        if (n > PyTuple_GET_SIZE(blocks)) return 0;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            if (PyList_GET_ITEM(made, j) != view) continue;
+            PyObject *block = PyTuple_GET_ITEM(blocks, j);
+            int gone = PySet_Contains(released, block);
+            if (gone != 0) {
+                PyErr_Clear();
+                return 0; /* released already: the Python path names it */
+            }
+            Py_INCREF(block);
+            PyObject *key = PyLong_FromVoidPtr(view);
+            PyObject *last = key == NULL ? NULL : PyNumber_Subtract(request, one);
+            int failed = last == NULL || PyDict_SetItem(self->ended, key, view) < 0 ||
+                         PyDict_SetItem(self->lasts, block, last) < 0 ||
+                         PySet_Add(released, block) < 0;
+            /* Indexed already (an earlier release indexed it): no longer live there. */
+            if (!failed && PyDict_DelItem(self->views, key) < 0) {
+                if (PyErr_ExceptionMatches(PyExc_KeyError))
+                    PyErr_Clear();
+                else
+                    failed = 1;
+            }
+            Py_XDECREF(last);
+            Py_XDECREF(key);
+            Py_DECREF(block);
+            return failed ? -1 : 1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *step_release(PyObject *self, PyObject *args) {
+    if (PyTuple_GET_SIZE(args) == 1) {
+        int done = step_release_one((StepHitBase *)self, PyTuple_GET_ITEM(args, 0));
+        if (done < 0) return NULL;
+        if (done) Py_RETURN_NONE;
+    }
+    PyObject *method = PyObject_GetAttr(self, str_python_release);
+    if (method == NULL) return NULL;
+    PyObject *out = PyObject_Call(method, args, NULL);
+    Py_DECREF(method);
+    return out;
+}
+
 static PyObject *step_get_simultaneous(PyObject *self, PyObject *specs) {
     PyObject *out = step_serve((StepHitBase *)self, specs);
     if (out != NULL || PyErr_Occurred()) return out;
@@ -875,6 +945,10 @@ static int step_traverse(StepHitBase *self, visitproc visit, void *arg) {
     Py_VISIT(self->buffer);
     Py_VISIT(self->fresh_view);
     Py_VISIT(self->watch);
+    Py_VISIT(self->quick);
+    Py_VISIT(self->views);
+    Py_VISIT(self->ended);
+    Py_VISIT(self->lasts);
     return 0;
 }
 
@@ -888,6 +962,10 @@ static int step_clear(StepHitBase *self) {
     Py_CLEAR(self->buffer);
     Py_CLEAR(self->fresh_view);
     Py_CLEAR(self->watch);
+    Py_CLEAR(self->quick);
+    Py_CLEAR(self->views);
+    Py_CLEAR(self->ended);
+    Py_CLEAR(self->lasts);
     return 0;
 }
 
@@ -902,6 +980,8 @@ static void step_dealloc(StepHitBase *self) {
 static PyMethodDef step_methods[] = {
     {"get_simultaneous", (PyCFunction)step_get_simultaneous, METH_VARARGS,
      "get_simultaneous(*specs): the compiled hit of a replayed step."},
+    {"release", (PyCFunction)step_release, METH_VARARGS,
+     "release(*views): the compiled hit of a replayed step's release."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -916,6 +996,10 @@ static PyMemberDef step_members[] = {
     STEP_MEMBER("_buffer", buffer),
     STEP_MEMBER("_fresh_view", fresh_view),
     STEP_MEMBER("_watch", watch),
+    STEP_MEMBER("_quick", quick),
+    STEP_MEMBER("_views", views),
+    STEP_MEMBER("_ended", ended),
+    STEP_MEMBER("_lasts", lasts),
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1201,6 +1285,11 @@ PyMODINIT_FUNC PyInit__hit(void) {
         return NULL;
     }
     str_python_get = PyUnicode_InternFromString("_python_get");
+    str_python_release = PyUnicode_InternFromString("_python_release");
+    if (str_python_release == NULL) {
+        Py_DECREF(module);
+        return NULL;
+    }
     PyObject *step_type = PyType_FromSpec(&step_spec);
     if (str_python_get == NULL || step_type == NULL ||
         PyModule_AddObject(module, "StepHitBase", step_type) < 0) {

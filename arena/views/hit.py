@@ -117,15 +117,25 @@ class PyStepHitBase:
         (every request takes the Python path).
     _watch : bool
         Served requests need the front's bookkeeping (a capture probe, a request log).
+    _quick : bool
+        ``release`` of one view may take the compiled hit (a replay, no poisoning, no
+        debug mode).
+    _views, _ended, _lasts
+        The run's views by id, views released by id and last use per block
+        (:class:`arena.planning.runs.StepRun`).
     """
 
     __slots__ = (
         "_buffer",
         "_caches",
+        "_ended",
         "_expiring",
         "_fresh_view",
         "_handed",
+        "_lasts",
+        "_quick",
         "_released",
+        "_views",
         "_watch",
         "request",
         "slot",
