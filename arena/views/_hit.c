@@ -778,7 +778,17 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     if (!PyDict_CheckExact(cache)) return NULL;
     /* Held across the lookup, which may run a dtype's Python __hash__ or __eq__. */
     Py_INCREF(cache);
-    PyObject *found = PyDict_GetItemWithError(cache, specs);
+    PyObject *found = NULL;
+    if (PyDict_GET_SIZE(cache) == 1) {
+        /* One request remembered at this index (the usual case): compared element by
+         * element (the same shape and dtype objects), without hashing the request. */
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        if (PyDict_Next(cache, &pos, &key, &value) && same_request(key, specs) == 1)
+            found = value;
+        PyErr_Clear();
+    }
+    if (found == NULL) found = PyDict_GetItemWithError(cache, specs);
     Py_XINCREF(found);
     Py_DECREF(cache);
     if (found == NULL || !Py_IS_TYPE(found, prepared_type) ||
