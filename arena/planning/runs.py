@@ -80,12 +80,15 @@ class StepRun:
         self.firsts.extend([request] * len(sizes))
 
     def index(self) -> None:
-        """Index a replay's handed-out views by identity (for release and the end)."""
-        views, handed = self.views, self.handed
+        """Index a replay's handed-out views by identity (for release and the end); the
+        views of blocks released already (by the compiled release, which does not index)
+        are not live."""
+        views, handed, released = self.views, self.handed, self.released
         for index in range(self.indexed, len(handed)):
             blocks, made = handed[index]
             for block, view in zip(blocks, made, strict=True):
-                views[id(view)] = (block, view)
+                if block not in released:
+                    views[id(view)] = (block, view)
         self.indexed = len(handed)
 
     def live_extent(self, plan: Any) -> tuple[int, int]:

@@ -28,10 +28,21 @@ from typing import Any, Generic, Protocol, TypeVar
 from arena.errors import ArenaError
 from arena.slots.slot import Buffer, Resize, Slot
 from arena.uncopyable import refuse_copies
+from arena.views import hit
+from arena.views.hit import ScopeHitBase, compiled
 from arena.views.layout import Layout, compute_layout, shifted
 from arena.views.poison import poison_slot_bytes
 
-__all__ = ["Placer", "Region", "Scope", "close_region", "heal_regions", "open_region"]
+__all__ = [
+    "CompiledScope",
+    "Placer",
+    "Region",
+    "Scope",
+    "close_region",
+    "heal_regions",
+    "open_region",
+    "scope_class",
+]
 
 ViewT = TypeVar("ViewT")
 
@@ -44,6 +55,7 @@ class Placer(Protocol):
     key: str
     probe: Callable[[], bool] | None
     log: Any
+    fresh_view: Any
 
     def place(
         self,
@@ -86,8 +98,10 @@ class Placer(Protocol):
         ...
 
 
-class Region:
-    """An open scope or step on one slot: where it starts and how far its views reach.
+class Region(ScopeHitBase):
+    """An open scope on one slot: where it starts and how far its views reach (its
+    fields are the base's: :class:`arena.views.hit.PyScopeHitBase`, or the compiled
+    ``ScopeHitBase``).
 
     Attributes
     ----------
@@ -99,13 +113,16 @@ class Region:
         Bytes of its views still live (less than ``end - base`` where holes are).
     """
 
-    __slots__ = ("base", "end", "held", "slot")
+    __slots__ = ()
 
     def __init__(self) -> None:
         self.slot: Slot | None = None
         self.base = 0
         self.end = 0
         self.held = 0
+        self._memo = ""
+        self._fresh_view = False  # every request takes the Python path
+        self._watch = True
 
     def open_on(self, slot: Slot) -> None:
         """Open this region on ``slot``, at its top (see :func:`open_region`)."""
@@ -210,6 +227,9 @@ class Scope(Region, Generic[ViewT]):
         self._poison = poison
         self._debug = debug
         self._handed: list[Any] = []
+        # Where this front's scopes remember views: per buffer, per top, per request.
+        self._memo = f"{placer.key}/scope"
+        self._fresh_view = placer.fresh_view
 
     def __enter__(self) -> Scope[ViewT]:
         if self.slot is not None:
@@ -217,6 +237,15 @@ class Scope(Region, Generic[ViewT]):
         slot = self._select()
         if slot.regions:
             heal_regions(slot)
+        # Debug mode, poisoning, a capture probe or a request log while unlocked: requests
+        # need their bookkeeping (decided per block: the hot path reads one flag).
+        placer = self._placer
+        self._watch = (
+            self._debug
+            or self._poison
+            or placer.probe is not None
+            or (placer.log is not None and not slot.governor.locked)
+        )
         self.open_on(slot)
         return self
 
@@ -233,6 +262,23 @@ class Scope(Region, Generic[ViewT]):
             Malformed request.
         """
         slot = self.slot
+        if slot is not None and not self._watch and slot.regions[-1] is self:
+            # The hit: views remembered over this buffer for this front's scopes, at this
+            # top (arena/views/_hit.c mirrors it).
+            cache = slot.buffer.prepared.get(self._memo)
+            if cache is not None:
+                top = slot.top
+                try:
+                    entry = cache[top, specs]
+                except (KeyError, TypeError):
+                    pass
+                else:
+                    views = entry.serve(specs)
+                    if views is not None:
+                        entry.used = True
+                        slot.calls += 1
+                        self._account(slot, top, entry.required)
+                        return views  # type: ignore[no-any-return]
         if slot is None:
             raise ArenaError(
                 "this scope is not open: request inside its with block (with ws.scope() "
@@ -248,15 +294,42 @@ class Scope(Region, Generic[ViewT]):
             )
         layout = compute_layout(specs, self._alignment)
         base = slot.top
-        views = self._placer.place(slot, shifted(layout, base), specs, what="scope request")
+        views = self._placer.place(
+            slot,
+            shifted(layout, base),
+            specs,
+            what="scope request",
+            memo=None if self._watch else self._keeper(base, specs),
+        )
         assert views is not None  # strict placement raises instead
-        slot.top = self.end = base + layout.total
-        self.held += layout.total
-        slot.live += layout.total
-        slot.note_load(slot.live, reach=slot.top, placer=self)
+        self._account(slot, base, base + layout.total)
         if self._debug:
             self._handed.extend(views)
         return views  # type: ignore[no-any-return]
+
+    #: The Python request path: CompiledScope's compiled hit hands it what it does not serve.
+    _python_get = get_simultaneous
+
+    def _account(self, slot: Slot, base: int, end: int) -> None:
+        """A request placed from ``base`` to ``end``: the slot's top, live bytes and LOAD."""
+        total = end - base
+        slot.top = self.end = end
+        self.held += total
+        slot.live += total
+        slot.note_load(slot.live, reach=end, placer=self)
+
+    def _keeper(self, base: int, specs: Any) -> Callable[[Buffer, Any], None]:
+        """Where a request's views placed at ``base`` are remembered: per buffer, in one
+        dict of this front's scopes under ``(base, specs)`` (bounded like every cache of
+        prepared views)."""
+
+        def store(buffer: Buffer, entry: Any) -> None:
+            cache = buffer.prepared.get(self._memo)
+            if cache is None:
+                cache = buffer.prepared[self._memo] = {}
+            self._placer.remember(cache, (base, specs), entry)
+
+        return store
 
     def __exit__(self, *exc_info: object) -> None:
         slot = self.slot
@@ -269,3 +342,20 @@ class Scope(Region, Generic[ViewT]):
         if self._handed:
             handed, self._handed = self._handed, []
             self._placer.retire(handed)
+
+
+class CompiledScope(Scope[ViewT]):
+    """A :class:`Scope` whose repeated requests are served by the compiled hit
+    (``arena.views._hit``); every other request goes to the same Python path. Made only
+    where the extension is in use."""
+
+    __slots__ = ()
+
+    if compiled is not None:
+        get_simultaneous = compiled.ScopeHitBase.get_simultaneous
+
+
+def scope_class() -> type[Scope[Any]]:
+    """The class of new scopes: :class:`CompiledScope` where the compiled hit path is in
+    use (:data:`arena.views.hit.HIT_PATH`), else :class:`Scope`."""
+    return CompiledScope if hit.HIT_PATH == "compiled" and compiled is not None else Scope

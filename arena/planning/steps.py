@@ -99,10 +99,9 @@ class Step(StepHitBase, Generic[ViewT]):
         self._caches: list[dict[Any, Any]] | None = None
         self._buffer: Any = None  # the buffer whose remembered views _caches holds
         self._expiring: list[tuple[int, ...]] = []
-        self._released: set[int] = self.run.released
-        self._handed: list[Any] = self.run.handed
         self._fresh_view = fresh_view
         self._watch = False
+        self._bind(self.run, False)
 
     def __enter__(self) -> Step[ViewT]:
         if self.slot is not None:
@@ -135,9 +134,8 @@ class Step(StepHitBase, Generic[ViewT]):
         # Once the region opens, an interrupt (or a warning as error) exits the run.
         run = StepRun() if self.run is _ENDED else self.run
         self._book, self.run = book, run
-        self._released, self._handed = run.released, run.handed
+        self._bind(run, book.planned)
         self.request = 0
-        self.replay = book.planned
         # A capture probe, or a request log while unlocked: served requests need their
         # bookkeeping (decided per run: the hot path reads one flag).
         placer = self._placer
@@ -181,6 +179,15 @@ class Step(StepHitBase, Generic[ViewT]):
             self.__exit__(type(error), error, error.__traceback__)
             raise
         return self
+
+    def _bind(self, run: StepRun, replay: bool) -> None:
+        """Start ``run`` (a replay of the plan, or a recording): where the compiled hit
+        and release read its records, and whether release() of one view may take the
+        compiled hit."""
+        self._released, self._handed = run.released, run.handed
+        self._views, self._ended, self._lasts = run.views, run.ended, run.lasts
+        self.replay = replay
+        self._quick = replay and not (self._poison or self._debug)
 
     def get_simultaneous(self, *specs: tuple[Any, Any]) -> list[ViewT]:
         """Views for several ``(shape, dtype)`` requests, live until released or the end
@@ -292,6 +299,9 @@ class Step(StepHitBase, Generic[ViewT]):
             if self._debug:
                 self._placer.retire([handed] if given is handed else [handed, given])
 
+    #: The Python release: CompiledStep's compiled release hands it what it does not serve.
+    _python_release = release
+
     def _start_inside(self, outer: Step[Any]) -> int:
         """Start right inside the run ``outer``, above its live views only; returns what
         ``outer`` counts as live beyond them (a replay counts its plan's LOAD)."""
@@ -320,6 +330,7 @@ class Step(StepHitBase, Generic[ViewT]):
         finally:  # whatever interrupted the bookkeeping, the region closes
             if book is not None:
                 book.running = False
+            self._quick = False
             self._buffer = self._caches = None
             close_region(self)
             self.nested = None
@@ -477,6 +488,7 @@ class Step(StepHitBase, Generic[ViewT]):
         run.broken = True
         run.adopt(book, r)
         held = sum(size for _, size in run.live.values())
+        self._quick = False
         self._handed, self._caches, self.replay = run.handed, None, False
         slot.live += held - self.held
         self.held, run.broken = held, False
@@ -491,6 +503,7 @@ class CompiledStep(Step[ViewT]):
 
     if compiled is not None:
         get_simultaneous = compiled.StepHitBase.get_simultaneous
+        release = compiled.StepHitBase.release
 
 
 def step_class() -> type[Step[Any]]:

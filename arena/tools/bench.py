@@ -11,7 +11,9 @@ four methods, each written as straight-line code the way a user writes it:
 
 Also (:mod:`arena.tools.checks`): an unlocked and a second slot's hit, the first request
 of a never-seen structure, zero allocations after lock, the layout memo, the cache
-memory, the growth peak. Every ratio is the median of paired rounds with its 10th-90th
+memory, the growth peak; and (:mod:`arena.tools.regionbench`) a replayed step's and a
+repeated scope's request against a plain one, a step's enter and exit and a release, per
+grad mode. Every ratio is the median of paired rounds with its 10th-90th
 percentile spread (:mod:`arena.tools.timing`)."""
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from arena.observe.events import MB
 from arena.tools import checks
 from arena.tools.membench import fixed_address_figures, format_fixed_address
 from arena.tools.planbench import format_planning, run_planning_bench
+from arena.tools.regionbench import format_regions, region_figures
 from arena.tools.timing import Paired
 from arena.tools.workloads import WORKLOADS, WorkloadRow, time_workload
 
@@ -222,6 +225,8 @@ def run_bench(
     result.memory = checks.memory_figures()
     say("fixed-address memory: growth against the default source, sleep and wake")
     found["fixed_address"] = fixed_address_figures(quick)
+    say("steps and scopes: requests, enter and exit, release, per grad mode")
+    found["regions"] = region_figures(quick)
     say("planning: four decoder layers as plain requests, scopes and steps")
     result.planning = run_planning_bench(quick)
     if "cuda:0" in devices:
@@ -324,6 +329,7 @@ def format_result(result: BenchResult) -> str:
             )
         else:
             lines.append(f"  growth {m['growth']}: peak = {m['peak_over_new_size']:.3f} x new size")
+    lines += format_regions(found.get("regions", {}))
     lines += format_fixed_address(found.get("fixed_address", {}))
     if result.planning:
         lines += ["", format_planning(result.planning)]

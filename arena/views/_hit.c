@@ -210,11 +210,12 @@ static PyTypeObject *slot_type, *buffer_type, *prepared_type, *governor_type, *l
 static Py_ssize_t slot_buffer, slot_detour, slot_calls, slot_index, buffer_prepared;
 static Py_ssize_t prepared_views, prepared_used, prepared_required, prepared_key;
 static Py_ssize_t slot_regions, prepared_metadata;
+static Py_ssize_t slot_top, slot_live, slot_load, slot_plain_high;
 static Py_ssize_t governor_locked;
 static Py_ssize_t log_peaks, log_last_requests, log_recorder;
 static PyObject *sites_memo, *internal_memo;
 static PyObject *str_miss, *str_python_request, *str_served, *served_names, *zero, *one;
-static PyObject *str_python_get;
+static PyObject *str_python_get, *str_python_release;
 
 #define FIELD(object, offset) (*(PyObject **)((char *)(object) + (offset)))
 
@@ -254,6 +255,10 @@ static PyObject *bind(PyObject *module, PyObject *args) {
         member_offset(types[0], "calls", &slot_calls) < 0 ||
         member_offset(types[0], "index", &slot_index) < 0 ||
         member_offset(types[0], "regions", &slot_regions) < 0 ||
+        member_offset(types[0], "top", &slot_top) < 0 ||
+        member_offset(types[0], "live", &slot_live) < 0 ||
+        member_offset(types[0], "load", &slot_load) < 0 ||
+        member_offset(types[0], "plain_high", &slot_plain_high) < 0 ||
         member_offset(types[1], "prepared", &buffer_prepared) < 0 ||
         member_offset(types[2], "views", &prepared_views) < 0 ||
         member_offset(types[2], "used", &prepared_used) < 0 ||
@@ -718,8 +723,12 @@ static PyType_Spec hit_spec = {
  *   _fresh_view  per-view callable for a fresh view; None: the prepared view itself;
  *                False: every request takes the Python path
  *   _watch       True when served requests need Python's bookkeeping
+ *   _quick       True when release() of one view may take the hit (a replay, no
+ *                poisoning, no debug mode)
+ *   _views, _ended, _lasts  the run's views by id, views released by id, and last use
+ *                per block (arena.planning.runs.StepRun)
  *
- * Anything else goes to the step's Python method _python_get. */
+ * Anything else goes to the step's Python method _python_get (_python_release). */
 
 typedef struct {
     PyObject_HEAD
@@ -732,6 +741,10 @@ typedef struct {
     PyObject *buffer;
     PyObject *fresh_view;
     PyObject *watch;
+    PyObject *quick;
+    PyObject *views;
+    PyObject *ended;
+    PyObject *lasts;
 } StepHitBase;
 
 /* Replace an object field with a new reference (consumed). */
@@ -765,7 +778,17 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     if (!PyDict_CheckExact(cache)) return NULL;
     /* Held across the lookup, which may run a dtype's Python __hash__ or __eq__. */
     Py_INCREF(cache);
-    PyObject *found = PyDict_GetItemWithError(cache, specs);
+    PyObject *found = NULL;
+    if (PyDict_GET_SIZE(cache) == 1) {
+        /* One request remembered at this index (the usual case): compared element by
+         * element (the same shape and dtype objects), without hashing the request. */
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        if (PyDict_Next(cache, &pos, &key, &value) && same_request(key, specs) == 1)
+            found = value;
+        PyErr_Clear();
+    }
+    if (found == NULL) found = PyDict_GetItemWithError(cache, specs);
     Py_XINCREF(found);
     Py_DECREF(cache);
     if (found == NULL || !Py_IS_TYPE(found, prepared_type) ||
@@ -849,6 +872,68 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     return out;
 }
 
+/* The hit of release(view): the view is one of the last few requests' and not released
+ * yet. 1 when released, 0 when the Python path must run, -1 with an exception set. */
+static int step_release_one(StepHitBase *self, PyObject *view) {
+    PyObject *handed = self->handed, *released = self->released, *request = self->request;
+    if (self->quick != Py_True || self->slot == NULL || self->slot == Py_None ||
+        handed == NULL || !PyList_CheckExact(handed) || released == NULL ||
+        !PySet_CheckExact(released) || request == NULL || !PyLong_CheckExact(request) ||
+        self->views == NULL || !PyDict_CheckExact(self->views) || self->ended == NULL ||
+        !PyDict_CheckExact(self->ended) || self->lasts == NULL || !PyDict_CheckExact(self->lasts))
+        return 0;
+    Py_ssize_t count = PyList_GET_SIZE(handed);
+    Py_ssize_t low = count > 4 ? count - 4 : 0;
+    for (Py_ssize_t i = count - 1; i >= low; i--) {
+        PyObject *pair = PyList_GET_ITEM(handed, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) return 0;
+        PyObject *blocks = PyTuple_GET_ITEM(pair, 0), *made = PyTuple_GET_ITEM(pair, 1);
+        if (!PyTuple_CheckExact(blocks) || !PyList_CheckExact(made)) return 0;
+        Py_ssize_t n = PyList_GET_SIZE(made);
+        if (n > PyTuple_GET_SIZE(blocks)) return 0;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            if (PyList_GET_ITEM(made, j) != view) continue;
+            PyObject *block = PyTuple_GET_ITEM(blocks, j);
+            int gone = PySet_Contains(released, block);
+            if (gone != 0) {
+                PyErr_Clear();
+                return 0; /* released already: the Python path names it */
+            }
+            Py_INCREF(block);
+            PyObject *key = PyLong_FromVoidPtr(view);
+            PyObject *last = key == NULL ? NULL : PyNumber_Subtract(request, one);
+            int failed = last == NULL || PyDict_SetItem(self->ended, key, view) < 0 ||
+                         PyDict_SetItem(self->lasts, block, last) < 0 ||
+                         PySet_Add(released, block) < 0;
+            /* Indexed already (an earlier release indexed it): no longer live there. */
+            if (!failed && PyDict_DelItem(self->views, key) < 0) {
+                if (PyErr_ExceptionMatches(PyExc_KeyError))
+                    PyErr_Clear();
+                else
+                    failed = 1;
+            }
+            Py_XDECREF(last);
+            Py_XDECREF(key);
+            Py_DECREF(block);
+            return failed ? -1 : 1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *step_release(PyObject *self, PyObject *args) {
+    if (PyTuple_GET_SIZE(args) == 1) {
+        int done = step_release_one((StepHitBase *)self, PyTuple_GET_ITEM(args, 0));
+        if (done < 0) return NULL;
+        if (done) Py_RETURN_NONE;
+    }
+    PyObject *method = PyObject_GetAttr(self, str_python_release);
+    if (method == NULL) return NULL;
+    PyObject *out = PyObject_Call(method, args, NULL);
+    Py_DECREF(method);
+    return out;
+}
+
 static PyObject *step_get_simultaneous(PyObject *self, PyObject *specs) {
     PyObject *out = step_serve((StepHitBase *)self, specs);
     if (out != NULL || PyErr_Occurred()) return out;
@@ -870,6 +955,10 @@ static int step_traverse(StepHitBase *self, visitproc visit, void *arg) {
     Py_VISIT(self->buffer);
     Py_VISIT(self->fresh_view);
     Py_VISIT(self->watch);
+    Py_VISIT(self->quick);
+    Py_VISIT(self->views);
+    Py_VISIT(self->ended);
+    Py_VISIT(self->lasts);
     return 0;
 }
 
@@ -883,6 +972,10 @@ static int step_clear(StepHitBase *self) {
     Py_CLEAR(self->buffer);
     Py_CLEAR(self->fresh_view);
     Py_CLEAR(self->watch);
+    Py_CLEAR(self->quick);
+    Py_CLEAR(self->views);
+    Py_CLEAR(self->ended);
+    Py_CLEAR(self->lasts);
     return 0;
 }
 
@@ -897,6 +990,8 @@ static void step_dealloc(StepHitBase *self) {
 static PyMethodDef step_methods[] = {
     {"get_simultaneous", (PyCFunction)step_get_simultaneous, METH_VARARGS,
      "get_simultaneous(*specs): the compiled hit of a replayed step."},
+    {"release", (PyCFunction)step_release, METH_VARARGS,
+     "release(*views): the compiled hit of a replayed step's release."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -911,6 +1006,10 @@ static PyMemberDef step_members[] = {
     STEP_MEMBER("_buffer", buffer),
     STEP_MEMBER("_fresh_view", fresh_view),
     STEP_MEMBER("_watch", watch),
+    STEP_MEMBER("_quick", quick),
+    STEP_MEMBER("_views", views),
+    STEP_MEMBER("_ended", ended),
+    STEP_MEMBER("_lasts", lasts),
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -930,6 +1029,232 @@ static PyType_Spec step_spec = {
     0,
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     step_slots,
+};
+
+/* ------------------------------------------------------------------ ScopeHitBase
+ *
+ * The compiled hit of a scope's request (arena.planning.scopes): a request the slot's
+ * buffer remembers for this front's scopes at the slot's current top, no capture probe,
+ * no request log to tell, nor debug mode or poisoning, and nothing to note (the slot's
+ * LOAD and plain high-water mark already cover it, no step open below the scope). Its
+ * fields are the scope's, under the names the pure-Python base
+ * (arena.views.hit.PyScopeHitBase) has:
+ *
+ *   slot         the slot the scope is open on, or None
+ *   base, end    where the scope's views start and end (ints)
+ *   held         the bytes of its views (an int)
+ *   _memo        the key of the scopes' remembered views in Buffer.prepared: a dict
+ *                {(top, specs): Prepared}
+ *   _fresh_view  per-view callable for a fresh view; None: the prepared view itself;
+ *                False: every request takes the Python path
+ *   _watch       True when requests need Python's bookkeeping
+ *
+ * Anything else goes to the scope's Python method _python_get. */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *slot;
+    PyObject *base;
+    PyObject *end;
+    PyObject *held;
+    PyObject *memo;
+    PyObject *fresh_view;
+    PyObject *watch;
+} ScopeHitBase;
+
+static PyTypeObject *scope_type;
+
+/* Whether a >= b for two ints: 1, 0, or -1 with an exception set. */
+static int at_least(PyObject *a, PyObject *b) {
+    if (a == NULL || b == NULL || !PyLong_CheckExact(a) || !PyLong_CheckExact(b)) return 0;
+    return PyObject_RichCompareBool(a, b, Py_GE);
+}
+
+/* The scope's hit: fresh views (a new reference); NULL without an exception when the
+ * Python path serves the request, NULL with one on error. */
+static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
+    PyObject *slot = self->slot, *fresh = self->fresh_view;
+    if (slot == NULL || !Py_IS_TYPE(slot, slot_type) || self->watch != Py_False ||
+        fresh == NULL || fresh == Py_False || self->memo == NULL || self->held == NULL ||
+        !PyLong_CheckExact(self->held))
+        return NULL;
+    PyObject *regions = FIELD(slot, slot_regions);
+    if (regions == NULL || !PyList_CheckExact(regions)) return NULL;
+    Py_ssize_t depth = PyList_GET_SIZE(regions);
+    if (depth == 0 || PyList_GET_ITEM(regions, depth - 1) != (PyObject *)self) return NULL;
+    /* A step open below takes the Python path: its replays must learn this reach. */
+    for (Py_ssize_t i = 0; i < depth - 1; i++)
+        if (!PyObject_TypeCheck(PyList_GET_ITEM(regions, i), scope_type)) return NULL;
+    PyObject *buffer = FIELD(slot, slot_buffer), *top = FIELD(slot, slot_top);
+    if (buffer == NULL || !Py_IS_TYPE(buffer, buffer_type) || top == NULL ||
+        !PyLong_CheckExact(top))
+        return NULL;
+    if (digest_of(specs) == 0) return NULL; /* not plain: the Python path explains */
+    PyObject *prepared = FIELD(buffer, buffer_prepared);
+    if (prepared == NULL || !PyDict_CheckExact(prepared)) return NULL;
+    PyObject *cache = PyDict_GetItemWithError(prepared, self->memo);
+    if (cache == NULL || !PyDict_CheckExact(cache)) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *key = PyTuple_Pack(2, top, specs);
+    if (key == NULL) return NULL;
+    /* Held across the lookup, which may run a dtype's Python __hash__ or __eq__ (and let
+     * another thread close the arena, dropping the buffer and its caches). */
+    Py_INCREF(buffer);
+    Py_INCREF(top);
+    Py_INCREF(cache);
+    PyObject *entry = PyDict_GetItemWithError(cache, key);
+    Py_XINCREF(entry);
+    Py_DECREF(cache);
+    Py_DECREF(key);
+    PyObject *out = NULL, *required = NULL, *total = NULL, *live = NULL, *held = NULL;
+    PyObject *calls = NULL;
+    if (entry == NULL || !Py_IS_TYPE(entry, prepared_type) ||
+        !same_classes(FIELD(entry, prepared_key), specs)) {
+        PyErr_Clear(); /* a miss, or an unhashable dtype: the Python path explains */
+        goto done;
+    }
+    /* The lookup may have let another thread move on: check the slot again. */
+    if (self->slot != slot || FIELD(slot, slot_buffer) != buffer || FIELD(slot, slot_top) != top)
+        goto done;
+    PyObject *reach = FIELD(entry, prepared_required);
+    PyObject *views = FIELD(entry, prepared_views);
+    Py_ssize_t count = PyTuple_GET_SIZE(specs);
+    if (reach == NULL || !PyLong_CheckExact(reach) || views == NULL ||
+        !PyList_CheckExact(views) || PyList_GET_SIZE(views) != count ||
+        FIELD(slot, slot_calls) == NULL)
+        goto done;
+    required = reach;
+    Py_INCREF(required);
+    /* The bookkeeping first (nothing installed yet): LOAD and the plain high-water mark
+     * must already cover this request, else Slot.note_load in Python. */
+    total = PyNumber_Subtract(required, top);
+    live = total == NULL ? NULL : PyNumber_Add(FIELD(slot, slot_live), total);
+    held = live == NULL ? NULL : PyNumber_Add(self->held, total);
+    calls = held == NULL ? NULL : PyNumber_Add(FIELD(slot, slot_calls), one);
+    if (calls == NULL) goto error;
+    int covered = at_least(FIELD(slot, slot_load), live);
+    if (covered > 0) covered = at_least(FIELD(slot, slot_plain_high), required);
+    if (covered < 0) goto error;
+    if (!covered) goto done;
+    /* Held while fresh views are made: that may run code that sweeps the cache. */
+    Py_INCREF(views);
+    out = PyList_New(count);
+    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
+        PyObject *view = PyList_GET_ITEM(views, i);
+        if (fresh == Py_None) {
+            Py_INCREF(view);
+        } else if ((view = PyObject_Vectorcall(fresh, &view, 1, NULL)) == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, view);
+    }
+    Py_DECREF(views);
+    if (out == NULL) goto error;
+    if (self->slot != slot || FIELD(slot, slot_buffer) != buffer ||
+        FIELD(slot, slot_top) != top) {
+        Py_CLEAR(out);
+        goto done;
+    }
+    keep(&FIELD(entry, prepared_used), Py_True);
+    put(&FIELD(slot, slot_calls), calls);
+    put(&FIELD(slot, slot_live), live);
+    put(&self->held, held);
+    keep(&FIELD(slot, slot_top), required);
+    keep(&self->end, required);
+    calls = live = held = NULL;
+    goto done;
+error:
+    Py_CLEAR(out);
+done:
+    Py_XDECREF(calls);
+    Py_XDECREF(held);
+    Py_XDECREF(live);
+    Py_XDECREF(total);
+    Py_XDECREF(required);
+    Py_XDECREF(entry);
+    Py_DECREF(top);
+    Py_DECREF(buffer);
+    return out;
+}
+
+static PyObject *scope_get_simultaneous(PyObject *self, PyObject *specs) {
+    PyObject *out = scope_serve((ScopeHitBase *)self, specs);
+    if (out != NULL || PyErr_Occurred()) return out;
+    PyObject *method = PyObject_GetAttr(self, str_python_get);
+    if (method == NULL) return NULL;
+    out = PyObject_Call(method, specs, NULL);
+    Py_DECREF(method);
+    return out;
+}
+
+static int scope_traverse(ScopeHitBase *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->slot);
+    Py_VISIT(self->base);
+    Py_VISIT(self->end);
+    Py_VISIT(self->held);
+    Py_VISIT(self->memo);
+    Py_VISIT(self->fresh_view);
+    Py_VISIT(self->watch);
+    return 0;
+}
+
+static int scope_clear(ScopeHitBase *self) {
+    Py_CLEAR(self->slot);
+    Py_CLEAR(self->base);
+    Py_CLEAR(self->end);
+    Py_CLEAR(self->held);
+    Py_CLEAR(self->memo);
+    Py_CLEAR(self->fresh_view);
+    Py_CLEAR(self->watch);
+    return 0;
+}
+
+static void scope_dealloc(ScopeHitBase *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    scope_clear(self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+static PyMethodDef scope_methods[] = {
+    {"get_simultaneous", (PyCFunction)scope_get_simultaneous, METH_VARARGS,
+     "get_simultaneous(*specs): the compiled hit of a scope's request."},
+    {NULL, NULL, 0, NULL},
+};
+
+#define SCOPE_MEMBER(name, field) {name, T_OBJECT_EX, offsetof(ScopeHitBase, field), 0, NULL}
+static PyMemberDef scope_members[] = {
+    SCOPE_MEMBER("slot", slot),
+    SCOPE_MEMBER("base", base),
+    SCOPE_MEMBER("end", end),
+    SCOPE_MEMBER("held", held),
+    SCOPE_MEMBER("_memo", memo),
+    SCOPE_MEMBER("_fresh_view", fresh_view),
+    SCOPE_MEMBER("_watch", watch),
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot scope_slots[] = {
+    {Py_tp_doc, "The compiled hit of a scope's request (see arena.views.hit)."},
+    {Py_tp_methods, scope_methods},
+    {Py_tp_members, scope_members},
+    {Py_tp_traverse, scope_traverse},
+    {Py_tp_clear, scope_clear},
+    {Py_tp_dealloc, scope_dealloc},
+    {0, NULL},
+};
+
+static PyType_Spec scope_spec = {
+    "arena.views._hit.ScopeHitBase",
+    sizeof(ScopeHitBase),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    scope_slots,
 };
 
 static PyMethodDef module_methods[] = {
@@ -970,10 +1295,26 @@ PyMODINIT_FUNC PyInit__hit(void) {
         return NULL;
     }
     str_python_get = PyUnicode_InternFromString("_python_get");
+    str_python_release = PyUnicode_InternFromString("_python_release");
+    if (str_python_release == NULL) {
+        Py_DECREF(module);
+        return NULL;
+    }
     PyObject *step_type = PyType_FromSpec(&step_spec);
     if (str_python_get == NULL || step_type == NULL ||
         PyModule_AddObject(module, "StepHitBase", step_type) < 0) {
         Py_XDECREF(step_type);
+        Py_DECREF(module);
+        return NULL;
+    }
+    scope_type = (PyTypeObject *)PyType_FromSpec(&scope_spec);
+    if (scope_type == NULL) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    Py_INCREF(scope_type);
+    if (PyModule_AddObject(module, "ScopeHitBase", (PyObject *)scope_type) < 0) {
+        Py_DECREF(scope_type);
         Py_DECREF(module);
         return NULL;
     }

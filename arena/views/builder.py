@@ -257,7 +257,10 @@ class ViewBuilder:
         served = self.served(slot, buffer, specs, required, views, strict=strict, retry=again)
         if served is not views:
             return served
-        if memo is not None and plain_key(specs) and self._adapter.views_can_be_kept():
+        # Kept in any mode: typed views are built outside torch.inference_mode() whatever
+        # the caller's mode (views_can_be_kept is about a plan's views, not these), so a
+        # replay run under inference mode is served by the hit like one under no_grad.
+        if memo is not None and plain_key(specs):
             entry = Prepared(required, views, specs)
             entry.serve = server(specs, views, self.fresh, self.fresh_view, straight=True)
             memo(buffer, entry)

@@ -23,7 +23,7 @@ from arena.config import check_flag, load_adapter
 from arena.errors import ConfigError
 from arena.kernels.workspaces import fixed_block
 from arena.observe.requests import RequestLog
-from arena.planning.scopes import Scope
+from arena.planning.scopes import Scope, scope_class
 from arena.planning.steps import Step, step_class
 from arena.slots.slot import Slot
 from arena.slots.table import SlotTable
@@ -212,7 +212,7 @@ class Front(HitBase, Generic[ViewT]):
             ``s.get_simultaneous(...)``.
         """
         governor = self._governor
-        return Scope(
+        return scope_class()(
             self._builder,
             self._select,
             alignment=governor.alignment,

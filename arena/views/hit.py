@@ -19,7 +19,10 @@ Two implementations serve it, with the same results:
 
 A replayed step's request (:mod:`arena.planning.steps`) has the same two paths: the
 compiled ``StepHitBase`` serves a request index whose views the replay remembered over the
-slot's current buffer, and hands everything else to the step's Python method.
+slot's current buffer (and a ``release`` of one of the last four requests' views), and
+hands everything else to the step's Python methods. So has a
+scope's request (:mod:`arena.planning.scopes`): ``ScopeHitBase`` serves a request the
+slot's buffer remembers for the front's scopes at the slot's current top.
 
 ``python -m arena --version`` names the one in use (:func:`arena._version.active_hit_path`).
 """
@@ -45,7 +48,9 @@ __all__ = [
     "HitBase",
     "PyBinding",
     "PyHitBase",
+    "PyScopeHitBase",
     "PyStepHitBase",
+    "ScopeHitBase",
     "StepHitBase",
     "compiled",
 ]
@@ -113,19 +118,53 @@ class PyStepHitBase:
         (every request takes the Python path).
     _watch : bool
         Served requests need the front's bookkeeping (a capture probe, a request log).
+    _quick : bool
+        ``release`` of one view may take the compiled hit (a replay, no poisoning, no
+        debug mode).
+    _views, _ended, _lasts
+        The run's views by id, views released by id and last use per block
+        (:class:`arena.planning.runs.StepRun`).
     """
 
     __slots__ = (
         "_buffer",
         "_caches",
+        "_ended",
         "_expiring",
         "_fresh_view",
         "_handed",
+        "_lasts",
+        "_quick",
         "_released",
+        "_views",
         "_watch",
         "request",
         "slot",
     )
+
+
+class PyScopeHitBase:
+    """The pure-Python twin of the compiled ``ScopeHitBase``: a scope's region and hit
+    settings, as slots (see :class:`arena.planning.scopes.Scope`).
+
+    Attributes
+    ----------
+    slot
+        The slot the region is open on, or None.
+    base, end, held : int
+        The region's first byte, the end of its highest view, its live bytes.
+    _memo : str
+        Where the front's scopes remember views in ``Buffer.prepared``: a dict
+        ``{(top, specs): Prepared}``.
+    _fresh_view
+        The per-view fresh-view function, None (hand out the prepared views) or False
+        (every request takes the Python path).
+    _watch : bool
+        Requests need Python's bookkeeping (a capture probe, a request log, debug mode,
+        poisoning).
+    """
+
+    __slots__ = ("_fresh_view", "_memo", "_watch", "base", "end", "held", "slot")
 
 
 class PyBinding(threading.local):
@@ -156,6 +195,7 @@ if TYPE_CHECKING:
     HitBase = PyHitBase
     Binding = PyBinding
     StepHitBase = PyStepHitBase
+    ScopeHitBase = PyScopeHitBase
 else:
     #: The base class of :class:`~arena.views.front.Front`.
     HitBase = compiled.HitBase if compiled is not None else PyHitBase
@@ -164,3 +204,5 @@ else:
     Binding = compiled.Binding if compiled is not None else PyBinding
     #: The base class of :class:`~arena.planning.steps.Step`.
     StepHitBase = compiled.StepHitBase if compiled is not None else PyStepHitBase
+    #: The base class of :class:`~arena.planning.scopes.Region` (scopes).
+    ScopeHitBase = compiled.ScopeHitBase if compiled is not None else PyScopeHitBase

@@ -1,0 +1,188 @@
+"""The bench's step and scope figures: a replayed step's request and a repeated scope
+request against a plain locked request, entering plus exiting a step, and a release,
+under each of torch's grad modes (``grad``: none, ``no_grad``, ``inference_mode``) and
+in NumPy.
+
+Sub-microsecond operations are timed in batches of :data:`BATCH` inside one ``with``
+block, and the block's own cost (the same block with no request) is taken off: a round
+times the block with the batch, the empty block and the batch as plain requests, back to
+back (the order alternating between rounds), and the figure is the median of the
+per-round ratios ``(block with batch - empty block) / plain batch`` with its 10th-90th
+percentile spread (see :mod:`arena.tools.timing`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib.util
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from arena.core import Arena
+from arena.tools.timing import quantile
+
+__all__ = ["BATCH", "format_regions", "region_figures"]
+
+#: Requests per timed block (fewer than a front's 256 remembered scope requests).
+BATCH = 128
+
+
+def _modes(framework: str) -> dict[str, Callable[[], Any]]:
+    if framework != "torch":
+        return {"-": contextlib.nullcontext}
+    import torch
+
+    return {
+        "grad": contextlib.nullcontext,
+        "no_grad": torch.no_grad,
+        "inference": torch.inference_mode,
+    }
+
+
+def _spec(framework: str) -> tuple[Any, ...]:
+    dtype: Any = "float32"
+    if framework == "torch":
+        import torch
+
+        dtype = torch.float32
+    return ((4, 16), dtype)
+
+
+def _figure(values: list[float]) -> dict[str, float]:
+    return {
+        "median": statistics.median(values),
+        "p10": quantile(values, 0.1),
+        "p90": quantile(values, 0.9),
+    }
+
+
+def _timed(blocks: dict[str, Callable[[], Any]], rounds: int, reps: int) -> dict[str, list[float]]:
+    """Microseconds per call of each block, ``rounds`` times, back to back (the order
+    turned round every round), with the collector paused."""
+    for block in blocks.values():
+        block()
+    times: dict[str, list[float]] = {name: [] for name in blocks}
+    order = list(blocks.items())
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for index in range(rounds):
+            for name, block in order if index % 2 == 0 else order[::-1]:
+                start = time.perf_counter()
+                for _ in range(reps):
+                    block()
+                times[name].append((time.perf_counter() - start) / reps * 1e6)
+    finally:
+        if enabled:
+            gc.enable()
+    return times
+
+
+def _blocks(front: Any, spec: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
+    """The timed blocks: each with a batch of requests, and each without any."""
+    plain = front.get_simultaneous
+
+    def stepped(key: str, release: bool) -> None:
+        with front.step(key) as st:
+            get, free = st.get_simultaneous, st.release
+            for _ in range(BATCH):
+                (view,) = get(spec)
+                if release:
+                    free(view)
+
+    def empty_step() -> None:
+        with front.step("empty"):
+            pass
+
+    def scoped() -> None:
+        with front.scope() as s:
+            get = s.get_simultaneous
+            for _ in range(BATCH):
+                get(spec)
+
+    def empty_scope() -> None:
+        with front.scope():
+            pass
+
+    def plains() -> None:
+        for _ in range(BATCH):
+            plain(spec)
+
+    def empty_with() -> None:
+        with contextlib.nullcontext():
+            pass
+
+    return {
+        "step": lambda: stepped("batch", False),
+        "released": lambda: stepped("released", True),
+        "empty_step": empty_step,
+        "scope": scoped,
+        "empty_scope": empty_scope,
+        "plain": plains,
+        "with": empty_with,
+    }
+
+
+def _framework_figures(framework: str, rounds: int, reps: int) -> dict[str, Any]:
+    spec = _spec(framework)
+    found: dict[str, Any] = {}
+    for mode, enter in _modes(framework).items():
+        # The whole life in the mode, warm-up included, as an engine runs.
+        with Arena("cpu", framework=framework) as ws, enter():
+            blocks = _blocks(ws.front(framework), spec)
+            for _ in range(3):  # record, plan, replay (and remember)
+                for block in blocks.values():
+                    block()
+            ws.lock()
+            t = _timed(blocks, rounds, reps)
+        rows = list(zip(*(t[name] for name in blocks), strict=True))
+        per: dict[str, list[float]] = {"step": [], "scope": [], "enter_exit": [], "release": []}
+        for step, released, empty_step_us, scope, empty_scope_us, plain_us, with_us in rows:
+            per["step"].append((step - empty_step_us) / plain_us)
+            per["scope"].append((scope - empty_scope_us) / plain_us)
+            per["enter_exit"].append(empty_step_us - with_us)
+            per["release"].append((released - step) / BATCH)
+        found[mode] = {
+            "step_over_plain": _figure(per["step"]),
+            "scope_over_plain": _figure(per["scope"]),
+            "step_enter_exit_us": _figure(per["enter_exit"]),
+            "release_us": _figure(per["release"]),
+            "plain_us": statistics.median(t["plain"]) / BATCH,
+            "rounds": rounds,
+        }
+    return found
+
+
+def region_figures(quick: bool) -> dict[str, Any]:
+    """The figures per framework (NumPy, torch where installed) and grad mode."""
+    rounds, reps = (7, 4) if quick else (31, 20)
+    return {
+        framework: _framework_figures(framework, rounds, reps)
+        for framework in ("numpy", "torch")
+        if importlib.util.find_spec(framework) is not None
+    }
+
+
+def format_regions(figures: dict[str, Any]) -> list[str]:
+    """The figures as table lines."""
+
+    def cell(f: dict[str, float]) -> str:
+        return f"{f['median']:.3g} ({f['p10']:.3g}-{f['p90']:.3g})"
+
+    lines = [
+        "",
+        f"steps and scopes (batches of {BATCH}; median of per-round figures, p10-p90)",
+        f"{'framework':<10}{'mode':<11}{'step/plain':>22}{'scope/plain':>22}"
+        f"{'step enter+exit us':>22}{'release us':>22}{'plain us':>10}",
+    ]
+    for framework, modes in figures.items():
+        for mode, f in modes.items():
+            lines.append(
+                f"{framework:<10}{mode:<11}{cell(f['step_over_plain']):>22}"
+                f"{cell(f['scope_over_plain']):>22}{cell(f['step_enter_exit_us']):>22}"
+                f"{cell(f['release_us']):>22}{f['plain_us']:>10.3f}"
+            )
+    return lines

@@ -1,0 +1,22 @@
+"""The bench's step and scope figures (a smoke run: no timing assertions)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from arena.tools.regionbench import format_regions, region_figures
+
+
+def test_region_figures_cover_every_framework_and_grad_mode() -> None:
+    figures = region_figures(quick=True)
+    modes = {"numpy": ["-"], "torch": ["grad", "no_grad", "inference"]}
+    expected = {f: m for f, m in modes.items() if importlib.util.find_spec(f) is not None}
+    assert {f: list(m) for f, m in figures.items()} == expected
+    for per_mode in figures.values():
+        for figure in per_mode.values():
+            assert figure["plain_us"] > 0
+            for name in ("step_over_plain", "scope_over_plain", "step_enter_exit_us", "release_us"):
+                f = figure[name]
+                assert f["p10"] <= f["median"] <= f["p90"]
+    lines = format_regions(figures)
+    assert len(lines) == 3 + sum(len(m) for m in figures.values())
