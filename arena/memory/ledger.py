@@ -156,7 +156,10 @@ class Ledger:
                         f"for {what}, which needs {nbytes}; a source must return at least "
                         "the bytes asked for (this is a bug in the source)"
                     )
-                self._live[id(allocation)] = allocation
+                key = id(allocation)
+                # Counted by plain stores with no call between them: a signal's handler
+                # runs at a call, so an interrupt finds the block counted or not at all.
+                self._live[key] = allocation
                 self.allocations += 1
                 self._handed = (self.allocations, allocation)
                 self.live_bytes += allocation.nbytes
@@ -177,9 +180,13 @@ class Ledger:
                 "less, or presize with reserve() earlier" + oom_hint(self.device)
             ) from exc
         except BaseException:
-            # Whatever failed (the context's exit, an interrupt), nothing stays half-counted.
+            # Whatever failed (the context's exit, an interrupt), nothing stays half-counted
+            # and the block goes back to the source, counted yet or not.
             if allocation is not None:
-                self.release(allocation)
+                if self._live.get(id(allocation)) is allocation:
+                    self.release(allocation)
+                else:
+                    self.source.release(allocation)
             raise
         return allocation
 
@@ -221,13 +228,14 @@ class Ledger:
         # Installed by plain stores, no call between them (an interrupt lands before or
         # after, never inside); the observer hears of it afterwards.
         live = self._live
-        replaced = live.get(id(allocation)) is allocation
+        old_key, new_key = id(allocation), id(grown)
+        replaced = live.get(old_key) is allocation
         if replaced:
-            del live[id(allocation)]
+            del live[old_key]
             self.frees += 1
             self.live_bytes -= allocation.nbytes
             self.freed_total += allocation.nbytes
-        live[id(grown)] = grown
+        live[new_key] = grown
         self.allocations += 1
         self._handed = (self.allocations, grown)
         self.live_bytes += grown.nbytes
@@ -276,9 +284,14 @@ class Ledger:
             Raw handles of streams known to have used the block (a Triton block's stream),
             besides the calling thread's current streams; used by stream-ordered sources.
         """
-        if self._live.pop(id(allocation), None) is None:
+        live = self._live
+        key = id(allocation)
+        if live.get(key) is not allocation:
             return
         handed = self._handed
+        # Uncounted by plain stores with no call between them (a signal's handler runs at
+        # a call): an interrupt finds the block counted live or counted freed, never half.
+        del live[key]
         if handed is not None and handed[1] is allocation:
             self._handed = None  # holding it would keep a released block's memory alive
         self.frees += 1
