@@ -82,7 +82,14 @@ from arena.errors import ConfigError, SpecError
 from arena.planning.search import improve
 from arena.views.layout import DEFAULT_ALIGNMENT, MAX_BYTES, check_alignment, round_up
 
-__all__ = ["SPARSE_PAIRS", "STRATEGIES", "WORK_BUDGET", "OffsetPlan", "plan_offsets"]
+__all__ = [
+    "SPARSE_PAIRS",
+    "STRATEGIES",
+    "WORK_BUDGET",
+    "OffsetPlan",
+    "check_time_limit",
+    "plan_offsets",
+]
 
 #: Names of the block orders tried, in order of preference on ties.
 STRATEGIES = ("size", "peak", "area", "lifetime", "first")
@@ -472,7 +479,7 @@ def plan_offsets(
     ((0, 1024, 0), 2048, 2048)
     """
     alignment = check_alignment(alignment)
-    limit = _check_limit(time_limit)
+    limit = check_time_limit(time_limit)
     nbytes, first_all, last_all = _validate(blocks)
     sizes = [round_up(b, alignment) for b in nbytes]
     keep = [i for i, s in enumerate(sizes) if s]
@@ -543,7 +550,7 @@ def plan_offsets(
     )
 
 
-def _check_limit(time_limit: object) -> float | None:
+def check_time_limit(time_limit: object) -> float | None:
     """``time_limit`` as float seconds, or a ConfigError naming the value and the fix."""
     if time_limit is None:
         return None
