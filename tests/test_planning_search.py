@@ -13,6 +13,7 @@ import random
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arena import Arena
+from arena.__main__ import main as arena_main
 from arena.errors import ConfigError
+from arena.observe.profilefile import read_profile
 from arena.planning import OffsetPlan, plan_offsets
 
 Block = tuple[int, int, int]
@@ -190,7 +193,7 @@ from test_planning_search import _tiling
 from arena.planning import plan_offsets
 rng = random.Random(3)
 out = []
-for _ in range(40):
+for _ in range(20):
     p = plan_offsets(_tiling(rng, rng.randint(16, 28), 16, 64), alignment=16, time_limit=20)
     out.append([list(p.offsets), p.optimal, p.limit_reached])
 print(json.dumps(out))
@@ -258,3 +261,44 @@ def test_plan_steps_passes_the_limit_on() -> None:
 def test_plan_steps_checks_the_limit() -> None:
     with Arena("cpu", framework="numpy") as ws, pytest.raises(ConfigError, match="time_limit"):
         ws.plan_steps(time_limit=-1)
+
+
+def _missed_tiling(seed: int) -> list[Block]:
+    """A cut rectangle whose recorded step is planned above LOAD without a limit."""
+    rng = random.Random(seed)
+    while True:
+        blocks = _tiling(rng, rng.randint(16, 28), 16, 64)
+        if plan_offsets(blocks, alignment=ALIGN).optimal:
+            continue
+        with Arena("cpu", framework="numpy", alignment=ALIGN) as ws:
+            _record(ws, blocks, 16)
+            if ws.plan_steps()["k"] > 64 * ALIGN:
+                return blocks
+
+
+def test_python_m_arena_plan_rewrites_a_profiles_step_plans(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Offline re-planning shrinks a stored plan, and a restart presizes to it and replays
+    the step in it without growing."""
+    path = tmp_path / "profile.json"
+    blocks = _missed_tiling(11)
+    with Arena("cpu", framework="numpy", alignment=ALIGN, profile=path) as ws:
+        _record(ws, blocks, 16)
+        before = ws.plan_steps()["k"]
+        _record(ws, blocks, 16)
+        ws.lock()
+    assert before > 64 * ALIGN
+    assert arena_main(["plan", str(path), "--time-limit", "5"]) == 0
+    out = capsys.readouterr().out
+    assert f"slot 0 step 'k': {before} -> {64 * ALIGN} bytes (optimal)" in out
+    (slot,) = read_profile(path)["slots"]
+    (entry,) = slot["steps"]
+    assert entry["total"] == slot["planned"] == 64 * ALIGN
+    with Arena("cpu", framework="numpy", alignment=ALIGN, profile=path) as ws:
+        assert ws.stats().slots[0].capacity == 64 * ALIGN
+        _record(ws, blocks, 16)
+        _record(ws, blocks, 16)
+        assert ws.stats().slots[0].capacity == 64 * ALIGN  # replayed within the new plan
+    assert arena_main(["plan", str(path), "--time-limit", "5"]) == 0  # nothing to gain
+    assert "-> 1024 bytes (optimal)" in capsys.readouterr().out
