@@ -21,11 +21,12 @@ Machine Learning" (ASPLOS 2023), written anew in Python from the paper's ideas:
   no one unlucky order holds the search.
 
 Each search is a decision: does a plan within ``capacity`` exist? :func:`improve` probes the
-proven lower bound and the midpoint to the best plan so far; a plan found lowers the upper
-end, a search that ends without one raises the lower end, and the two meeting proves the
-best plan optimal. Why this rather than a constraint solver: it needs nothing beyond NumPy
-(OR-Tools CP-SAT is a large optional binary), and the paper reports it solving instances a
-CP and an ILP formulation cannot; it was not compared against CP-SAT here.
+proven lower bound, the midpoint to the best plan so far and one unit below that plan,
+each round under a doubled node limit; a plan found lowers the upper end, a search that
+ends without one raises the lower end, and the two meeting proves the best plan optimal.
+Why this rather than a constraint solver: it needs nothing beyond NumPy (OR-Tools CP-SAT
+is a large optional binary), and the paper reports it solving instances a CP and an ILP
+formulation cannot; it was not compared against CP-SAT here.
 
 Sizes are counted in units of the alignment, so capacities step by one unit.
 """
@@ -240,8 +241,9 @@ def improve(
     timed_out = False
     while lo < hi and not timed_out:
         node_limit *= 2
-        # Probe the proven bound first (a plan there is optimal), then the midpoint.
-        targets = [lo] if hi - lo < 2 else [lo, (lo + hi) // 2]
+        # Probe the proven bound first (a plan there is optimal), then the midpoint, then
+        # one unit below the best plan (the loosest, so the likeliest to improve on it).
+        targets = sorted({lo, (lo + hi) // 2, hi - 1})
         for target in targets:
             if target < lo or target >= hi:
                 continue
