@@ -302,3 +302,13 @@ def test_python_m_arena_plan_rewrites_a_profiles_step_plans(
         assert ws.stats().slots[0].capacity == 64 * ALIGN  # replayed within the new plan
     assert arena_main(["plan", str(path), "--time-limit", "5"]) == 0  # nothing to gain
     assert "-> 1024 bytes (optimal)" in capsys.readouterr().out
+
+
+def test_python_m_arena_plan_refuses_a_missing_file_and_a_bad_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "none.json"
+    assert arena_main(["plan", str(path)]) == 1
+    assert f"no profile at {path}" in capsys.readouterr().err
+    assert arena_main(["plan", str(path), "--time-limit", "-1"]) == 2
+    assert "time_limit" in capsys.readouterr().err

@@ -25,7 +25,7 @@ from typing import Any
 from arena.observe.files import exclusive
 from arena.observe.profilefile import read_profile
 from arena.observe.profileschema import check_profile
-from arena.planning.offsets import plan_offsets
+from arena.planning.offsets import check_time_limit, plan_offsets
 
 __all__ = ["main", "replan_profile"]
 
@@ -101,10 +101,15 @@ def main(argv: list[str]) -> int:
         help="seconds of exact search per step plan (default 60)",
     )
     args = parser.parse_args(argv)
+    limit = check_time_limit(args.time_limit)
     target = Path(os.path.realpath(args.profile))
-    profile = read_profile(target)
+    try:
+        profile = read_profile(target)
+    except FileNotFoundError:
+        print(f"python -m arena plan: no profile at {args.profile}", file=sys.stderr)
+        return 1
     # Planned without the lock (it may take minutes); written only if nobody wrote since.
-    new, rows = replan_profile(profile, args.time_limit)
+    new, rows = replan_profile(profile, limit)
     for slot, key, before, after, optimal in rows:
         proven = "optimal" if optimal else "not proven optimal"
         print(f"slot {slot} step {key!r}: {before} -> {after} bytes ({proven})")
