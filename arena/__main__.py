@@ -1,4 +1,4 @@
-"""``python -m arena {demo,bench,report}``."""
+"""``python -m arena {demo,bench,report,plan}``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ commands:
   demo    play an inference engine's workspace lifecycle and print what it measured
   bench   measure the locked hot path against framework allocation
   report  show a recorded profile as tables and a plot
+  plan    re-plan the step plans stored in a profile (--time-limit SECONDS) and write them back
 
 options:
   -h, --help  show this help and exit; COMMAND --help shows a command's options
@@ -70,6 +71,10 @@ def _dispatch(argv: list[str] | None) -> int:
         from arena.observe.report import main as report_main
 
         return report_main(rest)
+    if command == "plan":
+        from arena.tools.replan import main as plan_main
+
+        return plan_main(rest)
     print(f"unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

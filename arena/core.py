@@ -17,6 +17,7 @@ from arena.memory.devices import Device
 from arena.memory.sources import MemorySource
 from arena.observe.events import ArenaEvent
 from arena.observe.stats import ArenaStats
+from arena.planning.offsets import check_time_limit
 from arena.planning.scopes import Scope
 from arena.planning.steps import Step
 from arena.slots.governor import StateFlag, StateSwitch
@@ -298,12 +299,18 @@ class Arena:
         placed by a plan from the second; see :meth:`Front.step` and docs/planning.md."""
         return self._default().step(key)
 
-    def plan_steps(self) -> dict[Any, int]:
+    def plan_steps(self, time_limit: float | None = None) -> dict[Any, int]:
         """Plan every step recorded but not planned yet, in every slot, and size each slot
         to what its plans need, larger or smaller (unlocked, where no capture used the
         buffer and nothing is open on the slot); returns step key -> planned bytes (the
-        largest over slots)."""
-        return self._table.plan_steps()
+        largest over slots).
+
+        ``time_limit`` (seconds, default None) is passed to :func:`arena.plan_offsets` for
+        each step planned: an exact search seeded with the heuristics' plan, never
+        larger. Each key may take up to that long, and the arena's lock is held
+        meanwhile, so use it at warm-up or offline, not between hot steps.
+        """
+        return self._table.plan_steps(check_time_limit(time_limit))
 
     def get_persistent(
         self, key: Any, shape: tuple[int, ...], dtype: Any, zero_init: bool = False

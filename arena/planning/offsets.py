@@ -69,6 +69,7 @@ arrays hold Python objects, slower but never overflowing.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -77,10 +78,18 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from arena.errors import SpecError
+from arena.errors import ConfigError, SpecError
+from arena.planning.search import improve
 from arena.views.layout import DEFAULT_ALIGNMENT, MAX_BYTES, check_alignment, round_up
 
-__all__ = ["SPARSE_PAIRS", "STRATEGIES", "WORK_BUDGET", "OffsetPlan", "plan_offsets"]
+__all__ = [
+    "SPARSE_PAIRS",
+    "STRATEGIES",
+    "WORK_BUDGET",
+    "OffsetPlan",
+    "check_time_limit",
+    "plan_offsets",
+]
 
 #: Names of the block orders tried, in order of preference on ties.
 STRATEGIES = ("size", "peak", "area", "lifetime", "first")
@@ -115,6 +124,15 @@ class OffsetPlan:
         no block needs bytes.
     moves : int
         How many local-search moves improved on that order's plan.
+    optimal : bool
+        Whether ``total_bytes`` is proven the least any valid plan needs: it equals
+        ``lower_bound``, or a search under ``time_limit`` ruled out every smaller total.
+    limit_reached : bool
+        Whether the ``time_limit`` ended the search before it proved the plan optimal
+        (always False without a limit).
+    proven_bound : int
+        The largest total proven necessary: ``lower_bound``, or more where a search ruled
+        smaller totals out (equal to ``total_bytes`` when ``optimal``).
     """
 
     offsets: tuple[int, ...]
@@ -124,6 +142,9 @@ class OffsetPlan:
     alignment: int
     strategy: str
     moves: int = 0
+    optimal: bool = False
+    limit_reached: bool = False
+    proven_bound: int = 0
 
     @property
     def ratio(self) -> float:
@@ -131,6 +152,11 @@ class OffsetPlan:
         if self.lower_bound == 0:
             return 1.0
         return self.total_bytes / self.lower_bound
+
+    @property
+    def gap(self) -> float:
+        """``total_bytes / lower_bound - 1``: the plan's excess over LOAD (0.0 at LOAD)."""
+        return self.ratio - 1.0
 
 
 def _index(value: Any, i: int, name: str, fix: str) -> int:
@@ -402,7 +428,10 @@ def _moves(order: list[int], candidates: list[int]) -> Iterator[list[int]]:
 
 
 def plan_offsets(
-    blocks: Iterable[tuple[int, int, int]], *, alignment: int = DEFAULT_ALIGNMENT
+    blocks: Iterable[tuple[int, int, int]],
+    *,
+    alignment: int = DEFAULT_ALIGNMENT,
+    time_limit: float | None = None,
 ) -> OffsetPlan:
     """Give each block an aligned byte offset so that co-live blocks never overlap.
 
@@ -416,12 +445,23 @@ def plan_offsets(
     alignment : int, optional
         Power of two from 16 to 2**30 (default 256): every offset is a multiple of it and
         every size is rounded up to it.
+    time_limit : float, optional
+        Seconds for an exact, anytime search after the heuristics (MiniMalloc's
+        canonical-solution branch and bound, :mod:`arena.planning.search`), seeded with
+        their plan: the best plan found within the limit is returned, never larger than the
+        plan without a limit, with ``optimal`` set when the search proved it and
+        ``limit_reached`` when the limit ended it first. ``None`` (default) runs the
+        heuristics alone, deterministic in the input. Under a limit the plan depends on how
+        far the search got in that time, so on the machine's speed and load, not on hash
+        seeds. Instances past :data:`~arena.planning.search.MAX_SEARCH_BLOCKS` non-empty
+        blocks are not searched.
 
     Returns
     -------
     OffsetPlan
         Offsets in input order, the aligned sizes, the buffer size ``total_bytes``, the
-        ``lower_bound`` no plan can beat and the ``strategy`` that won.
+        ``lower_bound`` no plan can beat, the ``strategy`` that won, and whether the plan
+        is proven ``optimal``.
 
     Raises
     ------
@@ -429,7 +469,8 @@ def plan_offsets(
         A block is not a 3-item sequence, or one of its values is not an int, is negative,
         past ``2**63 - 1``, or has ``first > last``; the message names the block.
     ConfigError
-        ``alignment`` is not a power of two from 16 to 2**30.
+        ``alignment`` is not a power of two from 16 to 2**30, or ``time_limit`` is not a
+        non-negative finite number of seconds.
 
     Examples
     --------
@@ -438,11 +479,12 @@ def plan_offsets(
     ((0, 1024, 0), 2048, 2048)
     """
     alignment = check_alignment(alignment)
+    limit = check_time_limit(time_limit)
     nbytes, first_all, last_all = _validate(blocks)
     sizes = [round_up(b, alignment) for b in nbytes]
     keep = [i for i, s in enumerate(sizes) if s]
     if not keep:
-        return OffsetPlan((0,) * len(sizes), tuple(sizes), 0, 0, alignment, "none")
+        return OffsetPlan((0,) * len(sizes), tuple(sizes), 0, 0, alignment, "none", 0, True)
     # From here on blocks are numbered among the non-empty ones.
     size = [sizes[i] for i in keep]
     first = [first_all[i] for i in keep]
@@ -475,7 +517,52 @@ def plan_offsets(
                 break
         else:
             break  # no move helps: a local optimum
+    found, total = best.offsets, best.score[0]
+    optimal, limited, proven = total == lower, False, lower
+    if limit is not None and not optimal and dtype is np.int64:
+        units = [s // alignment for s in size]
+        out = improve(
+            units,
+            first,
+            last,
+            [o // alignment for o in found],
+            lower=lower // alignment,
+            time_limit=limit,
+        )
+        if out.total * alignment < total:
+            found, total = [o * alignment for o in out.offsets], out.total * alignment
+        optimal, limited = out.optimal, out.limit_reached
+        proven = max(lower, out.proven_lower * alignment)
     offsets = [0] * len(sizes)
-    for i, off in zip(keep, best.offsets, strict=True):
+    for i, off in zip(keep, found, strict=True):
         offsets[i] = off
-    return OffsetPlan(tuple(offsets), tuple(sizes), best.score[0], lower, alignment, name, moves)
+    return OffsetPlan(
+        tuple(offsets),
+        tuple(sizes),
+        total,
+        lower,
+        alignment,
+        name,
+        moves,
+        optimal,
+        limited,
+        total if optimal else proven,
+    )
+
+
+def check_time_limit(time_limit: object) -> float | None:
+    """``time_limit`` as float seconds, or a ConfigError naming the value and the fix."""
+    if time_limit is None:
+        return None
+    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)):
+        raise ConfigError(
+            f"time_limit must be a number of seconds or None, got {time_limit!r} "
+            f"({type(time_limit).__name__}); pass e.g. time_limit=10"
+        )
+    value = float(time_limit)
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(
+            f"time_limit must be a finite number of seconds >= 0, got {time_limit!r}; "
+            f"pass e.g. time_limit=10, or None for the heuristics alone"
+        )
+    return value

@@ -208,13 +208,14 @@ class StepBook:
         its runs need above it; 0 for a key that only runs inside another step."""
         return self.base + self.total + self.above if self.top_level else 0
 
-    def make_plan(self, alignment: int) -> None:
+    def make_plan(self, alignment: int, time_limit: float | None = None) -> None:
         """Plan the recorded blocks (the run's own first-fit placement kept when it is no
-        larger). Built in locals, installed in one step: an interrupt leaves the book
-        planned entirely or not at all."""
+        larger), searching up to ``time_limit`` seconds (see :func:`plan_offsets`). Built
+        in locals, installed in one step: an interrupt leaves the book planned entirely or
+        not at all."""
         sizes, found = self.sizes, self.found
         blocks = list(zip(sizes, self.firsts, self.lasts, strict=True))
-        plan = plan_offsets(blocks, alignment=alignment)
+        plan = plan_offsets(blocks, alignment=alignment, time_limit=time_limit)
         offsets, total = list(plan.offsets), plan.total_bytes
         if found is not None:
             extent = max((o + s for o, s in zip(found, sizes, strict=True)), default=0)
@@ -351,12 +352,13 @@ def planned_need(slot: Slot) -> int:
     return max(slot.plain_high, *reach) if reach else 0
 
 
-def plan_slot_steps(slot: Slot, alignment: int) -> int:
-    """Plan every recorded key of ``slot`` not planned yet; returns the bytes the slot's
-    planned steps need (their start plus their plan, at the most)."""
+def plan_slot_steps(slot: Slot, alignment: int, time_limit: float | None = None) -> int:
+    """Plan every recorded key of ``slot`` not planned yet (each searching up to
+    ``time_limit`` seconds); returns the bytes the slot's planned steps need (their start
+    plus their plan, at the most)."""
     for book in list(slot.steps.values()):
         if not book.planned and book.runs:
-            book.make_plan(alignment)
+            book.make_plan(alignment, time_limit)
     cover_nested(slot.steps)
     return max((book.reach for book in list(slot.steps.values()) if book.planned), default=0)
 

@@ -221,9 +221,10 @@ class SlotTable:
                 "sizes before capturing"
             )
 
-    def plan_steps(self) -> dict[Any, int]:
-        """Plan every recorded step not planned yet and size slots to their plans where
-        allowed; see :meth:`arena.Arena.plan_steps`."""
+    def plan_steps(self, time_limit: float | None = None) -> dict[Any, int]:
+        """Plan every recorded step not planned yet (each searching up to ``time_limit``
+        seconds) and size slots to their plans where allowed; see
+        :meth:`arena.Arena.plan_steps`."""
         governor = self.governor
         planned: dict[Any, int] = {}
         resizes: list[Resize] = []
@@ -232,7 +233,7 @@ class SlotTable:
                 with governor.mutex:
                     governor.check_open()
                     governor.check_awake("plan_steps()")  # sizing commits memory
-                    plan_slot_steps(slot, governor.alignment)
+                    plan_slot_steps(slot, governor.alignment, time_limit)
                     for key, book in list(slot.steps.items()):
                         if book.planned:
                             planned[key] = max(planned.get(key, 0), book.total)

@@ -1,0 +1,314 @@
+"""plan_offsets(time_limit=...): the exact, anytime search (MiniMalloc's branch and bound).
+
+The optimum here comes from a brute force written independently of the search: every
+aligned offset of every block below a capacity, raised until a plan fits.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arena import Arena
+from arena.__main__ import main as arena_main
+from arena.errors import ConfigError
+from arena.observe.profilefile import read_profile
+from arena.planning import OffsetPlan, plan_offsets
+
+Block = tuple[int, int, int]
+ALIGN = 16
+
+
+def _co_live(a: Block, b: Block) -> bool:
+    return a[1] <= b[2] and b[1] <= a[2]
+
+
+def _fits(blocks: Sequence[Block], units: list[int], capacity: int) -> bool:
+    """Whether some offsets (in units) keep every block below ``capacity`` units."""
+    n = len(blocks)
+    offsets = [0] * n
+
+    def place(i: int) -> bool:
+        if i == n:
+            return True
+        for off in range(capacity - units[i] + 1):
+            if all(
+                off + units[i] <= offsets[j] or offsets[j] + units[j] <= off
+                for j in range(i)
+                if _co_live(blocks[i], blocks[j])
+            ):
+                offsets[i] = off
+                if place(i + 1):
+                    return True
+        return False
+
+    return place(0)
+
+
+def _optimum(blocks: Sequence[Block]) -> int:
+    """The least total in bytes, by trying every capacity from the largest block up."""
+    units = [-(-b[0] // ALIGN) for b in blocks]
+    capacity = max(units)
+    while not _fits(blocks, units, capacity):
+        capacity += 1
+    return capacity * ALIGN
+
+
+def _check(blocks: Sequence[Block], plan: OffsetPlan) -> None:
+    ends = [o + s for o, s in zip(plan.offsets, plan.sizes, strict=True)]
+    assert plan.total_bytes == max(ends, default=0)
+    assert all(o % plan.alignment == 0 for o in plan.offsets)
+    for i, j in itertools.combinations(range(len(blocks)), 2):
+        if plan.sizes[i] and plan.sizes[j] and _co_live(blocks[i], blocks[j]):
+            assert ends[i] <= plan.offsets[j] or ends[j] <= plan.offsets[i], (i, j)
+    assert plan.lower_bound <= plan.proven_bound <= plan.total_bytes
+    if plan.optimal:
+        assert plan.proven_bound == plan.total_bytes
+        assert not plan.limit_reached
+
+
+def test_search_finds_and_proves_the_optimum_on_small_instances() -> None:
+    """Where the heuristics miss the brute-force optimum (a few in thousands of tiny sets),
+    the search must reach it and say it is optimal."""
+    rng = random.Random(31)
+    missed = 0
+    for _ in range(3000):
+        n = rng.randint(4, 6)
+        blocks = [
+            (ALIGN * rng.randint(1, 6), f, f + rng.randint(0, 2))
+            for f in (rng.randint(0, 2) for _ in range(n))
+        ]
+        plain = plan_offsets(blocks, alignment=ALIGN)
+        if plain.optimal:
+            assert plain.total_bytes == plain.lower_bound
+            continue
+        assert not plain.limit_reached
+        missed += 1
+        plan = plan_offsets(blocks, alignment=ALIGN, time_limit=30)
+        _check(blocks, plan)
+        assert plan.total_bytes == _optimum(blocks) < plain.total_bytes, blocks
+        assert plan.optimal and not plan.limit_reached, blocks
+    assert missed >= 3, missed
+
+
+def _tiling(rng: random.Random, n: int, steps: int, height: int) -> list[Block]:
+    """Blocks cut from one full rectangle of ``steps`` indices by ``height`` units: a plan
+    at LOAD (``height`` units) exists by construction, as MiniMalloc's benchmarks are made."""
+    pieces = [(0, steps, 0, height)]
+    while len(pieces) < n:
+        k = max(
+            range(len(pieces)),
+            key=lambda i: (
+                rng.random() * (pieces[i][1] - pieces[i][0]) * (pieces[i][3] - pieces[i][2])
+            ),
+        )
+        t0, t1, y0, y1 = pieces.pop(k)
+        if (rng.random() < 0.5 and t1 - t0 > 1) or y1 - y0 < 2:
+            cut = rng.randint(t0 + 1, t1 - 1)
+            pieces += [(t0, cut, y0, y1), (cut, t1, y0, y1)]
+        else:
+            cut = rng.randint(y0 + 1, y1 - 1)
+            pieces += [(t0, t1, y0, cut), (t0, t1, cut, y1)]
+    return [(ALIGN * (y1 - y0), t0, t1 - 1) for t0, t1, y0, y1 in pieces]
+
+
+def test_search_reaches_load_where_the_heuristics_miss() -> None:
+    """Cut rectangles (LOAD reachable by construction) that the heuristics leave above it:
+    the search must find a plan at LOAD and say it is optimal."""
+    rng = random.Random(7)
+    missed = 0
+    for _ in range(100):
+        blocks = _tiling(rng, rng.randint(16, 28), 16, 64)
+        plain = plan_offsets(blocks, alignment=ALIGN)
+        assert plain.lower_bound == 64 * ALIGN
+        if plain.optimal:
+            continue
+        missed += 1
+        plan = plan_offsets(blocks, alignment=ALIGN, time_limit=30)
+        _check(blocks, plan)
+        assert plan.total_bytes == plan.lower_bound and plan.optimal, blocks
+    assert missed >= 10, missed
+
+
+block_st = st.tuples(st.integers(0, 40 * ALIGN), st.integers(0, 12), st.integers(0, 6)).map(
+    lambda t: (t[0], t[1], t[1] + t[2])
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(block_st, max_size=24), st.sampled_from([0.0, 0.005, 0.05]))
+def test_any_limit_gives_a_valid_plan_never_worse(blocks: list[Block], limit: float) -> None:
+    plain = plan_offsets(blocks, alignment=ALIGN)
+    plan = plan_offsets(blocks, alignment=ALIGN, time_limit=limit)
+    _check(blocks, plan)
+    assert plan.total_bytes <= plain.total_bytes
+    assert plan.lower_bound == plain.lower_bound
+    assert plan.optimal or plan.limit_reached
+
+
+def _hard_instance() -> list[Block]:
+    """60 blocks the heuristics leave above LOAD, too many to settle in a few ms."""
+    rng = random.Random(5)
+    return [
+        (ALIGN * rng.randint(1, 64), f, f + rng.randint(0, 8))
+        for f in (rng.randint(0, 30) for _ in range(60))
+    ]
+
+
+def test_a_limit_that_ends_the_search_is_reported() -> None:
+    blocks = _hard_instance()
+    plain = plan_offsets(blocks, alignment=ALIGN)
+    assert plain.total_bytes > plain.lower_bound
+    plan = plan_offsets(blocks, alignment=ALIGN, time_limit=0.0)
+    _check(blocks, plan)
+    assert plan.limit_reached and not plan.optimal
+    assert plan.gap == pytest.approx(plan.total_bytes / plan.lower_bound - 1)
+
+
+def test_without_a_limit_optimal_only_at_load() -> None:
+    blocks = _hard_instance()
+    plain = plan_offsets(blocks, alignment=ALIGN)
+    assert not plain.optimal and not plain.limit_reached
+    assert plain.proven_bound == plain.lower_bound
+    at_load = plan_offsets([(1000, 0, 1), (1000, 1, 2), (1000, 2, 3)])
+    assert at_load.optimal and at_load.gap == 0.0
+    assert plan_offsets([]).optimal
+
+
+_SCRIPT = """
+import json, random, sys
+sys.path.insert(0, sys.argv[1])
+from test_planning_search import _tiling
+from arena.planning import plan_offsets
+rng = random.Random(3)
+out = []
+for _ in range(20):
+    p = plan_offsets(_tiling(rng, rng.randint(16, 28), 16, 64), alignment=16, time_limit=20)
+    out.append([list(p.offsets), p.optimal, p.limit_reached])
+print(json.dumps(out))
+"""
+
+
+def test_same_plan_whatever_the_hash_seed() -> None:
+    results = []
+    for seed in ("0", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", _SCRIPT, os.path.dirname(__file__)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        results.append(json.loads(done.stdout))
+    assert results[0] == results[1]
+    assert all(optimal and not limited for _, optimal, limited in results[0])
+
+
+@pytest.mark.parametrize("limit", [-1, float("nan"), float("inf"), "10", True])
+def test_bad_time_limit(limit: object) -> None:
+    with pytest.raises(ConfigError, match="time_limit"):
+        plan_offsets([(16, 0, 0)], time_limit=limit)  # type: ignore[arg-type]
+
+
+def _record(ws: Arena, blocks: Sequence[Block], steps: int) -> None:
+    """Run the step "k" once (recorded, planned by the next run or plan_steps): at each
+    index, release the views whose lifetime ended, then request the ones that start (one
+    float32 per 4 bytes of each block)."""
+    with ws.step("k") as st:
+        views: dict[int, Any] = {}
+        for t in range(steps + 1):
+            ended = [i for i in views if blocks[i][2] < t]
+            for i in ended:
+                st.release(views.pop(i))
+            for i, (nbytes, first, _) in enumerate(blocks):
+                if first == t:
+                    (views[i],) = st.get_simultaneous(((nbytes // 4,), "float32"))
+
+
+def test_plan_steps_passes_the_limit_on() -> None:
+    """A step recorded from cut rectangles: planned with a limit it is never larger than
+    without, and smaller on some that the heuristics leave above LOAD."""
+    rng = random.Random(11)
+    smaller = 0
+    for _ in range(200):
+        blocks = _tiling(rng, rng.randint(16, 28), 16, 64)
+        if plan_offsets(blocks, alignment=ALIGN).optimal:
+            continue  # the heuristics reach LOAD: nothing to gain
+        totals = []
+        for limit in (None, 5.0):
+            with Arena("cpu", framework="numpy", alignment=ALIGN) as ws:
+                _record(ws, blocks, 16)
+                totals.append(ws.plan_steps(time_limit=limit)["k"])
+        assert totals[1] <= totals[0]
+        smaller += totals[1] < totals[0]
+        if smaller >= 2:
+            break
+    assert smaller >= 2
+
+
+def test_plan_steps_checks_the_limit() -> None:
+    with Arena("cpu", framework="numpy") as ws, pytest.raises(ConfigError, match="time_limit"):
+        ws.plan_steps(time_limit=-1)
+
+
+def _missed_tiling(seed: int) -> list[Block]:
+    """A cut rectangle whose recorded step is planned above LOAD without a limit."""
+    rng = random.Random(seed)
+    while True:
+        blocks = _tiling(rng, rng.randint(16, 28), 16, 64)
+        if plan_offsets(blocks, alignment=ALIGN).optimal:
+            continue
+        with Arena("cpu", framework="numpy", alignment=ALIGN) as ws:
+            _record(ws, blocks, 16)
+            if ws.plan_steps()["k"] > 64 * ALIGN:
+                return blocks
+
+
+def test_python_m_arena_plan_rewrites_a_profiles_step_plans(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Offline re-planning shrinks a stored plan, and a restart presizes to it and replays
+    the step in it without growing."""
+    path = tmp_path / "profile.json"
+    blocks = _missed_tiling(11)
+    with Arena("cpu", framework="numpy", alignment=ALIGN, profile=path) as ws:
+        _record(ws, blocks, 16)
+        before = ws.plan_steps()["k"]
+        _record(ws, blocks, 16)
+        ws.lock()
+    assert before > 64 * ALIGN
+    assert arena_main(["plan", str(path), "--time-limit", "5"]) == 0
+    out = capsys.readouterr().out
+    assert f"slot 0 step 'k': {before} -> {64 * ALIGN} bytes (optimal)" in out
+    (slot,) = read_profile(path)["slots"]
+    (entry,) = slot["steps"]
+    assert entry["total"] == slot["planned"] == 64 * ALIGN
+    with Arena("cpu", framework="numpy", alignment=ALIGN, profile=path) as ws:
+        assert ws.stats().slots[0].capacity == 64 * ALIGN
+        _record(ws, blocks, 16)
+        _record(ws, blocks, 16)
+        assert ws.stats().slots[0].capacity == 64 * ALIGN  # replayed within the new plan
+    assert arena_main(["plan", str(path), "--time-limit", "5"]) == 0  # nothing to gain
+    assert "-> 1024 bytes (optimal)" in capsys.readouterr().out
+
+
+def test_python_m_arena_plan_refuses_a_missing_file_and_a_bad_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "none.json"
+    assert arena_main(["plan", str(path)]) == 1
+    assert f"no profile at {path}" in capsys.readouterr().err
+    assert arena_main(["plan", str(path), "--time-limit", "-1"]) == 2
+    assert "time_limit" in capsys.readouterr().err
