@@ -79,6 +79,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from arena.errors import ConfigError, SpecError
+from arena.ints import bool_like
 from arena.planning.search import improve
 from arena.views.layout import DEFAULT_ALIGNMENT, MAX_BYTES, check_alignment, round_up
 
@@ -554,7 +555,7 @@ def check_time_limit(time_limit: object) -> float | None:
     """``time_limit`` as float seconds, or a ConfigError naming the value and the fix."""
     if time_limit is None:
         return None
-    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)):
+    if bool_like(time_limit) or not isinstance(time_limit, (int, float)):
         raise ConfigError(
             f"time_limit must be a number of seconds or None, got {time_limit!r} "
             f"({type(time_limit).__name__}); pass e.g. time_limit=10"
