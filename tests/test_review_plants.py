@@ -1,0 +1,209 @@
+"""Gaps a planted-bug review found in the fixed-address sources, sync, library workspaces,
+the scope hit and per-arena profiles: each test fails on one realistic slip in the code
+(named in its docstring) and passes on the real code."""
+
+from __future__ import annotations
+
+import gc
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from arena import Arena, ArenaError, ArenaLockedError
+from arena.memory.ledger import Ledger
+from arena.observe import profilepaths
+from tests.fakecupy import with_arrays
+from tests.sources import check_books
+from tests.test_cuda_fakes import _load_cupy_front, fake_cupy
+from tests.test_library_zero_init import DirtySource
+from tests.test_virtual_cuda import GRANULARITY, RecordingDriver, _source
+from tests.threadgroup import RankGroup, ThreadRanks
+
+F32 = "float32"
+
+
+# --------------------------------------------------------------------------- cudavm
+@pytest.fixture
+def cupy(monkeypatch: pytest.MonkeyPatch) -> Any:
+    module = with_arrays(fake_cupy())
+    _load_cupy_front(monkeypatch, module)
+    return module
+
+
+class _FailingAccess(RecordingDriver):
+    """``cuMemSetAccess`` fails once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail_access = False
+
+    def set_access(self, ptr: int, size: int, device: int) -> None:
+        if self.fail_access:
+            self.fail_access = False
+            raise ArenaError("CUDA_ERROR_INVALID_VALUE (fake)")
+        super().set_access(ptr, size, device)
+
+
+def test_a_failed_set_access_releases_the_chunk_it_created(cupy: Any) -> None:
+    """Plant: ``_map`` unmaps but does not release the handle when set-access fails."""
+    driver = _FailingAccess()
+    source = _source(driver, cupy)
+    block = source.reserve(GRANULARITY)
+    driver.fail_access = True
+    with pytest.raises(ArenaError, match="fake"):
+        source.commit(block, 3 * GRANULARITY)
+    assert {h for _, h in driver.mapped.values()} == driver.handles  # nothing leaked
+    block = source.commit(block, 3 * GRANULARITY)  # and it can grow afterwards
+    source.release(block)
+    del block
+    gc.collect()
+    assert driver.mapped == {} and driver.handles == set() and driver.ranges == {}
+
+
+class _FailingRelease(RecordingDriver):
+    """``cuMemRelease`` fails once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail_release = False
+
+    def release(self, handle: int) -> None:
+        if self.fail_release:
+            self.fail_release = False
+            raise ArenaError("CUDA_ERROR_INVALID_VALUE (fake)")
+        super().release(handle)
+
+
+def test_the_finalizer_releases_a_handle_a_failed_evict_left_unmapped(cupy: Any) -> None:
+    """Plant: the range's finalizer forgets the handles unmapped but not released."""
+    driver = _FailingRelease()
+    source = _source(driver, cupy)
+    block = source.reserve(GRANULARITY)
+    driver.fail_release = True
+    with pytest.raises(ArenaError, match="fake"):
+        source.evict(block)
+    assert driver.mapped == {} and len(driver.handles) == 1  # unmapped, still held
+    source.release(block)  # never restored nor evicted again: the finalizer is the last
+    del block
+    gc.collect()
+    assert driver.handles == set() and driver.ranges == {}
+
+
+# --------------------------------------------------------------------------- ledger
+def test_an_interrupt_as_an_in_place_growth_returns_leaves_the_slot_holding_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Plant: ``Ledger.commit`` notes the handed block under the count before its own, so
+    ``handed_since`` misses it and the slot keeps the old size over the grown block."""
+    commit = Ledger.commit
+
+    def interrupted(self: Ledger, allocation: Any, nbytes: int, what: str) -> Any:
+        commit(self, allocation, nbytes, what)
+        raise KeyboardInterrupt  # as commit returns: the caller never sees the block
+
+    with Arena("cpu", framework="numpy", source="virtual", max_bytes=1 << 24) as ws:
+        ws.get_simultaneous(((16,), F32))
+        monkeypatch.setattr(Ledger, "commit", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            ws.get_simultaneous(((1 << 18,), F32))
+        monkeypatch.undo()
+        check_books(ws)
+        assert ws.stats().slots[0].capacity >= 1 << 20
+
+
+# --------------------------------------------------------------------------- sync
+def test_a_locked_arena_refuses_a_step_recorded_larger_past_its_first_size() -> None:
+    """Plant: the locked check compares only a step's first figure, so a later request
+    another rank recorded larger is not refused (its plan would change while locked)."""
+    ranks = ThreadRanks(2)
+
+    def body(rank: int, group: RankGroup) -> Any:
+        with Arena("cpu", framework="numpy") as ws:
+            ws.reserve_bytes(1 << 20)  # room for anything: only the step's figures differ
+            for _ in range(2):
+                with ws.step("s") as st:
+                    st.get_simultaneous(((256,), F32))
+                    st.get_simultaneous(((256 * (rank + 1),), F32))
+            if rank == 0:
+                ws.lock()
+            return ws.sync(group).after
+
+    small, large = ranks.run(body)
+    assert isinstance(small, ArenaLockedError), small
+    assert "step 's'" in str(small) or "'s'" in str(small)
+    assert large == (1 << 20,)
+
+
+# --------------------------------------------------------------------------- library
+def test_a_workspace_made_with_zero_init_is_zeroed_when_a_call_without_it_grows_it() -> None:
+    """Plant: the grown block takes only the calling site's ``zero_init``, so a growth
+    through a call without it copies the old bytes over dirty memory."""
+    with Arena("cpu", framework="numpy", source=DirtySource()) as ws:
+        first = ws.get_library_workspace("fi", 4096, zero_init=True)
+        first[:] = 7
+        grown = ws.get_library_workspace("fi", 8192)
+        assert grown.nbytes == 8192 and not grown.any()
+
+
+# --------------------------------------------------------------------------- scope hit
+def test_a_scope_hit_inside_a_locked_replay_tells_the_step_its_reach_every_time(
+    hit_path: str,
+) -> None:
+    """Plant: the compiled scope hit drops its 'no step open below' check, serving the
+    request without telling the replay what it holds above its plan."""
+    with Arena("cpu", framework="numpy") as ws:
+        ws.reserve_bytes(1 << 20)
+        for _ in range(3):
+            with ws.step("A") as st:
+                st.get_simultaneous(((64,), F32))
+                with ws.scope() as s:
+                    s.get_simultaneous(((1024,), F32))
+        ws.lock()
+        seen = []
+        for _ in range(3):  # the first checked and remembered, the others hits
+            with ws.step("A") as st:
+                st.get_simultaneous(((64,), F32))
+                with ws.scope() as s:
+                    s.get_simultaneous(((1024,), F32))
+                seen.append(st.above)
+        assert seen == [4096] * 3
+
+
+# --------------------------------------------------------------------------- profiles
+class _Owner:
+    """Stands in for an arena: something a weak reference can name."""
+
+
+def test_two_threads_claiming_one_profile_name_at_once_get_different_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plant: ``claim_profile_path`` checks and claims without its lock; two arenas
+    created at once in two threads record into one file."""
+    first_in, second_in = threading.Event(), threading.Event()
+    holds = profilepaths._holds_another
+
+    def gated(path: Path, key: Any) -> bool:
+        if not first_in.is_set():
+            first_in.set()
+            second_in.wait(0.5)  # the other thread gets in only without the lock
+        else:
+            second_in.set()
+        return holds(path, key)
+
+    monkeypatch.setattr(profilepaths, "_holds_another", gated)
+    key = ("cpu", 1, 1, 256, None)
+    owners = [_Owner(), _Owner()]  # held weakly by the claims
+    got: list[Path] = []
+
+    def claim(owner: _Owner) -> None:
+        got.append(profilepaths.claim_profile_path(str(tmp_path / "p.json"), key, owner))
+
+    threads = [threading.Thread(target=claim, args=(o,)) for o in owners]
+    threads[0].start()
+    assert first_in.wait(5)
+    threads[1].start()
+    for t in threads:
+        t.join(5)
+    assert len(got) == 2 and got[0] != got[1], got
