@@ -4,6 +4,7 @@ the scope hit and per-arena profiles: each test fails on one realistic slip in t
 
 from __future__ import annotations
 
+import enum
 import gc
 import threading
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from arena import Arena, ArenaError, ArenaLockedError
+from arena.memory.cudadriver import BindingsDriver
 from arena.memory.ledger import Ledger
 from arena.observe import profilepaths
 from tests.fakecupy import with_arrays
@@ -207,3 +209,76 @@ def test_two_threads_claiming_one_profile_name_at_once_get_different_files(
     for t in threads:
         t.join(5)
     assert len(got) == 2 and got[0] != got[1], got
+
+
+class _CountingGroup:
+    """A rank's group that counts the bytes handed to each collective."""
+
+    def __init__(self, inner: RankGroup) -> None:
+        self.inner = inner
+        self.payload = 0
+        self.calls = 0
+
+    def all_reduce_max(self, values: list[int]) -> list[int]:
+        self.payload += 8 * len(values)
+        self.calls += 1
+        return self.inner.all_reduce_max(values)
+
+    def all_gather(self, data: bytes) -> list[bytes]:
+        self.payload += len(data)
+        self.calls += 1
+        return self.inner.all_gather(data)
+
+
+def test_the_sync_report_counts_the_gathered_bytes_of_differing_schemas() -> None:
+    """Plant: ``all_gather``'s bytes are left out of ``payload_bytes``."""
+    ranks = ThreadRanks(2)
+
+    def body(rank: int, group: RankGroup) -> Any:
+        counting = _CountingGroup(group)
+        with Arena("cpu", framework="numpy") as ws:
+            ws.get_persistent(("state", rank), (8,), F32)  # the schemas differ
+            report = ws.sync(counting)
+        return report, counting.payload, counting.calls
+
+    for report, payload, calls in ranks.run(body):
+        assert report.schemas == 2 and calls == report.collectives == 4
+        assert report.payload_bytes == payload
+
+
+# --------------------------------------------------------------------------- cudadriver
+class _CUresult(enum.IntEnum):
+    CUDA_SUCCESS = 0
+    CUDA_ERROR_INVALID_VALUE = 1
+    CUDA_ERROR_OUT_OF_MEMORY = 2
+
+
+class _FakeBindings:
+    """Stands in for ``cuda.bindings.driver``: ``cuMemAddressReserve`` answers
+    ``(status, 0x10000)``."""
+
+    def __init__(self) -> None:
+        self.status = _CUresult.CUDA_SUCCESS
+
+    def cuInit(self, flags: int) -> tuple[_CUresult]:
+        return (_CUresult.CUDA_SUCCESS,)
+
+    def cuMemAddressReserve(
+        self, size: int, alignment: int, addr: int, flags: int
+    ) -> tuple[_CUresult, int]:
+        return (self.status, 0x10000)
+
+
+def test_the_bindings_driver_maps_out_of_memory_to_memory_error_and_others_to_arena_error() -> None:
+    """Plant: the cuda-python driver raises ArenaError for CUDA_ERROR_OUT_OF_MEMORY too, so
+    growth and wake would not report out of memory (nor count it)."""
+    bindings = _FakeBindings()
+    driver = BindingsDriver(bindings)
+    assert driver.address_reserve(1 << 20, 1 << 16) == 0x10000
+    bindings.status = _CUresult.CUDA_ERROR_OUT_OF_MEMORY
+    with pytest.raises(MemoryError, match="cuMemAddressReserve"):
+        driver.address_reserve(1 << 20, 1 << 16)
+    bindings.status = _CUresult.CUDA_ERROR_INVALID_VALUE
+    with pytest.raises(ArenaError, match="cuMemAddressReserve") as info:
+        driver.address_reserve(1 << 20, 1 << 16)
+    assert not isinstance(info.value, MemoryError)
