@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from arena import Arena, ArenaError, ArenaLockedError
+from arena.memory import virtual
 from arena.memory.cudadriver import BindingsDriver
 from arena.memory.ledger import Ledger
 from arena.observe import profilepaths
@@ -282,3 +283,25 @@ def test_the_bindings_driver_maps_out_of_memory_to_memory_error_and_others_to_ar
     with pytest.raises(ArenaError, match="cuMemAddressReserve") as info:
         driver.address_reserve(1 << 20, 1 << 16)
     assert not isinstance(info.value, MemoryError)
+
+
+# --------------------------------------------------------------------------- virtual host
+def test_a_limited_address_space_halves_the_reservation_but_never_below_the_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Plant: the halving loop drops its ``max(need, ...)`` floor, so a reservation halved
+    past the request ends smaller than the block it must hold."""
+    limit = 5 << 20
+    made = virtual._Range
+
+    def limited(size: int, protect: Any) -> Any:
+        if size > limit:  # as under ulimit -v: larger ranges cannot be had
+            raise MemoryError(f"cannot reserve {size} bytes of address space (fake limit)")
+        return made(size, protect)
+
+    monkeypatch.setattr(virtual, "_Range", limited)
+    source = virtual.VirtualHostSource(reserve=64 << 20)
+    block = source.reserve(limit)
+    assert source.reserved(block) == limit
+    block.owner[-1] = 1  # committed to its last byte
+    source.release(block)
