@@ -305,3 +305,32 @@ def test_a_limited_address_space_halves_the_reservation_but_never_below_the_requ
     assert source.reserved(block) == limit
     block.owner[-1] = 1  # committed to its last byte
     source.release(block)
+
+
+# --------------------------------------------------------------------------- step release
+def _released_then_more(ws: Arena, last: int) -> Any:
+    """A step whose first view is released before the second request; its book."""
+    with ws.step("s") as st:
+        (a,) = st.get_simultaneous(((256,), F32))
+        st.release(a)
+        st.get_simultaneous(((256,), F32))
+        st.get_simultaneous(((last,), F32))
+        slot = st.slot
+    assert slot is not None
+    return slot.steps["s"]
+
+
+def test_a_replay_that_diverges_after_a_hit_release_records_the_fresh_runs_lifetimes(
+    hit_path: str,
+) -> None:
+    """Plant: the compiled release notes the released block's last use one request late,
+    so the replay that diverges records it overlapping the next request."""
+    with Arena("cpu", framework="numpy") as fresh:
+        record = _released_then_more(fresh, 4096)
+        expected = (list(record.firsts), list(record.lasts), list(record.sizes))
+    with Arena("cpu", framework="numpy") as ws:
+        ws.reserve_bytes(1 << 20)
+        for _ in range(3):  # recorded, then replays (their releases take the hit)
+            _released_then_more(ws, 256)
+        book = _released_then_more(ws, 4096)  # diverges at its last request
+        assert (list(book.firsts), list(book.lasts), list(book.sizes)) == expected
