@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from arena import Arena, ArenaError, ArenaLockedError
+from arena import Arena, ArenaAsleepError, ArenaError, ArenaLockedError
 from arena.memory import virtual
 from arena.memory.cudadriver import BindingsDriver
 from arena.memory.ledger import Ledger
@@ -334,3 +334,18 @@ def test_a_replay_that_diverges_after_a_hit_release_records_the_fresh_runs_lifet
             _released_then_more(ws, 256)
         book = _released_then_more(ws, 4096)  # diverges at its last request
         assert (list(book.firsts), list(book.lasts), list(book.sizes)) == expected
+
+
+# --------------------------------------------------------------------------- Triton asleep
+def test_a_triton_block_is_not_served_while_asleep_even_within_its_size() -> None:
+    """Plant: the Triton allocator's own asleep check is dropped; a size its stream's block
+    already covers is then served over memory sleep() released."""
+    pytest.importorskip("torch")
+    with Arena("cpu", framework="numpy", source="virtual", max_bytes=1 << 24) as ws:
+        allocate = ws.triton_allocator()
+        allocate(4096, 16, 7)  # the stream's block
+        ws.sleep(level=2)
+        with pytest.raises(ArenaAsleepError, match="Triton"):
+            allocate(1024, 16, 7)  # fits the block: no growth would ask
+        ws.wake()
+        assert allocate(1024, 16, 7).numel() == 1024
