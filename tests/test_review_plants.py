@@ -7,18 +7,19 @@ from __future__ import annotations
 import enum
 import gc
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from arena import Arena, ArenaAsleepError, ArenaError, ArenaLockedError
+from arena import Allocation, Arena, ArenaAsleepError, ArenaError, ArenaLockedError
 from arena.memory import virtual
 from arena.memory.cudadriver import BindingsDriver
 from arena.memory.ledger import Ledger
 from arena.observe import profilepaths
 from tests.fakecupy import with_arrays
-from tests.sources import check_books
+from tests.sources import RecordingSource, check_books
 from tests.test_cuda_fakes import _load_cupy_front, fake_cupy
 from tests.test_library_zero_init import DirtySource
 from tests.test_virtual_cuda import GRANULARITY, RecordingDriver, _source
@@ -65,7 +66,7 @@ def test_a_failed_set_access_releases_the_chunk_it_created(cupy: Any) -> None:
     assert driver.mapped == {} and driver.handles == set() and driver.ranges == {}
 
 
-class _FailingRelease(RecordingDriver):
+class _FailingDriverRelease(RecordingDriver):
     """``cuMemRelease`` fails once."""
 
     def __init__(self) -> None:
@@ -81,7 +82,7 @@ class _FailingRelease(RecordingDriver):
 
 def test_the_finalizer_releases_a_handle_a_failed_evict_left_unmapped(cupy: Any) -> None:
     """Plant: the range's finalizer forgets the handles unmapped but not released."""
-    driver = _FailingRelease()
+    driver = _FailingDriverRelease()
     source = _source(driver, cupy)
     block = source.reserve(GRANULARITY)
     driver.fail_release = True
@@ -349,3 +350,32 @@ def test_a_triton_block_is_not_served_while_asleep_even_within_its_size() -> Non
             allocate(1024, 16, 7)  # fits the block: no growth would ask
         ws.wake()
         assert allocate(1024, 16, 7).numel() == 1024
+
+
+# --------------------------------------------------------------------------- ledger close
+@dataclass
+class _FailingRelease(RecordingSource):
+    """Its ``release`` raises once, when armed."""
+
+    armed: bool = False
+
+    def release(self, allocation: Allocation) -> None:
+        if self.armed:
+            self.armed = False
+            raise ArenaError("release failed (fake)")
+        super().release(allocation)
+
+
+def test_close_reports_a_failed_release_after_releasing_every_other_block() -> None:
+    """Plant: ``Ledger.release_each`` keeps releasing past a failure but never raises it,
+    so close() reports success over a block the source did not take back."""
+    source = _FailingRelease()
+    ws = Arena("cpu", framework="numpy", source=source)
+    ws.get_simultaneous(((100,), F32))
+    ws.get_persistent("kv", (10,), F32)
+    ws.get_library_workspace("lib", 512)
+    assert len(source.live) == 3
+    source.armed = True
+    with pytest.raises(ArenaError, match="fake"):
+        ws.close()
+    assert ws.is_closed and len(source.live) <= 1  # the others went back
