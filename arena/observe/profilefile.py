@@ -90,6 +90,7 @@ __all__ = [
     "presize_target",
     "read_profile",
     "salvage_profile",
+    "write_atomically",
     "write_merged",
 ]
 
@@ -320,18 +321,25 @@ def write_merged(path: str | os.PathLike[str], run: dict[str, Any]) -> str | Non
             check_profile(merged)
         except ProfileError as exc:  # a bug here: never write what the reader refuses
             raise RuntimeError(f"the merged profile fails its own check: {exc}") from exc
-        descriptor, temporary = tempfile.mkstemp(
-            prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
-        )
-        try:
-            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-                json.dump(merged, handle, indent=1)
-                handle.write("\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        write_atomically(target, merged)
     return note
+
+
+def write_atomically(target: Path, profile: dict[str, Any]) -> None:
+    """Replace ``target`` with ``profile`` as JSON in one step: written to a temporary
+    file beside it, flushed to disk, then renamed over it (a reader sees the old file or
+    the new one, never half of one). Call with the profile's lock held."""
+    descriptor, temporary = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
+    )
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            json.dump(profile, handle, indent=1)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

@@ -14,16 +14,13 @@ run after a restart.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from arena.observe.files import exclusive
-from arena.observe.profilefile import read_profile
+from arena.observe.profilefile import read_profile, write_atomically
 from arena.observe.profileschema import check_profile
 from arena.planning.offsets import check_time_limit, plan_offsets
 
@@ -71,20 +68,7 @@ def replan_profile(
 def _write(target: Path, profile: dict[str, Any]) -> None:
     """Replace ``target`` with ``profile`` atomically, never with what the reader refuses."""
     check_profile(profile)
-    descriptor, temporary = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
-    )
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            json.dump(profile, handle, indent=1)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    write_atomically(target, profile)
 
 
 def main(argv: list[str]) -> int:
