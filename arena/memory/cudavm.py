@@ -28,10 +28,9 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from arena.errors import ArenaError
 from arena.memory.cudadriver import Driver, load_driver
 from arena.memory.devices import Device
-from arena.memory.sources import Allocation
+from arena.memory.sources import Allocation, reserved_range
 
 __all__ = ["VirtualCudaSource", "cuda_reserve_default"]
 
@@ -242,14 +241,7 @@ class VirtualCudaSource:
         return self._wrap(space.ptr, nbytes, space, self._device)
 
     def _range(self, allocation: Allocation) -> _Range:
-        with self._guard:
-            space = self._ranges.get(allocation.ptr)
-        if space is None:
-            raise ArenaError(
-                f"the block at {allocation.ptr:#x} is not one of {self!r}'s reserved ranges "
-                "(released, or from another source); this is a bug in arena"
-            )
-        return space
+        return reserved_range(self._ranges, self._guard, allocation, self)
 
 
 def _unmap(driver: Driver, context: Any, space: _Range) -> None:

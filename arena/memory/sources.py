@@ -18,9 +18,12 @@ whatever the memory (host pages or CUDA physical memory).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from arena.errors import ArenaError
 from arena.memory.devices import CPU, Device
 
 __all__ = [
@@ -31,6 +34,7 @@ __all__ = [
     "MemorySource",
     "empty_allocation",
     "fixed_address",
+    "reserved_range",
 ]
 
 #: Base-address alignment of host allocations: one page, enough for every SIMD width and
@@ -220,3 +224,31 @@ def empty_allocation(device: Device) -> Allocation:
 
     array = np.empty(0, dtype=np.uint8)
     return Allocation(int(array.__array_interface__["data"][0]), 0, array, device)
+
+
+_Range = TypeVar("_Range")
+
+
+def reserved_range(
+    ranges: Mapping[int, _Range],
+    guard: AbstractContextManager[Any],
+    allocation: Allocation,
+    source: object,
+) -> _Range:
+    """The reserved range of a fixed-address ``source`` that ``allocation`` starts, read
+    from ``ranges`` (base address -> range) under the source's ``guard``.
+
+    Raises
+    ------
+    ArenaError
+        ``allocation`` is not one of the source's ranges (released, or from another
+        source): a bug in arena.
+    """
+    with guard:
+        space = ranges.get(allocation.ptr)
+    if space is None:
+        raise ArenaError(
+            f"the block at {allocation.ptr:#x} is not one of {source!r}'s reserved ranges "
+            "(released, or from another source); this is a bug in arena"
+        )
+    return space

@@ -26,7 +26,7 @@ from typing import Any
 
 from arena.errors import ArenaError
 from arena.memory.devices import CPU, Device
-from arena.memory.sources import Allocation
+from arena.memory.sources import Allocation, reserved_range
 
 __all__ = ["DEFAULT_HOST_RESERVE", "PAGE", "VirtualHostSource", "host_reserve_default"]
 
@@ -214,14 +214,7 @@ class VirtualHostSource:
         return Allocation(space.ptr, nbytes, space.array[:nbytes], CPU)
 
     def _range(self, allocation: Allocation) -> _Range:
-        with self._guard:
-            space = self._ranges.get(allocation.ptr)
-        if space is None:
-            raise ArenaError(
-                f"the block at {allocation.ptr:#x} is not one of {self!r}'s reserved ranges "
-                "(released, or from another source); this is a bug in arena"
-            )
-        return space
+        return reserved_range(self._ranges, self._guard, allocation, self)
 
     def _protect(self, ptr: int, nbytes: int, prot: int) -> None:
         self._call("mprotect", ptr, nbytes, prot)
