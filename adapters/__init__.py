@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from arena.base.dtypes import resolve_dtype
 from arena.errors import DTypeError, SpecError
-from arena.views.dtypes import resolve_dtype
 
 __all__ = ["ADAPTER_NAMES", "check_write"]
 

@@ -13,11 +13,11 @@ import importlib.util
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
+from arena.base.dtypes import DType
+from arena.base.layout import Layout
+from arena.base.poison import sentinel_byte
 from arena.memory.devices import Device
 from arena.memory.sources import Allocation
-from arena.views.dtypes import DType
-from arena.views.layout import Layout
-from arena.views.poison import sentinel_byte
 
 __all__ = ["Adapter", "PlanView"]
 
@@ -126,7 +126,7 @@ class Adapter(abc.ABC):
 
     def fill(self, views: Sequence[Any]) -> None:
         """Poisoning: fill every view with its sentinel byte
-        (:func:`arena.views.poison.sentinel_byte`). Default: NumPy's and CuPy's API, one
+        (:func:`arena.base.poison.sentinel_byte`). Default: NumPy's and CuPy's API, one
         ``fill`` of a byte view per view."""
         for view in views:
             view.reshape(-1).view("uint8").fill(sentinel_byte(view.dtype))

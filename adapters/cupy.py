@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from arena.base.dtypes import DType
+from arena.base.layout import Layout
 from arena.errors import DTypeError, FrameworkUnavailableError
 from arena.memory.devices import Device
 from arena.memory.sources import Allocation
-from arena.views.dtypes import DType
-from arena.views.layout import Layout
 
 from . import check_write
 from .base import Adapter

@@ -39,11 +39,11 @@ try:
 except ImportError:  # JAX releases whose jax.extend.core does not export it yet
     from jax.core import find_top_trace as _find_top_trace
 
+from arena.base.dtypes import DType
+from arena.base.layout import Layout
+from arena.base.poison import sentinel_byte
 from arena.errors import ArenaError, ConfigError, DTypeError, GraphCaptureError, TracedRequestError
 from arena.memory.sources import Allocation
-from arena.views.dtypes import DType
-from arena.views.layout import Layout
-from arena.views.poison import sentinel_byte
 
 from . import check_write
 from .base import Adapter

@@ -14,11 +14,11 @@ from typing import Any
 import torch
 from torch.utils.dlpack import from_dlpack
 
+from arena.base.dtypes import DType
+from arena.base.layout import Layout
+from arena.base.poison import sentinel_byte
 from arena.errors import DTypeError
 from arena.memory.sources import Allocation
-from arena.views.dtypes import DType
-from arena.views.layout import Layout
-from arena.views.poison import sentinel_byte
 
 from . import check_write
 from .base import Adapter

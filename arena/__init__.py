@@ -11,6 +11,9 @@ arrays over the same bytes.
 from __future__ import annotations
 
 from arena._version import __version__
+from arena.base.dtypes import DType, resolve_dtype
+from arena.base.events import ArenaEvent
+from arena.base.layout import Layout, ViewLayout, compute_layout
 from arena.core import FRAMEWORKS, Arena
 from arena.distributed import JaxProcessGroup, SyncGroup, SyncReport
 from arena.errors import (
@@ -38,7 +41,6 @@ from arena.kernels.triton import TritonAllocator
 from arena.memory.devices import CPU, Device, default_device, parse_device
 from arena.memory.rmm import RmmSource
 from arena.memory.sources import Allocation, HostSource, MemorySource
-from arena.observe.events import ArenaEvent
 from arena.observe.stats import ArenaStats, SlotStats
 from arena.planning.offsets import OffsetPlan, plan_offsets
 from arena.planning.scopes import Scope
@@ -51,9 +53,7 @@ from arena.process import (
     reset_arena,
     unlock_arena,
 )
-from arena.views.dtypes import DType, resolve_dtype
 from arena.views.front import Front
-from arena.views.layout import Layout, ViewLayout, compute_layout
 
 __all__ = [
     "CPU",

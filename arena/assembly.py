@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
+from arena.base.events import format_mb
 from arena.config import (
     Settings,
     check_framework,
@@ -24,7 +25,6 @@ from arena.config import (
     pick_framework,
 )
 from arena.kernels.library import LibraryWorkspaces
-from arena.observe.events import format_mb
 from arena.observe.profile import Recorder, attach_profile, profile_from_env
 from arena.observe.profilepaths import claim_profile_path
 from arena.observe.requests import RequestLog

@@ -13,6 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from arena.base.events import debug_from_env
+from arena.base.layout import MAX_BYTES, check_alignment
+from arena.base.poison import poison_from_env
 from arena.errors import ConfigError, FrameworkUnavailableError
 from arena.ints import int_not_bool
 from arena.memory.devices import (
@@ -23,9 +26,6 @@ from arena.memory.devices import (
     torch_device_count,
 )
 from arena.memory.sources import MemorySource
-from arena.observe.events import debug_from_env
-from arena.views.layout import MAX_BYTES, check_alignment
-from arena.views.poison import poison_from_env
 
 __all__ = [
     "FRAMEWORKS",

@@ -7,6 +7,8 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from arena.assembly import assemble, close_when_collected, describe_arena
+from arena.base.events import ArenaEvent
+from arena.base.layout import DEFAULT_ALIGNMENT, compute_layout
 from arena.config import FRAMEWORKS, check_flag, settings
 from arena.distributed import SyncReport, sync_table
 from arena.kernels import memstats
@@ -15,7 +17,6 @@ from arena.kernels.library import OnGrow
 from arena.kernels.triton import TritonAllocator
 from arena.memory.devices import Device
 from arena.memory.sources import MemorySource
-from arena.observe.events import ArenaEvent
 from arena.observe.stats import ArenaStats
 from arena.planning.offsets import check_time_limit
 from arena.planning.scopes import Scope
@@ -24,7 +25,6 @@ from arena.slots.governor import StateFlag, StateSwitch
 from arena.slots.sleep import check_level, in_place_mode
 from arena.uncopyable import refuse_copies
 from arena.views.front import Front
-from arena.views.layout import DEFAULT_ALIGNMENT, compute_layout
 
 if TYPE_CHECKING:
     import cupy

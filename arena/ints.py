@@ -7,7 +7,7 @@ an ``int`` (:func:`exact_int`, :func:`exact_dims`, and :func:`exact_dim_source` 
 generated code): ``2.0`` and ``True`` hash and compare like ``2`` and ``1``, and an int
 subclass or an object with ``__index__`` may say another number later, so none of them may
 find what a plain request remembered; they take the validating path
-(:func:`arena.views.layout.check_dim`), which also refuses whatever :func:`bool_like` says.
+(:func:`arena.base.layout.check_dim`), which also refuses whatever :func:`bool_like` says.
 A count, size or setting is an ``int`` or int subclass but never a ``bool``
 (:func:`int_not_bool`). The compiled hit path's mirror of the first rule is
 ``plain_digest`` in ``arena/views/_hit.c`` (``PyLong_CheckExact``). tests/test_exact_int.py

@@ -19,9 +19,9 @@ import pytest
 from arena.adapters import numpy as numpy_adapter
 
 from arena import Allocation, Arena, Device, DTypeError, GraphCaptureError, SpecError
+from arena.base.layout import compute_layout
 from arena.memory import cuda as arena_cuda
 from arena.memory import deferred, devices
-from arena.views.layout import compute_layout
 from tests.fakecupy import with_arrays
 
 CUDA0 = Device("cuda", 0)

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from arena import Arena, SpecError
+from arena.base.layout import check_dim
 from arena.ints import bool_like, exact_dim_source, exact_dims, exact_int, int_not_bool
-from arena.views.layout import check_dim
 
 ROOT = Path(__file__).resolve().parent.parent
 HELPER = "arena/ints.py"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from arena import Arena, compute_layout, resolve_dtype
-from arena.views.dtypes import KNOWN_DTYPES
+from arena.base.dtypes import KNOWN_DTYPES
 
 SHAPES = [
     (),

@@ -24,9 +24,9 @@ from arena import (
     ArenaWarning,
     SpecError,
 )
+from arena.base.dtypes import DType
+from arena.base.layout import clear_layout_memo, compute_layout
 from arena.observe.profilefile import MAX_LAYOUTS, check_profile, read_profile, write_merged
-from arena.views.dtypes import DType
-from arena.views.layout import clear_layout_memo, compute_layout
 from tests.gates import TIMEOUT, Probe
 from tests.sources import FailingSource, RecordingSource, check_books
 

@@ -429,7 +429,7 @@ def test_arena_pure_python_loads_no_extension() -> None:
 
 CLOSED_DURING_LOOKUP = """
 import arena
-from arena.views.dtypes import DType
+from arena.base.dtypes import DType
 
 ws = arena.Arena("cpu", framework="numpy")
 

@@ -22,32 +22,21 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Issue 27 item 1: the edges (importer part, imported part) that lie on an import cycle
 # between parts at the time the layering test was written (27 edges through config,
-# kernels, memory, observe, planning, slots and views). Shrink this list; never grow it.
+# kernels, memory, observe, planning, slots and views; 15 once layout, dtypes, poison and
+# events moved to the base layer). Shrink this list; never grow it.
 KNOWN_CYCLE_EDGES: frozenset[tuple[str, str]] = frozenset(
     {
-        ("config", "memory"),
-        ("config", "observe"),
-        ("config", "views"),
-        ("kernels", "config"),
-        ("kernels", "memory"),
         ("kernels", "observe"),
         ("kernels", "planning"),
         ("kernels", "slots"),
-        ("kernels", "views"),
-        ("memory", "observe"),
-        ("observe", "memory"),
         ("observe", "slots"),
-        ("observe", "views"),
         ("planning", "observe"),
         ("planning", "slots"),
         ("planning", "views"),
-        ("slots", "config"),
         ("slots", "kernels"),
-        ("slots", "memory"),
         ("slots", "observe"),
         ("slots", "planning"),
         ("slots", "views"),
-        ("views", "config"),
         ("views", "kernels"),
         ("views", "observe"),
         ("views", "planning"),
@@ -165,10 +154,29 @@ def test_no_new_import_cycle_between_parts() -> None:
     assert not gone, f"these edges no longer close a cycle: remove them from the list: {gone}"
 
 
+# The base layer: parts that import no other part of arena but each other.
+BASE_PARTS = frozenset({"base", "errors", "ints", "environment", "forks", "uncopyable"})
+
+
+def test_the_base_layer_imports_nothing_above_it() -> None:
+    """Layout arithmetic, dtypes, poison values, events and the small top-level helpers
+    import only one another (issue 27 item 1: the first layer)."""
+    above = sorted((a, b) for a, b in import_edges() if a in BASE_PARTS and b not in BASE_PARTS)
+    assert not above, f"the base layer imports a part above it: {above}"
+
+
+def test_adapters_import_only_base_and_memory() -> None:
+    """Issue 27 item 1: adapters build views from a buffer and import only the base layer
+    and the memory layer (so a framework adapter never reaches slots, plans or the facade)."""
+    allowed = BASE_PARTS | {"memory"}
+    wrong = sorted((a, b) for a, b in import_edges() if a == "adapters" and b not in allowed)
+    assert not wrong, f"adapters import parts other than base and memory: {wrong}"
+
+
 def test_the_graph_reader_sees_imports() -> None:
     """The reader is not blind: known imports are edges, and a planted cycle is found."""
     edges = import_edges()
-    assert ("adapters", "views") in edges  # adapters/torch.py: from arena.views.dtypes ...
+    assert ("adapters", "base") in edges  # adapters/torch.py: from arena.base.dtypes ...
     assert ("adapters", "errors") in edges
     assert cycle_edges({("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")}) == {
         ("a", "b"),

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 
 from arena import ConfigError, SpecError, compute_layout
-from arena.views.dtypes import KNOWN_DTYPES
-from arena.views.layout import clear_layout_memo, round_up
+from arena.base.dtypes import KNOWN_DTYPES
+from arena.base.layout import clear_layout_memo, round_up
 
 DTYPES = sorted(KNOWN_DTYPES)
 shapes = st.lists(st.integers(0, 64), min_size=0, max_size=4).map(tuple)
@@ -154,7 +154,7 @@ def test_alignments_up_to_a_gibibyte_are_accepted_and_the_suggestion_is_the_next
 
 
 def test_the_layout_memo_is_bounded_and_drops_its_oldest_quarter() -> None:
-    from arena.views import layout as module
+    from arena.base import layout as module
 
     clear_layout_memo()
     limit = module._MEMO_LIMIT
@@ -183,7 +183,7 @@ def test_two_threads_sweeping_the_memo_at_once_drop_one_quarter_and_raise_nothin
     import sys
     import threading
 
-    from arena.views import layout as module
+    from arena.base import layout as module
 
     clear_layout_memo()
     limit = module._MEMO_LIMIT

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from arena.base.layout import compute_layout
 from arena.tools.decoder import LLAMA_8B, DecoderShape, dry_bytes, plain_specs
 from arena.tools.planbench import format_planning, main, measure_bytes, run_planning_bench
-from arena.views.layout import compute_layout
 
 
 @pytest.fixture(scope="module")

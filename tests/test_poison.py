@@ -10,7 +10,7 @@ import pytest
 
 import arena
 from arena import Arena
-from arena.views.poison import NAN_BYTE, NAN_BYTE_FNUZ, PATTERN_BYTE, sentinel
+from arena.base.poison import NAN_BYTE, NAN_BYTE_FNUZ, PATTERN_BYTE, sentinel
 from tests.sources import RecordingSource
 
 F32 = "float32"

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from arena import Arena, ArenaAsleepError, ArenaLockedError, ArenaWarning
-from arena.views.poison import PATTERN_BYTE
+from arena.base.poison import PATTERN_BYTE
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="source='virtual' on the host is Linux's"

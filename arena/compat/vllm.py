@@ -36,10 +36,10 @@ from typing import Any, TypeVar
 
 import torch
 
+from arena.base.events import MB, ArenaEvent, debug_from_env
 from arena.core import Arena
 from arena.errors import ArenaLockedError, PersistentMismatchError
 from arena.memory.devices import parse_device
-from arena.observe.events import MB, ArenaEvent, debug_from_env
 
 __all__ = [
     "WorkspaceManager",

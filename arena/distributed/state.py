@@ -27,13 +27,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from arena.base.layout import compute_layout
 from arena.distributed.wire import Exchange, encode_entry
 from arena.errors import ArenaLockedError, ArenaSyncError
 from arena.kernels.workspaces import LIBRARY, TRITON
 from arena.planning.agreed import agreed_book, step_figures, step_structure
 from arena.slots.slot import Resize, Slot
 from arena.slots.table import SlotTable
-from arena.views.layout import compute_layout
 
 __all__ = ["SyncReport", "apply_maxima", "collect", "width"]
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from arena.base.layout import DEFAULT_ALIGNMENT, check_alignment, compute_layout
 from arena.kernels.workspaces import missing_library_bytes, missing_triton_bytes
 from arena.planning.records import share_plans
 from arena.slots.governor import Governor
-from arena.views.layout import DEFAULT_ALIGNMENT, check_alignment, compute_layout
 
 if TYPE_CHECKING:
     from arena.slots.slot import Slot

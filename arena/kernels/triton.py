@@ -54,6 +54,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from arena.base.dtypes import resolve_dtype
+from arena.base.layout import MAX_ALIGNMENT, MAX_BYTES, Layout, ViewLayout, round_up
 from arena.config import load_adapter
 from arena.errors import ArenaError, FrameworkUnavailableError, NotInitializedError, SpecError
 from arena.ints import exact_int, int_not_bool
@@ -61,8 +63,6 @@ from arena.kernels.workspaces import TRITON, Workspace, WorkspaceStore
 from arena.slots.selector import SlotSelector, check_index
 from arena.slots.slot import Slot
 from arena.slots.table import SlotTable
-from arena.views.dtypes import resolve_dtype
-from arena.views.layout import MAX_ALIGNMENT, MAX_BYTES, Layout, ViewLayout, round_up
 
 __all__ = ["TritonAllocator"]
 

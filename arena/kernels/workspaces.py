@@ -30,9 +30,9 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+from arena.base.events import caller_info, format_mb
 from arena.errors import ArenaLockedError
 from arena.memory.sources import Allocation
-from arena.observe.events import caller_info, format_mb
 from arena.slots.governor import Governor
 
 __all__ = [

@@ -22,11 +22,11 @@ from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from typing import Any
 
+from arena.base.events import format_mb
 from arena.errors import ArenaError, ArenaOutOfMemoryError
 from arena.memory.deferred import PendingReleases, StreamEvents
 from arena.memory.devices import Device
 from arena.memory.sources import Allocation, MemorySource
-from arena.observe.events import format_mb
 
 __all__ = ["Ledger", "oom_hint"]
 

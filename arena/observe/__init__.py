@@ -1,2 +1,2 @@
-"""What happened: events and logs, statistics, memory snapshots and event logs, profiles
+"""What happened: request logs, statistics, memory snapshots and event logs, profiles
 recorded during warm-up, and their report and plot."""

@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 
-from arena.observe.events import MB
+from arena.base.events import MB
 
 __all__ = ["plot_report"]
 

@@ -44,10 +44,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from arena.base.events import ArenaEvent, warn_user
+from arena.base.layout import compute_layout
 from arena.errors import ArenaError
 from arena.forks import after_fork
 from arena.ints import int_not_bool
-from arena.observe.events import ArenaEvent, warn_user
 from arena.observe.profilefile import (
     FORMAT,
     LIMIT,
@@ -64,7 +65,6 @@ from arena.observe.profilefile import (
 )
 from arena.observe.profilesteps import step_ident, step_problem
 from arena.observe.ranks import process_rank, world_size
-from arena.views.layout import compute_layout
 
 __all__ = ["ProfiledSlots", "Recorder", "attach_profile", "profile_from_env"]
 

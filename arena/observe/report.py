@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from arena.observe.events import MB
+from arena.base.events import MB
 from arena.observe.profilefile import ProfileError, read_profile
 from arena.observe.profilepaths import sibling_profiles
 

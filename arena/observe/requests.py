@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from arena.base.events import caller_info
 from arena.forks import after_fork
-from arena.observe.events import caller_info
 from arena.observe.profile import Recorder
 
 __all__ = ["RequestLog"]

@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from arena.observe.events import warn_user
+from arena.base.events import warn_user
+from arena.base.layout import compute_layout
 from arena.observe.files import open_append
-from arena.views.layout import compute_layout
 
 if TYPE_CHECKING:
     from arena.memory.devices import Device

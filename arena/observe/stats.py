@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from arena.observe.events import MB
+from arena.base.events import MB
 
 __all__ = ["ArenaStats", "SlotStats"]
 

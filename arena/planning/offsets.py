@@ -78,10 +78,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from arena.base.layout import DEFAULT_ALIGNMENT, MAX_BYTES, check_alignment, round_up
 from arena.errors import ConfigError, SpecError
 from arena.ints import bool_like
 from arena.planning.search import improve
-from arena.views.layout import DEFAULT_ALIGNMENT, MAX_BYTES, check_alignment, round_up
 
 __all__ = [
     "SPARSE_PAIRS",

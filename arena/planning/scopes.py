@@ -25,13 +25,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
+from arena.base.layout import Layout, compute_layout, shifted
+from arena.base.poison import poison_slot_bytes
 from arena.errors import ArenaError
 from arena.slots.slot import Buffer, Resize, Slot
 from arena.uncopyable import refuse_copies
 from arena.views import hit
 from arena.views.hit import ScopeHitBase, compiled
-from arena.views.layout import Layout, compute_layout, shifted
-from arena.views.poison import poison_slot_bytes
 
 __all__ = [
     "CompiledScope",

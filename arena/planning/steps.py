@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
+from arena.base.events import caller_info, warn_user
+from arena.base.layout import Layout, ViewLayout, compute_layout, round_up
+from arena.base.poison import poison_slot_bytes
 from arena.errors import ArenaError, ArenaLockedError, GraphCaptureError, SpecError
-from arena.observe.events import caller_info, warn_user
 from arena.planning.nesting import cover_nested
 from arena.planning.records import StepBook, StepRun, fit_to_plans
 from arena.planning.scopes import Placer, close_region, heal_regions, open_region
@@ -20,8 +22,6 @@ from arena.uncopyable import refuse_copies
 from arena.views import hit
 from arena.views.aliases import origin_of
 from arena.views.hit import StepHitBase, compiled
-from arena.views.layout import Layout, ViewLayout, compute_layout, round_up
-from arena.views.poison import poison_slot_bytes
 
 __all__ = ["CompiledStep", "Step", "step_class"]
 

@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Generic, Protocol, TypeVar
 
+from arena.base.events import caller_info, format_mb
+from arena.base.layout import MAX_BYTES, round_up
 from arena.errors import (
     ArenaAsleepError,
     ArenaClosedError,
@@ -32,8 +34,6 @@ from arena.forks import after_fork
 from arena.memory.devices import Device
 from arena.memory.ledger import Ledger
 from arena.memory.sources import Allocation, empty_allocation, fixed_address
-from arena.observe.events import caller_info, format_mb
-from arena.views.layout import MAX_BYTES, round_up
 
 __all__ = ["Governor", "Lockable", "StateFlag", "StateSwitch"]
 
@@ -59,7 +59,7 @@ class Governor:
         The cap on the bytes the arena holds (see :meth:`check_budget`); None for none.
     poison : bool
         Poisoning is on: slots keep the buffers a growth replaced while views of them may
-        be stale, so their bytes are poisoned too (see :mod:`arena.views.poison`).
+        be stale, so their bytes are poisoned too (see :mod:`arena.base.poison`).
     """
 
     __slots__ = (

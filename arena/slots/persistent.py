@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from arena.base.events import caller_info
+from arena.base.layout import Layout
 from arena.errors import ArenaLockedError, PersistentMismatchError, SpecError
 from arena.memory.sources import Allocation
-from arena.observe.events import caller_info
 from arena.slots.governor import Governor
-from arena.views.layout import Layout
 
 __all__ = ["PersistentBuffer", "PersistentStore", "check_key", "check_new_key"]
 

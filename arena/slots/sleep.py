@@ -20,13 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from arena.base.events import caller_info, format_mb
+from arena.base.poison import PATTERN_BYTE
 from arena.errors import ArenaError, ArenaOutOfMemoryError, ConfigError
 from arena.ints import exact_int
 from arena.memory.sources import Allocation
-from arena.observe.events import caller_info, format_mb
 from arena.slots.governor import Governor
 from arena.slots.slot import Slot
-from arena.views.poison import PATTERN_BYTE
 
 __all__ = ["Sleeper", "check_level", "fall_asleep", "in_place_mode", "wake_for_close", "wake_up"]
 

@@ -24,14 +24,14 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+from arena.base.events import caller_info, format_mb
+from arena.base.layout import Layout
 from arena.errors import ArenaError, ArenaLockedError
 from arena.kernels.workspaces import WorkspaceStore
 from arena.memory.sources import Allocation
-from arena.observe.events import caller_info, format_mb
 from arena.slots.governor import Governor
 from arena.slots.holder import SlotHolder
 from arena.slots.persistent import PersistentStore
-from arena.views.layout import Layout
 
 __all__ = ["Buffer", "Resize", "Slot", "SlotHolder", "check_in_bounds"]
 
@@ -65,7 +65,7 @@ class Buffer:
         self.wrappers: dict[Any, Any] = {}
         self.prepared: dict[Any, Any] = {}
         self.captured = False
-        #: Poisoning: the end of the last request's bytes (see :mod:`arena.views.poison`).
+        #: Poisoning: the end of the last request's bytes (see :mod:`arena.base.poison`).
         self.poisoned_end = 0
 
 

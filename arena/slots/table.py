@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from arena.base.events import MB, ArenaEvent, caller_info, format_mb, log_event, warn_user
+from arena.base.layout import MAX_BYTES
 from arena.config import Settings
 from arena.errors import ConfigError, SpecError
 from arena.ints import int_not_bool
@@ -24,7 +26,6 @@ from arena.kernels.workspaces import (
     share_triton_blocks,
 )
 from arena.memory.ledger import Ledger
-from arena.observe.events import MB, ArenaEvent, caller_info, format_mb, log_event, warn_user
 from arena.observe.snapshot import EventLog, build_snapshot
 from arena.observe.stats import ArenaStats, SlotStats
 from arena.planning.records import (
@@ -39,7 +40,6 @@ from arena.slots.governor import Governor
 from arena.slots.selector import check_index
 from arena.slots.sleep import Sleeper, fall_asleep, wake_for_close, wake_up
 from arena.slots.slot import Resize, Slot
-from arena.views.layout import MAX_BYTES
 
 __all__ = ["SlotTable"]
 

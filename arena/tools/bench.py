@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from arena._version import __version__, active_hit_path
+from arena.base.events import MB
 from arena.memory.devices import cuda_device_count
-from arena.observe.events import MB
 from arena.tools import checks
 from arena.tools.membench import fixed_address_figures, format_fixed_address
 from arena.tools.planbench import format_planning, run_planning_bench

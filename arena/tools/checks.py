@@ -19,12 +19,12 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
+from arena.base.events import MB
+from arena.base.layout import clear_layout_memo, compute_layout
 from arena.core import Arena
 from arena.memory.devices import cuda_device_count
-from arena.observe.events import MB
 from arena.tools.timing import Paired, paired, quantile
 from arena.tools.workloads import ATTENTION, WORKLOADS, specs_at, step_function
-from arena.views.layout import clear_layout_memo, compute_layout
 
 __all__ = [
     "attention",

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from arena.base.layout import DEFAULT_ALIGNMENT, compute_layout, round_up
 from arena.planning.offsets import plan_offsets
-from arena.views.layout import DEFAULT_ALIGNMENT, compute_layout, round_up
 
 __all__ = [
     "LLAMA_8B",

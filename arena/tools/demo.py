@@ -25,9 +25,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from arena.base.events import MB
 from arena.core import Arena
 from arena.memory.devices import default_device, parse_device
-from arena.observe.events import MB
 
 __all__ = ["DemoReport", "main", "run_demo"]
 

@@ -38,8 +38,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from arena.base.events import MB
 from arena.core import Arena
-from arena.observe.events import MB
 from arena.tools.decoder import (
     LLAMA_8B,
     DecoderShape,

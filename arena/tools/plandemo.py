@@ -8,8 +8,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from arena.base.events import MB
 from arena.core import Arena
-from arena.observe.events import MB
 from arena.tools.decoder import DecoderShape, forward_steps, plain_specs
 
 __all__ = ["DEMO_LAYERS", "PlanningDemo", "format_planning_demo", "run_planning_demo"]

@@ -39,9 +39,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from arena.base.layout import round_up
 from arena.core import Arena
 from arena.tools.timing import ratios
-from arena.views.layout import round_up
 
 __all__ = ["WORKLOADS", "Workload", "WorkloadRow", "specs_at", "step_function", "time_workload"]
 

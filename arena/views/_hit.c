@@ -36,7 +36,7 @@
  *
  * bind() tells the module where Slot, Buffer, Prepared, Governor and RequestLog keep the
  * attributes a hit reads (their __slots__ offsets), so it reads them without a name
- * lookup, and hands it the memos arena.observe.events.caller_info keeps. Objects of any
+ * lookup, and hands it the memos arena.base.events.caller_info keeps. Objects of any
  * other type take the Python path.
  */
 #define PY_SSIZE_T_CLEAN

@@ -12,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from arena.base.layout import Layout, compute_layout, shifted
+from arena.base.poison import poisoned
 from arena.errors import GraphCaptureError
 from arena.observe.requests import RequestLog
 from arena.planning.scopes import heal_regions
 from arena.slots.slot import Buffer, Resize, Slot, check_in_bounds
 from arena.slots.table import SlotTable
 from arena.views.framework import FrameworkViews
-from arena.views.layout import Layout, compute_layout, shifted
 from arena.views.plan import Plan, plan_for, server
-from arena.views.poison import poisoned
 from arena.views.prepared import Prepared, guarded_server, plain_key, remember
 
 __all__ = ["ALWAYS", "NEVER", "SECOND_SIGHT", "ViewBuilder"]

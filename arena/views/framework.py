@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from arena.base.layout import Layout
 from arena.errors import GraphCaptureError
 from arena.slots.governor import Governor
 from arena.slots.slot import Buffer
-from arena.views.layout import Layout
 from arena.views.plan import Plan
 
 __all__ = ["FrameworkViews"]

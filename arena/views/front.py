@@ -2,7 +2,7 @@
 
 ``ws.torch``, ``ws.numpy``, ``ws.cupy`` and ``ws.jax`` are :class:`Front`
 objects over the same slots. The request path reads top to bottom:
-front (this module) -> :class:`~arena.slots.slot.Slot` -> :mod:`~arena.views.layout` -> adapter.
+front (this module) -> :class:`~arena.slots.slot.Slot` -> :mod:`~arena.base.layout` -> adapter.
 
 A request seen before in the same slot (a *hit*) costs one dictionary lookup, an int check
 of its dimensions and one cheap fresh view per tensor: in C where the compiled hit path is
@@ -19,6 +19,8 @@ import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
+from arena.base.layout import compute_layout
+from arena.base.poison import poison_outgrown, poison_stale_bytes
 from arena.config import check_flag, load_adapter
 from arena.errors import ConfigError
 from arena.kernels.workspaces import fixed_block
@@ -32,8 +34,6 @@ from arena.views import hit
 from arena.views.aliases import note_alias
 from arena.views.builder import ViewBuilder
 from arena.views.hit import HitBase, compiled
-from arena.views.layout import compute_layout
-from arena.views.poison import poison_outgrown, poison_stale_bytes
 
 __all__ = ["CompiledFront", "Front", "ViewT", "front_class"]
 

@@ -34,8 +34,8 @@ import threading
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from arena.base.events import caller_memos
 from arena.environment import flag_from_env
-from arena.observe.events import caller_memos
 from arena.observe.requests import RequestLog
 from arena.slots.governor import Governor
 from arena.slots.slot import Buffer, Slot

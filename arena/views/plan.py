@@ -4,7 +4,7 @@ is served by precomputed arithmetic instead of a full layout computation.
 A request's *structure* is the number of views and, for each view, its number of
 dimensions and its dtype. A plan checks that a request has its structure, that every
 dimension is a plain non-negative ``int``, computes every offset in closed form (the same
-arithmetic as :func:`~arena.views.layout.compute_layout`: each view's bytes rounded up to
+arithmetic as :func:`~arena.base.layout.compute_layout`: each view's bytes rounded up to
 the alignment, offsets the running sum), checks the total against the buffer's capacity,
 and only then builds the views with the adapter's ``plan_view``. Anything unusual (a float
 or bool dimension, a zero-size view, a request larger than the buffer) sends the caller to
@@ -37,9 +37,9 @@ import linecache
 from collections.abc import Callable
 from typing import Any
 
+from arena.base.dtypes import resolve_dtype
 from arena.errors import ArenaError
 from arena.ints import exact_dim_source, exact_dims
-from arena.views.dtypes import resolve_dtype
 from arena.views.prepared import remember
 
 __all__ = [

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
+from arena.base.events import warn_user
 from arena.ints import exact_dims
-from arena.observe.events import warn_user
 
 __all__ = [
     "Prepared",

@@ -32,8 +32,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from arena.base.dtypes import resolve_dtype
 from arena.environment import flag_from_env
-from arena.views.dtypes import resolve_dtype
 
 __all__ = [
     "NAN_BYTE",

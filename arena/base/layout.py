@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from arena.base.dtypes import DType, resolve_dtype
 from arena.errors import ConfigError, SpecError
 from arena.ints import bool_like, exact_dims, exact_int, int_not_bool
-from arena.views.dtypes import DType, resolve_dtype
 
 __all__ = [
     "DEFAULT_ALIGNMENT",
@@ -154,7 +154,7 @@ def compute_layout(specs: Sequence[Any], alignment: int = DEFAULT_ALIGNMENT) -> 
     ----------
     specs : sequence of (shape, dtype)
         ``shape`` is a tuple of non-negative ints, ``dtype`` anything
-        :func:`~arena.views.dtypes.resolve_dtype` accepts.
+        :func:`~arena.base.dtypes.resolve_dtype` accepts.
     alignment : int, optional
         Power of two from 16 to 2**30 that every offset is a multiple of (default 256).
 
