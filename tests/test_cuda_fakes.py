@@ -29,14 +29,9 @@ CUDA0 = Device("cuda", 0)
 
 @pytest.fixture(autouse=True)
 def _fresh_counts() -> Iterator[None]:
-    def clear() -> None:
-        devices.cupy_device_count.cache_clear()
-        devices.torch_device_count.cache_clear()
-        devices._REASONS.clear()
-
-    clear()
+    devices.forget_device_counts()
     yield
-    clear()
+    devices.forget_device_counts()
 
 
 class CudaRuntimeError(RuntimeError):

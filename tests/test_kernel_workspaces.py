@@ -30,6 +30,7 @@ from arena import (
 from arena.kernels import workspaces as workspaces_module
 from tests.gates import Gate, Probe
 from tests.sources import FaultySource, RecordingSource, check_books
+from tests.tma import tma_copy_kernel
 
 MB = 1 << 20
 TIMEOUT = 10
@@ -418,24 +419,9 @@ def test_triton_installs_it() -> None:
 @pytest.mark.gpu
 def test_a_triton_kernel_gets_its_scratch_from_the_arena() -> None:
     """A kernel that makes TMA descriptors on the device asks the allocator for them."""
-    triton = pytest.importorskip("triton")
+    copy = tma_copy_kernel()
     import torch
-    import triton.language as tl
-
-    if not hasattr(tl, "make_tensor_descriptor"):
-        pytest.fail(f"Triton {triton.__version__} has no tl.make_tensor_descriptor")
-    if torch.cuda.get_device_capability()[0] < 9:
-        pytest.skip("device-side tensor descriptors need compute capability 9.0 or later")
-
-    # Triton reads the annotations: only the constexpr ones are given.
-    @triton.jit  # type: ignore[misc]
-    def copy(src, dst, m, n, block_m: tl.constexpr, block_n: tl.constexpr):  # noqa: PLR0917
-        shape, strides, block = [m, n], [n, 1], [block_m, block_n]
-        source = tl.make_tensor_descriptor(src, shape=shape, strides=strides, block_shape=block)
-        target = tl.make_tensor_descriptor(dst, shape=shape, strides=strides, block_shape=block)
-        row = tl.program_id(0) * block_m
-        column = tl.program_id(1) * block_n
-        target.store([row, column], source.load([row, column]))
+    import triton
 
     calls: list[tuple[int, int, Any]] = []
     with Arena("cuda:0", framework="torch") as a:

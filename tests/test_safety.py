@@ -25,26 +25,10 @@ from arena import (
     GraphCaptureError,
     SlotError,
 )
-from tests.gates import Gate, Probe, moving_only
+from tests.gates import TIMEOUT, Gate, Probe, moving_only, run
 from tests.sources import FaultySource, RecordingSource, check_books
 
 F32 = "float32"
-TIMEOUT = 10
-
-
-def run(target: Any, *args: Any) -> tuple[threading.Thread, list[Any]]:
-    """Start ``target(*args)`` in a thread; its result or exception lands in the list."""
-    out: list[Any] = []
-
-    def body() -> None:
-        try:
-            out.append(target(*args))
-        except BaseException as exc:
-            out.append(exc)
-
-    thread = threading.Thread(target=body, name=f"worker-{target.__name__}")
-    thread.start()
-    return thread, out
 
 
 # ---------------------------------------------------------------------- 1. close races

@@ -66,13 +66,9 @@ def torch_only_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
         return real_empty(*args, **kwargs)  # host memory standing in for the device's
 
     monkeypatch.setattr(torch, "empty", empty)
-    for count in (devices.cupy_device_count, devices.torch_device_count):
-        count.cache_clear()
-    devices._REASONS.clear()
+    devices.forget_device_counts()
     yield asked
-    for count in (devices.cupy_device_count, devices.torch_device_count):
-        count.cache_clear()
-    devices._REASONS.clear()
+    devices.forget_device_counts()
 
 
 def test_device_discovery_needs_no_cupy(torch_only_gpu: list[Any]) -> None:

@@ -19,6 +19,7 @@ import pytest
 import arena
 from arena.compat import vllm
 from tests.sources import RecordingSource
+from tests.tma import tma_copy_kernel
 
 pytest.importorskip("torch")
 
@@ -326,24 +327,9 @@ def test_a_real_tma_kernel_in_two_microbatch_threads_started_after_install() -> 
     """On a GPU with Triton: a kernel that makes TMA descriptors on the device (global
     scratch) runs in two micro-batch threads started after install(), each on a stream of
     its own; each thread's scratch comes from its micro-batch's slot."""
-    triton = pytest.importorskip("triton")
+    copy = tma_copy_kernel()
     import torch
-    import triton.language as tl
     from triton.runtime import _allocation
-
-    if not hasattr(tl, "make_tensor_descriptor"):
-        pytest.fail(f"Triton {triton.__version__} has no tl.make_tensor_descriptor")
-    if torch.cuda.get_device_capability()[0] < 9:
-        pytest.skip("device-side tensor descriptors need compute capability 9.0 or later")
-
-    @triton.jit  # type: ignore[misc]
-    def copy(src, dst, m, n, block_m: tl.constexpr, block_n: tl.constexpr):  # noqa: PLR0917
-        shape, strides, block = [m, n], [n, 1], [block_m, block_n]
-        source = tl.make_tensor_descriptor(src, shape=shape, strides=strides, block_shape=block)
-        target = tl.make_tensor_descriptor(dst, shape=shape, strides=strides, block_shape=block)
-        row = tl.program_id(0) * block_m
-        column = tl.program_id(1) * block_n
-        target.store([row, column], source.load([row, column]))
 
     previous = threading.getprofile()
     token = _allocation._allocator.set(_allocation._allocator.get())

@@ -23,6 +23,7 @@ __all__ = [
     "cuda_unavailable_reason",
     "cupy_device_count",
     "default_device",
+    "forget_device_counts",
     "parse_device",
     "torch_device_count",
 ]
@@ -151,6 +152,15 @@ def default_device() -> Device:
 
 #: Why each framework counted no device, filled in by the counting functions.
 _REASONS: dict[str, str] = {}
+
+
+def forget_device_counts() -> None:
+    """Count CUDA devices afresh at the next call: the counts are cached for the process
+    (a count imports CuPy or torch); after the visible devices changed, or in a test that
+    stands in for a framework, forget them and the reasons none was found."""
+    cupy_device_count.cache_clear()
+    torch_device_count.cache_clear()
+    _REASONS.clear()
 
 
 @functools.cache
