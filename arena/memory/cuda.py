@@ -55,6 +55,7 @@ __all__ = [
     "capture_probe",
     "check_not_capturing",
     "cuda_source",
+    "refuse_missing_ordinal",
     "require_cuda",
     "require_torch_cuda",
 ]
@@ -88,17 +89,24 @@ def require_cuda(device: Device) -> Any:
             "(CUDA 12) or cupy-cuda13x (CUDA 13), use source='torch' (torch sees the GPU), "
             "or use device='cpu' for a host arena"
         )
-    count = cupy_device_count()
+    refuse_missing_ordinal(device, cupy_device_count(), "is not available: CuPy sees")
+    import cupy
+
+    return cupy
+
+
+def refuse_missing_ordinal(device: Device, count: int, seen: str) -> None:
+    """Raise :class:`DeviceUnavailableError` when ``device``'s ordinal is not below
+    ``count``, the number of CUDA devices a framework sees (``seen`` says who, as the
+    message reads: "is not available: CuPy sees"), with why none is usable and the
+    ordinals that are."""
     if device.index >= count:
         raise DeviceUnavailableError(
-            f"{device} is not available: CuPy sees {count} CUDA device(s)"
+            f"{device} {seen} {count} CUDA device(s)"
             + (f" ({cuda_unavailable_reason()})" if cuda_device_count() == 0 else "")
             + "; use device='cpu' for a host arena"
             + (f" or an ordinal below {count}" if count else "")
         )
-    import cupy
-
-    return cupy
 
 
 def require_torch_cuda(device: Device) -> Any:
@@ -114,14 +122,7 @@ def require_torch_cuda(device: Device) -> Any:
             f"source='torch' on {device} needs torch: pip install torch (a CUDA build), "
             "or use source='device' with CuPy"
         )
-    count = torch_device_count()
-    if device.index >= count:
-        raise DeviceUnavailableError(
-            f"{device} is not available to torch: torch sees {count} CUDA device(s)"
-            + (f" ({cuda_unavailable_reason()})" if cuda_device_count() == 0 else "")
-            + "; use device='cpu' for a host arena"
-            + (f" or an ordinal below {count}" if count else "")
-        )
+    refuse_missing_ordinal(device, torch_device_count(), "is not available to torch: torch sees")
     import torch
 
     return torch
