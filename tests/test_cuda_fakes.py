@@ -18,7 +18,15 @@ import numpy as np
 import pytest
 from arena.adapters import numpy as numpy_adapter
 
-from arena import Allocation, Arena, Device, DTypeError, GraphCaptureError, SpecError
+from arena import (
+    Allocation,
+    Arena,
+    Device,
+    DeviceUnavailableError,
+    DTypeError,
+    GraphCaptureError,
+    SpecError,
+)
 from arena.base.layout import compute_layout
 from arena.memory import cuda as arena_cuda
 from arena.memory import deferred, devices
@@ -363,3 +371,26 @@ def test_cupy_write_into_fills_the_bytes_numpy_sees(monkeypatch: pytest.MonkeyPa
             a.cupy.write_into(floats, np.ones((2, 3)))
         with pytest.raises(SpecError, match=r"shape \(3,\).*\(2, 3\)"):
             a.cupy.write_into(floats, np.ones(3, np.float32))
+
+
+def test_a_missing_ordinal_is_refused_with_the_count_and_the_ordinals_that_exist(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from arena.memory.cuda import refuse_missing_ordinal
+
+    monkeypatch.setattr(arena_cuda, "cuda_device_count", lambda: 2)
+    refuse_missing_ordinal(Device("cuda", 1), 2, "is not available: CuPy sees")  # exists
+    with pytest.raises(DeviceUnavailableError) as caught:
+        refuse_missing_ordinal(Device("cuda", 2), 2, "is not available to torch: torch sees")
+    assert str(caught.value) == (
+        "cuda:2 is not available to torch: torch sees 2 CUDA device(s); use device='cpu' "
+        "for a host arena or an ordinal below 2"
+    )
+    monkeypatch.setattr(arena_cuda, "cuda_device_count", lambda: 0)
+    monkeypatch.setattr(arena_cuda, "cuda_unavailable_reason", lambda: "no driver")
+    with pytest.raises(DeviceUnavailableError) as caught:
+        refuse_missing_ordinal(Device("cuda", 0), 0, "is not available: CuPy sees")
+    assert str(caught.value) == (
+        "cuda:0 is not available: CuPy sees 0 CUDA device(s) (no driver); use device='cpu' "
+        "for a host arena"
+    )
