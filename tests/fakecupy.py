@@ -117,7 +117,7 @@ def asarray(value: Any) -> ndarray:
 
 def with_arrays(cupy: types.ModuleType) -> types.ModuleType:
     """Add the array API above to a stand-in ``cupy`` module (one with ``cupy.cuda``, as
-    ``tests.test_cuda_fakes.fake_cupy`` makes it)."""
+    ``tests.memory.test_cuda_fakes.fake_cupy`` makes it)."""
     cupy.ndarray = ndarray  # type: ignore[attr-defined]
     cupy.asarray = asarray  # type: ignore[attr-defined]
     cupy.uint8 = np.uint8  # type: ignore[attr-defined]

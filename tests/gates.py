@@ -20,7 +20,7 @@ def moving_only(reason: str) -> pytest.MarkDecorator:
     """Skip a test of a moving source's growth (a new buffer; the old one retired or
     released) when ``ARENA_SOURCE=virtual`` makes the fixed-address source the host
     default (CI's second pass): growth there keeps the address and retires nothing,
-    which tests/test_virtual_memory.py checks."""
+    which tests/memory/test_virtual_memory.py checks."""
     virtual = os.environ.get("ARENA_SOURCE", "").strip() == "virtual"
     return pytest.mark.skipif(virtual, reason=f"ARENA_SOURCE=virtual: {reason}")
 

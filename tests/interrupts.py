@@ -2,7 +2,7 @@
 function entry or return in arena's code (a ``sys.settrace`` injector), or by a real
 SIGALRM at a random moment, then checks that the arena is still usable.
 
-Used by tests/test_step_interrupts.py and by hand for the long counts:
+Used by tests/planning/test_step_interrupts.py and by hand for the long counts:
 ``python -m tests.interrupts points`` (every entry and return of every phase) and
 ``python -m tests.interrupts signals 1000`` (random real-signal rounds).
 """

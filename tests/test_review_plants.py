@@ -19,10 +19,10 @@ from arena.memory.cudadriver import BindingsDriver
 from arena.memory.ledger import Ledger
 from arena.observe import profilepaths
 from tests.fakecupy import with_arrays
+from tests.kernels.test_library_zero_init import DirtySource
+from tests.memory.test_cuda_fakes import _load_cupy_front, fake_cupy
+from tests.memory.test_virtual_cuda import GRANULARITY, RecordingDriver, _source
 from tests.sources import RecordingSource, check_books
-from tests.test_cuda_fakes import _load_cupy_front, fake_cupy
-from tests.test_library_zero_init import DirtySource
-from tests.test_virtual_cuda import GRANULARITY, RecordingDriver, _source
 from tests.threadgroup import RankGroup, ThreadRanks
 
 F32 = "float32"

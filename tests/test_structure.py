@@ -114,3 +114,22 @@ def test_every_package_directory_is_installed() -> None:
     listed = set(config["tool"]["setuptools"]["packages"])
     packages = {name for name, path in _modules().items() if path.name == "__init__.py"}
     assert packages == listed
+
+
+def test_test_folders_mirror_the_package() -> None:
+    """Issue 27 item 7: each folder of tests/ tests the part of the package of the same
+    name (arena/<part>/ or adapters/), and each holds test files (none is a stray)."""
+    folders = sorted(
+        p
+        for p in (ROOT / "tests").iterdir()
+        if p.is_dir() and "__" not in p.name and not p.name.startswith(".")
+    )
+    assert folders, "tests/ has no folders: the tests no longer mirror the package"
+    parts = {p.name for p in (ROOT / "arena").iterdir() if (p / "__init__.py").is_file()}
+    parts.add("adapters")
+    strays = [f.name for f in folders if f.name not in parts]
+    assert not strays, f"tests/ folders that name no part of the package: {strays}"
+    empty = [f.name for f in folders if not list(f.glob("test_*.py"))]
+    assert not empty, f"tests/ folders without a test file: {empty}"
+    uninstalled = [f.name for f in folders if not (f / "__init__.py").is_file()]
+    assert not uninstalled, f"tests/ folders without __init__.py (name clashes): {uninstalled}"

@@ -1,6 +1,7 @@
-"""The Triton kernel the GPU tests of Triton's allocator run (tests/test_kernel_workspaces.py,
-tests/test_triton_threads.py): a copy through TMA descriptors made on the device, so the
-kernel asks the installed allocator for global scratch."""
+"""The Triton kernel the GPU tests of Triton's allocator run
+(tests/kernels/test_kernel_workspaces.py, tests/kernels/test_triton_threads.py): a copy
+through TMA descriptors made on the device, so the kernel asks the installed allocator for
+global scratch."""
 
 from __future__ import annotations
 

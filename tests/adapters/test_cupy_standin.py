@@ -14,7 +14,7 @@ import pytest
 from arena import Allocation, Arena, DTypeError, resolve_dtype
 from tests.fakecupy import ndarray as FakeArray
 from tests.fakecupy import with_arrays
-from tests.test_cuda_fakes import CUDA0, HostMemoryAsCuda, _load_cupy_front, fake_cupy
+from tests.memory.test_cuda_fakes import CUDA0, HostMemoryAsCuda, _load_cupy_front, fake_cupy
 
 
 def _adapter(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:

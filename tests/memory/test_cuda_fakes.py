@@ -239,7 +239,7 @@ def test_pool_source_releases_in_stream_order(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(arena_cuda, "require_cuda", lambda device: cupy)
     source = arena_cuda.PoolSource(CUDA0)
     source.release(arena_cuda.Allocation(256, 256, None, CUDA0))
-    assert cupy.calls == []  # no device-wide synchronisation (tests/test_stream_release.py)
+    assert cupy.calls == []  # no device-wide synchronisation (tests/memory/test_stream_release.py)
     assert isinstance(source.stream_events(), deferred.CupyEvents)
 
 

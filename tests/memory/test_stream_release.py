@@ -27,8 +27,8 @@ from arena import (
 )
 from arena.memory import deferred, devices
 from tests.fakecupy import with_arrays
+from tests.memory.test_cuda_fakes import fake_cupy, fake_torch, install
 from tests.sources import RecordingSource
-from tests.test_cuda_fakes import fake_cupy, fake_torch, install
 
 CUDA0 = Device("cuda", 0)
 MB = 1 << 20

@@ -1,12 +1,12 @@
-"""Worker programs for tests/test_distributed.py and tests/test_sync.py, run as separate
-processes.
+"""Worker programs for tests/distributed/test_distributed.py and
+tests/distributed/test_sync.py, run as separate processes.
 
-``python distributed_ranks.py torch RANK WORLD PORT``: one rank of a gloo process group
-with its own process-wide arena; ``python distributed_ranks.py jax``: one arena per JAX
+``python tests/distributed/ranks.py torch RANK WORLD PORT``: one rank of a gloo process group
+with its own process-wide arena; ``python tests/distributed/ranks.py jax``: one arena per JAX
 device (run with ``--xla_force_host_platform_device_count=2``);
-``python distributed_ranks.py sync RANK WORLD PORT``: skewed warm-ups agreed by
+``python tests/distributed/ranks.py sync RANK WORLD PORT``: skewed warm-ups agreed by
 ``ws.sync()`` over gloo, then a rank that skips ``sync`` on a second group;
-``python distributed_ranks.py jaxsync RANK WORLD PORT``: the skewed warm-ups over
+``python tests/distributed/ranks.py jaxsync RANK WORLD PORT``: the skewed warm-ups over
 :class:`arena.distributed.JaxProcessGroup`. Each prints ``OK`` last; ``sync`` and
 ``jaxsync`` print a ``RESULT`` line of JSON before it; so do ``nccl`` (the skewed
 warm-ups on CUDA arenas over NCCL, one GPU per rank) and ``cost`` (the timing of

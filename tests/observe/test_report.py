@@ -100,7 +100,7 @@ def test_python_m_arena_report_dispatches(profile: Path) -> None:
 
 def _stepped(path: Path) -> Path:
     """A run whose step's recording grew the slot past its plan."""
-    from tests.test_profile_steps import forward
+    from tests.observe.test_profile_steps import forward
 
     with arena.Arena("cpu", framework="numpy", profile=path) as ws:
         forward(ws, 100)

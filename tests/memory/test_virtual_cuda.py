@@ -23,7 +23,7 @@ from arena.memory.cudavm import VirtualCudaSource
 from arena.memory.devices import Device
 from tests.fakecupy import with_arrays
 from tests.gates import Probe
-from tests.test_cuda_fakes import CUDA0, _load_cupy_front, fake_cupy
+from tests.memory.test_cuda_fakes import CUDA0, _load_cupy_front, fake_cupy
 
 GRANULARITY = 64 << 10
 MiB = 1 << 20

@@ -18,7 +18,7 @@ from arena import Arena, SpecError
 from arena.base.layout import check_dim
 from arena.ints import bool_like, exact_dim_source, exact_dims, exact_int, int_not_bool
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HELPER = "arena/ints.py"
 # Bool tests that are NOT the rules, on purpose: routing them through ``bool_like`` would
 # change an error message (behaviour issue 27 keeps). The resolver's answer: a NumPy 2

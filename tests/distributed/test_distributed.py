@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-WORKER = Path(__file__).with_name("distributed_ranks.py")
-ROOT = WORKER.parent.parent
+WORKER = Path(__file__).with_name("ranks.py")
+ROOT = WORKER.parents[2]
 
 
 def _free_port() -> int:

@@ -33,7 +33,7 @@ from arena.observe.profilefile import (
     read_profile,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX files only")
 
 #: Prepended to every child: 1 GiB of address space, warnings shown, /dev never replaced.

@@ -1,7 +1,7 @@
 """``ws.sync(group)`` and ``ws.lock(group=...)``: ranks that warmed up on skewed data lock
 at the worst any rank saw, keys only one rank had are sized everywhere, and nothing hangs.
 
-Spawned gloo ranks (2 and 4 processes) and JAX processes run tests/distributed_ranks.py;
+Spawned gloo ranks (2 and 4 processes) and JAX processes run tests/distributed/ranks.py;
 the exchange's own rules run on ranks as threads of this process (tests/threadgroup.py).
 """
 
@@ -24,8 +24,8 @@ from arena import Arena, ArenaLockedError, ArenaSyncError, ConfigError
 from tests.stepping import layer
 from tests.threadgroup import RankGroup, ThreadRanks
 
-WORKER = Path(__file__).with_name("distributed_ranks.py")
-ROOT = WORKER.parent.parent
+WORKER = Path(__file__).with_name("ranks.py")
+ROOT = WORKER.parents[2]
 MIB = 1 << 20
 
 
