@@ -36,6 +36,7 @@ from arena.errors import (
     SpecError,
     TracedRequestError,
 )
+from arena.front import Front
 from arena.kernels.budget import layout_bytes
 from arena.kernels.triton import TritonAllocator
 from arena.memory.devices import CPU, Device, default_device, parse_device
@@ -53,7 +54,6 @@ from arena.process import (
     reset_arena,
     unlock_arena,
 )
-from arena.views.front import Front
 
 __all__ = [
     "CPU",

@@ -24,14 +24,17 @@ from arena.config import (
     load_adapter,
     pick_framework,
 )
+from arena.front import Front, front_class
 from arena.kernels.library import LibraryWorkspaces
+from arena.kernels.memstats import PeakHook
 from arena.observe.profile import Recorder, attach_profile, profile_from_env
 from arena.observe.profilepaths import claim_profile_path
-from arena.observe.requests import RequestLog
 from arena.observe.snapshot import EventLog
+from arena.planning.records import StepPlanHook
 from arena.slots.selector import SlotSelector
 from arena.slots.table import SlotTable
-from arena.views.front import Front, front_class
+from arena.views.hit import Binding
+from arena.views.requests import RequestLog
 
 __all__ = ["Fronts", "Parts", "assemble", "close_when_collected"]
 
@@ -138,12 +141,17 @@ def assemble(
     profile_argument = profile
     profile = None if profile is False else check_path("profile", profile)
     table = SlotTable(config, alloc_context, EventLog(event_log))
+    # The features above the slots that take part in sizing and lock(): step plans size
+    # each lane, the peaks of memory_stats() watch every allocation.
+    table.add_hook(StepPlanHook())
+    table.add_hook(PeakHook())
     selector = SlotSelector(
         table.slots,
         lanes=config.lanes,
         ubatch_resolver=ubatch_resolver,
         lane_resolver=lane_resolver,
         name=f"arena_lane_{next(_arena_ids)}",
+        binding=Binding,
     )
     chosen = pick_framework(framework, table.governor.device)
     key = (table.governor.device.kind, config.ubatches, config.lanes, config.alignment, name)

@@ -11,20 +11,22 @@ from arena.base.events import ArenaEvent
 from arena.base.layout import DEFAULT_ALIGNMENT, compute_layout
 from arena.config import FRAMEWORKS, check_flag, settings
 from arena.distributed import SyncReport, sync_table
+from arena.front import Front
 from arena.kernels import memstats
 from arena.kernels.budget import planned_bytes
 from arena.kernels.library import OnGrow
 from arena.kernels.triton import TritonAllocator
 from arena.memory.devices import Device
 from arena.memory.sources import MemorySource
-from arena.observe.stats import ArenaStats
+from arena.observe.snapshot import table_snapshot
+from arena.observe.stats import ArenaStats, arena_stats
 from arena.planning.offsets import check_time_limit
+from arena.planning.records import plan_table_steps
 from arena.planning.scopes import Scope
 from arena.planning.steps import Step
 from arena.slots.governor import StateFlag, StateSwitch
 from arena.slots.sleep import check_level, in_place_mode
 from arena.uncopyable import refuse_copies
-from arena.views.front import Front
 
 if TYPE_CHECKING:
     import cupy
@@ -310,7 +312,7 @@ class Arena:
         larger. Each key may take up to that long, and the arena's lock is held
         meanwhile, so use it at warm-up or offline, not between hot steps.
         """
-        return self._table.plan_steps(check_time_limit(time_limit))
+        return plan_table_steps(self._table, check_time_limit(time_limit))
 
     def get_persistent(
         self, key: Any, shape: tuple[int, ...], dtype: Any, zero_init: bool = False
@@ -466,12 +468,12 @@ class Arena:
     def planned_bytes(self) -> int:
         """Bytes the arena will hold after :meth:`lock`, over every slot (scratch, retired,
         persistent, library workspaces, Triton): subtract it before sizing a KV cache."""
-        return planned_bytes(self._governor, self._table.slots, self.lanes)
+        return planned_bytes(self._table)
 
     def memory_stats(self) -> dict[str, int]:
         """A flat dict under ``torch.cuda.memory_stats()`` key names plus ``arena.*`` keys,
         agreeing with :meth:`memory_snapshot` by torch's rules (:mod:`arena.kernels.memstats`)."""
-        return memstats.memory_stats(self._governor, self._table.slots, self.lanes)
+        return memstats.memory_stats(self._table)
 
     def reset_peak_memory_stats(self) -> None:
         """Set the ``.peak`` figures of :meth:`memory_stats` to their current values."""
@@ -496,14 +498,14 @@ class Arena:
 
     def stats(self) -> ArenaStats:
         """A snapshot of capacities, growths, allocations and per-call-site peaks."""
-        return self._table.stats(self._log.snapshot()[0] if self._log is not None else {})
+        return arena_stats(self._table, self._log.snapshot()[0] if self._log is not None else {})
 
     def memory_snapshot(self) -> dict[str, Any]:
         """The arena's memory in the format of ``torch.cuda.memory._snapshot()``: a segment
         per block the arena holds (each slot's last unlocked request's views listed in its
         scratch block), and a trace of allocations and frees, for ``torch.cuda._memory_viz``
         and https://pytorch.org/memory_viz (``docs/sizing.md``)."""
-        return self._table.memory_snapshot(self._log.snapshot()[1] if self._log is not None else {})
+        return table_snapshot(self._table, self._log.snapshot()[1] if self._log is not None else {})
 
     def save_profile(self) -> bool:
         """Merge what was recorded so far into the profile file now (:meth:`lock`,

@@ -1,15 +1,15 @@
 """The import graph between arena's subpackages (issue 27 item 1).
 
-Every module of ``arena`` and ``adapters`` is parsed; its module-level imports, those
-under ``if TYPE_CHECKING:`` included (imports inside functions are not edges: they run
-late, on purpose), become edges between *parts*: a subpackage (``arena/views/...`` is
-``views``), a top-level module (``arena/config.py`` is ``config``), the facade
-``arena/__init__.py`` (``arena``) and the ``adapters`` package.
+Every module of ``arena`` and ``adapters`` is parsed; its imports become edges between
+*parts*: a subpackage (``arena/views/...`` is ``views``), a top-level module
+(``arena/config.py`` is ``config``), the package ``arena/__init__.py`` (``arena``) and
+the ``adapters`` package.
 
-Issue 27 asks for layers without cycles between them. Today one cycle runs through most
-parts; its edges are listed in :data:`KNOWN_CYCLE_EDGES`. The test fails on a NEW edge
-inside a cycle, and on a listed edge that no longer closes a cycle (remove it from the
-list: the list only shrinks, to empty when the layers are done).
+:data:`LAYERS` orders the parts. Every module-level import (those under
+``if TYPE_CHECKING:`` included) goes to the importer's own part or to one listed before
+it. Imports inside functions are scanned too: one that goes upward must be listed in
+:data:`UPWARD_IN_FUNCTIONS` with its reason (moving an import into a function does not
+hide it). docs/architecture.md describes the layers.
 """
 
 from __future__ import annotations
@@ -20,29 +20,44 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Issue 27 item 1: the edges (importer part, imported part) that lie on an import cycle
-# between parts at the time the layering test was written (27 edges through config,
-# kernels, memory, observe, planning, slots and views; 15 once layout, dtypes, poison and
-# events moved to the base layer). Shrink this list; never grow it.
-KNOWN_CYCLE_EDGES: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("kernels", "observe"),
-        ("kernels", "planning"),
-        ("kernels", "slots"),
-        ("observe", "slots"),
-        ("planning", "observe"),
-        ("planning", "slots"),
-        ("planning", "views"),
-        ("slots", "kernels"),
-        ("slots", "observe"),
-        ("slots", "planning"),
-        ("slots", "views"),
-        ("views", "kernels"),
-        ("views", "observe"),
-        ("views", "planning"),
-        ("views", "slots"),
-    }
+# Issue 27 item 1: arena's parts in layers, each importing only those before it. A part
+# may import its own modules and any part listed before it (within a layer too, in the
+# order given); never one after it. So no cycle can run between parts.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # Layout arithmetic, dtypes, poison values, events, errors and small helpers.
+    ("base", ("errors", "ints", "environment", "forks", "uncopyable", "base")),
+    # Memory sources, devices and the ledger (adapters sit here too: base and memory).
+    ("memory", ("memory", "adapters")),
+    # The validated settings. Not in the base layer: settings name a device and a memory
+    # source (arena.memory.devices, arena.memory.sources), so they sit right above memory
+    # and below everything that is configured by them.
+    ("config", ("config",)),
+    # A slot's buffer and its grow / retire / capture protocol, the governor, the slot
+    # table and the per-slot stores; features above register lock hooks with the table.
+    ("slots", ("slots",)),
+    # Prepared views, the hit paths, the miss path's builder, the request log.
+    ("views", ("views",)),
+    # Scopes, steps, step books and offset planning.
+    ("planning", ("planning",)),
+    # Profiles, statistics, snapshots (observe reads what slots and planning keep), then
+    # the kernel libraries' workspaces, Triton's allocator, budgets and memory_stats()
+    # (which sums observe's snapshot segments).
+    ("features", ("observe", "kernels")),
+    # Ranks agreeing on sizes (Arena.sync calls it).
+    ("distributed", ("distributed",)),
+    # The facade: Front, how an Arena is assembled, Arena, the process-wide arena, the
+    # package itself.
+    ("facade", ("front", "assembly", "core", "process", "_version", "arena")),
+    # Above the library: the vLLM shim, the benchmarks and demos, the command line.
+    ("above", ("compat", "tools", "__main__")),
 )
+
+#: Every part, lowest first.
+ORDER: tuple[str, ...] = tuple(part for _, parts in LAYERS for part in parts)
+
+# Imports of arena parts inside function bodies that go upward: each runs late on
+# purpose, and each says why. Keep this list as small as it can be.
+UPWARD_IN_FUNCTIONS: dict[tuple[str, str], str] = {}
 
 
 def _part(module: str) -> str | None:
@@ -105,16 +120,27 @@ def _targets(node: ast.Import | ast.ImportFrom, importer: str, package: bool) ->
     return targets
 
 
-def import_edges() -> set[tuple[str, str]]:
-    """Edges (importer part, imported part) between distinct parts."""
+def _function_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Imports that are not :func:`_top_level_imports`: inside function or class bodies."""
+    top = {id(node) for node in _top_level_imports(tree)}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top:
+            yield node
+
+
+def import_edges(*, function_level: bool = False) -> set[tuple[str, str]]:
+    """Edges (importer part, imported part) between distinct parts: of the imports run at
+    import time or under TYPE_CHECKING, or (``function_level``) of those inside
+    functions."""
     edges = set()
+    scan = _function_imports if function_level else _top_level_imports
     for folder in ("arena", "adapters"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             importer = _module_name(path)
             source = _part(importer)
             tree = ast.parse(path.read_text(encoding="utf-8"))
             package = path.name == "__init__.py"
-            for node in _top_level_imports(tree):
+            for node in scan(tree):
                 for target in _targets(node, importer, package):
                     part = _part(target)
                     if part is not None and source is not None and part != source:
@@ -143,15 +169,39 @@ def cycle_edges(edges: set[tuple[str, str]]) -> set[tuple[str, str]]:
     return {(a, b) for a, b in edges if a in reachable[b]}
 
 
-def test_no_new_import_cycle_between_parts() -> None:
-    cycles = cycle_edges(import_edges())
-    new = sorted(cycles - KNOWN_CYCLE_EDGES)
-    assert not new, (
-        f"new import edges on a cycle between arena's parts (issue 27: layers import only "
-        f"those before them): {new}"
+def _rank(part: str) -> int:
+    assert part in ORDER, f"part {part!r} is in no layer: add it to LAYERS"
+    return ORDER.index(part)
+
+
+def test_every_import_goes_to_its_own_part_or_an_earlier_one() -> None:
+    """Module-level and TYPE_CHECKING imports go down the layers, never up or sideways."""
+    upward = sorted((a, b) for a, b in import_edges() if _rank(b) > _rank(a))
+    assert not upward, (
+        f"imports from a part to one listed after it in LAYERS (issue 27: layers import "
+        f"only those before them): {upward}"
     )
-    gone = sorted(KNOWN_CYCLE_EDGES - cycles)
-    assert not gone, f"these edges no longer close a cycle: remove them from the list: {gone}"
+
+
+def test_function_level_imports_go_down_too_unless_listed() -> None:
+    """An import moved into a function body is still an edge: upward ones only where
+    UPWARD_IN_FUNCTIONS names them with a reason (and every entry there is still used)."""
+    upward = {(a, b) for a, b in import_edges(function_level=True) if _rank(b) > _rank(a)}
+    unlisted = sorted(upward - set(UPWARD_IN_FUNCTIONS))
+    assert not unlisted, f"upward imports inside functions, not allowed: {unlisted}"
+    stale = sorted(set(UPWARD_IN_FUNCTIONS) - upward)
+    assert not stale, f"remove these from UPWARD_IN_FUNCTIONS, nothing imports so: {stale}"
+
+
+def test_no_import_cycle_between_parts() -> None:
+    cycles = cycle_edges(import_edges() | import_edges(function_level=True))
+    assert not cycles, f"import edges on a cycle between arena's parts: {sorted(cycles)}"
+
+
+def test_the_layers_name_every_part_once() -> None:
+    assert len(ORDER) == len(set(ORDER))
+    found = {a for edge in import_edges() for a in edge}
+    assert found <= set(ORDER), f"parts in no layer: {sorted(found - set(ORDER))}"
 
 
 # The base layer: parts that import no other part of arena but each other.
@@ -183,3 +233,97 @@ def test_the_graph_reader_sees_imports() -> None:
         ("b", "c"),
         ("c", "a"),
     }
+
+
+# ---------------------------------------------------------------- the Slot writes itself
+# Issue 27 item 3: only the Slot's own methods write its fields. Elsewhere a slot goes by
+# these names (a local, an attribute holding one); an assignment, augmented assignment,
+# subscript assignment or del through one of them to a Slot field is refused.
+_SLOT_NAMES = ("slot", "s", "sibling", "other")
+
+
+def _slot_fields() -> frozenset[str]:
+    tree = ast.parse((ROOT / "arena/slots/slot.py").read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "Slot":
+            for item in node.body:
+                if isinstance(item, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == "__slots__" for t in item.targets
+                ):
+                    names = ast.literal_eval(item.value)
+                    return frozenset(n for n in names if not n.startswith("__"))
+    raise AssertionError("no Slot.__slots__ in arena/slots/slot.py")
+
+
+def _names_a_slot(node: ast.expr) -> bool:
+    """``slot``, ``self.slot``, ``self._slot``, ``region.slot``, ``slots[i]``, ..."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
+        return _names_a_slot(node) or (isinstance(node, ast.Name) and node.id == "slots")
+    if isinstance(node, ast.Name):
+        return node.id in _SLOT_NAMES or node.id.endswith("_slot")
+    if isinstance(node, ast.Attribute):
+        return node.attr.lstrip("_") in ("slot", "only") or node.attr.endswith("_slot")
+    return False
+
+
+def slot_writes(source: str, fields: frozenset[str]) -> list[tuple[int, str]]:
+    """(line, field) of every write through a slot to one of ``fields`` in ``source``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.Delete):
+            targets = list(node.targets)
+        else:
+            continue
+        pending = targets
+        while pending:
+            target = pending.pop()
+            if isinstance(target, (ast.Tuple, ast.List)):
+                pending += target.elts
+                continue
+            if isinstance(target, ast.Subscript):  # slot.steps[key] = ..., del slot.x[i]
+                target = target.value
+            if (
+                isinstance(target, ast.Attribute)
+                and target.attr in fields
+                and _names_a_slot(target.value)
+            ):
+                found.append((node.lineno, target.attr))
+    return found
+
+
+def test_only_the_slot_writes_its_fields() -> None:
+    fields = _slot_fields()
+    writes = []
+    for folder in ("arena", "adapters"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path == ROOT / "arena/slots/slot.py":
+                continue
+            for line, field in slot_writes(path.read_text(encoding="utf-8"), fields):
+                writes.append(f"{path.relative_to(ROOT)}:{line} writes slot.{field}")
+    assert not writes, f"only the Slot's own methods write its fields (issue 27): {writes}"
+
+
+def test_the_slot_write_finder_sees_writes() -> None:
+    fields = _slot_fields()
+    assert {"top", "plain_high", "steps", "calls", "live", "buffer"} <= fields
+    planted = (
+        "slot.top = 1\n"
+        "self.slot.live += 2\n"
+        "slot.steps[key] = book\n"
+        "del sibling.pending\n"
+        "a, s.plain_high = 1, 2\n"
+        "self.top = 3\n"  # the object's own field: not a slot's
+        "slot.note_plain(4)\n"
+    )
+    assert slot_writes(planted, fields) == [
+        (1, "top"),
+        (2, "live"),
+        (3, "steps"),
+        (4, "pending"),
+        (5, "plain_high"),
+    ]

@@ -30,10 +30,10 @@ from typing import Any
 from arena.base.layout import compute_layout
 from arena.distributed.wire import Exchange, encode_entry
 from arena.errors import ArenaLockedError, ArenaSyncError
-from arena.kernels.workspaces import LIBRARY, TRITON
 from arena.planning.agreed import agreed_book, step_figures, step_structure
 from arena.slots.slot import Resize, Slot
 from arena.slots.table import SlotTable
+from arena.slots.workspaces import LIBRARY, TRITON
 
 __all__ = ["SyncReport", "apply_maxima", "collect", "width"]
 
@@ -182,7 +182,7 @@ def apply_maxima(table: SlotTable, local: dict[str, list[int]], got: Exchange) -
                 if kind == "slot":
                     slot = table.slots[entry[1]]
                     capacity, plain, triton = values
-                    slot.plain_high = max(slot.plain_high, plain)
+                    slot.note_plain(plain)
                     resize = slot.reserve(capacity)
                     if resize is not None:
                         resizes.append(resize)
@@ -271,7 +271,7 @@ def _take_step(
     books = [agreed_book(structure, figures, alignment, own) for structure, figures in candidates]
     book = max(books, key=lambda b: max(b.reach, b.total))  # max() keeps the first of equals
     if own is None:
-        slot.steps[key] = book
+        slot.keep_step(key, book)
     else:
         own.take_plan(book)
     return slot.reserve(max(book.reach, book.total))

@@ -2,7 +2,7 @@
 ``float_workspace_buffer``, a cuBLAS or CUTLASS workspace), one per key and slot.
 
 :meth:`arena.Arena.get_library_workspace` returns the same view for the same key and
-size; a larger size during warm-up grows the block (:mod:`arena.kernels.workspaces`:
+size; a larger size during warm-up grows the block (:mod:`arena.slots.workspaces`:
 allocated, old contents copied, the old block retired or released) and calls ``on_grow``
 with the new view, so the library can switch to it (for FlashInfer:
 ``wrapper.reset_workspace_buffer(new_view, int_workspace)``). After ``lock()`` a larger
@@ -19,10 +19,10 @@ from arena.base.layout import MAX_BYTES, compute_layout, round_up
 from arena.config import check_flag, load_adapter
 from arena.errors import ConfigError, SpecError
 from arena.ints import int_not_bool
-from arena.kernels.workspaces import LIBRARY, Workspace
 from arena.slots.persistent import check_key, check_new_key
 from arena.slots.slot import Slot
 from arena.slots.table import SlotTable
+from arena.slots.workspaces import LIBRARY, Workspace
 
 __all__ = ["LibraryWorkspaces", "OnGrow", "check_nbytes"]
 

@@ -85,12 +85,15 @@ from typing import TYPE_CHECKING, Any
 from arena.kernels.budget import address_bytes, planned_bytes
 from arena.observe.snapshot import memory_segments
 from arena.slots.governor import Governor
+from arena.slots.hooks import LockHook
+from arena.slots.table import SlotTable
 
 if TYPE_CHECKING:
     from arena.slots.slot import Slot
 
 __all__ = [
     "POOLS",
+    "PeakHook",
     "memory_stats",
     "note_peaks",
     "reset_accumulated",
@@ -181,8 +184,9 @@ def reset_accumulated(governor: Governor) -> None:
         }
 
 
-def memory_stats(governor: Governor, slots: Sequence[Slot], lanes: int) -> dict[str, int]:
+def memory_stats(table: SlotTable) -> dict[str, int]:
     """See :meth:`arena.Arena.memory_stats` and the module's docstring for each key."""
+    governor, slots = table.governor, table.slots
     with governor.mutex:
         ledger = governor.ledger
         held = note_peaks(governor, slots)
@@ -230,7 +234,7 @@ def memory_stats(governor: Governor, slots: Sequence[Slot], lanes: int) -> dict[
                 "arena.workspace_bytes": sum(w.library_bytes for w in workspaces),
                 "arena.triton_bytes": sum(w.triton_bytes for w in workspaces),
                 "arena.pending_release_bytes": ledger.pending_bytes,
-                "arena.planned_bytes": planned_bytes(governor, slots, lanes),
+                "arena.planned_bytes": planned_bytes(table),
                 "arena.max_bytes": governor.max_bytes or 0,
                 "arena.growths": sum(s.growths for s in slots),
                 "arena.calls": sum(s.calls for s in slots),
@@ -243,3 +247,15 @@ def memory_stats(governor: Governor, slots: Sequence[Slot], lanes: int) -> dict[
             }
         )
         return stats
+
+
+class PeakHook(LockHook):
+    """The peaks' part in the slot table (a :class:`~arena.slots.hooks.LockHook` the
+    facade registers with every slot table): at every allocation and before ``close()``
+    the peaks rise to the current figures (see :func:`note_peaks`)."""
+
+    __slots__ = ()
+
+    def note_figures(self, governor: Governor, slots: Sequence[Slot]) -> None:
+        """Raise the peaks to the current figures of ``slots``."""
+        note_peaks(governor, slots)

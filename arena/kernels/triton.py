@@ -59,10 +59,10 @@ from arena.base.layout import MAX_ALIGNMENT, MAX_BYTES, Layout, ViewLayout, roun
 from arena.config import load_adapter
 from arena.errors import ArenaError, FrameworkUnavailableError, NotInitializedError, SpecError
 from arena.ints import exact_int, int_not_bool
-from arena.kernels.workspaces import TRITON, Workspace, WorkspaceStore
 from arena.slots.selector import SlotSelector, check_index
 from arena.slots.slot import Slot
 from arena.slots.table import SlotTable
+from arena.slots.workspaces import TRITON, Workspace, WorkspaceStore
 
 __all__ = ["TritonAllocator"]
 

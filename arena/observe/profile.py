@@ -21,14 +21,14 @@ process-wide ones included):
   :data:`~arena.observe.profilefile.MAX_LAYOUTS` largest distinct layouts, and the capacity
   timeline (every resize, with the call site that caused it). Locked requests record
   nothing: recording rides on the unlocked call-site bookkeeping. At every save it also
-  reads each slot's LOAD, planned need and step plans (:class:`ProfiledSlots`).
+  reads each slot's LOAD, planned need and step plans (:mod:`arena.planning.records`).
 * on ``lock()``, on ``close()``, when the arena is garbage collected and at interpreter
   exit (a ``weakref.finalize`` on the arena; the recorder holds no reference to it), the
   record is merged into ``PATH`` (see :mod:`arena.observe.profilefile`).
 
-The recorder sees the arena only through what it is given: the slots' narrow
-:class:`ProfiledSlots` interface to presize, to listen and to read their figures (held
-weakly), and :meth:`Recorder.note` calls from the arena's request log.
+The recorder sees the arena only through what it is given: the slot table, to presize,
+to listen and to read its figures (held weakly), and :meth:`Recorder.note` calls from the
+arena's request log.
 
 ``python -m arena report PATH`` shows a profile (:mod:`arena.observe.report`).
 """
@@ -39,10 +39,9 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from arena.base.events import ArenaEvent, warn_user
 from arena.base.layout import compute_layout
@@ -65,42 +64,10 @@ from arena.observe.profilefile import (
 )
 from arena.observe.profilesteps import step_ident, step_problem
 from arena.observe.ranks import process_rank, world_size
+from arena.planning.records import plan_figures, restore_step_plans, step_plans
+from arena.slots.table import SlotTable
 
-__all__ = ["ProfiledSlots", "Recorder", "attach_profile", "profile_from_env"]
-
-
-class ProfiledSlots(Protocol):
-    """What a profile needs of an arena's slots: to presize them and to hear of resizes,
-    locks and closes (:class:`~arena.slots.table.SlotTable` provides it)."""
-
-    def reserve(self, nbytes: int, lane: int | None) -> None:
-        """Grow every slot of ``lane`` (or every slot) to hold ``nbytes``."""
-
-    def sizes(self) -> tuple[int, ...]:
-        """Every slot's capacity, ubatch-major."""
-        ...
-
-    def add_listener(self, listener: Callable[[ArenaEvent], None]) -> None:
-        """Call ``listener`` after every resize, lock, unlock and close."""
-
-    def presize_workspace(self, ubatch: int, lane: int, kind: str, key: Any, nbytes: int) -> None:
-        """Give slot ``(ubatch, lane)`` a library workspace ``key`` of ``nbytes`` (kind
-        ``"library"``), or a first size for its Triton blocks (kind ``"triton"``)."""
-
-    def plan_figures(self) -> tuple[tuple[int, int], ...]:
-        """Per slot, ubatch-major: ``(LOAD, planned need)``. LOAD is the most bytes the
-        slot's requests held live at once; the planned need is what the slot needs once
-        its steps are planned (0 while none is: its capacity is then what it needs)."""
-        ...
-
-    def step_plans(self) -> tuple[list[dict[str, Any]], ...]:
-        """Per slot, ubatch-major: its plans of str or int step keys as profile entries."""
-        ...
-
-    def restore_step_plans(self, plans: list[list[dict[str, Any]]]) -> list[tuple[Any, ...]]:
-        """Give each slot (ubatch-major) its checked stored ``plans`` (keys it has no book
-        of); ``(slot, key, bytes, capacity)`` per plan reaching past the slot's capacity."""
-        ...
+__all__ = ["Recorder", "attach_profile", "profile_from_env"]
 
 
 def profile_from_env(variable: str = "ARENA_PROFILE") -> str | None:
@@ -168,7 +135,7 @@ class Recorder:
         self._mutex = threading.Lock()
 
     # ------------------------------------------------------------------ recording
-    def watch(self, slots: ProfiledSlots) -> None:
+    def watch(self, slots: SlotTable) -> None:
         """Read LOAD and the planned need from ``slots`` at every save. Held weakly: the
         slots' listeners hold this recorder, and a strong reference back would make a
         cycle that keeps every buffer alive until the cycle collector runs."""
@@ -179,7 +146,7 @@ class Recorder:
         slots = None if self._figures is None else self._figures()
         if slots is None:  # the arena is gone: its last figures were read at its last save
             return
-        figures, plans = slots.plan_figures(), slots.step_plans()
+        figures, plans = plan_figures(slots), step_plans(slots)
         with self._mutex:
             for index, (load, planned) in enumerate(figures):
                 if load > self.loads[index] or planned > self.planned[index]:
@@ -395,7 +362,7 @@ _MOVE_IT = (
 )
 
 
-def attach_profile(path: Any, slots: ProfiledSlots, key: tuple[Any, ...], growth: str) -> Recorder:
+def attach_profile(path: Any, slots: SlotTable, key: tuple[Any, ...], growth: str) -> Recorder:
     """Presize ``slots`` from the profile at ``path`` (when it matches ``key``) and record
     into it.
 
@@ -440,7 +407,7 @@ def _load_matching(recorder: Recorder) -> dict[str, Any] | None:
     return None
 
 
-def _presize(slots: ProfiledSlots, recorder: Recorder, profile: dict[str, Any]) -> None:
+def _presize(slots: SlotTable, recorder: Recorder, profile: dict[str, Any]) -> None:
     """One allocation per slot: each lane's slots to the largest size recorded there
     (:func:`presize_target` per slot)."""
     lanes = recorder.key[2]
@@ -467,7 +434,7 @@ def _presize(slots: ProfiledSlots, recorder: Recorder, profile: dict[str, Any]) 
             )
             continue
         recorder.workspace(where, entry["kind"], entry["key"], entry["bytes"])
-    refused = slots.restore_step_plans([s.get("steps", []) for s in profile["slots"]])
+    refused = restore_step_plans(slots, [s.get("steps", []) for s in profile["slots"]])
     if refused:
         where, key, need, capacity = refused[0]
         warn_user(

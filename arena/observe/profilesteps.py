@@ -31,17 +31,13 @@ import bisect
 from typing import Any
 
 from arena.ints import int_not_bool
+from arena.planning.records import storable_key
 
 __all__ = ["STEP_LISTS", "merge_steps", "step_ident", "step_problem", "storable_key"]
 
 #: The per-request (``counts``) and per-block lists of a step entry.
 STEP_LISTS = ("counts", "sizes", "lasts", "offsets")
 _FIGURES = ("total", "base", "above", "recorded_at")
-
-
-def storable_key(key: Any) -> bool:
-    """Whether a step key survives JSON as itself: a str or an int, not a bool."""
-    return isinstance(key, str) or int_not_bool(key)
 
 
 def step_ident(key: Any) -> tuple[bool, Any]:

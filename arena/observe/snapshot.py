@@ -32,8 +32,9 @@ from arena.observe.files import open_append
 if TYPE_CHECKING:
     from arena.memory.devices import Device
     from arena.slots.slot import Buffer, Slot
+    from arena.slots.table import SlotTable
 
-__all__ = ["CSV_HEADER", "EventLog", "build_snapshot", "memory_segments"]
+__all__ = ["CSV_HEADER", "EventLog", "build_snapshot", "memory_segments", "table_snapshot"]
 
 #: The header line of RMM's ``logging_resource_adaptor`` CSV files.
 CSV_HEADER = "Thread,Time,Action,Pointer,Size,Stream"
@@ -103,6 +104,24 @@ class EventLog:
         warn_user(
             f"cannot write the arena event log {str(path)!r} ({exc}); the arena "
             "keeps working without it. Pass a writable regular file as event_log="
+        )
+
+
+def table_snapshot(table: SlotTable, last_requests: dict[int, tuple[str, Any]]) -> dict[str, Any]:
+    """See :meth:`arena.Arena.memory_snapshot`: :func:`build_snapshot` of ``table``'s
+    slots and the allocations and frees its :class:`EventLog` kept; ``last_requests``
+    maps a slot index to the call site and specs of its last request recorded while
+    unlocked."""
+    events = table.events
+    assert isinstance(events, EventLog)  # the arena makes its table with one
+    governor = table.governor
+    with governor.mutex:
+        return build_snapshot(
+            table.slots,
+            governor.device,
+            governor.alignment,
+            last_requests,
+            list(events.events),
         )
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from arena.base.events import MB
+from arena.slots.governor import address_bytes
+from arena.slots.table import SlotTable
 
-__all__ = ["ArenaStats", "SlotStats"]
+__all__ = ["ArenaStats", "SlotStats", "arena_stats"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,3 +154,57 @@ class ArenaStats:
                 f"{s.workspace_bytes / MB:>14.2f}{s.triton_bytes / MB:>11.2f}"
             )
         return "\n".join(lines)
+
+
+def arena_stats(table: SlotTable, call_sites: dict[str, int]) -> ArenaStats:
+    """A snapshot of every slot's figures and the arena's counters, with the peak bytes
+    per call site the arena's request log recorded (see :meth:`arena.Arena.stats`)."""
+    governor = table.governor
+    with governor.mutex:
+        slots = tuple(
+            SlotStats(
+                s.ubatch,
+                s.lane,
+                s.buffer.capacity,
+                s.high_water,
+                s.growths,
+                s.calls,
+                s.persistent_bytes,
+                s.persistent.keys,
+                s.retired_bytes,
+                s.retired_count,
+                s.load,
+                s.workspaces.library_bytes,
+                len(s.workspaces.library),
+                s.workspaces.triton_bytes,
+                len(s.workspaces.triton),
+            )
+            for s in table.slots
+        )
+        ledger = governor.ledger
+        # A front's cache is {specs: Prepared}; a step replay's, one such dict per request.
+        caches = [
+            inner
+            for s in table.slots
+            for c in list(s.buffer.prepared.values())
+            for inner in (list(c) if isinstance(c, list) else [c])
+        ]
+        return ArenaStats(
+            device=str(governor.device),
+            locked=governor.locked,
+            closed=governor.closed,
+            slots=slots,
+            allocations=ledger.allocations,
+            frees=ledger.frees,
+            allocations_while_locked=governor.allocations_while_locked,
+            calls=sum(s.calls for s in table.slots),
+            call_sites=call_sites,
+            live_blocks=ledger.live_blocks,
+            live_bytes=ledger.live_bytes,
+            cached_layouts=sum(len(c) for c in caches),
+            cached_views=sum(len(e.views) for c in caches for e in list(c.values())),
+            resident_bytes=0 if governor.asleep else ledger.live_bytes,
+            address_bytes=address_bytes(governor),
+            asleep=governor.asleep,
+            locked_growths=governor.locked_growths,
+        )

@@ -10,22 +10,35 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from arena.observe.profilesteps import storable_key
+from arena.ints import int_not_bool
 from arena.planning.nesting import cover_nested, lift_outer_steps
 from arena.planning.offsets import plan_offsets
 from arena.planning.runs import Nest, StepRun, merge_nests
+from arena.slots.hooks import LockHook
 from arena.slots.slot import Resize, Slot
+from arena.slots.table import SlotTable
 
 __all__ = [
     "StepBook",
+    "StepPlanHook",
     "StepRun",
     "fit_to_plans",
+    "plan_figures",
     "plan_slot_steps",
+    "plan_table_steps",
     "planned_need",
     "restore_plans",
+    "restore_step_plans",
     "share_plans",
+    "step_plans",
+    "storable_key",
     "stored_plans",
 ]
+
+
+def storable_key(key: Any) -> bool:
+    """Whether a step key survives JSON as itself: a str or an int, not a bool."""
+    return isinstance(key, str) or int_not_bool(key)
 
 
 class StepBook:
@@ -430,3 +443,105 @@ def _merged(books: list[StepBook], alignment: int) -> StepBook | None:
     merged.above = max(b.above for b in books)
     merged.top_level = any(b.top_level for b in books)
     return merged
+
+
+class StepPlanHook(LockHook):
+    """Step plans' part in ``lock()`` (a :class:`~arena.slots.hooks.LockHook` the facade
+    registers with every slot table): each lane replays one plan per step key, and its
+    slots hold what the lane's planned steps need."""
+
+    __slots__ = ()
+
+    def lane_need(self, group: Sequence[Slot], alignment: int, *, merge: bool) -> int:
+        """Plan the lane's steps not planned yet and share the plans (see
+        :func:`share_plans`); the bytes they need."""
+        return share_plans(
+            [s.steps for s in group],
+            alignment,
+            merge=merge,
+            frozen=[s.buffer.captured for s in group],
+        )
+
+    def lane_estimate(self, group: Sequence[Slot], alignment: int) -> int:
+        """What :func:`share_plans` would return for the lane ``group``, without planning
+        anything: it runs on copies of the slots' books."""
+        lane = [{k: b.copy(running=True) for k, b in list(s.steps.items())} for s in group]
+        return share_plans(lane, alignment, frozen=[s.buffer.captured for s in group])
+
+    def lock_warnings(self, group: Sequence[Slot]) -> list[str]:
+        """One warning per planned step of a slot whose buffer a CUDA graph captured that
+        a sibling's plan outgrows: ``lock()`` keeps such plans as they are."""
+        warnings = []
+        for slot in group:
+            if not slot.buffer.captured:
+                continue
+            for key, book in list(slot.steps.items()):
+                totals = [
+                    s.steps[key].total for s in group if key in s.steps and s.steps[key].planned
+                ]
+                largest = max(totals, default=0)
+                if book.planned and largest > book.total:
+                    warnings.append(
+                        f"lock() left step {key!r} of slot {slot.describe()} on its own plan "
+                        f"({book.total} bytes; a sibling micro-batch's needs {largest}): a "
+                        "CUDA graph captured its buffer, so its plan may not move, and a run "
+                        "of the sibling's sizes there raises ArenaLockedError. Warm every "
+                        "micro-batch of a lane up to the same sizes before capturing"
+                    )
+        return warnings
+
+
+def plan_table_steps(table: SlotTable, time_limit: float | None = None) -> dict[Any, int]:
+    """Plan every recorded step of ``table``'s slots not planned yet (each searching up
+    to ``time_limit`` seconds) and size slots to their plans where allowed; see
+    :meth:`arena.Arena.plan_steps`."""
+    governor = table.governor
+    planned: dict[Any, int] = {}
+    resizes: list[Resize] = []
+    try:
+        for slot in table.slots:
+            with governor.mutex:
+                governor.check_open()
+                governor.check_awake("plan_steps()")  # sizing commits memory
+                plan_slot_steps(slot, governor.alignment, time_limit)
+                for key, book in list(slot.steps.items()):
+                    if book.planned:
+                        planned[key] = max(planned.get(key, 0), book.total)
+            resizes.extend(fit_to_plans(slot, governor.alignment))
+    finally:
+        table.announce("resize", resizes)
+    return planned
+
+
+def restore_step_plans(
+    table: SlotTable, plans: list[list[dict[str, Any]]]
+) -> list[tuple[Any, ...]]:
+    """From a profile: give each slot of ``table`` (ubatch-major) its checked stored
+    ``plans`` (keys it has no book of); ``(slot, key, bytes, capacity)`` per plan reaching
+    past the slot's capacity."""
+    governor = table.governor
+    refused = []
+    with governor.mutex:
+        governor.check_open()
+        for slot, entries in zip(table.slots, plans, strict=True):
+            capacity = slot.buffer.capacity
+            refused += [
+                ((slot.ubatch, slot.lane), key, need, capacity)
+                for key, need in restore_plans(slot.steps, entries, capacity)
+            ]
+    return refused
+
+
+def plan_figures(table: SlotTable) -> tuple[tuple[int, int], ...]:
+    """Per slot of ``table``, ubatch-major: ``(LOAD, planned need)``. LOAD is the most
+    bytes the slot's requests held live at once; the planned need is what the slot needs
+    once its steps are planned (0 while none is: its capacity is then what it needs)."""
+    with table.governor.mutex:
+        return tuple((s.load, planned_need(s)) for s in table.slots)
+
+
+def step_plans(table: SlotTable) -> tuple[list[dict[str, Any]], ...]:
+    """Per slot of ``table``, ubatch-major: its plans of str or int step keys as profile
+    entries."""
+    with table.governor.mutex:
+        return tuple(stored_plans(s.steps) for s in table.slots)

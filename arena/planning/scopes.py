@@ -21,13 +21,13 @@ checked path while regions are open.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from arena.base.layout import Layout, compute_layout, shifted
 from arena.base.poison import poison_slot_bytes
 from arena.errors import ArenaError
+from arena.slots.regions import heal_regions
 from arena.slots.slot import Buffer, Resize, Slot
 from arena.uncopyable import refuse_copies
 from arena.views import hit
@@ -162,45 +162,6 @@ def close_region(region: Any) -> None:
         slot.leave()
 
 
-def heal_regions(slot: Slot) -> None:
-    """Close the regions of ``slot`` that nothing can close any more: their owner is gone.
-
-    An interrupt that lands after a scope's or step's ``__enter__`` opened its region and
-    before the ``with`` statement took it (at ``__enter__``'s return), or in ``__exit__``
-    before the region closed, leaves a region open whose scope or step nothing but the
-    slot (and the regions above it) refers to. Later requests would live above it and
-    the step's key would stay running. Each is exited as interrupted, innermost first.
-    A region its caller still holds is left alone (CPython's reference counts tell;
-    elsewhere nothing is healed)."""
-    if _ORPHANED is None:
-        return
-    for region in reversed(tuple(slot.regions)):
-        if _references(region, slot.regions) <= _ORPHANED:
-            region.__exit__(KeyboardInterrupt, None, None)
-
-
-def _references(region: Any, regions: list[Any]) -> int:
-    """References to ``region`` beyond those of ``regions``: the stack itself and the
-    steps opened above it (``nested``). Includes this check's own (see _ORPHANED)."""
-    known = sum(1 for r in regions if r is region or getattr(r, "nested", None) is region)
-    return sys.getrefcount(region) - known
-
-
-def _calibrate() -> int | None:
-    """What :func:`_references` finds for a region only a stack refers to, called as
-    heal_regions calls it (None where reference counts do not tell: not CPython)."""
-    if sys.implementation.name != "cpython":
-        return None
-    regions = [Region()]
-    for region in reversed(tuple(regions)):
-        return _references(region, regions)
-    return None
-
-
-#: The count of a region nothing but its slot refers to (None: healing is off).
-_ORPHANED = _calibrate()
-
-
 class Scope(Region, Generic[ViewT]):
     """A ``with`` block whose requests stay valid until it exits (see the module doc).
 
@@ -276,7 +237,7 @@ class Scope(Region, Generic[ViewT]):
                     views = entry.serve(specs)
                     if views is not None:
                         entry.used = True
-                        slot.calls += 1
+                        slot.count_call()
                         self._account(slot, top, entry.required)
                         return views  # type: ignore[no-any-return]
         if slot is None:
@@ -313,9 +274,9 @@ class Scope(Region, Generic[ViewT]):
     def _account(self, slot: Slot, base: int, end: int) -> None:
         """A request placed from ``base`` to ``end``: the slot's top, live bytes and LOAD."""
         total = end - base
-        slot.top = self.end = end
+        slot.account(end, total)
+        self.end = end  # plain stores after the call: with it, all or nothing
         self.held += total
-        slot.live += total
         slot.note_load(slot.live, reach=end, placer=self)
 
     def _keeper(self, base: int, specs: Any) -> Callable[[Buffer, Any], None]:

@@ -165,10 +165,11 @@ class Step(StepHitBase, Generic[ViewT]):
                     "any scope, typically)"
                 )
             if self.replay:
-                slot.top = self.end = self.base + book.total
+                end = self.base + book.total
                 # A replay's live bytes are bounded by the plan's LOAD: counted once here.
-                self.held = max(0, book.load - spare)
-                slot.live += self.held
+                held = max(0, book.load - spare)
+                slot.account(end, held)
+                self.end, self.held = end, held  # plain stores after the call: all or nothing
                 slot.note_load(slot.live)
                 # Where a replay's views are remembered: per front, key, start and plan.
                 self._memo = (self._placer.key, "step", self.key, self.base, book.version)
@@ -223,7 +224,7 @@ class Step(StepHitBase, Generic[ViewT]):
                         and (not self._watch or self._served(slot, entry, specs, views))
                     ):
                         entry.used = True
-                        slot.calls += 1
+                        slot.count_call()
                         self._handed.append((entry.metadata, views))
                         self.request = r + 1
                         return views  # type: ignore[no-any-return]
@@ -291,7 +292,7 @@ class Step(StepHitBase, Generic[ViewT]):
                 placed = (book.offsets[block], book.sizes[block])
             else:
                 placed = run.live.pop(block)
-                slot.live -= placed[1]
+                slot.account(slot.top, -placed[1])
                 self.held -= placed[1]
             if self._poison:
                 offset, size = placed
@@ -431,15 +432,17 @@ class Step(StepHitBase, Generic[ViewT]):
         run.broken = True
         if self.replay:
             run.handed.append((tuple(blocks), views))
+            if extent > self.end:
+                slot.account(extent, 0)
         else:  # recorded once placed: a refused request is no block
             for view, block, offset, size in zip(views, blocks, offsets, sizes, strict=True):
                 run.live[block] = (offset, size)
                 run.views[id(view)] = (block, view)
             run.add(r, offsets, sizes)
-            self.held += sum(sizes)
-            slot.live += sum(sizes)
-        if extent > self.end:
-            slot.top = self.end = extent
+            added = sum(sizes)
+            slot.account(extent if extent > self.end else slot.top, added)
+            self.held += added
+        self.end = max(self.end, extent)
         if not self.replay:
             slot.note_load(slot.live)
         self.request, run.broken = r + 1, False
@@ -490,7 +493,7 @@ class Step(StepHitBase, Generic[ViewT]):
         held = sum(size for _, size in run.live.values())
         self._quick = False
         self._handed, self._caches, self.replay = run.handed, None, False
-        slot.live += held - self.held
+        slot.account(slot.top, held - self.held)
         self.held, run.broken = held, False
 
 

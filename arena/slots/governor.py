@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from arena.base.events import caller_info, format_mb
 from arena.base.layout import MAX_BYTES, round_up
@@ -35,7 +35,7 @@ from arena.memory.devices import Device
 from arena.memory.ledger import Ledger
 from arena.memory.sources import Allocation, empty_allocation, fixed_address
 
-__all__ = ["Governor", "Lockable", "StateFlag", "StateSwitch"]
+__all__ = ["Governor", "Lockable", "StateFlag", "StateSwitch", "address_bytes"]
 
 _T = TypeVar("_T")
 
@@ -412,3 +412,13 @@ class StateSwitch(Generic[_T]):
 
     def __repr__(self) -> str:
         return f"<context manager factory ws.{self._name}()>"
+
+
+def address_bytes(governor: Governor) -> int:
+    """Bytes of address space the arena's blocks reserve: each block's whole range on a
+    fixed-address source, else the live bytes. Call with the mutex held."""
+    ledger = governor.ledger
+    if not governor.fixed_address:
+        return ledger.live_bytes
+    source: Any = ledger.source
+    return sum(source.reserved(a) for a in ledger.blocks())

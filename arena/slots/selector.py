@@ -9,14 +9,20 @@ import operator
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from arena.errors import ConfigError, SlotError
 from arena.ints import exact_int, int_not_bool
 from arena.slots.slot import Slot
-from arena.views.hit import Binding
 
-__all__ = ["SlotSelector", "check_index"]
+__all__ = ["SlotSelector", "UbatchBinding", "check_index"]
+
+
+class UbatchBinding(Protocol):
+    """A thread's micro-batch binding (a ``threading.local``): its ``ubatch``."""
+
+    ubatch: int
+
 
 #: Numbers of join hooks, unique in the process (see :meth:`SlotSelector.on_join`).
 _join_numbers = itertools.count(1)
@@ -35,6 +41,11 @@ class SlotSelector:
         Called on every request instead of the per-thread binding / the lane context.
     name : str
         Names the lane context variable.
+    binding : callable
+        Makes the per-thread micro-batch binding: a ``threading.local`` with an
+        ``ubatch`` attribute. The facade passes the compiled hit path's own binding type
+        where it is in use (:data:`arena.views.hit.Binding`, a layer above this one), so
+        that the hit path reads it without a lookup.
     """
 
     __slots__ = (
@@ -57,6 +68,7 @@ class SlotSelector:
         ubatch_resolver: Callable[[], int] | None,
         lane_resolver: Callable[[], int] | None,
         name: str,
+        binding: Callable[[], UbatchBinding],
     ) -> None:
         self._slots = tuple(slots)
         self._lanes = lanes
@@ -64,7 +76,7 @@ class SlotSelector:
         self._lane_resolver = lane_resolver
         # Each thread's micro-batch (0 until it binds one); the compiled hit path's own
         # binding type where it is in use, so that it reads it without a lookup.
-        self._tls = Binding()
+        self._tls = binding()
         self._lane: contextvars.ContextVar[int] = contextvars.ContextVar(name, default=0)
         # A single-slot arena answers from C. Not a bound method of self stored on self:
         # that would be a reference cycle, holding every buffer until the cycle collector.

@@ -27,11 +27,11 @@ from typing import Any
 from arena.base.events import caller_info, format_mb
 from arena.base.layout import Layout
 from arena.errors import ArenaError, ArenaLockedError
-from arena.kernels.workspaces import WorkspaceStore
 from arena.memory.sources import Allocation
 from arena.slots.governor import Governor
 from arena.slots.holder import SlotHolder
 from arena.slots.persistent import PersistentStore
+from arena.slots.workspaces import WorkspaceStore
 
 __all__ = ["Buffer", "Resize", "Slot", "SlotHolder", "check_in_bounds"]
 
@@ -203,6 +203,27 @@ class Slot:
                 return None, resizes
             self.high_water = max(self.high_water, required)
             return self.buffer, resizes
+
+    def count_call(self, count: int = 1) -> None:
+        """Count ``count`` requests served (``-1``: one counted already is served again)."""
+        self.calls += count
+
+    def account(self, top: int, added: int) -> None:
+        """A scope or step placed or released bytes: the next request above the open
+        regions starts at ``top``, and ``added`` bytes more (fewer, negative) are live.
+        Only the slot's own thread calls this; both are plain stores with no call between
+        them, so an interrupt never splits them."""
+        self.top = top
+        self.live += added
+
+    def note_plain(self, nbytes: int) -> None:
+        """A floor for ``plain_high`` (the largest request outside every step): a
+        reserve, or a figure another rank agreed on. The mutex is held by the caller."""
+        self.plain_high = max(self.plain_high, nbytes)
+
+    def keep_step(self, key: Any, book: Any) -> None:
+        """Keep ``book`` as what this slot knows of step ``key`` (one store)."""
+        self.steps[key] = book
 
     def note_high_water(self, required: int) -> None:
         """Raise the high-water mark to ``required`` (a request served without growth)."""

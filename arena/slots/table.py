@@ -3,6 +3,13 @@
 :class:`~arena.Arena` composes one. Each operation takes the governor's mutex, re-checks
 the arena's state under it, and announces its resizes and event once the mutex is
 released (see docs/overview.md, "Threads and safety").
+
+The table imports nothing above the slots layer. Features above it with state of their
+own take part through the lock hooks they register (:mod:`arena.slots.hooks`): step plans
+(:mod:`arena.planning.records`) size each lane at ``lock()``, and the peaks of
+``memory_stats()`` (:mod:`arena.kernels.memstats`) are told when the figures change. The
+readers of the table (``stats()``, ``memory_snapshot()``, step planning) live with their
+features and take the table.
 """
 
 from __future__ import annotations
@@ -17,29 +24,20 @@ from arena.base.layout import MAX_BYTES
 from arena.config import Settings
 from arena.errors import ConfigError, SpecError
 from arena.ints import int_not_bool
-from arena.kernels.budget import address_bytes, lock_additions
-from arena.kernels.memstats import note_peaks
-from arena.kernels.workspaces import (
-    LIBRARY,
-    Workspace,
-    share_library_workspaces,
-    share_triton_blocks,
-)
 from arena.memory.ledger import Ledger
-from arena.observe.snapshot import EventLog, build_snapshot
-from arena.observe.stats import ArenaStats, SlotStats
-from arena.planning.records import (
-    fit_to_plans,
-    plan_slot_steps,
-    planned_need,
-    restore_plans,
-    share_plans,
-    stored_plans,
-)
 from arena.slots.governor import Governor
+from arena.slots.hooks import LockHook
 from arena.slots.selector import check_index
 from arena.slots.sleep import Sleeper, fall_asleep, wake_for_close, wake_up
 from arena.slots.slot import Resize, Slot
+from arena.slots.workspaces import (
+    LIBRARY,
+    Workspace,
+    missing_library_bytes,
+    missing_triton_bytes,
+    share_library_workspaces,
+    share_triton_blocks,
+)
 
 __all__ = ["SlotTable"]
 
@@ -54,20 +52,31 @@ class SlotTable:
         The arena's validated settings.
     alloc_context : callable or None
         Called around every allocation (see :class:`arena.Arena`).
-    events : EventLog
-        Records the ledger's allocations and frees. Made by the arena itself, so that the
-        warning of an unwritable file points at the arena's caller.
+    events : callable
+        Records the ledger's allocations and frees (an
+        :class:`~arena.observe.snapshot.EventLog`, called as the ledger's observer). Made
+        by the arena itself, so that the warning of an unwritable file points at the
+        arena's caller.
     """
 
     # Weak-referenceable: a profile recorder reads the slots' figures without keeping the
     # table (and its buffers) alive.
-    __slots__ = ("__weakref__", "events", "governor", "lanes", "listeners", "slots", "ubatches")
+    __slots__ = (
+        "__weakref__",
+        "events",
+        "governor",
+        "hooks",
+        "lanes",
+        "listeners",
+        "slots",
+        "ubatches",
+    )
 
     def __init__(
         self,
         config: Settings,
         alloc_context: Callable[[], AbstractContextManager[Any]] | None,
-        events: EventLog,
+        events: Callable[[str, int, int, str], None],
     ) -> None:
         self.events = events
         self.governor = governor = Governor(
@@ -82,6 +91,8 @@ class SlotTable:
         self.ubatches = ubatches = config.ubatches
         self.lanes = lanes = config.lanes
         self.listeners: list[Callable[[ArenaEvent], None]] = []
+        #: The lock hooks features registered (:meth:`add_hook`), in order.
+        self.hooks: tuple[LockHook, ...] = ()
         self.slots = [
             Slot(governor, ub * lanes + lane, ub, lane)
             for ub in range(ubatches)
@@ -94,10 +105,54 @@ class SlotTable:
         # Weak: the governor must not keep the table (and every buffer) in a cycle.
         governor.allocated_watch = weakref.WeakMethod(self.note_stat_peaks)
 
+    def add_hook(self, hook: LockHook) -> None:
+        """Register a feature's lock hook (see :mod:`arena.slots.hooks`)."""
+        with self.governor.mutex:
+            self.hooks = (*self.hooks, hook)  # installed in one store
+
     def note_stat_peaks(self) -> None:
-        """Raise the peaks of :meth:`arena.Arena.memory_stats` to the current figures
-        (mutex held)."""
-        note_peaks(self.governor, self.slots)
+        """Tell every hook that the figures are about to change (mutex held): the peaks
+        of :meth:`arena.Arena.memory_stats` rise to the current figures."""
+        for hook in self.hooks:
+            hook.note_figures(self.governor, self.slots)
+
+    def lane_estimate(self, group: Sequence[Slot]) -> int:
+        """What the hooks would have each slot of the lane ``group`` hold at ``lock()``,
+        changing nothing (mutex held)."""
+        alignment = self.governor.alignment
+        return max((h.lane_estimate(group, alignment) for h in self.hooks), default=0)
+
+    def lock_additions(self) -> int:
+        """Bytes :meth:`lock` would allocate now: each lane's scratch buffers brought to
+        the largest, or to what the hooks need (the smaller ones are retired, not
+        released; on a fixed-address source only the bytes committed in place), the
+        persistent buffers, library workspaces and Triton blocks siblings lack or hold
+        smaller. Call with the mutex held."""
+        slots = self.slots
+        alignment = self.governor.alignment
+        total = 0
+        in_place = self.governor.fixed_address
+        for lane in range(self.lanes):
+            group = [s for s in slots if s.lane == lane]
+            target = max(self.lane_estimate(group), *(s.buffer.capacity for s in group))
+            total += sum(
+                target - (s.buffer.capacity if in_place else 0)
+                for s in group
+                if s.buffer.capacity < target
+            )
+            sizes: dict[Any, int] = {}
+            for slot in group:
+                for key, entry in list(slot.persistent.buffers.items()):
+                    sizes.setdefault(key, max(entry.layout.total, alignment))
+            total += sum(
+                size
+                for slot in group
+                for key, size in sizes.items()
+                if key not in slot.persistent.buffers
+            )
+            total += missing_library_bytes([s.workspaces for s in group])
+            total += missing_triton_bytes([s.workspaces for s in group])
+        return total
 
     def reserve(self, nbytes: int, lane: int | None) -> None:
         """Grow every slot (or ``lane``'s slots) to hold ``nbytes``; see
@@ -126,7 +181,7 @@ class SlotTable:
                     raise short[0].locked_error(nbytes)
                 for slot in self.slots:  # a floor: planning never shrinks a slot below it
                     if lane is None or slot.lane == lane:
-                        slot.plain_high = max(slot.plain_high, nbytes)
+                        slot.note_plain(nbytes)
                 for slot in short:
                     resize = slot.reserve(nbytes)
                     if resize is not None:
@@ -135,25 +190,13 @@ class SlotTable:
             self.announce("resize", resizes)
 
     def presize_workspace(self, ubatch: int, lane: int, kind: str, key: Any, nbytes: int) -> None:
-        """From a profile: see :meth:`arena.observe.profile.ProfiledSlots.presize_workspace`."""
+        """From a profile: give slot ``(ubatch, lane)`` a library workspace ``key`` of
+        ``nbytes`` (kind ``"library"``), or a first size for its Triton blocks (kind
+        ``"triton"``)."""
         governor = self.governor
         with governor.mutex:
             governor.check_open()
             self.slots[ubatch * self.lanes + lane].workspaces.presize(kind, key, nbytes)
-
-    def restore_step_plans(self, plans: list[list[dict[str, Any]]]) -> list[tuple[Any, ...]]:
-        """From a profile: see :meth:`arena.observe.profile.ProfiledSlots.restore_step_plans`."""
-        governor = self.governor
-        refused = []
-        with governor.mutex:
-            governor.check_open()
-            for slot, entries in zip(self.slots, plans, strict=True):
-                capacity = slot.buffer.capacity
-                refused += [
-                    ((slot.ubatch, slot.lane), key, need, capacity)
-                    for key, need in restore_plans(slot.steps, entries, capacity)
-                ]
-        return refused
 
     def lock(self, in_place: bool = False) -> None:
         """Bring each lane's slots to the largest of them, retiring (never releasing) the
@@ -163,32 +206,34 @@ class SlotTable:
         governor = self.governor
         resizes: list[Resize] = []
         moved: list[Resize] = []  # slots whose captured buffer lock() replaced
-        short: list[tuple[Slot, Any, int, int]] = []  # captured plans smaller than a sibling's
+        warnings: list[str] = []  # the hooks', given once the mutex is released
         try:
             with governor.mutex:
                 governor.check_open()
                 # Sizing commits memory and copies persistent buffers: not into released
                 # ranges. A lock with nothing to size (with ws.unlocked() ending) is fine.
-                if governor.asleep and lock_additions(self.slots, self.lanes, governor.alignment):
+                if governor.asleep and self.lock_additions():
                     governor.check_awake("lock()")
                 if governor.max_bytes is not None:  # all or nothing: before any allocation
                     governor.check_budget(
-                        lock_additions(self.slots, self.lanes, governor.alignment),
+                        self.lock_additions(),
                         "lock()'s sizing of every slot like its lane's largest",
                     )
                 for lane in range(self.lanes):
                     group = [s for s in self.slots if s.lane == lane]
-                    # Steps not planned yet are planned now, one plan per key for the
-                    # lane: sizes are fixed from here.
-                    need = share_plans(
-                        [s.steps for s in group],
-                        governor.alignment,
-                        merge=not governor.locked,
-                        frozen=[s.buffer.captured for s in group],
+                    # The hooks fix their sizes for the lane now (steps not planned yet
+                    # are planned, one plan per key for the lane).
+                    need = max(
+                        (
+                            h.lane_need(group, governor.alignment, merge=not governor.locked)
+                            for h in self.hooks
+                        ),
+                        default=0,
                     )
                     if governor.locked:  # lock() again: nothing may grow while locked
                         continue
-                    short += _plans_kept_short(group)
+                    for hook in self.hooks:
+                        warnings += hook.lock_warnings(group)
                     target = max(need, *(s.buffer.capacity for s in group))
                     for slot in group:
                         captured = slot.buffer.captured
@@ -204,14 +249,8 @@ class SlotTable:
         finally:
             self.announce("resize", resizes)
         self.announce("lock")
-        for slot, key, own, largest in short:
-            warn_user(
-                f"lock() left step {key!r} of slot {slot.describe()} on its own plan "
-                f"({own} bytes; a sibling micro-batch's needs {largest}): a CUDA graph "
-                "captured its buffer, so its plan may not move, and a run of the sibling's "
-                "sizes there raises ArenaLockedError. Warm every micro-batch of a lane up "
-                "to the same sizes before capturing"
-            )
+        for text in warnings:
+            warn_user(text)
         for slot, old_bytes, new_bytes in moved:
             warn_user(
                 f"lock() brought slot {slot.describe()} from {old_bytes} to {new_bytes} bytes, "
@@ -220,27 +259,6 @@ class SlotTable:
                 "pointers than the graph's. Warm every micro-batch of a lane up to the same "
                 "sizes before capturing"
             )
-
-    def plan_steps(self, time_limit: float | None = None) -> dict[Any, int]:
-        """Plan every recorded step not planned yet (each searching up to ``time_limit``
-        seconds) and size slots to their plans where allowed; see
-        :meth:`arena.Arena.plan_steps`."""
-        governor = self.governor
-        planned: dict[Any, int] = {}
-        resizes: list[Resize] = []
-        try:
-            for slot in self.slots:
-                with governor.mutex:
-                    governor.check_open()
-                    governor.check_awake("plan_steps()")  # sizing commits memory
-                    plan_slot_steps(slot, governor.alignment, time_limit)
-                    for key, book in list(slot.steps.items()):
-                        if book.planned:
-                            planned[key] = max(planned.get(key, 0), book.total)
-                resizes.extend(fit_to_plans(slot, governor.alignment))
-        finally:
-            self.announce("resize", resizes)
-        return planned
 
     def unlock(self) -> None:
         """Allow growth again."""
@@ -296,7 +314,7 @@ class SlotTable:
                     # called again.
                     wake_for_close(governor)
                     try:
-                        note_peaks(governor, self.slots)  # the figures drop to 0 now
+                        self.note_stat_peaks()  # the figures drop to 0 now
                     finally:  # closed before any block goes, whatever interrupts
                         governor.collected = collected
                         governor.closed = True
@@ -311,72 +329,6 @@ class SlotTable:
                 finally:
                     ledger.flush()
         self.announce("close")
-
-    def stats(self, call_sites: dict[str, int]) -> ArenaStats:
-        """A snapshot of every slot's figures and the arena's counters, with the peak bytes
-        per call site the arena's request log recorded."""
-        governor = self.governor
-        with governor.mutex:
-            slots = tuple(
-                SlotStats(
-                    s.ubatch,
-                    s.lane,
-                    s.buffer.capacity,
-                    s.high_water,
-                    s.growths,
-                    s.calls,
-                    s.persistent_bytes,
-                    s.persistent.keys,
-                    s.retired_bytes,
-                    s.retired_count,
-                    s.load,
-                    s.workspaces.library_bytes,
-                    len(s.workspaces.library),
-                    s.workspaces.triton_bytes,
-                    len(s.workspaces.triton),
-                )
-                for s in self.slots
-            )
-            ledger = governor.ledger
-            # A front's cache is {specs: Prepared}; a step replay's, one such dict per request.
-            caches = [
-                inner
-                for s in self.slots
-                for c in list(s.buffer.prepared.values())
-                for inner in (list(c) if isinstance(c, list) else [c])
-            ]
-            return ArenaStats(
-                device=str(governor.device),
-                locked=governor.locked,
-                closed=governor.closed,
-                slots=slots,
-                allocations=ledger.allocations,
-                frees=ledger.frees,
-                allocations_while_locked=governor.allocations_while_locked,
-                calls=sum(s.calls for s in self.slots),
-                call_sites=call_sites,
-                live_blocks=ledger.live_blocks,
-                live_bytes=ledger.live_bytes,
-                cached_layouts=sum(len(c) for c in caches),
-                cached_views=sum(len(e.views) for c in caches for e in list(c.values())),
-                resident_bytes=0 if governor.asleep else ledger.live_bytes,
-                address_bytes=address_bytes(governor),
-                asleep=governor.asleep,
-                locked_growths=governor.locked_growths,
-            )
-
-    def memory_snapshot(self, last_requests: dict[int, tuple[str, Any]]) -> dict[str, Any]:
-        """See :meth:`arena.Arena.memory_snapshot`; ``last_requests`` maps a slot index to
-        the call site and specs of its last request recorded while unlocked."""
-        governor = self.governor
-        with governor.mutex:
-            return build_snapshot(
-                self.slots,
-                governor.device,
-                governor.alignment,
-                last_requests,
-                list(self.events.events),
-            )
 
     # ------------------------------------------------------------------ events
     def add_listener(self, listener: Callable[[ArenaEvent], None]) -> None:
@@ -395,18 +347,6 @@ class SlotTable:
     def sizes(self) -> tuple[int, ...]:
         """Every slot's capacity, ubatch-major."""
         return tuple(s.buffer.capacity for s in self.slots)
-
-    def plan_figures(self) -> tuple[tuple[int, int], ...]:
-        """Per slot, ubatch-major: ``(LOAD, planned need)``; see
-        :meth:`arena.observe.profile.ProfiledSlots.plan_figures`."""
-        with self.governor.mutex:
-            return tuple((s.load, planned_need(s)) for s in self.slots)
-
-    def step_plans(self) -> tuple[list[dict[str, Any]], ...]:
-        """Per slot, ubatch-major: its step plans as profile entries; see
-        :meth:`arena.observe.profile.ProfiledSlots.step_plans`."""
-        with self.governor.mutex:
-            return tuple(stored_plans(s.steps) for s in self.slots)
 
     def announce(self, kind: str, resizes: Sequence[Resize] = ()) -> None:
         """Log and emit ``resizes`` then one ``kind`` event (skipped when ``kind`` is
@@ -466,21 +406,6 @@ class SlotTable:
         event = ArenaEvent(kind, caller_info(), slot, old, new, self.sizes(), key)
         for listener in list(listeners):
             listener(event)
-
-
-def _plans_kept_short(group: list[Slot]) -> list[tuple[Slot, Any, int, int]]:
-    """(slot, key, its plan's bytes, the largest sibling's) for each planned step of a
-    slot whose buffer a CUDA graph captured that a sibling's plan outgrows: lock() keeps
-    such plans as they are."""
-    short = []
-    for slot in group:
-        if not slot.buffer.captured:
-            continue
-        for key, book in list(slot.steps.items()):
-            totals = [s.steps[key].total for s in group if key in s.steps and s.steps[key].planned]
-            if book.planned and max(totals, default=0) > book.total:
-                short.append((slot, key, book.total, max(totals)))
-    return short
 
 
 def _share_persistent_buffers(group: list[Slot]) -> None:

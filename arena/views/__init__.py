@@ -1,2 +1,2 @@
 """How bytes become arrays: per-structure plans, prepared-view caches, the hit paths and
-the :class:`~arena.views.front.Front` that serves requests."""
+the :class:`~arena.front.Front` that serves requests."""

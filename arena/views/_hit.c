@@ -7,10 +7,10 @@
  * a few pointer reads. Everything that is not a plain hit (debug mode, a miss, a dimension
  * that is not an exact int, a capture probe, a caller whose call site is not known yet)
  * goes to the same Python methods the pure-Python path uses, so every guarantee is
- * written once, in Python (arena/views/front.py, builder.py, observe/requests.py), and
+ * written once, in Python (arena/front.py, views/builder.py, views/requests.py), and
  * this file only skips work on the paths where the outcome is already decided.
  *
- * HitBase is the base class of arena.views.front.Front when this module is in use. Its
+ * HitBase is the base class of arena.front.Front when this module is in use. Its
  * fields are the front's hit settings, readable and writable from Python under the same
  * names the pure-Python base (arena.views.hit.PyHitBase) has as slots:
  *
@@ -23,7 +23,7 @@
  *                fronts); False: this front takes the Python path for every request
  *   _debug       True: every request takes the Python path
  *   _probe       the capture probe or None
- *   _log         the request log (arena.observe.requests.RequestLog) or None
+ *   _log         the request log (arena.views.requests.RequestLog) or None
  *   _governor    the arena's governor (its `locked` flag)
  *   _builder     the front's ViewBuilder: its miss() and served()
  *

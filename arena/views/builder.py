@@ -15,13 +15,13 @@ from typing import Any
 from arena.base.layout import Layout, compute_layout, shifted
 from arena.base.poison import poisoned
 from arena.errors import GraphCaptureError
-from arena.observe.requests import RequestLog
-from arena.planning.scopes import heal_regions
+from arena.slots.regions import heal_regions
 from arena.slots.slot import Buffer, Resize, Slot, check_in_bounds
 from arena.slots.table import SlotTable
 from arena.views.framework import FrameworkViews
 from arena.views.plan import Plan, plan_for, server
 from arena.views.prepared import Prepared, guarded_server, plain_key, remember
+from arena.views.requests import RequestLog
 
 __all__ = ["ALWAYS", "NEVER", "SECOND_SIGHT", "ViewBuilder"]
 
@@ -159,7 +159,7 @@ class ViewBuilder:
             probe = self.probe
             capturing = probe is not None and bool(probe())
         if capturing and not slot.mark_captured(buffer):
-            slot.calls -= 1  # counted again by the request that replaces this one
+            slot.count_call(-1)  # counted again by the request that replaces this one
             try:
                 if retry is not None:
                     return retry()
@@ -249,7 +249,7 @@ class ViewBuilder:
         views = self._views.typed(buffer, layout)
         if keep != NEVER:
             return self.deliver(slot, buffer, specs, required, views, strict=strict)
-        slot.calls += 1
+        slot.count_call()
 
         def again() -> list[Any] | None:
             return self.place(slot, layout, specs, strict=strict, what=what)
@@ -299,7 +299,7 @@ class ViewBuilder:
         # Not under the high-water test: a request that grew the slot raised it in ensure().
         if required > slot.plain_high:
             slot.note_load(required, reach=required)  # at offset 0: nothing else is live
-        slot.calls += 1
+        slot.count_call()
         served = self.served(slot, buffer, specs, required, views, strict=strict)
         if served is not views:  # the buffer was replaced during a capture: served again
             return served

@@ -6,14 +6,14 @@ Two implementations serve it, with the same results:
 
 * **compiled**: ``arena.views._hit``, a small C extension (CPython's API only, no NumPy or
   torch headers) built at install where a C compiler is found. Its ``HitBase`` is the
-  base class of :class:`~arena.views.front.Front`, and its ``get_simultaneous`` and
+  base class of :class:`~arena.front.Front`, and its ``get_simultaneous`` and
   ``try_get_simultaneous`` serve a plain hit without running Python code: the slot (its
   ``Binding`` holds each thread's micro-batch in the thread state), the lookup, the
   exact-int check, one ``fresh_view`` call per view, and, while unlocked, the request
   log's note when the call site is already known. Everything else (debug mode, a miss, a
   dimension that is not an exact ``int``, capture marking, a new call site or peak) is
   handed to the front's Python methods, so each guarantee is written once, in Python.
-* **python**: the same hit written in Python (:meth:`~arena.views.front.Front.get_simultaneous`),
+* **python**: the same hit written in Python (:meth:`~arena.front.Front.get_simultaneous`),
   the fallback where the extension was not built, or when ``ARENA_PURE_PYTHON=1`` is set
   in the environment before arena is imported.
 
@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING
 
 from arena.base.events import caller_memos
 from arena.environment import flag_from_env
-from arena.observe.requests import RequestLog
 from arena.slots.governor import Governor
 from arena.slots.slot import Buffer, Slot
 from arena.views.prepared import Prepared
+from arena.views.requests import RequestLog
 
 __all__ = [
     "HIT_PATH",
@@ -197,7 +197,7 @@ if TYPE_CHECKING:
     StepHitBase = PyStepHitBase
     ScopeHitBase = PyScopeHitBase
 else:
-    #: The base class of :class:`~arena.views.front.Front`.
+    #: The base class of :class:`~arena.front.Front`.
     HitBase = compiled.HitBase if compiled is not None else PyHitBase
     #: The per-thread micro-batch binding of :class:`~arena.slots.selector.SlotSelector`
     #: (the compiled path reads the compiled one without an attribute lookup).

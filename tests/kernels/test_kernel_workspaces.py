@@ -27,7 +27,7 @@ from arena import (
     SlotError,
     SpecError,
 )
-from arena.kernels import workspaces as workspaces_module
+from arena.slots import workspaces as workspaces_module
 from tests.gates import Gate, Probe
 from tests.sources import FaultySource, RecordingSource, check_books
 from tests.tma import tma_copy_kernel

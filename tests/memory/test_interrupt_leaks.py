@@ -19,7 +19,7 @@ import pytest
 from arena import Arena
 from tests.sources import RecordingSource, check_books
 
-_TRACED = ("arena.memory.", "arena.slots.", "arena.observe.snapshot", "arena.kernels.workspaces")
+_TRACED = ("arena.memory.", "arena.slots.", "arena.observe.snapshot", "arena.slots.workspaces")
 
 
 class Injector:

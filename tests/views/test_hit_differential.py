@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from arena import Arena
+from arena.front import CompiledFront
 from arena.views import hit
-from arena.views.front import CompiledFront
 from tests.conftest import REQUIRE_COMPILED
 
 SHAPES: list[tuple[Any, ...]] = [(4, 8), (16,), (), (3, 5, 2), (0, 7), (1, 64)]

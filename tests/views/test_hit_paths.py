@@ -18,7 +18,7 @@ import pytest
 
 import arena
 from arena import Arena, SpecError
-from arena.views.front import CompiledFront, Front
+from arena.front import CompiledFront, Front
 
 F32 = "float32"
 SPECS = (((4, 8), F32), ((16,), "int32"), ((), "float16"))
@@ -396,7 +396,7 @@ PURE = """
 import sys
 import arena
 from arena.views import hit
-from arena.views.front import Front
+from arena.front import Front
 assert hit.HIT_PATH == "python" and hit.compiled is None
 assert "arena.views._hit" not in sys.modules
 assert arena.__version__ and hit.HitBase is hit.PyHitBase

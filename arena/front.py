@@ -23,17 +23,17 @@ from arena.base.layout import compute_layout
 from arena.base.poison import poison_outgrown, poison_stale_bytes
 from arena.config import check_flag, load_adapter
 from arena.errors import ConfigError
-from arena.kernels.workspaces import fixed_block
-from arena.observe.requests import RequestLog
 from arena.planning.scopes import Scope, scope_class
 from arena.planning.steps import Step, step_class
 from arena.slots.slot import Slot
 from arena.slots.table import SlotTable
+from arena.slots.workspaces import fixed_block
 from arena.uncopyable import refuse_copies
 from arena.views import hit
 from arena.views.aliases import note_alias
 from arena.views.builder import ViewBuilder
 from arena.views.hit import HitBase, compiled
+from arena.views.requests import RequestLog
 
 __all__ = ["CompiledFront", "Front", "ViewT", "front_class"]
 
@@ -173,7 +173,7 @@ class Front(HitBase, Generic[ViewT]):
                 views = entry.serve(specs)
                 if views is not None:
                     entry.used = True
-                    slot.calls += 1
+                    slot.count_call()
                     if self._probe is None and (self._log is None or self._governor.locked):
                         return views  # type: ignore[no-any-return]
                     return self._builder.served(

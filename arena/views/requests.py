@@ -4,18 +4,28 @@ Per call site (``file:line:function`` of the first frame outside arena) the peak
 requested; per slot the last request (for :meth:`arena.Arena.memory_snapshot`); and, when
 the arena records a profile, every request goes to the :class:`~arena.observe.profile.Recorder`.
 Locked requests are never noted: the hot path pays nothing for it.
+
+It lives with the request path (the compiled hit, ``_hit.c``, writes ``peaks`` and
+``last_requests`` by member offset); the profile recorder above it is passed in.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Protocol
 
 from arena.base.events import caller_info
 from arena.forks import after_fork
-from arena.observe.profile import Recorder
 
-__all__ = ["RequestLog"]
+__all__ = ["RequestLog", "RequestRecorder"]
+
+
+class RequestRecorder(Protocol):
+    """What the log tells of every noted request: a profile's
+    :class:`~arena.observe.profile.Recorder` (the observe layer, above this one)."""
+
+    def note(self, site: str, index: int, specs: Any, required: int) -> None:
+        """A request of ``required`` bytes from ``site`` in slot ``index``."""
 
 
 class RequestLog:
@@ -23,13 +33,13 @@ class RequestLog:
 
     Parameters
     ----------
-    recorder : Recorder, optional
+    recorder : RequestRecorder, optional
         The profile recorder to tell of every noted request.
     """
 
     __slots__ = ("__weakref__", "_mutex", "last_requests", "peaks", "recorder")
 
-    def __init__(self, recorder: Recorder | None = None) -> None:
+    def __init__(self, recorder: RequestRecorder | None = None) -> None:
         self._mutex = threading.Lock()
         after_fork(self, RequestLog._renew)
         #: Call site -> the largest request's bytes.
