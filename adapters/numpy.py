@@ -93,17 +93,15 @@ class NumpyAdapter(Adapter):
 
     def typed_views(self, buffer: Any, layout: Layout) -> list[Any]:
         """``np.ndarray`` views at the layout's offsets; each keeps ``buffer`` alive."""
-        native = self.native_dtype
-        return [
-            np.ndarray(
-                v.shape,
-                dtype=native(v.dtype),
-                buffer=buffer,
-                offset=v.offset,
-                strides=v.byte_strides,
-            )
-            for v in layout.views
-        ]
+        views = []
+        for v in layout.views:  # a loop: no frame per view on a first request's path
+            dtype = v.dtype
+            native = _NATIVE.get(dtype.name)
+            if native is None:
+                native = self.native_dtype(dtype)
+            strides = tuple(map(dtype.itemsize.__mul__, v.strides))  # bytes
+            views.append(_ndarray(v.shape, native, buffer, v.offset, strides))
+        return views
 
     def data_ptr(self, view: Any) -> int:
         """Address of the first element."""

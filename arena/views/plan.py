@@ -23,11 +23,10 @@ A plan is never more expensive to start than the general path it replaces:
    closure for three views). Compiling it costs about what the closure lost over those
    builds; larger structures keep their closure.
 
-The servers that hand out a remembered request's views again (:func:`server`) follow the
-same rule: a loop over the request for any structure, generated straight-line code only
-for small ones, and only where Python serves the hits (the compiled hit path does its own
-checks). Generated code is registered with :mod:`linecache` under a name that says what
-it is, so tracebacks show its source.
+The server that hands out a remembered request's views again on the pure-Python hit path
+(:func:`server`) is one loop over the request for every structure, the mirror of the
+compiled hit path's check. Generated code is registered with :mod:`linecache` under a
+name that says what it is, so tracebacks show its source.
 """
 
 from __future__ import annotations
@@ -164,11 +163,18 @@ def make_plan(structure: tuple[Any, ...], adapter: Any, alignment: int) -> Plan 
     see :meth:`Plan.built`."""
     if adapter.plan_view is None or not structure:  # no views: the general path returns []
         return None
+    # Loops, not generator expressions: a first request's path stays a short list of
+    # functions (tests/test_request_path.py).
+    natives = []
     try:
-        natives = tuple(adapter.native_dtype(resolve_dtype(dtype)) for _, dtype in structure)
+        dtypes = []
+        for _, dtype in structure:
+            dtypes.append(resolve_dtype(dtype))
+        for resolved in dtypes:
+            natives.append(adapter.native_dtype(resolved))
     except (ArenaError, TypeError, ValueError):
         return None
-    return Plan((adapter.framework, structure), natives, adapter, alignment)
+    return Plan((adapter.framework, structure), tuple(natives), adapter, alignment)
 
 
 def _small(ndims: Any) -> bool:
@@ -185,10 +191,10 @@ def _closure(
     """The builder of a structure as a closure over its per-view constants."""
     view = adapter.plan_view
     in_bytes = adapter.plan_in_bytes
-    per_view = tuple(
-        (ndim, dtype, resolve_dtype(dtype).itemsize, native)
-        for (ndim, dtype), native in zip(structure, natives, strict=True)
-    )
+    per_view_list = []
+    for (ndim, dtype), native in zip(structure, natives, strict=True):
+        per_view_list.append((ndim, dtype, resolve_dtype(dtype).itemsize, native))
+    per_view = tuple(per_view_list)
     count = len(per_view)
     mask = alignment - 1
 
@@ -343,83 +349,38 @@ def generated(code: str, what: str, namespace: dict[str, Any]) -> None:
     exec(compile(code, filename, "exec"), namespace)
 
 
-#: dimension counts -> factory of generated servers. Engines use a handful; the bound
-#: (oldest eighth dropped when full) guards against requests with ever-new shapes.
-_SERVER_FACTORIES: dict[tuple[Any, ...], Callable[..., Callable[[Any], Any]]] = {}
+#: Kept for callers of 0.2.0: servers are no longer generated (the pure-Python hit is one
+#: loop, :func:`server`, the mirror of the compiled one), so none is ever kept.
 MAX_SERVER_FACTORIES = 1024
 
 
 def server_factories() -> int:
-    """How many server factories are kept (bounded by :data:`MAX_SERVER_FACTORIES`)."""
-    return len(_SERVER_FACTORIES)
+    """How many generated server factories are kept: none (see :func:`server`)."""
+    return 0
 
 
 def server(
     specs: Any, views: list[Any], fresh: Callable[[Any], Any], fresh_view: Any, *, straight: bool
 ) -> Callable[[Any], Any]:
     """The function that serves a remembered request on a hit: ``serve(specs)`` checks that
-    every dimension is a plain int (``2.0`` and ``True`` hash and compare like ``2`` and
-    ``1``, so the exact-request lookup alone cannot tell) and returns fresh views, or None.
+    every shape is an exact tuple of plain ints and every dtype of the remembered dtype's
+    own class (``2.0`` and ``True`` hash and compare like ``2`` and ``1``, so the
+    exact-request lookup alone cannot tell) and returns ``fresh(views)``, or None.
 
-    ``fresh(views)`` makes the fresh views; where ``fresh_view`` is a per-view function
-    (``torch.Tensor.detach``) or None (the views themselves), and ``straight`` is true
-    (Python serves this front's hits) and the request is small, the server is generated
-    straight-line code per dimension counts, closed over ``views``: one call, no loops.
-    Otherwise it is a loop over the request and one call of ``fresh``.
+    One loop over the request for every structure: the pure-Python hit, written as the
+    compiled one in ``arena/views/_hit.c`` is (``plain_digest``), so the two are one
+    algorithm in two languages. ``fresh_view`` and ``straight`` are accepted for the
+    callers of 0.2.0, which generated straight-line servers from them.
     """
-    ndims = tuple(len(shape) for shape, _ in specs)
-    if not straight or fresh_view is False or not _small(ndims):
-        return _looping_server(views, fresh, specs)
-    key = (ndims, fresh_view is None)
-    factory = _SERVER_FACTORIES.get(key)
-    if factory is None:
-        count = len(ndims)
-        names = [f"v{i}" for i in range(count)]
-        dims = [[f"d{i}_{k}" for k in range(n)] for i, n in enumerate(ndims)]
-        body = (
-            [f"    ({', '.join(f'(s{i}, t{i})' for i in range(count))},) = specs"] if count else []
-        )
-        # Exact shapes and the remembered dtypes' own classes: an equal object of another
-        # class (a tuple subclass, a str subclass) takes the general path.
-        same = [f"s{i}.__class__ is not tuple or t{i}.__class__ is not C{i}" for i in range(count)]
-        if same:
-            body.append("    if " + " or ".join(same) + ":\n        return None")
-        body += [
-            f"    ({', '.join(d)}{',' if len(d) == 1 else ''}) = s{i}"
-            for i, d in enumerate(dims)
-            if d
-        ]
-        checks = [exact_dim_source(d) for group in dims for d in group]
-        if checks:
-            body.append("    if " + " or ".join(checks) + ":\n        return None")
-        fresh_of = "{}" if fresh_view is None else "fresh({})"
-        body.append(f"    return [{', '.join(fresh_of.format(v) for v in names)}]")
-        classes = [f"C{i}" for i in range(count)]
-        code = (
-            "\n".join(
-                [f"def make({', '.join(['fresh', *names, *classes])}):", "  def serve(specs):"]
-                + ["  " + line for line in body]
-                + ["  return serve"]
-            )
-            + "\n"
-        )
-        namespace: dict[str, Any] = {}
-        generated(code, f"server {count} views", namespace)
-        factory = namespace["make"]
-        remember(_SERVER_FACTORIES, key, factory, MAX_SERVER_FACTORIES)
-    return factory(fresh_view, *views, *(dtype.__class__ for _, dtype in specs))
-
-
-def _looping_server(
-    views: list[Any], fresh: Callable[[Any], Any], specs: Any
-) -> Callable[[Any], Any]:
-    classes = tuple(dtype.__class__ for _, dtype in specs)
+    kinds = []
+    for _, dtype in specs:
+        kinds.append(dtype.__class__)
+    classes = tuple(kinds)
 
     def serve(request: Any) -> Any:
-        for (shape, dtype), kind in zip(request, classes, strict=True):
-            if shape.__class__ is not tuple or dtype.__class__ is not kind:
-                return None
-            if not exact_dims(shape):
+        # ``request`` equals ``specs`` (it found this entry): the lengths agree.
+        for (shape, dtype), kind in zip(request, classes):  # noqa: B905
+            if shape.__class__ is not tuple or dtype.__class__ is not kind or not exact_dims(shape):
                 return None
         return fresh(views)
 
