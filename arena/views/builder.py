@@ -20,8 +20,8 @@ from arena.planning.scopes import heal_regions
 from arena.slots.slot import Buffer, Resize, Slot, check_in_bounds
 from arena.slots.table import SlotTable
 from arena.views.framework import FrameworkViews
-from arena.views.plan import Plan, plan_for, server
-from arena.views.prepared import Prepared, guarded_server, plain_key, remember
+from arena.views.plan import Plan, plan_for
+from arena.views.prepared import Prepared, guarded_server, plain_key, prepare, remember, server
 
 __all__ = ["ALWAYS", "NEVER", "SECOND_SIGHT", "ViewBuilder"]
 
@@ -163,7 +163,7 @@ class ViewBuilder:
             try:
                 if retry is not None:
                     return retry()
-                return self.request(slot, specs, strict)
+                return self.miss(slot, specs, strict)
             except GraphCaptureError as exc:
                 raise GraphCaptureError(
                     f"slot {slot.describe()} was resized by another thread while this "
@@ -179,8 +179,10 @@ class ViewBuilder:
         return views  # type: ignore[no-any-return]
 
     def miss(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
-        """A request not prepared over the slot's buffer: the structure's plan if it fits,
-        else the general path (layout, growth, typed views)."""
+        """A request the hit did not serve, top to bottom: the structure's plan over the
+        slot's current buffer if it fits (:meth:`deliver`); else the placement (the
+        request's layout, at offset 0 or above the scopes and steps open on the slot) and
+        :meth:`place`: capacity, views, remember, the observers, return."""
         buffer: Buffer | None = slot.buffer
         # A slot holding no memory (never sized, or closed) takes the general path, which
         # serves zero-byte requests and raises ArenaClosedError.
@@ -196,15 +198,10 @@ class ViewBuilder:
                     self._last_plan = plan
             if built:
                 plan.built()  # type: ignore[union-attr]
-                return self.deliver(
-                    slot, buffer, specs, built[0], built[1], strict=strict, keep=SECOND_SIGHT
-                )
+                return self.deliver(slot, buffer, specs, built[0], built[1], strict=strict)
         buffer = None  # see get_simultaneous: no reference to the buffer that may be replaced
-        return self.request(slot, specs, strict)
-
-    def request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
-        """The general path: a plain request lives at offset 0, or above the scopes and
-        steps open on the slot (then its views are not remembered: the base moves)."""
+        # The placement: a plain request lives at offset 0, or above the scopes and steps
+        # open on the slot (then its views are not remembered: the base moves).
         layout = compute_layout(specs, self._governor.alignment)
         if slot.regions:
             heal_regions(slot)  # one an interrupt left open, its owner gone
@@ -229,27 +226,55 @@ class ViewBuilder:
         what: str = "",
         memo: Callable[[Buffer, Prepared], None] | None = None,
     ) -> list[Any] | None:
-        """Views of ``layout`` (offsets from the buffer's start) in ``slot``, growing it to
-        ``layout.total`` bytes if needed: how plain requests, scopes and steps get views.
-        ``keep`` says whether they are remembered as plain requests (:data:`ALWAYS`,
-        :data:`NEVER`); ``memo(buffer, entry)`` is given them as a :class:`Prepared` to keep
-        instead (step replays); ``what`` names a scope or step request in the locked error
-        (``strict``) that growth while locked raises."""
+        """Views of ``layout`` (the placement: offsets from the buffer's start) in
+        ``slot``, growing it to ``layout.total`` bytes if needed: the one way plain
+        requests, scopes and steps get views. ``keep`` says whether they are remembered as
+        a plain request at offset 0 (:data:`ALWAYS`, :data:`NEVER`); ``memo(buffer,
+        entry)`` is given them as a :class:`Prepared` to keep instead (step replays);
+        ``what`` names a scope or step request in the locked error (``strict``) that growth
+        while locked raises.
+
+        Top to bottom: capacity (the slot grows; its listeners hear of it), views,
+        remember, one observer branch (capture mark, request log), return.
+        """
         governor = self._governor
         required = layout.total
         buffer, resizes = slot.ensure(required)
+        if buffer is not None and keep == ALWAYS and required > slot.plain_high:
+            # At offset 0: nothing else is live (ensure() raised the high-water mark).
+            slot.note_load(required, reach=required)
         if resizes:
             self._table.announce("resize", resizes)
-            governor.check_open()  # a listener may have closed the arena
+            if governor.closed:  # a listener closed the arena
+                governor.check_open()
         if buffer is None:
             if strict:
                 raise slot.locked_error(required, what)
             return None
-        check_in_bounds(slot, buffer, layout)
+        if required > buffer.capacity:
+            check_in_bounds(slot, buffer, layout)  # raises: a bug in arena
         views = self._views.typed(buffer, layout)
-        if keep != NEVER:
-            return self.deliver(slot, buffer, specs, required, views, strict=strict)
         slot.calls += 1
+        if keep == ALWAYS:
+            cache = buffer.prepared.get(self.key)
+            if cache is None:
+                cache = buffer.prepared[self.key] = {}
+            prepare(
+                cache,
+                specs,
+                required,
+                views,
+                self.fresh,
+                limit=self._max_cached,
+                guarded=self._guarded,
+            )
+            handed = self.fresh(views)
+            if self.probe is not None:  # the observer branch: a capture mark, the log
+                return self.served(slot, buffer, specs, required, handed, strict=strict)
+            log = self.log
+            if log is not None and not governor.locked:
+                log.note(required, slot.index, specs)
+            return handed
 
         def again() -> list[Any] | None:
             return self.place(slot, layout, specs, strict=strict, what=what)
@@ -262,7 +287,7 @@ class ViewBuilder:
         # replay run under inference mode is served by the hit like one under no_grad.
         if memo is not None and plain_key(specs):
             entry = Prepared(required, views, specs)
-            entry.serve = server(specs, views, self.fresh, self.fresh_view, straight=True)
+            entry.serve = server(specs, views, self.fresh)
             memo(buffer, entry)
         return self.fresh(views)
 
@@ -284,55 +309,47 @@ class ViewBuilder:
         views: list[Any],
         *,
         strict: bool,
-        keep: int = ALWAYS,
     ) -> list[Any] | None:
-        """Count the call, mark a capture, and hand out the views.
+        """Hand out the views a plan built: count the call, remember them, then the
+        observer branch (mark a capture, note the request).
 
-        Views built by the general path are remembered when the request is keyed by plain
-        ints (anything else could alias a plain request it is equal to but does not mean).
-        Views built by a plan are remembered from a layout's second sighting on (or at once
-        by a cached front): a layout seen once is handed out as built, which saves the
-        copies a remembered set needs and keeps one-off layouts from sweeping the cache.
+        Views built by a plan are remembered from a layout's second sighting on (or at
+        once by a cached front): a layout seen once is handed out as built, which saves
+        the copies a remembered set needs and keeps one-off layouts from sweeping the
+        cache.
         """
         if required > slot.high_water:
             slot.note_high_water(required)
-        # Not under the high-water test: a request that grew the slot raised it in ensure().
         if required > slot.plain_high:
             slot.note_load(required, reach=required)  # at offset 0: nothing else is live
         slot.calls += 1
-        served = self.served(slot, buffer, specs, required, views, strict=strict)
-        if served is not views:  # the buffer was replaced during a capture: served again
-            return served
-        if keep == SECOND_SIGHT:  # built by a plan
-            admit = False
-            if not self._cached:
-                seen = self._seen
-                try:
-                    admit = seen.pop(specs, False)
-                except TypeError:  # unhashable (list shapes): never remembered
-                    admit = False
-                else:
-                    if not admit:
-                        remember(seen, specs, True, self._max_cached)
+        admit = True
+        if not self._cached:
+            seen = self._seen
+            try:
+                admit = seen.pop(specs, False)
+            except TypeError:  # unhashable (list shapes): never remembered
+                admit = False
+            else:
                 if not admit:
-                    if self._poison:
-                        self._adapter.fill(views)
-                    return views
+                    remember(seen, specs, True, self._max_cached)
+        handed = views
+        if not admit:
+            if self._poison:
+                self._adapter.fill(views)
+        else:
             if not self._adapter.views_can_be_kept():
                 # e.g. built inside torch.inference_mode(): remember views built outside it
                 layout = compute_layout(specs, self._governor.alignment)
                 views = self._views.typed(buffer, layout)
-        elif not plain_key(specs):
-            return self.fresh(views)
-        cache = buffer.prepared.get(self.key)
-        if cache is None:
-            cache = buffer.prepared[self.key] = {}
-        entry = Prepared(required, views, specs)
-        if self._guarded:
-            entry.serve = guarded_server(cache, specs, entry, self.fresh)
-        else:
-            entry.serve = server(
-                specs, views, self.fresh, self.fresh_view, straight=self.python_hits
-            )
-        remember(cache, specs, entry, self._max_cached)
-        return self.fresh(views)
+            cache = buffer.prepared.get(self.key)
+            if cache is None:
+                cache = buffer.prepared[self.key] = {}
+            entry = Prepared(required, views, specs)
+            if self._guarded:
+                entry.serve = guarded_server(cache, specs, entry, self.fresh)
+            else:
+                entry.serve = server(specs, views, self.fresh)
+            remember(cache, specs, entry, self._max_cached)
+            handed = self.fresh(views)  # type: ignore[assignment]
+        return self.served(slot, buffer, specs, required, handed, strict=strict)

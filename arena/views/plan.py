@@ -52,7 +52,6 @@ __all__ = [
     "generated",
     "make_plan",
     "plan_for",
-    "server",
     "server_factories",
     "structure_of",
 ]
@@ -94,14 +93,13 @@ class Plan:
 
     __slots__ = ("_adapter", "_alignment", "build", "key", "natives", "source", "uses")
 
-    def __init__(
-        self, key: tuple[Any, ...], natives: tuple[Any, ...], adapter: Any, alignment: int
-    ) -> None:
+    def __init__(self, key: tuple[Any, ...], adapter: Any, alignment: int) -> None:
         self.key = key
-        self.natives = natives
         self._adapter = adapter
         self._alignment = alignment
-        self.build: Builder = _closure(key[1], natives, adapter, alignment)
+        # Raises what resolving a dtype raises (make_plan turns that into "no plan").
+        self.build: Builder
+        self.build, self.natives = _closure(key[1], adapter, alignment)
         self.source = ""
         self.uses = 0
 
@@ -163,18 +161,10 @@ def make_plan(structure: tuple[Any, ...], adapter: Any, alignment: int) -> Plan 
     see :meth:`Plan.built`."""
     if adapter.plan_view is None or not structure:  # no views: the general path returns []
         return None
-    # Loops, not generator expressions: a first request's path stays a short list of
-    # functions (tests/test_request_path.py).
-    natives = []
     try:
-        dtypes = []
-        for _, dtype in structure:
-            dtypes.append(resolve_dtype(dtype))
-        for resolved in dtypes:
-            natives.append(adapter.native_dtype(resolved))
+        return Plan((adapter.framework, structure), adapter, alignment)
     except (ArenaError, TypeError, ValueError):
         return None
-    return Plan((adapter.framework, structure), tuple(natives), adapter, alignment)
 
 
 def _small(ndims: Any) -> bool:
@@ -186,15 +176,24 @@ def _small(ndims: Any) -> bool:
 
 
 def _closure(
-    structure: tuple[Any, ...], natives: tuple[Any, ...], adapter: Any, alignment: int
-) -> Builder:
-    """The builder of a structure as a closure over its per-view constants."""
+    structure: tuple[Any, ...], adapter: Any, alignment: int
+) -> tuple[Builder, tuple[Any, ...]]:
+    """The builder of a structure as a closure over its per-view constants, and the
+    adapter's dtype per view. Every dtype is resolved first, then every native dtype, in
+    loops (not generator expressions): a first request calls out to
+    :mod:`arena.base.dtypes` and the adapter once each, in turn."""
     view = adapter.plan_view
     in_bytes = adapter.plan_in_bytes
-    per_view_list = []
-    for (ndim, dtype), native in zip(structure, natives, strict=True):
-        per_view_list.append((ndim, dtype, resolve_dtype(dtype).itemsize, native))
-    per_view = tuple(per_view_list)
+    dtypes = []
+    for _, dtype in structure:
+        dtypes.append(resolve_dtype(dtype))
+    natives = []
+    for resolved in dtypes:
+        natives.append(adapter.native_dtype(resolved))
+    constants = []
+    for (ndim, dtype), resolved, native in zip(structure, dtypes, natives, strict=True):
+        constants.append((ndim, dtype, resolved.itemsize, native))
+    per_view = tuple(constants)
     count = len(per_view)
     mask = alignment - 1
 
@@ -248,7 +247,7 @@ def _closure(
             )
         return total, views
 
-    return build
+    return build, tuple(natives)
 
 
 def _generated_builder(
@@ -350,38 +349,12 @@ def generated(code: str, what: str, namespace: dict[str, Any]) -> None:
 
 
 #: Kept for callers of 0.2.0: servers are no longer generated (the pure-Python hit is one
-#: loop, :func:`server`, the mirror of the compiled one), so none is ever kept.
+#: loop, :func:`arena.views.prepared.server`, the mirror of the compiled one), so none is
+#: ever kept.
 MAX_SERVER_FACTORIES = 1024
 
 
 def server_factories() -> int:
-    """How many generated server factories are kept: none (see :func:`server`)."""
+    """How many generated server factories are kept: none (see
+    :func:`arena.views.prepared.server`)."""
     return 0
-
-
-def server(
-    specs: Any, views: list[Any], fresh: Callable[[Any], Any], fresh_view: Any, *, straight: bool
-) -> Callable[[Any], Any]:
-    """The function that serves a remembered request on a hit: ``serve(specs)`` checks that
-    every shape is an exact tuple of plain ints and every dtype of the remembered dtype's
-    own class (``2.0`` and ``True`` hash and compare like ``2`` and ``1``, so the
-    exact-request lookup alone cannot tell) and returns ``fresh(views)``, or None.
-
-    One loop over the request for every structure: the pure-Python hit, written as the
-    compiled one in ``arena/views/_hit.c`` is (``plain_digest``), so the two are one
-    algorithm in two languages. ``fresh_view`` and ``straight`` are accepted for the
-    callers of 0.2.0, which generated straight-line servers from them.
-    """
-    kinds = []
-    for _, dtype in specs:
-        kinds.append(dtype.__class__)
-    classes = tuple(kinds)
-
-    def serve(request: Any) -> Any:
-        # ``request`` equals ``specs`` (it found this entry): the lengths agree.
-        for (shape, dtype), kind in zip(request, classes):  # noqa: B905
-            if shape.__class__ is not tuple or dtype.__class__ is not kind or not exact_dims(shape):
-                return None
-        return fresh(views)
-
-    return serve
