@@ -318,7 +318,10 @@ class Slot:
         """Replace the buffer by one holding ``target`` bytes (exactly, ``shrinking``:
         already a grown size); the mutex is held."""
         governor = self.governor
-        where = self.describe()  # first: the growth then calls nothing of this module's
+        # First: the growth then calls nothing more of this module's until the new block
+        # is held (the request path's call-backs, tests/test_request_path.py).
+        where = self.describe()
+        empty = Buffer(None, 0)
         capacity = governor.shrinking_to(target) if shrinking else governor.grown_size(target)
         # The governor's checks are called where they can fail (messages built there only).
         if governor.capture_probe is not None:
@@ -332,7 +335,7 @@ class Slot:
         freed = 0 if kept is not None or old.allocation is None else old.allocation.nbytes
         if governor.max_bytes is not None:
             governor.check_budget(capacity, f"growing slot {where} to {capacity} bytes", freed)
-        self.buffer = Buffer(None, 0)  # concurrent readers take the slow path meanwhile
+        self.buffer = empty  # concurrent readers take the slow path meanwhile
         ledger = governor.ledger
         mark = ledger.allocations
         block = old.allocation

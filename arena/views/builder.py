@@ -180,9 +180,10 @@ class ViewBuilder:
 
     def miss(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
         """A request the hit did not serve, top to bottom: the structure's plan over the
-        slot's current buffer if it fits (:meth:`deliver`); else the placement (the
-        request's layout, at offset 0 or above the scopes and steps open on the slot) and
-        :meth:`place`: capacity, views, remember, the observers, return."""
+        slot's current buffer if it fits (:meth:`deliver`); else the placement (the plan's
+        where it has one, else the request's layout, at offset 0 or above the scopes and
+        steps open on the slot) and :meth:`place`: capacity, views, remember, the
+        observers, return."""
         buffer: Buffer | None = slot.buffer
         # A slot holding no memory (never sized, or closed) takes the general path, which
         # serves zero-byte requests and raises ArenaClosedError.
@@ -196,6 +197,9 @@ class ViewBuilder:
                 if plan is not None:
                     built = self._views.build(plan, buffer, specs)
                     self._last_plan = plan
+            if built.__class__ is Layout:  # the plan's placement: more than the buffer holds
+                buffer = None  # no reference to the buffer that growth replaces
+                return self.place(slot, built, specs, strict=strict, keep=ALWAYS)
             if built:
                 plan.built()  # type: ignore[union-attr]
                 return self.deliver(slot, buffer, specs, built[0], built[1], strict=strict)

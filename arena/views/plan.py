@@ -37,6 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from arena.base.dtypes import resolve_dtype
+from arena.base.layout import MAX_BYTES, Layout, ViewLayout
 from arena.errors import ArenaError
 from arena.ints import exact_dim_source, exact_dims
 from arena.views.prepared import remember
@@ -66,9 +67,12 @@ MAX_GENERATED_DIMS = 8
 
 #: build(specs, capacity, sources) -> (total bytes, views); None when ``specs`` has another
 #: structure; False when the structure matches but the request needs the general path (a
-#: dimension that is not a plain non-negative int, a zero-size view, or more bytes than
-#: ``capacity``). ``sources`` holds one view source per view (``Adapter.plan_source``).
-Builder = Callable[[Any, int, tuple[Any, ...]], "tuple[int, list[Any]] | bool | None"]
+#: dimension that is not a plain non-negative int, a zero-size view, or a layout past
+#: :data:`~arena.base.layout.MAX_BYTES`); the request's placement, a
+#: :class:`~arena.base.layout.Layout`, when it needs more than ``capacity`` bytes (the
+#: caller grows the slot and places it). ``sources`` holds one view source per view
+#: (``Adapter.plan_source``).
+Builder = Callable[[Any, int, tuple[Any, ...]], "tuple[int, list[Any]] | Layout | bool | None"]
 
 _SEQUENCES = (tuple, list)
 
@@ -114,7 +118,7 @@ class Plan:
         """Replace the closure by generated straight-line code (idempotent)."""
         if not self.source:
             self.build, self.source = _generated_builder(
-                self.key[1], self.natives, self._adapter, self._alignment
+                self.key[1], self.natives, self._adapter, self._alignment, self.build
             )
 
 
@@ -133,7 +137,10 @@ def plan_for(
     except TypeError:  # an unhashable dtype object
         return None
     plan = make_plan(structure, adapter, alignment)
-    remember(plans, structure, plan, MAX_PLANS)
+    if len(plans) < MAX_PLANS:
+        plans[structure] = plan  # hashable: the lookup above found no TypeError
+    else:
+        remember(plans, structure, plan, MAX_PLANS)
     return plan
 
 
@@ -209,6 +216,7 @@ def _closure(
                 return None
             sizes.append(shape)
         offsets = []
+        counts = []
         total = 0
         for shape, (_, _, itemsize, _) in zip(sizes, per_view, strict=True):
             if not exact_dims(shape):
@@ -223,9 +231,24 @@ def _closure(
                 # what a framework can index: the general path validates it.
                 return False
             offsets.append(total)
+            counts.append(numel * itemsize)
             total += (numel * itemsize + mask) & ~mask
         if total > capacity:
-            return False
+            if total > MAX_BYTES:  # every dimension is at least 1: each is below the total
+                return False
+            # The placement, for the caller to grow the slot to (compute_layout's record
+            # and arithmetic, written here: the first request of a structure computes it
+            # once).
+            placed = []
+            for shape, offset, nbytes, resolved in zip(sizes, offsets, counts, dtypes):  # noqa: B905
+                strides = []
+                step = 1
+                for dim in reversed(shape):
+                    strides.append(step)
+                    step *= dim
+                strides.reverse()
+                placed.append(ViewLayout(tuple(shape), resolved, offset, nbytes, tuple(strides)))
+            return Layout(tuple(placed), total, alignment)
         views = []
         for shape, offset, (_, _, itemsize, native), source in zip(
             sizes, offsets, per_view, sources, strict=True
@@ -251,7 +274,11 @@ def _closure(
 
 
 def _generated_builder(
-    structure: tuple[Any, ...], natives: tuple[Any, ...], adapter: Any, alignment: int
+    structure: tuple[Any, ...],
+    natives: tuple[Any, ...],
+    adapter: Any,
+    alignment: int,
+    placement: Builder,
 ) -> tuple[Builder, str]:
     """Straight-line code for one structure: the closure's work without its loops."""
     mask = alignment - 1
@@ -312,10 +339,15 @@ def _generated_builder(
         "    if " + " or ".join(f"not n{i}" for i in range(count)) + ":\n        return False"
     )
     lines.append(f"    total = {offset}")
-    lines.append("    if total > capacity:\n        return False")
+    # More than the buffer holds: the closure computes the placement (a rare case).
+    lines.append("    if total > capacity:\n        return placement(specs, capacity, sources)")
     lines.append(f"    ({', '.join(f'src{i}' for i in range(count))},) = sources")
     lines.append(f"    return total, [{', '.join(views)}]")
-    namespace: dict[str, Any] = {"view": adapter.plan_view, "SEQUENCES": _SEQUENCES}
+    namespace: dict[str, Any] = {
+        "view": adapter.plan_view,
+        "SEQUENCES": _SEQUENCES,
+        "placement": placement,
+    }
     namespace.update({f"native{i}": native for i, native in enumerate(natives)})
     namespace.update({f"T{i}": dtype for i, (_, dtype) in enumerate(structure)})
     code = "\n".join(lines) + "\n"
