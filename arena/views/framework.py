@@ -68,8 +68,12 @@ class FrameworkViews:
         if sources is None:
             wrapper = self.wrapper(buffer)
             source = self.adapter.plan_source
-            made = []
-            for native in plan.natives:
-                made.append(source(wrapper, native))
-            sources = buffer.wrappers[plan.key] = tuple(made)
+            if source is None:  # every view is made from the buffer's handle itself
+                sources = (wrapper,) * len(plan.natives)
+            else:
+                made = []
+                for native in plan.natives:
+                    made.append(source(wrapper, native))
+                sources = tuple(made)
+            buffer.wrappers[plan.key] = sources
         return plan.build(specs, buffer.capacity, sources)
