@@ -1,10 +1,18 @@
-"""The requests a front's hot path does not serve: a structure's generated plan, the
-general path (layout, growth, typed views), placement at explicit offsets for scopes and
-steps, and the bookkeeping of every served request off the locked hot path (capture marks,
-the request log, remembering prepared views).
+"""The requests a front's hot path does not serve, as one miss path.
 
-Every method reads the slot's buffer and builds views over that buffer only; growth goes
-through the slot (:meth:`~arena.slots.slot.Slot.ensure`), under the arena's mutex.
+:meth:`ViewBuilder.miss` picks the placement: a structure's plan serves a request in the
+slot's current buffer when it fits (:meth:`ViewBuilder.deliver`), else hands over its
+placement; a request without a plan gets its layout (at offset 0, or above the scopes and
+steps open on the slot). Scopes and steps pick theirs and come in at the same place.
+:meth:`ViewBuilder.place` then reads top to bottom, like vLLM's
+``_ensure_workspace_size``: ensure the capacity (the slot grows under the arena's mutex,
+:meth:`~arena.slots.slot.Slot.ensure`), build the views from the buffer and the placement
+(a :class:`~arena.base.layout.Layout`: per view its offset, shape, strides and dtype, and
+the total bytes), remember them for the hit, one observer branch (capture mark, request
+log), return. ``tests/test_request_path.py`` bounds how many functions and files a first
+request passes.
+
+Every method reads the slot's buffer and builds views over that buffer only.
 """
 
 from __future__ import annotations
@@ -25,9 +33,10 @@ from arena.views.prepared import Prepared, guarded_server, plain_key, prepare, r
 
 __all__ = ["ALWAYS", "NEVER", "SECOND_SIGHT", "ViewBuilder"]
 
-#: How :meth:`ViewBuilder.place` keeps the views it builds: remembered for later identical
-#: requests (plain requests at offset 0), from a layout's second sighting (plan-built), or
-#: never (views placed above scopes and in steps: their offsets are not the request's).
+#: How the views of a request are kept: remembered for later identical requests (plain
+#: requests at offset 0, :meth:`ViewBuilder.place`), from a layout's second sighting
+#: (plan-built, :meth:`ViewBuilder.deliver`), or never (views placed above scopes and in
+#: steps: their offsets are not the request's).
 ALWAYS, SECOND_SIGHT, NEVER = 2, 1, 0
 
 
