@@ -37,9 +37,13 @@ import subprocess
 import sys
 from typing import Any
 
+import numpy as np
 import pytest
+from arena.adapters.numpy import ADAPTER
 
+from arena.base.layout import MAX_BYTES, Layout, compute_layout
 from arena.views import hit
+from arena.views.plan import make_plan
 
 #: (functions, files, call-backs) at most, on each hit path.
 LIMITS = {"compiled": (42, 17, 10), "python": (44, 18, 10)}
@@ -128,3 +132,36 @@ def test_a_first_request_stays_within_its_bounds(path: str) -> None:
     assert functions <= most[0], f"{figures}:\n{shown}"
     assert files <= most[1], f"{figures}:\n{shown}"
     assert backs <= most[2], f"{figures}:\n{shown}"
+
+
+@pytest.mark.parametrize("generated", [False, True])
+def test_a_plans_placement_is_the_layout_compute_layout_gives(generated: bool) -> None:
+    """A plan that cannot serve a request in the current buffer hands over its placement
+    (issue 27 item 2): the very record ``compute_layout`` returns, field for field."""
+    structure = ((2, "float16"), (1, "int32"), (3, "bfloat16"), (1, "uint8"))
+    plan = make_plan(structure, ADAPTER, 256)
+    assert plan is not None
+    if generated:
+        plan.generate()
+    for n in (1, 2, 7, 100, 1000):
+        specs = (
+            ((n, 17), "float16"),
+            ((33 * n,), "int32"),
+            ((3, n, 5), "bfloat16"),
+            ((n + 1,), "uint8"),
+        )
+        expected = compute_layout(specs, 256)
+        placed = plan.build(specs, expected.total - 1, ())  # one byte short: no sources read
+        assert isinstance(placed, Layout) and placed == expected
+        buffer = np.empty(expected.total, np.uint8)
+        total, views = plan.build(specs, expected.total, (buffer,) * 4)  # it fits: views
+        assert total == expected.total
+        assert [v.shape for v in views] == [v.shape for v in expected.views]
+    # Past what a buffer can address: the general path explains (its SpecError).
+    huge = (
+        ((MAX_BYTES // 2, 2), "float16"),
+        ((1,), "int32"),
+        ((1, 1, 1), "bfloat16"),
+        ((1,), "uint8"),
+    )
+    assert plan.build(huge, 0, ()) is False
