@@ -448,8 +448,7 @@ class Slot:
             self.growths += 1
         if self.pending <= buffer.capacity:
             self.pending = 0
-            if self.detour:
-                self.update_detour()
+            self.update_detour()
         if self._siblings:
             for sibling in self.siblings():  # to match the lane's largest now (a fit shrinks)
                 largest = max(s.buffer.capacity for s in sibling.siblings())
