@@ -22,7 +22,7 @@ from arena.memory.sources import Allocation
 __all__ = ["Adapter", "PlanView"]
 
 #: ``plan_view(source, native, shape, strides, offset)`` -> one view: ``source`` from
-#: :meth:`Adapter.plan_source`, ``native`` the framework's dtype, ``strides`` and ``offset``
+#: :attr:`Adapter.plan_source`, ``native`` the framework's dtype, ``strides`` and ``offset``
 #: in bytes, or in elements where :attr:`Adapter.plan_in_bytes` is False.
 PlanView = Callable[[Any, Any, tuple[int, ...], tuple[int, ...], int], Any]
 
@@ -51,6 +51,10 @@ class Adapter(abc.ABC):
     plan_in_bytes : bool
         Whether :attr:`plan_view` takes strides and offset in bytes (default; NumPy and
         CuPy) or in elements (torch, whose source is an alias of the view's dtype).
+    plan_source : callable or None
+        ``plan_source(buffer, native)`` -> what :attr:`plan_view` builds views of
+        ``native`` from, given ``buffer`` (from :meth:`wrap`); made once per buffer and
+        plan (torch: the buffer's alias for the dtype). None (default): ``buffer`` itself.
     """
 
     framework: ClassVar[str] = ""
@@ -59,6 +63,7 @@ class Adapter(abc.ABC):
     fresh_view: ClassVar[Any] = None  # Callable[[Any], Any] | None
     plan_view: ClassVar[Any] = None  # PlanView | None
     plan_in_bytes: ClassVar[bool] = True
+    plan_source: ClassVar[Any] = None  # Callable[[Any, Any], Any] | None
 
     def is_available(self) -> bool:
         """Whether the framework is installed (without importing it)."""
@@ -92,11 +97,6 @@ class Adapter(abc.ABC):
         fresh = type(self).fresh_view
         assert fresh is not None, f"{type(self).__name__} needs fresh_view or fresh_views"
         return list(map(fresh, views))
-
-    def plan_source(self, buffer: Any, native: Any) -> Any:
-        """What :attr:`plan_view` builds views of ``native`` from, given ``buffer`` (from
-        :meth:`wrap`); made once per buffer and plan. Default: ``buffer`` itself."""
-        return buffer
 
     def views_can_be_kept(self) -> bool:
         """Whether views a plan builds now may be remembered and handed out later (torch:

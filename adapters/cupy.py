@@ -108,17 +108,14 @@ class CupyAdapter(Adapter):
         return cupy.ndarray((allocation.nbytes,), dtype=cupy.uint8, memptr=pointer)
 
     def typed_views(self, buffer: Any, layout: Layout) -> list[Any]:
-        """CuPy arrays at the layout's offsets, with explicit strides."""
-        base = buffer.data
-        return [
-            cupy.ndarray(
-                v.shape,
-                dtype=self.native_dtype(v.dtype),
-                memptr=base + v.offset,
-                strides=v.byte_strides,
-            )
-            for v in layout.views
-        ]
+        """CuPy arrays at the layout's offsets, with explicit strides. Made by
+        :attr:`plan_view`, as a plan's are: one way to make a view."""
+        views = []
+        for v in layout.views:
+            dtype = v.dtype
+            strides = tuple(map(dtype.itemsize.__mul__, v.strides))  # in bytes
+            views.append(_plan_view(buffer, self.native_dtype(dtype), v.shape, strides, v.offset))
+        return views
 
     def data_ptr(self, view: Any) -> int:
         """Device address of the first element."""

@@ -9,7 +9,7 @@ import numpy as np
 from arena.base.dtypes import DType
 from arena.base.layout import Layout
 from arena.errors import DTypeError, FrameworkUnavailableError
-from arena.memory.devices import Device
+from arena.memory.devices import CPU, Device
 from arena.memory.sources import Allocation
 
 from . import check_write
@@ -88,22 +88,22 @@ class NumpyAdapter(Adapter):
 
     def wrap(self, allocation: Allocation) -> Any:
         """The allocation's own ``uint8`` array (already a NumPy array on the host)."""
-        self.check_device(allocation.device)
+        if allocation.device is not CPU:  # the host's one Device: nothing to check
+            self.check_device(allocation.device)
         return allocation.owner
 
     def typed_views(self, buffer: Any, layout: Layout) -> list[Any]:
-        """``np.ndarray`` views at the layout's offsets; each keeps ``buffer`` alive."""
-        native = self.native_dtype
-        return [
-            np.ndarray(
-                v.shape,
-                dtype=native(v.dtype),
-                buffer=buffer,
-                offset=v.offset,
-                strides=v.byte_strides,
-            )
-            for v in layout.views
-        ]
+        """``np.ndarray`` views at the layout's offsets; each keeps ``buffer`` alive. Made
+        by :attr:`plan_view`, as a plan's are: one way to make a view."""
+        views = []
+        for v in layout.views:  # a loop, not a comprehension: no frame of its own
+            dtype = v.dtype
+            native = _NATIVE.get(dtype.name)
+            if native is None:
+                native = self.native_dtype(dtype)
+            strides = tuple(map(dtype.itemsize.__mul__, v.strides))  # in bytes
+            views.append(_plan_view(buffer, native, v.shape, strides, v.offset))
+        return views
 
     def data_ptr(self, view: Any) -> int:
         """Address of the first element."""

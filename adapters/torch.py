@@ -103,13 +103,15 @@ class TorchAdapter(Adapter):
 
         Built outside inference mode (see :meth:`wrap`): the prepared views are normal
         tensors, and the fresh views handed out per request (``detach()``, a view op) are
-        normal tensors in either mode.
+        normal tensors in either mode. Made by :attr:`plan_view`, as a plan's are: one way
+        to make a view.
         """
         views = []
         with torch.inference_mode(False):
             for v in layout.views:
-                alias = buffer.alias(self.native_dtype(v.dtype))
-                views.append(alias.as_strided(v.shape, v.strides, v.offset // v.dtype.itemsize))
+                native = self.native_dtype(v.dtype)
+                offset = v.offset // v.dtype.itemsize  # in elements of the alias
+                views.append(_plan_view(buffer.alias(native), native, v.shape, v.strides, offset))
         return views
 
     def retire_views(self, views: Sequence[Any]) -> None:

@@ -41,6 +41,7 @@ MAX_ALIGNMENT = 1 << 30
 #: Largest byte count a layout may reach: frameworks index memory with signed 64-bit ints.
 MAX_BYTES = 2**63 - 1
 _MEMO_LIMIT = 4096
+_SEQUENCES = (tuple, list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +71,7 @@ class ViewLayout:
     @property
     def byte_strides(self) -> tuple[int, ...]:
         """C-contiguous strides in bytes."""
-        return tuple(s * self.dtype.itemsize for s in self.strides)
+        return tuple(map(self.dtype.itemsize.__mul__, self.strides))
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +190,82 @@ def compute_layout(specs: Sequence[Any], alignment: int = DEFAULT_ALIGNMENT) -> 
 
 
 def _compute_and_memoise(specs: Any, alignment: int) -> Layout:
+    """Compute and memoise ``specs``' layout.
+
+    A request of exact-int shapes in range takes the straight path, written in this one
+    function: its shapes checked (:func:`~arena.ints.exact_dims`), its dtypes resolved,
+    then the arithmetic (a first request calls out to :mod:`arena.ints` and
+    :mod:`arena.base.dtypes` once each, in turn, and to nothing of this module's after).
+    Anything else, and any error, takes :func:`_validated`, which checks spec by spec and
+    raises the message of the first spec that is wrong."""
     check_alignment(alignment)
+    canonical: list[Any] | None = []
+    try:
+        if specs.__class__ not in _SEQUENCES:
+            raise _Unusual
+        for spec in specs:
+            if spec.__class__ not in _SEQUENCES or len(spec) != 2:
+                raise _Unusual
+            shape = spec[0]
+            if shape.__class__ not in _SEQUENCES or not exact_dims(shape):
+                raise _Unusual
+            for dim in shape:
+                if dim < 0 or dim > MAX_BYTES:
+                    raise _Unusual
+        dtypes = []
+        for spec in specs:
+            dtypes.append(resolve_dtype(spec[1]))
+        views: list[ViewLayout] = []
+        offset = 0
+        mask = alignment - 1
+        for (raw_shape, raw), dtype in zip(specs, dtypes, strict=True):
+            itemsize = dtype.itemsize
+            count = extent = itemsize
+            strides = []
+            for dim in reversed(raw_shape):  # C-contiguous; a zero dimension counts as 1
+                strides.append(extent // itemsize)
+                count *= dim
+                extent *= dim or 1
+            if extent > MAX_BYTES:
+                raise _Unusual
+            strides.reverse()
+            shape = tuple(raw_shape)
+            views.append(ViewLayout(shape, dtype, offset, count, tuple(strides)))
+            offset += (count + mask) & ~mask
+            if offset > MAX_BYTES:
+                raise _Unusual
+            if canonical is not None:
+                if isinstance(raw, str) and raw.__class__ is not str:
+                    canonical = None  # a str subclass must never key what a plain name finds
+                else:
+                    canonical.append((shape, raw))
+        layout = Layout(tuple(views), offset, alignment)
+    except Exception:  # _Unusual, or a dtype's error: the spec-by-spec path explains
+        layout, canonical = _validated(specs, alignment)
+    if canonical is None:
+        return layout
+    try:
+        key = (tuple(canonical), alignment)
+        hash(key)  # a dtype's __hash__ runs outside the lock
+    except TypeError:  # unhashable dtype object: valid, just not memoisable
+        return layout
+    with _MEMO_LOCK:
+        if len(_MEMO) >= _MEMO_LIMIT:
+            # Drop the oldest quarter, never the whole memo: a working set that fits stays.
+            for old in list(itertools.islice(_MEMO, _MEMO_LIMIT // 4)):
+                _MEMO.pop(old, None)  # a re-entrant sweep may have dropped it
+        _MEMO[key] = layout
+    return layout
+
+
+class _Unusual(Exception):
+    """A request the straight path of :func:`_compute_and_memoise` leaves to
+    :func:`_validated`."""
+
+
+def _validated(specs: Any, alignment: int) -> tuple[Layout, list[Any] | None]:
+    """The layout of ``specs``, checked spec by spec (the first wrong spec raises), and
+    its memo key's specs (None: not to be memoised)."""
     if not isinstance(specs, (tuple, list)):
         raise SpecError(
             f"specs must be a sequence of (shape, dtype) tuples, got {type(specs).__name__}"
@@ -210,19 +286,8 @@ def _compute_and_memoise(specs: Any, alignment: int) -> Layout:
         canonical.append((shape, spec[1]))
     layout = Layout(tuple(views), offset, alignment)
     if any(isinstance(d, str) and d.__class__ is not str for _, d in canonical):
-        return layout  # a str subclass must never key what a plain name finds
-    try:
-        key = (tuple(canonical), alignment)
-        hash(key)  # a dtype's __hash__ runs outside the lock
-    except TypeError:  # unhashable dtype object: valid, just not memoisable
-        return layout
-    with _MEMO_LOCK:
-        if len(_MEMO) >= _MEMO_LIMIT:
-            # Drop the oldest quarter, never the whole memo: a working set that fits stays.
-            for old in list(itertools.islice(_MEMO, _MEMO_LIMIT // 4)):
-                _MEMO.pop(old, None)  # a re-entrant sweep may have dropped it
-        _MEMO[key] = layout
-    return layout
+        return layout, None  # a str subclass must never key what a plain name finds
+    return layout, canonical
 
 
 def _split_spec(index: int, spec: Any) -> tuple[tuple[int, ...], DType]:

@@ -172,7 +172,8 @@ class Slot:
         """A buffer holding at least ``required`` bytes, growing the slot if needed.
 
         Returns ``(buffer, resizes)``: ``buffer`` is None when growth is needed while the
-        arena is locked; ``resizes`` are to be announced once the mutex is released.
+        arena is locked; ``resizes`` are to be announced once the mutex is released. A
+        request given a buffer is counted (``calls``): its views are built from it next.
         A zero-byte request never grows the slot.
 
         Raises
@@ -182,8 +183,9 @@ class Slot:
         governor = self.governor
         resizes: list[Resize] = []
         with governor.mutex:
-            governor.check_open()
-            governor.check_awake(f"a request of {required} bytes in slot {self.describe()}")
+            if governor.closed or governor.asleep:  # the checks, called only to raise
+                governor.check_open()
+                governor.check_awake(f"a request of {required} bytes in slot {self.describe()}")
             # No local reference to the current buffer across _grow(): it would keep the
             # old block alive while the new one is allocated (peak old + new).
             capacity = self.buffer.capacity
@@ -202,6 +204,7 @@ class Slot:
             elif required > capacity:
                 return None, resizes
             self.high_water = max(self.high_water, required)
+            self.calls += 1  # the request is served from this buffer
             return self.buffer, resizes
 
     def count_call(self, count: int = 1) -> None:
@@ -237,7 +240,7 @@ class Slot:
         ``plain_high``. Only the slot's own thread calls this."""
         self.load = max(self.load, live)
         if reach:
-            step = self.step_below(placer)
+            step = self.step_below(placer) if self.regions else None
             if step is not None:
                 step.note_above(reach)
             else:
@@ -338,8 +341,14 @@ class Slot:
         """Replace the buffer by one holding ``target`` bytes (exactly, ``shrinking``:
         already a grown size); the mutex is held."""
         governor = self.governor
+        # First: the growth then calls nothing more of this module's until the new block
+        # is held (the request path's call-backs, tests/test_request_path.py).
+        where = self.describe()
+        empty = Buffer(None, 0)
         capacity = governor.shrinking_to(target) if shrinking else governor.grown_size(target)
-        governor.check_not_capturing(f"growing slot {self.describe()} to {capacity} bytes")
+        # The governor's checks are called where they can fail (messages built there only).
+        if governor.capture_probe is not None:
+            governor.check_not_capturing(f"growing slot {where} to {capacity} bytes")
         if governor.fixed_address:
             return self._commit(capacity, count=not shrinking)
         old = self.buffer
@@ -347,10 +356,9 @@ class Slot:
         kept = old if old.captured and old.allocation is not None else None
         # The cap is checked before the old buffer goes, so a refusal leaves it in place.
         freed = 0 if kept is not None or old.allocation is None else old.allocation.nbytes
-        governor.check_budget(
-            capacity, f"growing slot {self.describe()} to {capacity} bytes", freed
-        )
-        self.buffer = Buffer(None, 0)  # concurrent readers take the slow path meanwhile
+        if governor.max_bytes is not None:
+            governor.check_budget(capacity, f"growing slot {where} to {capacity} bytes", freed)
+        self.buffer = empty  # concurrent readers take the slow path meanwhile
         ledger = governor.ledger
         mark = ledger.allocations
         block = old.allocation
@@ -364,9 +372,7 @@ class Slot:
             elif block is not None:
                 ledger.release(block)
             unreleased = block = None  # the old block goes back before the new one is asked for
-            allocation = governor.allocate(
-                capacity, f"the scratch buffer of slot {self.describe()}"
-            )
+            allocation = governor.allocate(capacity, f"the scratch buffer of slot {where}")
             # Installed by this one store: an interrupt before it leaves the block to
             # reclaim(), none after it leaves the block unheld.
             self.buffer = Buffer(allocation, capacity)
@@ -466,10 +472,11 @@ class Slot:
         if self.pending <= buffer.capacity:
             self.pending = 0
             self.update_detour()
-        for sibling in self.siblings():  # to match the lane's largest buffer now (a fit shrinks)
-            largest = max(s.buffer.capacity for s in sibling.siblings())
-            sibling.pending = largest if largest > sibling.buffer.capacity else 0
-            sibling.update_detour()
+        if self._siblings:
+            for sibling in self.siblings():  # to match the lane's largest now (a fit shrinks)
+                largest = max(s.buffer.capacity for s in sibling.siblings())
+                sibling.pending = largest if largest > sibling.buffer.capacity else 0
+                sibling.update_detour()
 
     def size_for_lock(self, target: int) -> Resize | None:
         """Hold ``target`` bytes before the arena locks, releasing nothing.

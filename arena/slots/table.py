@@ -14,12 +14,21 @@ features and take the table.
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from arena.base.events import MB, ArenaEvent, caller_info, format_mb, log_event, warn_user
+from arena.base.events import (
+    MB,
+    ArenaEvent,
+    caller_info,
+    format_mb,
+    log_event,
+    logger,
+    warn_user,
+)
 from arena.base.layout import MAX_BYTES
 from arena.config import Settings
 from arena.errors import ConfigError, SpecError
@@ -352,14 +361,19 @@ class SlotTable:
         """Log and emit ``resizes`` then one ``kind`` event (skipped when ``kind`` is
         ``"resize"``). Called with the mutex released, so a listener may use the arena."""
         debug = self.governor.debug
+        # The line is formatted only where it is logged, and the event made only where a
+        # listener waits for it: a growth nobody watches calls nothing here.
+        logged = debug or logger.isEnabledFor(logging.DEBUG)
         for slot, old, new in resizes:
-            log_event(
-                f"resized slot {slot.describe()} from '{caller_info()}': "
-                f"{format_mb(old)} -> {format_mb(new)} ({self.ubatches} ubatches x "
-                f"{self.lanes} lanes, total memory {format_mb(sum(self.sizes()))})",
-                debug=debug,
-            )
-            self._emit("resize", (slot.ubatch, slot.lane), old, new)
+            if logged:
+                log_event(
+                    f"resized slot {slot.describe()} from '{caller_info()}': "
+                    f"{format_mb(old)} -> {format_mb(new)} ({self.ubatches} ubatches x "
+                    f"{self.lanes} lanes, total memory {format_mb(sum(self.sizes()))})",
+                    debug=debug,
+                )
+            if self.listeners:
+                self._emit("resize", (slot.ubatch, slot.lane), old, new)
         if self.governor.notes:
             self._announce_locked_growths()
         if kind != "resize":

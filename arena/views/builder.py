@@ -1,10 +1,18 @@
-"""The requests a front's hot path does not serve: a structure's generated plan, the
-general path (layout, growth, typed views), placement at explicit offsets for scopes and
-steps, and the bookkeeping of every served request off the locked hot path (capture marks,
-the request log, remembering prepared views).
+"""The requests a front's hot path does not serve, as one miss path.
 
-Every method reads the slot's buffer and builds views over that buffer only; growth goes
-through the slot (:meth:`~arena.slots.slot.Slot.ensure`), under the arena's mutex.
+:meth:`ViewBuilder.miss` picks the placement: a structure's plan serves a request in the
+slot's current buffer when it fits (:meth:`ViewBuilder.deliver`), else hands over its
+placement; a request without a plan gets its layout (at offset 0, or above the scopes and
+steps open on the slot). Scopes and steps pick theirs and come in at the same place.
+:meth:`ViewBuilder.place` then reads top to bottom, like vLLM's
+``_ensure_workspace_size``: ensure the capacity (the slot grows under the arena's mutex,
+:meth:`~arena.slots.slot.Slot.ensure`), build the views from the buffer and the placement
+(a :class:`~arena.base.layout.Layout`: per view its offset, shape, strides and dtype, and
+the total bytes), remember them for the hit, one observer branch (capture mark, request
+log), return. ``tests/test_request_path.py`` bounds how many functions and files a first
+request passes.
+
+Every method reads the slot's buffer and builds views over that buffer only.
 """
 
 from __future__ import annotations
@@ -19,15 +27,16 @@ from arena.slots.regions import heal_regions
 from arena.slots.slot import Buffer, Resize, Slot, check_in_bounds
 from arena.slots.table import SlotTable
 from arena.views.framework import FrameworkViews
-from arena.views.plan import Plan, plan_for, server
-from arena.views.prepared import Prepared, guarded_server, plain_key, remember
+from arena.views.plan import Plan, plan_for
+from arena.views.prepared import Prepared, guarded_server, plain_key, prepare, remember, server
 from arena.views.requests import RequestLog
 
 __all__ = ["ALWAYS", "NEVER", "SECOND_SIGHT", "ViewBuilder"]
 
-#: How :meth:`ViewBuilder.place` keeps the views it builds: remembered for later identical
-#: requests (plain requests at offset 0), from a layout's second sighting (plan-built), or
-#: never (views placed above scopes and in steps: their offsets are not the request's).
+#: How the views of a request are kept: remembered for later identical requests (plain
+#: requests at offset 0, :meth:`ViewBuilder.place`), from a layout's second sighting
+#: (plan-built, :meth:`ViewBuilder.deliver`), or never (views placed above scopes and in
+#: steps: their offsets are not the request's).
 ALWAYS, SECOND_SIGHT, NEVER = 2, 1, 0
 
 
@@ -163,7 +172,7 @@ class ViewBuilder:
             try:
                 if retry is not None:
                     return retry()
-                return self.request(slot, specs, strict)
+                return self.miss(slot, specs, strict)
             except GraphCaptureError as exc:
                 raise GraphCaptureError(
                     f"slot {slot.describe()} was resized by another thread while this "
@@ -179,8 +188,11 @@ class ViewBuilder:
         return views  # type: ignore[no-any-return]
 
     def miss(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
-        """A request not prepared over the slot's buffer: the structure's plan if it fits,
-        else the general path (layout, growth, typed views)."""
+        """A request the hit did not serve, top to bottom: the structure's plan over the
+        slot's current buffer if it fits (:meth:`deliver`); else the placement (the plan's
+        where it has one, else the request's layout, at offset 0 or above the scopes and
+        steps open on the slot) and :meth:`place`: capacity, views, remember, the
+        observers, return."""
         buffer: Buffer | None = slot.buffer
         # A slot holding no memory (never sized, or closed) takes the general path, which
         # serves zero-byte requests and raises ArenaClosedError.
@@ -194,17 +206,15 @@ class ViewBuilder:
                 if plan is not None:
                     built = self._views.build(plan, buffer, specs)
                     self._last_plan = plan
+            if built.__class__ is Layout:  # the plan's placement: more than the buffer holds
+                buffer = None  # no reference to the buffer that growth replaces
+                return self.place(slot, built, specs, strict=strict, keep=ALWAYS)
             if built:
                 plan.built()  # type: ignore[union-attr]
-                return self.deliver(
-                    slot, buffer, specs, built[0], built[1], strict=strict, keep=SECOND_SIGHT
-                )
+                return self.deliver(slot, buffer, specs, built[0], built[1], strict=strict)
         buffer = None  # see get_simultaneous: no reference to the buffer that may be replaced
-        return self.request(slot, specs, strict)
-
-    def request(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
-        """The general path: a plain request lives at offset 0, or above the scopes and
-        steps open on the slot (then its views are not remembered: the base moves)."""
+        # The placement: a plain request lives at offset 0, or above the scopes and steps
+        # open on the slot (then its views are not remembered: the base moves).
         layout = compute_layout(specs, self._governor.alignment)
         if slot.regions:
             heal_regions(slot)  # one an interrupt left open, its owner gone
@@ -229,27 +239,54 @@ class ViewBuilder:
         what: str = "",
         memo: Callable[[Buffer, Prepared], None] | None = None,
     ) -> list[Any] | None:
-        """Views of ``layout`` (offsets from the buffer's start) in ``slot``, growing it to
-        ``layout.total`` bytes if needed: how plain requests, scopes and steps get views.
-        ``keep`` says whether they are remembered as plain requests (:data:`ALWAYS`,
-        :data:`NEVER`); ``memo(buffer, entry)`` is given them as a :class:`Prepared` to keep
-        instead (step replays); ``what`` names a scope or step request in the locked error
-        (``strict``) that growth while locked raises."""
+        """Views of ``layout`` (the placement: offsets from the buffer's start) in
+        ``slot``, growing it to ``layout.total`` bytes if needed: the one way plain
+        requests, scopes and steps get views. ``keep`` says whether they are remembered as
+        a plain request at offset 0 (:data:`ALWAYS`, :data:`NEVER`); ``memo(buffer,
+        entry)`` is given them as a :class:`Prepared` to keep instead (step replays);
+        ``what`` names a scope or step request in the locked error (``strict``) that growth
+        while locked raises.
+
+        Top to bottom: capacity (the slot grows; its listeners hear of it), views,
+        remember, one observer branch (capture mark, request log), return.
+        """
         governor = self._governor
         required = layout.total
         buffer, resizes = slot.ensure(required)
+        if buffer is not None and keep == ALWAYS and required > slot.plain_high:
+            # At offset 0: nothing else is live (ensure() raised the high-water mark).
+            slot.note_load(required, reach=required)
         if resizes:
             self._table.announce("resize", resizes)
-            governor.check_open()  # a listener may have closed the arena
+            if governor.closed:  # a listener closed the arena
+                governor.check_open()
         if buffer is None:
             if strict:
                 raise slot.locked_error(required, what)
             return None
-        check_in_bounds(slot, buffer, layout)
-        views = self._views.typed(buffer, layout)
-        if keep != NEVER:
-            return self.deliver(slot, buffer, specs, required, views, strict=strict)
-        slot.count_call()
+        if required > buffer.capacity:
+            check_in_bounds(slot, buffer, layout)  # raises: a bug in arena
+        views = self._views.typed(buffer, layout)  # ensure() counted the request
+        if keep == ALWAYS:
+            cache = buffer.prepared.get(self.key)
+            if cache is None:
+                cache = buffer.prepared[self.key] = {}
+            prepare(
+                cache,
+                specs,
+                required,
+                views,
+                self.fresh,
+                limit=self._max_cached,
+                guarded=self._guarded,
+            )
+            handed = self.fresh(views)
+            if self.probe is not None:  # the observer branch: a capture mark, the log
+                return self.served(slot, buffer, specs, required, handed, strict=strict)
+            log = self.log
+            if log is not None and not governor.locked:
+                log.note(required, slot.index, specs)
+            return handed
 
         def again() -> list[Any] | None:
             return self.place(slot, layout, specs, strict=strict, what=what)
@@ -262,7 +299,7 @@ class ViewBuilder:
         # replay run under inference mode is served by the hit like one under no_grad.
         if memo is not None and plain_key(specs):
             entry = Prepared(required, views, specs)
-            entry.serve = server(specs, views, self.fresh, self.fresh_view, straight=True)
+            entry.serve = server(specs, views, self.fresh)
             memo(buffer, entry)
         return self.fresh(views)
 
@@ -284,55 +321,47 @@ class ViewBuilder:
         views: list[Any],
         *,
         strict: bool,
-        keep: int = ALWAYS,
     ) -> list[Any] | None:
-        """Count the call, mark a capture, and hand out the views.
+        """Hand out the views a plan built: count the call, remember them, then the
+        observer branch (mark a capture, note the request).
 
-        Views built by the general path are remembered when the request is keyed by plain
-        ints (anything else could alias a plain request it is equal to but does not mean).
-        Views built by a plan are remembered from a layout's second sighting on (or at once
-        by a cached front): a layout seen once is handed out as built, which saves the
-        copies a remembered set needs and keeps one-off layouts from sweeping the cache.
+        Views built by a plan are remembered from a layout's second sighting on (or at
+        once by a cached front): a layout seen once is handed out as built, which saves
+        the copies a remembered set needs and keeps one-off layouts from sweeping the
+        cache.
         """
         if required > slot.high_water:
             slot.note_high_water(required)
-        # Not under the high-water test: a request that grew the slot raised it in ensure().
         if required > slot.plain_high:
             slot.note_load(required, reach=required)  # at offset 0: nothing else is live
         slot.count_call()
-        served = self.served(slot, buffer, specs, required, views, strict=strict)
-        if served is not views:  # the buffer was replaced during a capture: served again
-            return served
-        if keep == SECOND_SIGHT:  # built by a plan
-            admit = False
-            if not self._cached:
-                seen = self._seen
-                try:
-                    admit = seen.pop(specs, False)
-                except TypeError:  # unhashable (list shapes): never remembered
-                    admit = False
-                else:
-                    if not admit:
-                        remember(seen, specs, True, self._max_cached)
+        admit = True
+        if not self._cached:
+            seen = self._seen
+            try:
+                admit = seen.pop(specs, False)
+            except TypeError:  # unhashable (list shapes): never remembered
+                admit = False
+            else:
                 if not admit:
-                    if self._poison:
-                        self._adapter.fill(views)
-                    return views
+                    remember(seen, specs, True, self._max_cached)
+        handed = views
+        if not admit:
+            if self._poison:
+                self._adapter.fill(views)
+        else:
             if not self._adapter.views_can_be_kept():
                 # e.g. built inside torch.inference_mode(): remember views built outside it
                 layout = compute_layout(specs, self._governor.alignment)
                 views = self._views.typed(buffer, layout)
-        elif not plain_key(specs):
-            return self.fresh(views)
-        cache = buffer.prepared.get(self.key)
-        if cache is None:
-            cache = buffer.prepared[self.key] = {}
-        entry = Prepared(required, views, specs)
-        if self._guarded:
-            entry.serve = guarded_server(cache, specs, entry, self.fresh)
-        else:
-            entry.serve = server(
-                specs, views, self.fresh, self.fresh_view, straight=self.python_hits
-            )
-        remember(cache, specs, entry, self._max_cached)
-        return self.fresh(views)
+            cache = buffer.prepared.get(self.key)
+            if cache is None:
+                cache = buffer.prepared[self.key] = {}
+            entry = Prepared(required, views, specs)
+            if self._guarded:
+                entry.serve = guarded_server(cache, specs, entry, self.fresh)
+            else:
+                entry.serve = server(specs, views, self.fresh)
+            remember(cache, specs, entry, self._max_cached)
+            handed = self.fresh(views)  # type: ignore[assignment]
+        return self.served(slot, buffer, specs, required, handed, strict=strict)

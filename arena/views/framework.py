@@ -47,7 +47,7 @@ class FrameworkViews:
             if allocation is None:
                 # A slot that holds no memory serves only zero-byte requests.
                 allocation = self.governor.empty_allocation()
-            elif self.governor.capturing():
+            elif self.governor.capture_probe is not None and self.governor.capturing():
                 raise GraphCaptureError(
                     f"the first {self.name} view of a {buffer.capacity}-byte slot buffer "
                     f"was requested while a CUDA graph is being captured; importing it into "
@@ -68,6 +68,12 @@ class FrameworkViews:
         if sources is None:
             wrapper = self.wrapper(buffer)
             source = self.adapter.plan_source
-            sources = tuple(source(wrapper, native) for native in plan.natives)
+            if source is None:  # every view is made from the buffer's handle itself
+                sources = (wrapper,) * len(plan.natives)
+            else:
+                made = []
+                for native in plan.natives:
+                    made.append(source(wrapper, native))
+                sources = tuple(made)
             buffer.wrappers[plan.key] = sources
         return plan.build(specs, buffer.capacity, sources)

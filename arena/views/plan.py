@@ -23,11 +23,10 @@ A plan is never more expensive to start than the general path it replaces:
    closure for three views). Compiling it costs about what the closure lost over those
    builds; larger structures keep their closure.
 
-The servers that hand out a remembered request's views again (:func:`server`) follow the
-same rule: a loop over the request for any structure, generated straight-line code only
-for small ones, and only where Python serves the hits (the compiled hit path does its own
-checks). Generated code is registered with :mod:`linecache` under a name that says what
-it is, so tracebacks show its source.
+The server that hands out a remembered request's views again on the pure-Python hit path
+(:func:`server`) is one loop over the request for every structure, the mirror of the
+compiled hit path's check. Generated code is registered with :mod:`linecache` under a
+name that says what it is, so tracebacks show its source.
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from arena.base.dtypes import resolve_dtype
+from arena.base.layout import MAX_BYTES, Layout, ViewLayout
 from arena.errors import ArenaError
 from arena.ints import exact_dim_source, exact_dims
 from arena.views.prepared import remember
@@ -53,7 +53,6 @@ __all__ = [
     "generated",
     "make_plan",
     "plan_for",
-    "server",
     "server_factories",
     "structure_of",
 ]
@@ -68,9 +67,12 @@ MAX_GENERATED_DIMS = 8
 
 #: build(specs, capacity, sources) -> (total bytes, views); None when ``specs`` has another
 #: structure; False when the structure matches but the request needs the general path (a
-#: dimension that is not a plain non-negative int, a zero-size view, or more bytes than
-#: ``capacity``). ``sources`` holds one view source per view (``Adapter.plan_source``).
-Builder = Callable[[Any, int, tuple[Any, ...]], "tuple[int, list[Any]] | bool | None"]
+#: dimension that is not a plain non-negative int, a zero-size view, or a layout past
+#: :data:`~arena.base.layout.MAX_BYTES`); the request's placement, a
+#: :class:`~arena.base.layout.Layout`, when it needs more than ``capacity`` bytes (the
+#: caller grows the slot and places it). ``sources`` holds one view source per view
+#: (``Adapter.plan_source``).
+Builder = Callable[[Any, int, tuple[Any, ...]], "tuple[int, list[Any]] | Layout | bool | None"]
 
 _SEQUENCES = (tuple, list)
 
@@ -95,14 +97,13 @@ class Plan:
 
     __slots__ = ("_adapter", "_alignment", "build", "key", "natives", "source", "uses")
 
-    def __init__(
-        self, key: tuple[Any, ...], natives: tuple[Any, ...], adapter: Any, alignment: int
-    ) -> None:
+    def __init__(self, key: tuple[Any, ...], adapter: Any, alignment: int) -> None:
         self.key = key
-        self.natives = natives
         self._adapter = adapter
         self._alignment = alignment
-        self.build: Builder = _closure(key[1], natives, adapter, alignment)
+        # Raises what resolving a dtype raises (make_plan turns that into "no plan").
+        self.build: Builder
+        self.build, self.natives = _closure(key[1], adapter, alignment)
         self.source = ""
         self.uses = 0
 
@@ -117,7 +118,7 @@ class Plan:
         """Replace the closure by generated straight-line code (idempotent)."""
         if not self.source:
             self.build, self.source = _generated_builder(
-                self.key[1], self.natives, self._adapter, self._alignment
+                self.key[1], self.natives, self._adapter, self._alignment, self.build
             )
 
 
@@ -136,7 +137,10 @@ def plan_for(
     except TypeError:  # an unhashable dtype object
         return None
     plan = make_plan(structure, adapter, alignment)
-    remember(plans, structure, plan, MAX_PLANS)
+    if len(plans) < MAX_PLANS:
+        plans[structure] = plan  # hashable: the lookup above found no TypeError
+    else:
+        remember(plans, structure, plan, MAX_PLANS)
     return plan
 
 
@@ -165,10 +169,9 @@ def make_plan(structure: tuple[Any, ...], adapter: Any, alignment: int) -> Plan 
     if adapter.plan_view is None or not structure:  # no views: the general path returns []
         return None
     try:
-        natives = tuple(adapter.native_dtype(resolve_dtype(dtype)) for _, dtype in structure)
+        return Plan((adapter.framework, structure), adapter, alignment)
     except (ArenaError, TypeError, ValueError):
         return None
-    return Plan((adapter.framework, structure), natives, adapter, alignment)
 
 
 def _small(ndims: Any) -> bool:
@@ -180,15 +183,24 @@ def _small(ndims: Any) -> bool:
 
 
 def _closure(
-    structure: tuple[Any, ...], natives: tuple[Any, ...], adapter: Any, alignment: int
-) -> Builder:
-    """The builder of a structure as a closure over its per-view constants."""
+    structure: tuple[Any, ...], adapter: Any, alignment: int
+) -> tuple[Builder, tuple[Any, ...]]:
+    """The builder of a structure as a closure over its per-view constants, and the
+    adapter's dtype per view. Every dtype is resolved first, then every native dtype, in
+    loops (not generator expressions): a first request calls out to
+    :mod:`arena.base.dtypes` and the adapter once each, in turn."""
     view = adapter.plan_view
     in_bytes = adapter.plan_in_bytes
-    per_view = tuple(
-        (ndim, dtype, resolve_dtype(dtype).itemsize, native)
-        for (ndim, dtype), native in zip(structure, natives, strict=True)
-    )
+    dtypes = []
+    for _, dtype in structure:
+        dtypes.append(resolve_dtype(dtype))
+    natives = []
+    for resolved in dtypes:
+        natives.append(adapter.native_dtype(resolved))
+    constants = []
+    for (ndim, dtype), resolved, native in zip(structure, dtypes, natives, strict=True):
+        constants.append((ndim, dtype, resolved.itemsize, native))
+    per_view = tuple(constants)
     count = len(per_view)
     mask = alignment - 1
 
@@ -204,6 +216,7 @@ def _closure(
                 return None
             sizes.append(shape)
         offsets = []
+        counts = []
         total = 0
         for shape, (_, _, itemsize, _) in zip(sizes, per_view, strict=True):
             if not exact_dims(shape):
@@ -218,9 +231,24 @@ def _closure(
                 # what a framework can index: the general path validates it.
                 return False
             offsets.append(total)
+            counts.append(numel * itemsize)
             total += (numel * itemsize + mask) & ~mask
         if total > capacity:
-            return False
+            if total > MAX_BYTES:  # every dimension is at least 1: each is below the total
+                return False
+            # The placement, for the caller to grow the slot to (compute_layout's record
+            # and arithmetic, written here: the first request of a structure computes it
+            # once).
+            placed = []
+            for shape, offset, nbytes, resolved in zip(sizes, offsets, counts, dtypes):  # noqa: B905
+                strides = []
+                step = 1
+                for dim in reversed(shape):
+                    strides.append(step)
+                    step *= dim
+                strides.reverse()
+                placed.append(ViewLayout(tuple(shape), resolved, offset, nbytes, tuple(strides)))
+            return Layout(tuple(placed), total, alignment)
         views = []
         for shape, offset, (_, _, itemsize, native), source in zip(
             sizes, offsets, per_view, sources, strict=True
@@ -242,11 +270,15 @@ def _closure(
             )
         return total, views
 
-    return build
+    return build, tuple(natives)
 
 
 def _generated_builder(
-    structure: tuple[Any, ...], natives: tuple[Any, ...], adapter: Any, alignment: int
+    structure: tuple[Any, ...],
+    natives: tuple[Any, ...],
+    adapter: Any,
+    alignment: int,
+    placement: Builder,
 ) -> tuple[Builder, str]:
     """Straight-line code for one structure: the closure's work without its loops."""
     mask = alignment - 1
@@ -307,10 +339,15 @@ def _generated_builder(
         "    if " + " or ".join(f"not n{i}" for i in range(count)) + ":\n        return False"
     )
     lines.append(f"    total = {offset}")
-    lines.append("    if total > capacity:\n        return False")
+    # More than the buffer holds: the closure computes the placement (a rare case).
+    lines.append("    if total > capacity:\n        return placement(specs, capacity, sources)")
     lines.append(f"    ({', '.join(f'src{i}' for i in range(count))},) = sources")
     lines.append(f"    return total, [{', '.join(views)}]")
-    namespace: dict[str, Any] = {"view": adapter.plan_view, "SEQUENCES": _SEQUENCES}
+    namespace: dict[str, Any] = {
+        "view": adapter.plan_view,
+        "SEQUENCES": _SEQUENCES,
+        "placement": placement,
+    }
     namespace.update({f"native{i}": native for i, native in enumerate(natives)})
     namespace.update({f"T{i}": dtype for i, (_, dtype) in enumerate(structure)})
     code = "\n".join(lines) + "\n"
@@ -343,84 +380,13 @@ def generated(code: str, what: str, namespace: dict[str, Any]) -> None:
     exec(compile(code, filename, "exec"), namespace)
 
 
-#: dimension counts -> factory of generated servers. Engines use a handful; the bound
-#: (oldest eighth dropped when full) guards against requests with ever-new shapes.
-_SERVER_FACTORIES: dict[tuple[Any, ...], Callable[..., Callable[[Any], Any]]] = {}
+#: Kept for callers of 0.2.0: servers are no longer generated (the pure-Python hit is one
+#: loop, :func:`arena.views.prepared.server`, the mirror of the compiled one), so none is
+#: ever kept.
 MAX_SERVER_FACTORIES = 1024
 
 
 def server_factories() -> int:
-    """How many server factories are kept (bounded by :data:`MAX_SERVER_FACTORIES`)."""
-    return len(_SERVER_FACTORIES)
-
-
-def server(
-    specs: Any, views: list[Any], fresh: Callable[[Any], Any], fresh_view: Any, *, straight: bool
-) -> Callable[[Any], Any]:
-    """The function that serves a remembered request on a hit: ``serve(specs)`` checks that
-    every dimension is a plain int (``2.0`` and ``True`` hash and compare like ``2`` and
-    ``1``, so the exact-request lookup alone cannot tell) and returns fresh views, or None.
-
-    ``fresh(views)`` makes the fresh views; where ``fresh_view`` is a per-view function
-    (``torch.Tensor.detach``) or None (the views themselves), and ``straight`` is true
-    (Python serves this front's hits) and the request is small, the server is generated
-    straight-line code per dimension counts, closed over ``views``: one call, no loops.
-    Otherwise it is a loop over the request and one call of ``fresh``.
-    """
-    ndims = tuple(len(shape) for shape, _ in specs)
-    if not straight or fresh_view is False or not _small(ndims):
-        return _looping_server(views, fresh, specs)
-    key = (ndims, fresh_view is None)
-    factory = _SERVER_FACTORIES.get(key)
-    if factory is None:
-        count = len(ndims)
-        names = [f"v{i}" for i in range(count)]
-        dims = [[f"d{i}_{k}" for k in range(n)] for i, n in enumerate(ndims)]
-        body = (
-            [f"    ({', '.join(f'(s{i}, t{i})' for i in range(count))},) = specs"] if count else []
-        )
-        # Exact shapes and the remembered dtypes' own classes: an equal object of another
-        # class (a tuple subclass, a str subclass) takes the general path.
-        same = [f"s{i}.__class__ is not tuple or t{i}.__class__ is not C{i}" for i in range(count)]
-        if same:
-            body.append("    if " + " or ".join(same) + ":\n        return None")
-        body += [
-            f"    ({', '.join(d)}{',' if len(d) == 1 else ''}) = s{i}"
-            for i, d in enumerate(dims)
-            if d
-        ]
-        checks = [exact_dim_source(d) for group in dims for d in group]
-        if checks:
-            body.append("    if " + " or ".join(checks) + ":\n        return None")
-        fresh_of = "{}" if fresh_view is None else "fresh({})"
-        body.append(f"    return [{', '.join(fresh_of.format(v) for v in names)}]")
-        classes = [f"C{i}" for i in range(count)]
-        code = (
-            "\n".join(
-                [f"def make({', '.join(['fresh', *names, *classes])}):", "  def serve(specs):"]
-                + ["  " + line for line in body]
-                + ["  return serve"]
-            )
-            + "\n"
-        )
-        namespace: dict[str, Any] = {}
-        generated(code, f"server {count} views", namespace)
-        factory = namespace["make"]
-        remember(_SERVER_FACTORIES, key, factory, MAX_SERVER_FACTORIES)
-    return factory(fresh_view, *views, *(dtype.__class__ for _, dtype in specs))
-
-
-def _looping_server(
-    views: list[Any], fresh: Callable[[Any], Any], specs: Any
-) -> Callable[[Any], Any]:
-    classes = tuple(dtype.__class__ for _, dtype in specs)
-
-    def serve(request: Any) -> Any:
-        for (shape, dtype), kind in zip(request, classes, strict=True):
-            if shape.__class__ is not tuple or dtype.__class__ is not kind:
-                return None
-            if not exact_dims(shape):
-                return None
-        return fresh(views)
-
-    return serve
+    """How many generated server factories are kept: none (see
+    :func:`arena.views.prepared.server`)."""
+    return 0

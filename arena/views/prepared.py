@@ -33,7 +33,9 @@ __all__ = [
     "guarded_server",
     "metadata",
     "plain_key",
+    "prepare",
     "remember",
+    "server",
     "unchanged",
     "warn_changed",
 ]
@@ -50,7 +52,7 @@ class Prepared:
         The typed views built for it, over the buffer.
     serve : callable
         ``serve(specs)`` -> fresh views of :attr:`views`, or None when ``specs`` must take
-        the general path (see :func:`arena.views.plan.server`).
+        the general path (see :func:`server`).
     metadata : tuple
         Debug mode, cached fronts: each view's :func:`metadata` when it was made.
     used : bool
@@ -74,6 +76,62 @@ class Prepared:
 def _unset(specs: Any) -> None:
     """The server of an entry not finished yet: every request takes the general path."""
     return None
+
+
+def prepare(
+    cache: dict[Any, Any],
+    specs: Any,
+    required: int,
+    views: list[Any],
+    fresh: Callable[[Any], Any],
+    *,
+    limit: int,
+    guarded: bool = False,
+) -> None:
+    """Remember ``views``, built for the request ``specs`` of ``required`` bytes, in
+    ``cache`` (a buffer's entries for one front; at most ``limit``), where ``specs`` may
+    key a remembered request (:func:`plain_key`). ``fresh`` makes the fresh views of every
+    hit; ``guarded``: debug mode's in-place guard (:func:`guarded_server`).
+
+    The entry and its server are made first, then the key is checked, then the entry is
+    stored: a first request calls this module's functions, then :mod:`arena.ints`, and
+    nothing of this module's after (tests/test_request_path.py).
+    """
+    entry = Prepared(required, views, specs)
+    entry.serve = (
+        guarded_server(cache, specs, entry, fresh) if guarded else server(specs, views, fresh)
+    )
+    if not plain_key(specs):
+        return
+    if len(cache) < limit:
+        cache[specs] = entry  # a plain key is hashable
+    else:
+        remember(cache, specs, entry, limit)
+
+
+def server(specs: Any, views: list[Any], fresh: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """The function that serves a remembered request on a pure-Python hit: ``serve(specs)``
+    checks that every shape is an exact tuple of plain ints and every dtype of the
+    remembered dtype's own class (``2.0`` and ``True`` hash and compare like ``2`` and
+    ``1``, so the exact-request lookup alone cannot tell) and returns ``fresh(views)``, or
+    None (the general path then serves the request).
+
+    One loop over the request for every structure, written as the compiled hit path's
+    check is (``plain_digest`` in ``arena/views/_hit.c``): one algorithm in two languages.
+    """
+    kinds = []
+    for _, dtype in specs:
+        kinds.append(dtype.__class__)
+    classes = tuple(kinds)
+
+    def serve(request: Any) -> Any:
+        # ``request`` equals ``specs`` (it found this entry): the lengths agree.
+        for (shape, dtype), kind in zip(request, classes):  # noqa: B905
+            if shape.__class__ is not tuple or dtype.__class__ is not kind or not exact_dims(shape):
+                return None
+        return fresh(views)
+
+    return serve
 
 
 def remember(cache: dict[Any, Any], key: Any, entry: Any, limit: int) -> None:

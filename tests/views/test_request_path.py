@@ -1,0 +1,167 @@
+"""The first request's path through the package, measured (issue 27 item 4).
+
+A miss should read top to bottom like vLLM's ``_ensure_workspace_size``: select the slot,
+place the views, ensure the capacity, build the views, remember them, one observer
+branch, return. This test traces one such request and bounds how far it wanders.
+
+The counting rule
+-----------------
+* The request: in a fresh interpreter (so no dtype, layout or plan is cached by another
+  test), ``ws = arena.Arena("cpu", framework="numpy")``, a warm-up request
+  ``ws.get_simultaneous(((4,), "float32"))``, then, traced, the first request
+  ``ws.get_simultaneous(((1000, 17), "float16"), ((33,), "int32"))``: a new structure,
+  new dtypes, and a growth (which releases the warm-up buffer and allocates a larger
+  one). The interpreter runs once on the compiled hit path where it is built and once
+  with ``ARENA_PURE_PYTHON=1``.
+* Traced with :func:`sys.settrace`: every ``"call"`` event whose code object's file lies
+  in the package (``arena/``, or the adapters' folder ``arena.adapters`` is imported
+  from). Code that has no file of the package is not counted: the standard library,
+  NumPy, the ``__init__`` a dataclass generates (file ``<string>``) and arena's own
+  generated code (files ``<arena ...>``).
+* *Functions*: distinct code objects (file, first line, qualified name); a comprehension
+  or generator expression is a function of its own (Python 3.11 runs it in a frame).
+* *Files*: distinct files among those calls.
+* *Call-backs*: the files of the call events in order, consecutive repeats merged into
+  one; each entry whose file occurs earlier in that list is one call-back (the path left
+  that file and came back into it).
+
+The bounds are what the path measures today (see the issue for the target: 30
+functions, 10 files, 3 call-backs). They only ever go down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+from arena.adapters.numpy import ADAPTER
+
+from arena.base.layout import MAX_BYTES, Layout, compute_layout
+from arena.views import hit
+from arena.views.plan import make_plan
+
+#: (functions, files, call-backs) at most, on each hit path.
+LIMITS = {"compiled": (43, 17, 10), "python": (45, 18, 10)}
+
+_PROBE = r"""
+import json, sys
+from pathlib import Path
+
+import arena
+import arena.adapters
+
+roots = tuple(
+    str(Path(module.__file__).resolve().parent) + "/" for module in (arena, arena.adapters)
+)
+ws = arena.Arena("cpu", framework="numpy")
+ws.get_simultaneous(((4,), "float32"))
+calls = []
+
+def trace(frame, event, arg):
+    if event == "call":
+        code = frame.f_code
+        name = code.co_filename
+        if name.startswith(roots):
+            calls.append((name, code.co_firstlineno, code.co_qualname))
+    return None
+
+sys.settrace(trace)
+views = ws.get_simultaneous(((1000, 17), "float16"), ((33,), "int32"))
+sys.settrace(None)
+assert [v.shape for v in views] == [(1000, 17), (33,)]
+print(json.dumps({"path": arena.views.hit.HIT_PATH, "calls": calls}))
+"""
+
+
+def _trace(pure: bool) -> dict[str, Any]:
+    env = dict(os.environ)
+    env.pop("ARENA_PURE_PYTHON", None)
+    if pure:
+        env["ARENA_PURE_PYTHON"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    found: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return found
+
+
+def measure(calls: list[list[Any]]) -> tuple[int, int, int]:
+    """``(functions, files, call-backs)`` of a traced call sequence (the module
+    docstring's rule)."""
+    functions = {tuple(call) for call in calls}
+    files: list[str] = []
+    for name, _, _ in calls:
+        if not files or files[-1] != name:
+            files.append(name)
+    seen: set[str] = set()
+    backs = 0
+    for name in files:
+        backs += name in seen
+        seen.add(name)
+    return len(functions), len(set(files)), backs
+
+
+def test_the_rule_counts_call_backs_functions_and_files() -> None:
+    calls = [
+        ["a.py", 1, "f"],
+        ["a.py", 5, "g"],  # same file: no new entry
+        ["b.py", 1, "h"],
+        ["a.py", 1, "f"],  # back into a.py: one
+        ["c.py", 1, "k"],
+        ["b.py", 1, "h"],  # back into b.py: two
+    ]
+    assert measure(calls) == (4, 3, 2)
+
+
+@pytest.mark.parametrize("path", ["compiled", "python"])
+def test_a_first_request_stays_within_its_bounds(path: str) -> None:
+    if path == "compiled" and hit.compiled is None:
+        pytest.skip(f"the compiled hit path is not in use: {hit.WHY_PYTHON}")
+    found = _trace(pure=path == "python")
+    assert found["path"] == path
+    functions, files, backs = measure(found["calls"])
+    most = LIMITS[path]
+    shown = "\n".join(f"{name}:{line} {qualname}" for name, line, qualname in found["calls"])
+    figures = f"{functions} functions, {files} files, {backs} call-backs"
+    assert functions <= most[0], f"{figures}:\n{shown}"
+    assert files <= most[1], f"{figures}:\n{shown}"
+    assert backs <= most[2], f"{figures}:\n{shown}"
+
+
+@pytest.mark.parametrize("generated", [False, True])
+def test_a_plans_placement_is_the_layout_compute_layout_gives(generated: bool) -> None:
+    """A plan that cannot serve a request in the current buffer hands over its placement
+    (issue 27 item 2): the very record ``compute_layout`` returns, field for field."""
+    structure = ((2, "float16"), (1, "int32"), (3, "bfloat16"), (1, "uint8"))
+    plan = make_plan(structure, ADAPTER, 256)
+    assert plan is not None
+    if generated:
+        plan.generate()
+    for n in (1, 2, 7, 100, 1000):
+        specs = (
+            ((n, 17), "float16"),
+            ((33 * n,), "int32"),
+            ((3, n, 5), "bfloat16"),
+            ((n + 1,), "uint8"),
+        )
+        expected = compute_layout(specs, 256)
+        placed = plan.build(specs, expected.total - 1, ())  # one byte short: no sources read
+        assert isinstance(placed, Layout) and placed == expected
+        buffer = np.empty(expected.total, np.uint8)
+        total, views = plan.build(specs, expected.total, (buffer,) * 4)  # it fits: views
+        assert total == expected.total
+        assert [v.shape for v in views] == [v.shape for v in expected.views]
+    # Past what a buffer can address: the general path explains (its SpecError).
+    huge = (
+        ((MAX_BYTES // 2, 2), "float16"),
+        ((1,), "int32"),
+        ((1, 1, 1), "bfloat16"),
+        ((1,), "uint8"),
+    )
+    assert plan.build(huge, 0, ()) is False
