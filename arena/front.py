@@ -415,11 +415,6 @@ class CompiledFront(Front[ViewT]):
 
     __slots__ = ()
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # Python serves this front's hits only where C leaves every request to it.
-        self._builder.python_hits = bool(self._debug) or self._fresh_view is False
-
     if compiled is not None:
         get_simultaneous = compiled.HitBase.get_simultaneous
         try_get_simultaneous = compiled.HitBase.try_get_simultaneous

@@ -31,13 +31,13 @@ from arena.views.plan import Plan, plan_for
 from arena.views.prepared import Prepared, guarded_server, plain_key, prepare, remember, server
 from arena.views.requests import RequestLog
 
-__all__ = ["ALWAYS", "NEVER", "SECOND_SIGHT", "ViewBuilder"]
+__all__ = ["ALWAYS", "NEVER", "ViewBuilder"]
 
-#: How the views of a request are kept: remembered for later identical requests (plain
-#: requests at offset 0, :meth:`ViewBuilder.place`), from a layout's second sighting
-#: (plan-built, :meth:`ViewBuilder.deliver`), or never (views placed above scopes and in
-#: steps: their offsets are not the request's).
-ALWAYS, SECOND_SIGHT, NEVER = 2, 1, 0
+#: How :meth:`ViewBuilder.place` keeps the views of a request: remembered for later
+#: identical requests (plain requests at offset 0), or never (views placed above scopes
+#: and in steps: their offsets are not the request's). Plan-built views are remembered
+#: from a layout's second sighting (:meth:`ViewBuilder.deliver`).
+ALWAYS, NEVER = 2, 0
 
 
 class ViewBuilder:
@@ -78,7 +78,6 @@ class ViewBuilder:
         "key",
         "log",
         "probe",
-        "python_hits",
     )
 
     def __init__(
@@ -124,9 +123,6 @@ class ViewBuilder:
         if poison:  # every request's views are filled with a sentinel on return
             self.fresh = poisoned(adapter, self.fresh)
             self.fresh_view = False
-        #: Whether Python serves this front's hits (generated servers pay off there only);
-        #: the front says so once it knows its hit path.
-        self.python_hits = True
 
     @property
     def framework(self) -> str:

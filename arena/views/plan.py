@@ -47,13 +47,11 @@ __all__ = [
     "MAX_GENERATED_DIMS",
     "MAX_GENERATED_VIEWS",
     "MAX_PLANS",
-    "MAX_SERVER_FACTORIES",
     "MAX_SOURCES",
     "Plan",
     "generated",
     "make_plan",
     "plan_for",
-    "server_factories",
     "structure_of",
 ]
 
@@ -378,15 +376,3 @@ def generated(code: str, what: str, namespace: dict[str, Any]) -> None:
             break
         linecache.cache.pop(oldest, None)
     exec(compile(code, filename, "exec"), namespace)
-
-
-#: Kept for callers of 0.2.0: servers are no longer generated (the pure-Python hit is one
-#: loop, :func:`arena.views.prepared.server`, the mirror of the compiled one), so none is
-#: ever kept.
-MAX_SERVER_FACTORIES = 1024
-
-
-def server_factories() -> int:
-    """How many generated server factories are kept: none (see
-    :func:`arena.views.prepared.server`)."""
-    return 0

@@ -115,17 +115,3 @@ def test_torch_requires_grad_is_detected_so_the_next_in_place_write_works() -> N
         y.copy_(torch.ones(4, 8))
         (z,) = a.get_simultaneous(((4, 8), torch.float32))
         assert z is y
-
-
-def test_server_factories_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from arena.views import hit, plan
-
-    monkeypatch.setattr(hit, "HIT_PATH", "python")  # servers are generated for Python hits
-    with Arena("cpu", framework="numpy") as a:
-        a.reserve_bytes(1 << 16)
-        for index in range(plan.MAX_SERVER_FACTORIES + 200):
-            dims = [(1,) * (1 + index // 3**k % 3) for k in range(8)]  # ever-new dim counts
-            specs = tuple((d, F32) for d in dims)
-            a.get_simultaneous(*specs)
-            a.get_simultaneous(*specs)  # the second sighting makes a server
-    assert plan.server_factories() <= plan.MAX_SERVER_FACTORIES
