@@ -271,7 +271,7 @@ class Governor:
         target = max(target, alignment)
         growth = self.growth
         # round_up (arena.base.layout) written out: a growth calls no helper of another
-        # module's (the request path's file count, tests/test_request_path.py).
+        # module's (the request path's file count, tests/views/test_request_path.py).
         if growth == "exact":
             size = (target + alignment - 1) & -alignment
         elif growth == "pow2":

@@ -342,7 +342,7 @@ class Slot:
         already a grown size); the mutex is held."""
         governor = self.governor
         # First: the growth then calls nothing more of this module's until the new block
-        # is held (the request path's call-backs, tests/test_request_path.py).
+        # is held (the request path's call-backs, tests/views/test_request_path.py).
         where = self.describe()
         empty = Buffer(None, 0)
         capacity = governor.shrinking_to(target) if shrinking else governor.grown_size(target)

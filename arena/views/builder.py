@@ -9,7 +9,7 @@ steps open on the slot). Scopes and steps pick theirs and come in at the same pl
 :meth:`~arena.slots.slot.Slot.ensure`), build the views from the buffer and the placement
 (a :class:`~arena.base.layout.Layout`: per view its offset, shape, strides and dtype, and
 the total bytes), remember them for the hit, one observer branch (capture mark, request
-log), return. ``tests/test_request_path.py`` bounds how many functions and files a first
+log), return. ``tests/views/test_request_path.py`` bounds how many functions and files a first
 request passes.
 
 Every method reads the slot's buffer and builds views over that buffer only.

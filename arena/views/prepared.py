@@ -95,7 +95,7 @@ def prepare(
 
     The entry and its server are made first, then the key is checked, then the entry is
     stored: a first request calls this module's functions, then :mod:`arena.ints`, and
-    nothing of this module's after (tests/test_request_path.py).
+    nothing of this module's after (tests/views/test_request_path.py).
     """
     entry = Prepared(required, views, specs)
     entry.serve = (
