@@ -30,7 +30,7 @@ from arena.kernels.memstats import PeakHook
 from arena.observe.profile import Recorder, attach_profile, profile_from_env
 from arena.observe.profilepaths import claim_profile_path
 from arena.observe.snapshot import EventLog
-from arena.planning.records import StepPlanHook
+from arena.planning.plan import StepPlanHook
 from arena.slots.selector import SlotSelector
 from arena.slots.table import SlotTable
 from arena.views.hit import Binding

@@ -21,7 +21,7 @@ from arena.memory.sources import MemorySource
 from arena.observe.snapshot import table_snapshot
 from arena.observe.stats import ArenaStats, arena_stats
 from arena.planning.offsets import check_time_limit
-from arena.planning.records import plan_table_steps
+from arena.planning.plan import plan_table_steps
 from arena.planning.scopes import Scope
 from arena.planning.steps import Step
 from arena.slots.governor import StateFlag, StateSwitch

@@ -21,7 +21,8 @@ process-wide ones included):
   :data:`~arena.observe.profilefile.MAX_LAYOUTS` largest distinct layouts, and the capacity
   timeline (every resize, with the call site that caused it). Locked requests record
   nothing: recording rides on the unlocked call-site bookkeeping. At every save it also
-  reads each slot's LOAD, planned need and step plans (:mod:`arena.planning.records`).
+  reads each slot's LOAD, planned need and step plans (:mod:`arena.planning.plan`,
+  :mod:`arena.planning.records`).
 * on ``lock()``, on ``close()``, when the arena is garbage collected and at interpreter
   exit (a ``weakref.finalize`` on the arena; the recorder holds no reference to it), the
   record is merged into ``PATH`` (see :mod:`arena.observe.profilefile`).
@@ -64,7 +65,8 @@ from arena.observe.profilefile import (
 )
 from arena.observe.profilesteps import step_ident, step_problem
 from arena.observe.ranks import process_rank, world_size
-from arena.planning.records import plan_figures, restore_step_plans, step_plans
+from arena.planning.plan import plan_figures
+from arena.planning.records import restore_step_plans, step_plans
 from arena.slots.table import SlotTable
 
 __all__ = ["Recorder", "attach_profile", "profile_from_env"]

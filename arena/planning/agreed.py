@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from arena.planning.plan import make_plan
 from arena.planning.records import StepBook
 
 __all__ = ["agreed_book", "step_figures", "step_structure"]
@@ -44,5 +45,5 @@ def agreed_book(
     book.above_runs = 1  # counts as measured: later replays only raise it
     book.top_level = bool(top_level)
     book.version = 0 if after is None else after.version
-    book.make_plan(alignment)  # the first fit of one rank's run is not every rank's
+    make_plan(book, alignment)  # the first fit of one rank's run is not every rank's
     return book

@@ -1,8 +1,11 @@
-"""What one slot knows of one step key: the blocks its runs recorded and their plan.
+"""What one slot keeps of one step key (:class:`StepBook`): the blocks its runs
+recorded, their plan, and the plan's form in a profile.
 
 A block is one view of one request, numbered in request order; it lives from the request
-that made it to the last request before its release (or the step's end). See
-:mod:`arena.planning.steps` for how runs record and replay.
+that made it to the last request before its release (or the step's end). The book is the
+record the three phases of a step pass along (:mod:`arena.planning.steps`): a recording
+run fills it (:mod:`arena.planning.record`), the plan phase gives its blocks offsets
+(:mod:`arena.planning.plan`), and a replay reads them (:mod:`arena.planning.replay`).
 """
 
 from __future__ import annotations
@@ -11,25 +14,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from arena.ints import int_not_bool
-from arena.planning.nesting import cover_nested, lift_outer_steps
-from arena.planning.offsets import plan_offsets
 from arena.planning.runs import Nest, StepRun, merge_nests
-from arena.slots.hooks import LockHook
-from arena.slots.slot import Resize, Slot
 from arena.slots.table import SlotTable
 
 __all__ = [
     "StepBook",
-    "StepPlanHook",
     "StepRun",
-    "fit_to_plans",
-    "plan_figures",
-    "plan_slot_steps",
-    "plan_table_steps",
-    "planned_need",
     "restore_plans",
     "restore_step_plans",
-    "share_plans",
     "step_plans",
     "storable_key",
     "stored_plans",
@@ -221,27 +213,21 @@ class StepBook:
         its runs need above it; 0 for a key that only runs inside another step."""
         return self.base + self.total + self.above if self.top_level else 0
 
-    def make_plan(self, alignment: int, time_limit: float | None = None) -> None:
-        """Plan the recorded blocks (the run's own first-fit placement kept when it is no
-        larger), searching up to ``time_limit`` seconds (see :func:`plan_offsets`). Built
-        in locals, installed in one step: an interrupt leaves the book planned entirely or
-        not at all."""
-        sizes, found = self.sizes, self.found
-        blocks = list(zip(sizes, self.firsts, self.lasts, strict=True))
-        plan = plan_offsets(blocks, alignment=alignment, time_limit=time_limit)
-        offsets, total = list(plan.offsets), plan.total_bytes
-        if found is not None:
-            extent = max((o + s for o, s in zip(found, sizes, strict=True)), default=0)
-            if extent < total:
-                offsets, total = list(found), extent
-        starts = [0]
-        for count in self.counts:
-            starts.append(starts[-1] + count)
-        ends: dict[int, list[int]] = {}
-        for block, last in enumerate(self.lasts):
-            ends.setdefault(last, []).append(block)
-        expiring = [tuple(ends.get(r - 1, ())) for r in range(len(self.counts))]
-        load, version = plan.lower_bound, self.version + 1
+    def set_plan(
+        self,
+        offsets: list[int],
+        total: int,
+        load: int,
+        starts: list[int],
+        expiring: list[tuple[int, ...]],
+    ) -> None:
+        """Take a plan of the recorded blocks (made by
+        :func:`~arena.planning.plan.make_plan`): each block's ``offsets``, the bytes it
+        spans (``total``), its LOAD, each request's first block (``starts``) and the blocks
+        whose life ends before each request (``expiring``). A new version: views
+        remembered for an older plan are never served for this one. Installed in one step
+        (no call between the stores)."""
+        version = self.version + 1
         self.starts, self.expiring, self.total, self.load = starts, expiring, total, load
         self.version, self.offsets = version, offsets
 
@@ -340,179 +326,6 @@ def restore_plans(
     return refused
 
 
-def fit_to_plans(slot: Slot, alignment: int) -> list[Resize]:
-    """Plan every recorded key of ``slot`` and size the slot to what its planned steps
-    and its other requests need (larger or smaller), where the arena allows it (unlocked,
-    not capturing, its buffer never captured, nothing open on it). Returns the resize to
-    announce, if any.
-
-    Sized up front, before the planned runs: a step run inside another replays above the
-    outer step's plan, higher than its recording ran, and growing during that run would
-    move the pointers the next runs repeat."""
-    plan_slot_steps(slot, alignment)
-    need = max([slot.plain_high, *(b.reach for b in list(slot.steps.values()) if b.planned)])
-    resize = slot.fit(max(need, slot.top))
-    for book in list(slot.steps.values()):
-        book.stale = False  # sized (or the slot may not change now)
-    return [] if resize is None else [resize]
-
-
-def planned_need(slot: Slot) -> int:
-    """What ``slot`` needs once its steps are planned: its largest request outside every
-    step, or the furthest a planned step reaches (its start plus its plan), whichever is
-    larger; 0 while no step of the slot has a plan (its capacity is then what it needs)."""
-    reach = [book.reach for book in list(slot.steps.values()) if book.planned]
-    return max(slot.plain_high, *reach) if reach else 0
-
-
-def plan_slot_steps(slot: Slot, alignment: int, time_limit: float | None = None) -> int:
-    """Plan every recorded key of ``slot`` not planned yet (each searching up to
-    ``time_limit`` seconds); returns the bytes the slot's planned steps need (their start
-    plus their plan, at the most)."""
-    for book in list(slot.steps.values()):
-        if not book.planned and book.runs:
-            book.make_plan(alignment, time_limit)
-    cover_nested(slot.steps)
-    return max((book.reach for book in list(slot.steps.values()) if book.planned), default=0)
-
-
-def share_plans(
-    lane: Sequence[dict[Any, StepBook]],
-    alignment: int,
-    *,
-    merge: bool = True,
-    frozen: Sequence[bool] = (),
-) -> int:
-    """Make the slots of one lane (``lane``: each slot's ``steps``) replay one plan per
-    step key after ``lock()``; returns the bytes the lane's planned steps need (see
-    :attr:`StepBook.reach`).
-
-    Keys not planned yet are planned. Keys whose books record the same requests and
-    lifetimes on every slot that ran them are merged (each block at its largest size,
-    planned again): any micro-batch then replays any run a sibling saw. A slot that
-    never ran a key (or whose runs were all interrupted) gets a copy of the plan. Keys
-    recorded differently, or running now, keep each slot's own plan, and so does every
-    slot whose buffer a CUDA graph captured (``frozen[i]``: the graph replays its
-    pointers) and every slot when ``merge`` is False (the arena is locked: nothing may
-    grow).
-    """
-    for steps in lane:
-        for book in list(steps.values()):
-            if not book.planned and book.runs:
-                book.make_plan(alignment)
-        cover_nested(steps)
-    merges: dict[Any, tuple[list[StepBook], StepBook | None]] = {}
-    for key in {key: None for steps in lane for key in list(steps)}:
-        planned = [steps[key] for steps in lane if key in steps and steps[key].planned]
-        if planned:
-            merged = _merged(planned, alignment) if merge and len(planned) > 1 else None
-            merges[key] = (planned, merged)
-    lift_outer_steps(lane, merges, frozen)
-    for key, (planned, merged) in merges.items():
-        for index, steps in enumerate(lane):
-            found = steps.get(key)
-            if found is None or not (found.planned or found.runs or found.running):
-                steps[key] = (merged or planned[0]).copy()
-            elif (
-                merged is not None and found.planned and not (index < len(frozen) and frozen[index])
-            ):
-                found.take_plan(merged)
-    return max(
-        (book.reach for steps in lane for book in list(steps.values()) if book.planned),
-        default=0,
-    )
-
-
-def _merged(books: list[StepBook], alignment: int) -> StepBook | None:
-    """One plan for ``books`` (one key, sibling slots): None when they differ in requests
-    or lifetimes, are the same already, or one of them is running."""
-    first = books[0]
-    if any(book.running for book in books):
-        return None
-    shapes = [(b.counts, b.firsts, b.lasts) for b in books]
-    if any(shape != shapes[0] for shape in shapes):
-        return None
-    sizes = [max(column) for column in zip(*(b.sizes for b in books), strict=True)]
-    if all(b.sizes == sizes and b.offsets == first.offsets for b in books):
-        return None
-    merged = first.copy()
-    merged.sizes, merged.found = sizes, None
-    merged.version = max(b.version for b in books)
-    merged.make_plan(alignment)  # a new version: remembered views of the old plans go
-    merged.base = max(b.base for b in books)
-    merged.above = max(b.above for b in books)
-    merged.top_level = any(b.top_level for b in books)
-    return merged
-
-
-class StepPlanHook(LockHook):
-    """Step plans' part in ``lock()`` (a :class:`~arena.slots.hooks.LockHook` the facade
-    registers with every slot table): each lane replays one plan per step key, and its
-    slots hold what the lane's planned steps need."""
-
-    __slots__ = ()
-
-    def lane_need(self, group: Sequence[Slot], alignment: int, *, merge: bool) -> int:
-        """Plan the lane's steps not planned yet and share the plans (see
-        :func:`share_plans`); the bytes they need."""
-        return share_plans(
-            [s.steps for s in group],
-            alignment,
-            merge=merge,
-            frozen=[s.buffer.captured for s in group],
-        )
-
-    def lane_estimate(self, group: Sequence[Slot], alignment: int) -> int:
-        """What :func:`share_plans` would return for the lane ``group``, without planning
-        anything: it runs on copies of the slots' books."""
-        lane = [{k: b.copy(running=True) for k, b in list(s.steps.items())} for s in group]
-        return share_plans(lane, alignment, frozen=[s.buffer.captured for s in group])
-
-    def lock_warnings(self, group: Sequence[Slot]) -> list[str]:
-        """One warning per planned step of a slot whose buffer a CUDA graph captured that
-        a sibling's plan outgrows: ``lock()`` keeps such plans as they are."""
-        warnings = []
-        for slot in group:
-            if not slot.buffer.captured:
-                continue
-            for key, book in list(slot.steps.items()):
-                totals = [
-                    s.steps[key].total for s in group if key in s.steps and s.steps[key].planned
-                ]
-                largest = max(totals, default=0)
-                if book.planned and largest > book.total:
-                    warnings.append(
-                        f"lock() left step {key!r} of slot {slot.describe()} on its own plan "
-                        f"({book.total} bytes; a sibling micro-batch's needs {largest}): a "
-                        "CUDA graph captured its buffer, so its plan may not move, and a run "
-                        "of the sibling's sizes there raises ArenaLockedError. Warm every "
-                        "micro-batch of a lane up to the same sizes before capturing"
-                    )
-        return warnings
-
-
-def plan_table_steps(table: SlotTable, time_limit: float | None = None) -> dict[Any, int]:
-    """Plan every recorded step of ``table``'s slots not planned yet (each searching up
-    to ``time_limit`` seconds) and size slots to their plans where allowed; see
-    :meth:`arena.Arena.plan_steps`."""
-    governor = table.governor
-    planned: dict[Any, int] = {}
-    resizes: list[Resize] = []
-    try:
-        for slot in table.slots:
-            with governor.mutex:
-                governor.check_open()
-                governor.check_awake("plan_steps()")  # sizing commits memory
-                plan_slot_steps(slot, governor.alignment, time_limit)
-                for key, book in list(slot.steps.items()):
-                    if book.planned:
-                        planned[key] = max(planned.get(key, 0), book.total)
-            resizes.extend(fit_to_plans(slot, governor.alignment))
-    finally:
-        table.announce("resize", resizes)
-    return planned
-
-
 def restore_step_plans(
     table: SlotTable, plans: list[list[dict[str, Any]]]
 ) -> list[tuple[Any, ...]]:
@@ -530,14 +343,6 @@ def restore_step_plans(
                 for key, need in restore_plans(slot.steps, entries, capacity)
             ]
     return refused
-
-
-def plan_figures(table: SlotTable) -> tuple[tuple[int, int], ...]:
-    """Per slot of ``table``, ubatch-major: ``(LOAD, planned need)``. LOAD is the most
-    bytes the slot's requests held live at once; the planned need is what the slot needs
-    once its steps are planned (0 while none is: its capacity is then what it needs)."""
-    with table.governor.mutex:
-        return tuple((s.load, planned_need(s)) for s in table.slots)
 
 
 def step_plans(table: SlotTable) -> tuple[list[dict[str, Any]], ...]:

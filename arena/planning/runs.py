@@ -1,13 +1,17 @@
-"""One run of a step key: the blocks it made, numbered in request order, and the steps
-run inside it (see :mod:`arena.planning.records` for what a slot keeps of a key's runs,
-and :mod:`arena.planning.steps` for how runs record and replay)."""
+"""One run of a step key: the blocks it made, numbered in request order, the views it
+handed out and released, and the steps run inside it. A recording run and a replay keep
+their run here alike (see :mod:`arena.planning.records` for what a slot keeps of a key's
+runs, and :mod:`arena.planning.steps` for how runs record and replay)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
-__all__ = ["Nest", "StepRun", "merge_nests"]
+from arena.errors import ArenaError
+from arena.views.aliases import origin_of
+
+__all__ = ["Nest", "StepRun", "merge_nests", "refused_release"]
 
 #: A step run inside another: (requests before it, its key, lift, bytes it reached).
 Nest = tuple[int, Any, "int | None", int]
@@ -119,6 +123,30 @@ class StepRun:
         }
         self.handed, self.indexed = [], 0
 
+    def claim(self, views: Sequence[Any], key: Hashable) -> dict[int, tuple[Any, Any]]:
+        """The blocks ``release(*views)`` ends, each with the view handed out for it and
+        the view given (what a front's ``write_into`` returned stands for the view it was
+        written through). Nothing changes: every view is checked before any is released.
+
+        Raises
+        ------
+        ArenaError
+            A view this run (of step ``key``) did not hand out, released already, or
+            given twice.
+        """
+        by_view = self.views
+        blocks: dict[int, tuple[Any, Any]] = {}  # block -> (the view handed out, given)
+        for view in views:
+            found = by_view.get(id(view))
+            target = view
+            if found is None:  # a live view's id is its own
+                target = origin_of(view)  # the view a write_into result was written through
+                found = by_view.get(id(target))
+            if found is None or found[0] in blocks:
+                raise refused_release(key, view, found is not None, id(target) in self.ended)
+            blocks[found[0]] = (found[1], view)
+        return blocks
+
     def first_fit(self, size: int) -> int:
         """The lowest offset where ``size`` bytes overlap no live block."""
         offset = 0
@@ -127,3 +155,23 @@ class StepRun:
                 break
             offset = max(offset, start + length)
         return offset
+
+
+def refused_release(key: Hashable, view: Any, twice: bool, ended: bool) -> ArenaError:
+    """The error for a view ``release()`` refuses in a run of step ``key``: given twice in
+    one call, released already (``ended``), or never handed out by this run (a list, a
+    slice, another array)."""
+    what = "released twice in this call" if twice else "released already"
+    what = what if twice or ended else "not handed out by this run"
+    if isinstance(view, (list, tuple)):
+        fix = "; pass the views as separate arguments: release(*views)"
+    elif not (twice or ended):
+        fix = "; release the view itself, not a slice or an array made from it"
+    else:
+        fix = ""
+    shape = getattr(view, "shape", None)
+    got = type(view).__name__ + ("" if shape is None else f" of shape {shape}")
+    return ArenaError(
+        f"release() takes views this run of step {key!r} handed out and has not "
+        f"released yet; got {got} ({what}); nothing was released{fix}"
+    )

@@ -1,26 +1,107 @@
 """Steps: recorded request sequences whose bytes are planned by lifetime.
 
-``with ws.step("layer") as step:`` records a key's first run, plans it from the second
-(:func:`~arena.planning.plan_offsets`) and replays the plan's pointers after; views live
-until ``step.release(view)`` or the step's end (the whole contract: docs/planning.md)."""
+``with ws.step(key) as step:`` (``ws.torch.step(key)``, ... on a front) opens a run of
+the step ``key`` on the caller's slot. ``step.get_simultaneous(...)`` hands out views that
+live until ``step.release(view)`` or the run's end, in any order; plain requests made
+inside the run live above it, until the next request. The runs of a key pass through
+three phases, each in a module of its own, as TensorFlow Lite's arena planner keeps its
+plan, calculate, commit and resolve apart. They pass one record along, the slot's
+:class:`~arena.planning.records.StepBook` of the key: per block (one view of one
+request, numbered in request order) its size, the request that made it and the last
+request it was live for.
+
+* **Record** (:mod:`arena.planning.record`). A key's first run puts each request's views
+  side by side in the lowest gap that holds them all, over what is live at that moment
+  (first fit), so warm-up does not grow the slot to the sum. A recording run that ends
+  normally with every request booked is the key's record: it merges with the record by
+  the largest size of each block where both made the same requests with the same
+  lifetimes, and replaces it otherwise. A run that an exception ended is no record.
+* **Plan** (:mod:`arena.planning.plan`). The next run of a recorded key plans it (so do
+  ``ws.plan_steps()`` and ``lock()``): :func:`~arena.planning.plan_offsets` over the
+  blocks' sizes and lifetimes, or the recording's own first fit where that is no
+  larger. With no scope or step open on the slot, the run plans every recorded key of
+  the slot first and sizes the slot, once, to what its planned steps and its other
+  requests need (larger or smaller; where the arena is unlocked, not capturing and no
+  CUDA graph captured the buffer), so the planned runs never grow it; inside an open
+  scope or step it plans only its own key. ``lock()`` plans every key still recording
+  and gives the micro-batches of a lane one plan per key where they recorded the same
+  requests and lifetimes (each block at the largest size any of them saw).
+* **Replay** (:mod:`arena.planning.replay`). Every later run puts each view at its
+  block's planned offset from the run's start, so, started at the same byte of the same
+  buffer, it hands out the same pointers. Its views are remembered per buffer, plan and
+  request index, and a request served before is a hit (the compiled one, or the loop at
+  the top of :meth:`Step.get_simultaneous`). A replay counts the plan's LOAD as live from its start.
+  A run whose views are smaller than planned follows the plan unchanged.
+
+**Divergence.** A replayed request that does not fit the plan (beyond the plan's
+requests, another number of views, a view larger than planned, or a block whose planned
+life has ended still unreleased) is caught at that request, before any view overlaps.
+Unlocked, the run records from there on: its requests so far are recorded as planned,
+and the views it holds keep their bytes; the key is planned again at its next run.
+Locked, it raises :class:`~arena.ArenaLockedError`; during a CUDA graph capture,
+:class:`~arena.GraphCaptureError`; both name the key, the request index and the call
+site. A key's first run during a capture raises ``GraphCaptureError`` too: plans are
+fixed before capture (run each step twice eagerly first).
+
+**Height.** A run's offsets count from the byte it starts at. Unlocked and not
+capturing, a replay that starts at another byte moves the plan's height there (so does
+the first replay inside a step whose plan or start is new); otherwise a replay that
+starts elsewhere warns once per key and slot (``ArenaWarning``): its views are not where
+its warm-up put them. Enter a step at the same stack height every time.
+
+**Nesting.** A step may run inside another step of another key (the same key raises
+:class:`~arena.ArenaError`) or inside a scope. Opened right inside a step, it starts at
+the end of the highest view the outer run holds (at its planned offset when the outer
+run replays); the outer run's own requests must come before or after it. A replayed
+step right inside a replayed one counts as live only what exceeds the outer plan's LOAD
+beyond the outer run's live views. When a run ends, the step it ran inside notes how
+far it reached above its own end and where it ran, so the outer key's plan covers the
+steps run inside it (:func:`~arena.planning.plan.cover_nested`). A step recorded anew
+inside another makes the outermost step's next top-level run plan and size the slot
+first.
+
+**Release.** ``release(a, b, ...)`` releases every view given or, naming the one it
+refuses, none. What a front's ``write_into(view, value)`` returned stands for the view.
+A recording run frees the view's bytes for its later requests; a replay marks the block
+released (the plan's LOAD stays counted). With ``poison=True`` released bytes and the
+run's bytes at its end are poisoned; with ``debug=True`` views are retired.
+
+**Interrupts.** An interrupt (a ``KeyboardInterrupt`` from a signal) can land at any
+call or return. State an interrupt could split is built in locals and installed in one
+step; while a request is booked its run is marked broken, and a broken run is no record.
+An ``__enter__`` interrupted after its region opened exits the run; ``__exit__`` closes
+the region whatever stopped its bookkeeping; a region left open whose step nothing
+refers to any more is closed by the next scope or step on the slot (see
+:func:`~arena.slots.regions.heal_regions`).
+
+``docs/planning.md`` runs a step program: a recording run, a planned one, and replays
+whose pointers repeat, locked too.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
-from arena.base.events import caller_info, warn_user
+from arena.base.events import warn_user
 from arena.base.layout import Layout, ViewLayout, compute_layout, round_up
 from arena.base.poison import poison_slot_bytes
-from arena.errors import ArenaError, ArenaLockedError, GraphCaptureError, SpecError
-from arena.planning.nesting import cover_nested
-from arena.planning.records import StepBook, StepRun, fit_to_plans
+from arena.errors import ArenaError, GraphCaptureError, SpecError
+from arena.planning.plan import plan_for_run
+from arena.planning.record import book_request, end_recording, lowest_gap
+from arena.planning.records import StepBook
+from arena.planning.replay import (
+    fits,
+    planned_places,
+    refuse_divergence,
+    remembering,
+    served,
+)
+from arena.planning.runs import StepRun
 from arena.planning.scopes import Placer, close_region, heal_regions, open_region
-from arena.planning.stepcheck import divergence, fits, refused_release
-from arena.slots.slot import Slot
+from arena.slots.slot import Buffer, Slot
 from arena.uncopyable import refuse_copies
 from arena.views import hit
-from arena.views.aliases import origin_of
 from arena.views.hit import StepHitBase, compiled
 
 __all__ = ["CompiledStep", "Step", "step_class"]
@@ -118,13 +199,9 @@ class Step(StepHitBase, Generic[ViewT]):
                 "inside a run of the same key would share its record and plan; give the "
                 "inner step a key of its own"
             )
-        if not slot.regions and (book.stale or (not book.planned and book.runs)):
-            # Plan the slot's keys and size it (stale: a key run inside recorded anew).
-            self._placer.announce(fit_to_plans(slot, self._alignment))
-        elif not book.planned and book.runs:
-            # Only this key: the others are sized at their own first planned run.
-            book.make_plan(self._alignment)
-            cover_nested(slot.steps)
+        if book.stale or (not book.planned and book.runs):
+            # The plan phase (stale: a key run inside recorded anew; size the slot first).
+            self._placer.announce(plan_for_run(slot, book, self._alignment))
         if not book.planned and slot.governor.capturing():
             raise GraphCaptureError(
                 f"step {self.key!r} runs for the first time while a CUDA graph is being "
@@ -221,7 +298,7 @@ class Step(StepHitBase, Generic[ViewT]):
                     if (
                         views is not None
                         and slot.buffer is self._buffer
-                        and (not self._watch or self._served(slot, entry, specs, views))
+                        and (not self._watch or served(self._placer, slot, entry, specs, views))
                     ):
                         entry.used = True
                         slot.count_call()
@@ -268,17 +345,7 @@ class Step(StepHitBase, Generic[ViewT]):
                 run.released.add(block)
                 return
         # All or nothing: every view is checked before any is released.
-        blocks: dict[int, tuple[Any, Any]] = {}  # block -> (the view handed out, given)
-        for view in views:
-            found = by_view.get(id(view))
-            target = view
-            if found is None:  # a live view's id is its own
-                target = origin_of(view)  # the view a write_into result was written through
-                found = by_view.get(id(target))
-            if found is None or found[0] in blocks:
-                raise refused_release(self.key, view, found is not None, id(target) in run.ended)
-            blocks[found[0]] = (found[1], view)
-        for block, (handed, given) in blocks.items():
+        for block, (handed, given) in run.claim(views, self.key).items():
             del by_view[id(handed)]
             run.ended[id(handed)] = handed
             run.ended[id(given)] = given
@@ -351,9 +418,7 @@ class Step(StepHitBase, Generic[ViewT]):
         start, end = self.base, self.end
         if kind is None and not run.broken:  # an interrupted run is not a record
             if not self.replay:
-                for block in run.live:
-                    run.lasts[block] = max(self.request - 1, run.firsts[block])
-                book.record(run, start)
+                end_recording(run, book, start, self.request)
                 root = self.nested
                 while root is not None and root.nested is not None:
                     root = root.nested
@@ -369,15 +434,6 @@ class Step(StepHitBase, Generic[ViewT]):
         return handed
 
     # ------------------------------------------------------------------ internals
-    def _served(self, slot: Slot, entry: Any, specs: Any, views: Any) -> bool:
-        """Capture marks and the request log; False when a growth raced a capture."""
-        if not self._placer.probe and (slot.governor.locked or self._placer.log is None):
-            return True
-        served = self._placer.served(
-            slot, slot.buffer, specs, entry.required, views, strict=True, retry=lambda: None
-        )
-        return served is views
-
     def _checked(self, slot: Slot, specs: Any) -> list[ViewT]:
         """Every request the replay's hit does not serve: records, diverges, or places at
         the plan's offsets and remembers the views."""
@@ -400,18 +456,11 @@ class Step(StepHitBase, Generic[ViewT]):
         sizes = [round_up(v.nbytes, self._alignment) for v in layout.views]
         if self.replay and not fits(book, r, sizes, run.released):
             self._diverge(slot, r, sizes)
-        if self.replay:
-            blocks = range(book.starts[r], book.starts[r] + len(sizes))
-            offsets = [book.offsets[b] for b in blocks]
-        else:
-            # The request's views side by side in the lowest gap that holds them all: one
-            # search per request, not one per view (a request of n views stays O(n)).
-            offset = run.first_fit(sum(sizes))
-            offsets = []
-            for size in sizes:
-                offsets.append(offset)
-                offset += size
-            blocks = range(len(run.sizes), len(run.sizes) + len(sizes))
+        if self.replay:  # the replay: the plan's offsets
+            blocks, offsets = planned_places(book, r, len(sizes))
+        else:  # the recording: the lowest gap
+            blocks, offsets = lowest_gap(run, sizes)
+        # Resolve: the views at the run's start plus their offsets.
         base = self.base
         placed = tuple(
             ViewLayout(v.shape, v.dtype, base + o, v.nbytes, v.strides)
@@ -435,11 +484,7 @@ class Step(StepHitBase, Generic[ViewT]):
             if extent > self.end:
                 slot.account(extent, 0)
         else:  # recorded once placed: a refused request is no block
-            for view, block, offset, size in zip(views, blocks, offsets, sizes, strict=True):
-                run.live[block] = (offset, size)
-                run.views[id(view)] = (block, view)
-            run.add(r, offsets, sizes)
-            added = sum(sizes)
+            added = book_request(run, r, views, blocks=blocks, offsets=offsets, sizes=sizes)
             slot.account(extent if extent > self.end else slot.top, added)
             self.held += added
         self.end = max(self.end, extent)
@@ -448,42 +493,34 @@ class Step(StepHitBase, Generic[ViewT]):
         self.request, run.broken = r + 1, False
         return views  # type: ignore[no-any-return]
 
-    def _keep(self, r: int, specs: Any, blocks: tuple[int, ...]) -> Callable[[Any, Any], None]:
-        """Where a replayed request's views are remembered: per buffer, a dict per request
-        index of this plan."""
-
-        def store(buffer: Any, entry: Any) -> None:
-            caches = buffer.prepared.get(self._memo)
-            if caches is None:
-                caches = buffer.prepared[self._memo] = [{} for _ in self._book.counts]  # type: ignore[union-attr]
-            entry.metadata = blocks
-            self._placer.remember(caches[r], specs, entry)
-            if buffer is self.slot.buffer:  # type: ignore[union-attr]
-                self._buffer, self._caches = buffer, caches
-
-        return store
-
-    def _diverge(self, slot: Slot, r: int, sizes: list[int]) -> None:
+    def _keep(self, r: int, specs: Any, blocks: tuple[int, ...]) -> Callable[[Buffer, Any], None]:
+        """Where a replayed request's views are remembered (see
+        :func:`~arena.planning.replay.remembering`)."""
         book = self._book
         assert book is not None
-        reason = divergence(book, r, sizes)
-        caller = caller_info()
-        where = f"step {self.key!r} request {r} from '{caller}' in slot {slot.describe()}"
-        governor = slot.governor
-        if governor.locked:
-            raise ArenaLockedError(
-                f"arena is locked but {where} diverges from the step's plan ({reason}); "
-                "warm up every shape the step takes before lock() (the largest token count "
-                "of each CUDA-graph bucket), or use one step key per shape",
-                caller=caller,
-                slot=(slot.ubatch, slot.lane),
-                key=self.key,
-            )
-        if governor.capturing():
-            raise GraphCaptureError(
-                f"{where} diverges from the step's plan ({reason}) while a CUDA graph is "
-                "being captured; run every shape the capture uses eagerly first"
-            )
+        return remembering(
+            self._placer,
+            self._memo,
+            requests=len(book.counts),
+            r=r,
+            specs=specs,
+            blocks=blocks,
+            install=self._hit_from,
+        )
+
+    def _hit_from(self, buffer: Buffer, caches: list[dict[Any, Any]]) -> None:
+        """The replay's hit looks in ``caches`` (remembered over ``buffer``), while
+        ``buffer`` is the slot's."""
+        slot = self.slot
+        if slot is not None and buffer is slot.buffer:
+            self._buffer, self._caches = buffer, caches
+
+    def _diverge(self, slot: Slot, r: int, sizes: list[int]) -> None:
+        """Request ``r`` leaves the plan: refused locked or capturing, else the run goes
+        back to recording."""
+        book = self._book
+        assert book is not None
+        refuse_divergence(slot, self.key, book, r, sizes)
         # Record from here: the requests so far are recorded as planned, and their live
         # blocks keep their planned offsets (counted live now, as a recording run does).
         # Broken until every field says so (an interrupt halfway: no record).

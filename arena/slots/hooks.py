@@ -3,7 +3,7 @@ figures, without the slot table importing it.
 
 The slot table (:class:`~arena.slots.table.SlotTable`) sizes buffers, persistent buffers
 and workspace blocks itself. A feature with its own per-slot state that changes what a
-slot must hold (step plans, :mod:`arena.planning.records`) or that watches the figures
+slot must hold (step plans, :mod:`arena.planning.plan`) or that watches the figures
 (the peaks of ``memory_stats()``, :mod:`arena.kernels.memstats`) registers a
 :class:`LockHook` with :meth:`~arena.slots.table.SlotTable.add_hook`; the facade does so
 when it assembles an arena (:mod:`arena.assembly`). The table calls every hook with its

@@ -6,7 +6,7 @@ released (see docs/overview.md, "Threads and safety").
 
 The table imports nothing above the slots layer. Features above it with state of their
 own take part through the lock hooks they register (:mod:`arena.slots.hooks`): step plans
-(:mod:`arena.planning.records`) size each lane at ``lock()``, and the peaks of
+(:mod:`arena.planning.plan`) size each lane at ``lock()``, and the peaks of
 ``memory_stats()`` (:mod:`arena.kernels.memstats`) are told when the figures change. The
 readers of the table (``stats()``, ``memory_snapshot()``, step planning) live with their
 features and take the table.

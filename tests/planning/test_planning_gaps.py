@@ -400,12 +400,13 @@ def test_a_replayed_request_from_a_new_line_is_a_call_site() -> None:
 
 def test_stored_plans_leave_out_keys_json_cannot_give_back() -> None:
     """(records.stored_plans #3.)"""
+    from arena.planning.plan import make_plan
     from arena.planning.records import StepBook, stored_plans
 
     planned = StepBook()
     planned.counts, planned.sizes, planned.firsts, planned.lasts = [1], [256], [0], [0]
     planned.runs = 1
-    planned.make_plan(256)
+    make_plan(planned, 256)
     entries = stored_plans({("a", 1): planned, "b": planned, 3: StepBook()})
     assert [entry["key"] for entry in entries] == ["b"]
 
