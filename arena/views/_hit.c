@@ -1,5 +1,6 @@
 /* arena.views._hit: the compiled hit path of arena's fronts and replayed steps (optional;
- * CPython API only).
+ * CPython API only, but for the Planner's two calls into NumPy's C-API table, found at
+ * run time: see the Planner section).
  *
  * A request an arena served before on the same slot buffer (a "hit") is one dictionary
  * lookup, a check that every dimension is a plain int, and one fresh view per tensor.

@@ -443,8 +443,9 @@ def _planner(adapter: Any, fresh_view: Any, alignment: int) -> Any:
     are computed in C from the request (offsets, then one array per view through NumPy's
     C-API) instead of built in Python and remembered: that costs about what a fresh view
     of a remembered one costs, so hundreds of layouts in rotation cost no more than a few
-    (remembered ones no longer fit the CPU's caches). torch views built from a request
-    cost several times a ``detach()``, so torch fronts keep remembering."""
+    (remembered ones no longer fit the CPU's caches). A torch view built from a request
+    (``as_strided`` of a typed alias) costs more than a ``detach()`` of a remembered one,
+    so torch fronts keep remembering."""
     numpy = sys.modules.get("numpy")
     if compiled is None or adapter.framework != "numpy" or numpy is None:
         return None
