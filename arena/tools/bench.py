@@ -155,7 +155,7 @@ def _targets(
     return targets
 
 
-def _meta(quick: bool) -> dict[str, Any]:
+def _meta(quick: bool, load_at_start: str) -> dict[str, Any]:
     versions = {}
     for name in ("numpy", "torch", "jax", "cupy", "ml_dtypes"):
         module = sys.modules.get(name)
@@ -174,7 +174,8 @@ def _meta(quick: bool) -> dict[str, Any]:
     return {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "commit": commit,
-        "load average": load_average(),
+        "load average at start": load_at_start,
+        "load average at end": load_average(),
         "arena": __version__,
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {platform.system()}",
@@ -256,7 +257,7 @@ def run_bench(
             result.memory.append(growth)
         result.meta["gpu"] = _gpu_name()
     result.targets = _targets(result.rows, found, result.planning)
-    result.meta = {**_meta(quick), "load average at start": load_at_start, **result.meta}
+    result.meta = {**_meta(quick, load_at_start), **result.meta}
     return result
 
 
@@ -295,7 +296,7 @@ def format_result(result: BenchResult) -> str:
     lines = [
         f"arena {meta['arena']} bench ({meta['mode']}), {meta['date']}, commit {meta['commit']}, "
         f"hit path {meta['hit path']}, load average {meta.get('load average at start', '?')} "
-        f"at start, {meta.get('load average', '?')} at the end",
+        f"at the start, {meta.get('load average at end', '?')} at the end",
         f"python {meta['python']} on {meta['machine']}"
         + (f", GPU {meta['gpu']}" if "gpu" in meta else "")
         + "; "
