@@ -112,7 +112,7 @@ def _hot(ws: Arena, capacity: int) -> Any:
         for _ in range(2):  # remembered from the second sighting
             front.get_simultaneous(((n, 3), "float32"))
     ws.lock()
-    assert len(ws._table.slots[0].buffer.prepared["numpy"]) == PLANNER_HOT
+    assert len(ws._table.slots[0].buffer.prepared["numpy"]) >= PLANNER_HOT
     return front
 
 
@@ -186,6 +186,20 @@ def test_bad_requests_raise_what_the_python_path_raises() -> None:
             else:
                 assert "locked" in str(raised.value)
         assert front.try_get_simultaneous(((1 << 40,), "float32")) is None
+
+
+def test_a_remembered_request_the_planner_leaves_is_still_a_hit() -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        ws.reserve_bytes(1 << 20)
+        front = ws.front("numpy")
+        empty = (((0, 5), "float32"), ((3,), "int8"))  # a zero-size view: not the Planner's
+        front.get_simultaneous(*empty)  # the general path remembers it at once
+        front = _hot(ws, 1 << 20)
+        entry = ws._table.slots[0].buffer.prepared["numpy"][empty]
+        entry.used = False
+        views = front.get_simultaneous(*empty)
+        assert entry.used  # served by the hit, not built again
+        assert [v.shape for v in views] == [(0, 5), (3,)]
 
 
 def test_the_planner_keeps_reference_counts_flat() -> None:

@@ -426,7 +426,7 @@ static Py_ssize_t planner_hot(PyObject *planner);
  * fresh views (returned, a new reference); NULL without an exception when the request is
  * not a plain hit (the Python path serves it), NULL with one on error. */
 static PyObject *serve(HitBase *self, PyObject *slot, PyObject *specs, PyObject **entry_out,
-                       PyObject **buffer_out) {
+                       PyObject **buffer_out, int may_plan) {
     if (!Py_IS_TYPE(slot, slot_type)) return NULL;
     PyObject *detour = FIELD(slot, slot_detour);
     PyObject *buffer = FIELD(slot, slot_buffer);
@@ -448,7 +448,8 @@ static PyObject *serve(HitBase *self, PyObject *slot, PyObject *specs, PyObject 
      * caches and their entries. */
     Py_INCREF(buffer);
     Py_INCREF(cache);
-    int memo_only = self->planner != NULL && Py_IS_TYPE(self->planner, planner_type) &&
+    int memo_only = may_plan && self->planner != NULL &&
+                    Py_IS_TYPE(self->planner, planner_type) &&
                     PyDict_GET_SIZE(cache) >= planner_hot(self->planner);
     PyObject *entry = look_up(self, cache, specs, digest, memo_only);
     Py_XINCREF(entry);
@@ -1006,19 +1007,23 @@ static PyObject *request(HitBase *self, PyObject *specs, PyObject *strict) {
         return result;
     }
     PyObject *entry = NULL, *buffer = NULL;
-    PyObject *views = serve(self, slot, specs, &entry, &buffer);
+    PyObject *views = serve(self, slot, specs, &entry, &buffer, 1);
+    if (views == NULL && !PyErr_Occurred() && self->planner != NULL &&
+        Py_IS_TYPE(self->planner, planner_type)) {
+        /* Where the cache missed: offsets computed from the request (see Planner). */
+        views = plan_serve(self, slot, specs);
+        if (views != NULL || PyErr_Occurred()) {
+            Py_DECREF(slot);
+            return views;
+        }
+        /* Not the Planner's (a zero-size view, a dtype it does not know...): the whole
+         * cache, which the lookup above asked through its memo only. */
+        views = serve(self, slot, specs, &entry, &buffer, 0);
+    }
     if (views == NULL) {
         if (PyErr_Occurred()) {
             Py_DECREF(slot);
             return NULL;
-        }
-        if (self->planner != NULL && Py_IS_TYPE(self->planner, planner_type)) {
-            /* Where the cache missed: offsets computed from the request (see Planner). */
-            views = plan_serve(self, slot, specs);
-            if (views != NULL || PyErr_Occurred()) {
-                Py_DECREF(slot);
-                return views;
-            }
         }
         PyObject *call[4] = {self->builder, slot, specs, strict};
         result = PyObject_VectorcallMethod(str_miss, call, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET,
