@@ -15,14 +15,16 @@ and build views over that buffer only.
 from __future__ import annotations
 
 import importlib
+import sys
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
+from arena.base.dtypes import resolve_dtype
 from arena.base.layout import compute_layout
 from arena.base.poison import poison_outgrown, poison_stale_bytes
 from arena.config import check_flag, load_adapter
-from arena.errors import ConfigError
+from arena.errors import ArenaError, ConfigError
 from arena.planning.scopes import Scope, scope_class
 from arena.planning.steps import Step, step_class
 from arena.slots.slot import Slot
@@ -414,10 +416,59 @@ class CompiledFront(Front[ViewT]):
     hit goes on to the same Python methods. Made only where the extension is in use."""
 
     __slots__ = ()
+    #: The compiled HitBase's member: offsets computed where the cache misses (see
+    #: :func:`_planner`), or None.
+    _planner: Any
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._planner = _planner(self._adapter, self._fresh_view, self._governor.alignment)
 
     if compiled is not None:
         get_simultaneous = compiled.HitBase.get_simultaneous
         try_get_simultaneous = compiled.HitBase.try_get_simultaneous
+
+
+#: Remembered requests a front's cache holds before the compiled path computes the offsets
+#: of the requests it misses instead of remembering more (``arena.views._hit.Planner``).
+PLANNER_HOT = 64
+
+
+def _planner(adapter: Any, fresh_view: Any, alignment: int) -> Any:
+    """The compiled path's Planner for a NumPy front handing out fresh views, else None.
+
+    Once a front remembers :data:`PLANNER_HOT` requests, the requests its cache misses
+    are computed in C from the request (offsets, then one array per view through NumPy's
+    C-API) instead of built in Python and remembered: that costs about what a fresh view
+    of a remembered one costs, so hundreds of layouts in rotation cost no more than a few
+    (remembered ones no longer fit the CPU's caches). A torch view built from a request
+    (``as_strided`` of a typed alias) costs more than a ``detach()`` of a remembered one,
+    so torch fronts keep remembering."""
+    numpy = sys.modules.get("numpy")
+    if compiled is None or adapter.framework != "numpy" or numpy is None:
+        return None
+    if fresh_view is not numpy.ndarray.view:
+        return None  # a cached front (the same objects), or poisoning / debug mode
+    core = sys.modules.get("numpy._core._multiarray_umath") or sys.modules.get(
+        "numpy.core._multiarray_umath"
+    )
+    api = getattr(core, "_ARRAY_API", None)
+    if api is None:
+        return None
+
+    def resolve(dtype: Any) -> tuple[int, Any] | None:
+        try:
+            resolved = resolve_dtype(dtype)
+            return resolved.itemsize, adapter.native_dtype(resolved)
+        except (ArenaError, TypeError, ValueError):
+            return None  # the Python path explains
+
+    try:
+        return compiled.Planner(
+            resolve, api, numpy.ndarray, numpy.dtype, adapter.framework, alignment, PLANNER_HOT
+        )
+    except TypeError:  # a NumPy whose C-API table is not the one the Planner knows
+        return None
 
 
 def front_class() -> type[Front[Any]]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import subprocess
 import sys
@@ -40,7 +41,15 @@ from arena.tools.regionbench import format_regions, region_figures
 from arena.tools.timing import Paired
 from arena.tools.workloads import WORKLOADS, WorkloadRow, time_workload
 
-__all__ = ["TARGETS", "BenchResult", "format_result", "main", "run_bench"]
+__all__ = [
+    "REGION_TARGETS",
+    "TARGETS",
+    "BenchResult",
+    "format_result",
+    "load_average",
+    "main",
+    "run_bench",
+]
 
 METHODS = ("arena", "cached", "alloc", "reference")
 
@@ -71,11 +80,24 @@ def _row(rows: list[WorkloadRow], workload: str, framework: str) -> WorkloadRow 
 
 #: (workload, framework, baseline, limit): ``arena`` against a baseline, paired per round.
 TARGETS = (
-    ("fixed", "torch", "alloc", 0.33),
-    ("varying <32 MiB", "torch", "alloc", 0.6),
+    ("fixed", "torch", "alloc", 0.30),
+    ("varying <32 MiB", "torch", "alloc", 0.5),
+    ("<4 MiB, 2048 layouts", "torch", "alloc", 0.5),
     ("varying <32 MiB", "torch", "reference", 0.3),
     ("fixed", "numpy", "alloc", 1.0),
     ("varying <32 MiB", "numpy", "alloc", 1.0),
+    ("<4 MiB, 16 layouts", "numpy", "alloc", 0.8),
+    ("<4 MiB, 512 layouts", "numpy", "alloc", 0.8),
+    ("<4 MiB, 2048 layouts", "numpy", "alloc", 0.8),
+)
+
+#: (figure of :mod:`arena.tools.regionbench`, what it is, limit): issue 32's step and scope
+#: targets, per framework and grad mode, each timed in batches.
+REGION_TARGETS = (
+    ("step_over_plain", "request in a replayed step / plain locked request", 1.05),
+    ("scope_over_plain", "repeated scope request / plain locked request", 1.05),
+    ("step_enter_exit_us", "step enter + exit, us", 2.0),
+    ("release_us", "release in a replayed step, us", 0.3),
 )
 
 
@@ -113,6 +135,12 @@ def _targets(
     for views, limit in ((3, 100.0), (2000, 50.0)):
         paired(f"never-seen {views}-view request / np.empty per view", found[f"new_{views}"], limit)
     paired("10^4 layouts in rotation / the fixed request (arena)", found["rotation"], 2.0)
+    for framework, modes in found.get("regions", {}).items():
+        for mode, figures in modes.items():
+            where = framework if mode == "-" else f"{framework} {mode}"
+            for key, what, limit in REGION_TARGETS:
+                f = figures[key]
+                add(f"{where}: {what}", f["median"], limit, (f["p10"], f["p90"]))
     zero = found["zero_allocations"]
     add(
         f"allocations after lock over {zero['steps']} varying steps",
@@ -120,23 +148,14 @@ def _targets(
         0,
         None,
     )
-    memo = found["layout"]
-    add("memoised layout / computed layout", memo["memoised_us"] / memo["computed_us"], 0.25, None)
+    paired("memoised layout / computed layout", found["layout"], 0.25)
     if planning:
-        timing = planning["timing"]
-        ratio = timing["request_ratio"]
-        add(
-            "request in a replayed step / plain locked request",
-            ratio["median"],
-            timing["target"],
-            (ratio["p10"], ratio["p90"]),
-        )
         for row in planning["bytes"]:
             add(f"steps / LOAD, {row['tokens']} tokens", row["steps"] / row["load"], 1.05, None)
     return targets
 
 
-def _meta(quick: bool) -> dict[str, Any]:
+def _meta(quick: bool, load_at_start: str) -> dict[str, Any]:
     versions = {}
     for name in ("numpy", "torch", "jax", "cupy", "ml_dtypes"):
         module = sys.modules.get(name)
@@ -155,6 +174,8 @@ def _meta(quick: bool) -> dict[str, Any]:
     return {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "commit": commit,
+        "load average at start": load_at_start,
+        "load average at end": load_average(),
         "arena": __version__,
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {platform.system()}",
@@ -191,6 +212,7 @@ def run_bench(
         devices.append("cuda:0")
     result = BenchResult(meta={})
     found = result.checks
+    load_at_start = load_average()
     if not quick:
         # First, while the process is fresh: resident memory only grows by new pages.
         say("measuring the view cache's memory")
@@ -217,7 +239,7 @@ def run_bench(
     found["rotation"] = checks.rotation_cost(rounds // 2, 10_000 if not quick else 2_000).record()
     say("counting allocations after lock")
     found["zero_allocations"] = checks.zero_allocations_after_lock(10_000 if quick else 100_000)
-    found["layout"] = checks.layout_memo(number)
+    found["layout"] = checks.layout_memo(rounds, number // 10).record()
     if poison:
         say("measuring the cost of poisoning")
         found["poison"] = checks.poison_cost(rounds, max(50, number // 40))
@@ -235,8 +257,17 @@ def run_bench(
             result.memory.append(growth)
         result.meta["gpu"] = _gpu_name()
     result.targets = _targets(result.rows, found, result.planning)
-    result.meta = {**_meta(quick), **result.meta}
+    result.meta = {**_meta(quick, load_at_start), **result.meta}
     return result
+
+
+def load_average() -> str:
+    """The machine's 1-, 5- and 15-minute load averages (other work on its cores), as
+    ``"1.23 1.10 0.98"``; ``"?"`` where the platform has none."""
+    try:
+        return " ".join(f"{value:.2f}" for value in os.getloadavg())
+    except OSError:
+        return "?"
 
 
 def _gpu_name() -> str:
@@ -264,7 +295,8 @@ def format_result(result: BenchResult) -> str:
     meta = result.meta
     lines = [
         f"arena {meta['arena']} bench ({meta['mode']}), {meta['date']}, commit {meta['commit']}, "
-        f"hit path {meta['hit path']}",
+        f"hit path {meta['hit path']}, load average {meta.get('load average at start', '?')} "
+        f"at the start, {meta.get('load average at end', '?')} at the end",
         f"python {meta['python']} on {meta['machine']}"
         + (f", GPU {meta['gpu']}" if "gpu" in meta else "")
         + "; "
@@ -272,7 +304,7 @@ def format_result(result: BenchResult) -> str:
         "",
         "us per step (median over rounds); arena / baseline: median of per-round ratios "
         "(p10-p90); '-' not measured",
-        f"{'workload':<16}{'framework':<11}"
+        f"{'workload':<22}{'framework':<11}"
         + "".join(f"{m:>10}" for m in METHODS)
         + f"{'arena/alloc':>24}{'arena/ref':>24}",
     ]
@@ -285,18 +317,19 @@ def format_result(result: BenchResult) -> str:
             for b in ("alloc", "reference")
         )
         where = row.framework + ("" if row.device == "cpu" else f" {row.device}")
-        lines.append(f"{row.workload:<16}{where:<11}{cells}{ratios}")
-    lines += ["", f"{'target':<56}{'measured (p10-p90)':>26}{'limit':>7}  result"]
+        lines.append(f"{row.workload:<22}{where:<11}{cells}{ratios}")
+    lines += ["", f"{'target':<66}{'measured (p10-p90)':>26}{'limit':>7}  result"]
     for t in result.targets:
         lines.append(
-            f"{t['target']:<56}{_spread(t['measured'], t['p10'], t['p90']):>26}"
+            f"{t['target']:<66}{_spread(t['measured'], t['p10'], t['p90']):>26}"
             f"{t['limit']:>7g}  " + ("met" if t["met"] else "NOT MET")
         )
     found = result.checks
     memo = found["layout"]
     lines += [
         "",
-        f"layout: {memo['memoised_us']:.2f} us memoised vs {memo['computed_us']:.2f} us computed",
+        f"layout: {memo['us']:.2f} us memoised vs {memo['baseline_us']:.2f} us computed "
+        f"({_spread(memo['ratio'], memo['p10'], memo['p90'])}x, {memo['rounds']} paired rounds)",
     ]
     for framework, w in found["warm_up"].items():
         lines.append(

@@ -190,28 +190,19 @@ def never_seen(views: int, trials: int, number: int = 200) -> Paired:
     )
 
 
-def layout_memo(number: int) -> dict[str, float]:
-    """A memoised :func:`compute_layout` against a computed one, us."""
+def layout_memo(rounds: int, number: int) -> Paired:
+    """A memoised :func:`compute_layout` against a computed one (the memo cleared first),
+    paired: ``number`` calls of each per round, back to back."""
     specs = attention(256)
-    compute_layout(specs)
-    hit = _mean_us(lambda: compute_layout(specs), number)
 
-    def miss() -> None:
+    def memoised(_: Any) -> None:
+        compute_layout(specs)
+
+    def computed(_: Any) -> None:
         clear_layout_memo()
         compute_layout(specs)
 
-    return {"memoised_us": hit, "computed_us": _mean_us(miss, max(1, number // 10))}
-
-
-def _mean_us(fn: Callable[[], Any], number: int, repeat: int = 5) -> float:
-    fn()
-    runs = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        runs.append((time.perf_counter() - start) / number * 1e6)
-    return statistics.median(runs)
+    return paired(memoised, computed, range(max(1, number)), rounds)
 
 
 def cache_memory() -> list[dict[str, Any]]:

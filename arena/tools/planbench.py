@@ -282,16 +282,16 @@ def format_planning(result: dict[str, Any]) -> str:
     ]
     t = result["timing"]
     req, whole = t["request_ratio"], t["whole_step_ratio"]
-    verdict = "meets" if req["median"] <= t["target"] else "MISSES"
     lines += [
         "",
         f"replayed step against plain locked requests ({t['tokens']} tokens, "
         f"{t['requests_per_step']} requests and {t['releases_per_step']} release calls a "
         f"step, {t['rounds']} paired rounds of {t['steps_per_round']} steps, NumPy views):",
         f"  a request: step {t['step_request_us']:.2f} us, plain {t['plain_request_us']:.2f} "
-        f"us (each timed alone, the clock's {t['clock_overhead_us']:.2f} us subtracted); "
-        f"ratio {req['median']:.2f} (p10 {req['p10']:.2f}, p90 {req['p90']:.2f}): {verdict} "
-        f"the target of at most {t['target']}",
+        f"us (each timed alone, the clock's {t['clock_overhead_us']:.2f} us subtracted: "
+        f"indicative only, a sub-microsecond call timed alone; the bench's target is the "
+        f"batched figure of its steps and scopes table); ratio {req['median']:.2f} "
+        f"(p10 {req['p10']:.2f}, p90 {req['p90']:.2f})",
         f"  the whole step (enter, requests, releases, exit) per request: ratio "
         f"{whole['median']:.2f} (p10 {whole['p10']:.2f}, p90 {whole['p90']:.2f})",
         f"  allocations after lock: {t['allocations_after_lock']}",

@@ -5,8 +5,11 @@ A workload is a request structure (views as ``(trailing shape, dtype)``, each vi
 leading dimension a token count, or a multiple of it) and a sequence of token counts, one
 per step: fixed, uniform over 1..2048 (every view under 32 MiB) and over 1..8192 (the
 largest views 64 MiB), decode-heavy, padded to CUDA-graph buckets, an MoE-like step with
-5 views, 32 views, 10 000 distinct layouts in rotation, and the fixed step on an arena of
-two micro-batch slots (vLLM's dual micro-batch mode).
+5 views, 32 views, 10 000 distinct layouts in rotation, the fixed step on an arena of
+two micro-batch slots (vLLM's dual micro-batch mode), and a small model's attention step
+with every view under 4 MiB at 16, 512 and 2048 distinct layouts in rotation (from 4 MiB
+up NumPy asks for huge pages, which makes ``np.empty`` several times dearer and flatters
+any arena).
 
 Every method is a function of one token count whose body is generated once per workload
 and framework as straight-line code, exactly as a user would write the calls inline, with
@@ -17,10 +20,12 @@ the cheapest spelling: the dtype objects are names bound once (``d0 = torch.bflo
   arena, after one warm-up pass over the sequence (the steady state);
 * ``alloc``: ``torch.empty((T, 32, 128), dtype=d0)`` per view (``np.empty((T, 32, 128),
   d0)``, ``cupy.empty``; for JAX, ``jnp.empty``, which dispatches a computation);
-* ``reference``: what vLLM's WorkspaceManager does per call (sizes, running sums, then
-  slice + dtype view + reshape of one ``uint8`` buffer). For JAX the reference imports
-  each view per call through DLPack: the fair baseline, since the alternative to arena
-  for viewing existing memory in JAX is an import per call, not an allocation.
+* ``reference``: ``current_workspace_manager().get_simultaneous(((T, 32, 128), d0), ...)``,
+  the call as a vLLM module spells it, running vLLM's WorkspaceManager code over one
+  presized ``uint8`` buffer (:mod:`arena.tools.vllmref`: sizes, running sums, then slice +
+  dtype view + reshape). For JAX the reference imports each view per call through DLPack:
+  the fair baseline, since the alternative to arena for viewing existing memory in JAX is
+  an import per call, not an allocation.
 
 Each round runs every method over the whole sequence, back to back; a row reports each
 method's median over the rounds and, for ``arena`` against each baseline, the median of
@@ -41,6 +46,7 @@ from typing import Any
 
 from arena.base.layout import round_up
 from arena.core import Arena
+from arena.tools import vllmref
 from arena.tools.timing import ratios
 
 __all__ = ["WORKLOADS", "Workload", "WorkloadRow", "specs_at", "step_function", "time_workload"]
@@ -119,6 +125,28 @@ def _fixed(rng: random.Random, steps: int) -> list[int]:
     return [256] * steps
 
 
+def _layouts(count: int) -> Callable[[random.Random, int], list[int]]:
+    """``count`` distinct token counts from 1..2048 (drawn once per sequence), in rotation:
+    each step takes the next one, and the order is shuffled anew on every pass, so a cache
+    of fewer than ``count`` layouts cannot hold the next one."""
+
+    def tokens(rng: random.Random, steps: int) -> list[int]:
+        chosen = rng.sample(range(1, 2049), count)
+        sequence: list[int] = []
+        while len(sequence) < steps:
+            rng.shuffle(chosen)
+            sequence += chosen
+        return sequence[:steps]
+
+    return tokens
+
+
+#: A small model's attention step (Qwen2-0.5B: 14 heads of 64): every view under 4 MiB at
+#: up to 2048 tokens (the bf16 view 3.5 MiB at most). From 4 MiB up NumPy asks the kernel
+#: for huge pages, which makes ``np.empty`` several times dearer; here it never does.
+SMALL_ATTENTION = ((1, (14, 64), "bfloat16"), (1, (14,), "float32"), (1, (), "int32"))
+
+
 WORKLOADS = (
     Workload("fixed", ATTENTION, _fixed, 256),
     Workload("varying <32 MiB", ATTENTION, _uniform(1, 2048), 2048),
@@ -129,6 +157,9 @@ WORKLOADS = (
     Workload("32 views", THIRTY_TWO, lambda rng, steps: [64] * steps, 64),
     Workload("10^4 layouts", ATTENTION, _rotation, 10_000),
     Workload("2 slots", ATTENTION, _fixed, 256, ubatches=2),
+    Workload("<4 MiB, 16 layouts", SMALL_ATTENTION, _layouts(16), 2048),
+    Workload("<4 MiB, 512 layouts", SMALL_ATTENTION, _layouts(512), 2048),
+    Workload("<4 MiB, 2048 layouts", SMALL_ATTENTION, _layouts(2048), 2048),
 )
 
 
@@ -265,9 +296,17 @@ def _methods(
     # compilations, which is no baseline for anything.
     if framework != "jax" or not workload.varies:
         methods["alloc"] = step_function(alloc, namespace)
-    methods["reference"] = step_function(
-        [f"return reference(framework, buffer, ({specs},))"], namespace
-    )
+    if framework == "jax":
+        methods["reference"] = step_function(
+            [f"return reference(framework, buffer, ({specs},))"], namespace
+        )
+    else:
+        # A vLLM module's own spelling: the process's manager, then its get_simultaneous.
+        vllmref.init_workspace_manager([buffer])
+        namespace["current_workspace_manager"] = vllmref.current_workspace_manager
+        methods["reference"] = step_function(
+            [f"return current_workspace_manager().get_simultaneous({specs})"], namespace
+        )
     return methods
 
 
@@ -276,19 +315,19 @@ def _module(framework: str) -> str:
 
 
 def _reference(framework: str, buffer: Any, specs: Sequence[tuple[Any, Any]]) -> list[Any]:
-    """vLLM's per-call arithmetic and slicing (a JAX DLPack import per view for JAX)."""
+    """JAX's reference: vLLM's per-call arithmetic and slicing of a NumPy buffer, then a
+    DLPack import per view (viewing existing memory in JAX without arena)."""
+    import jax
+
     actual = [math.prod(s) * _itemsize(d) for s, d in specs]
     aligned = [round_up(a, 256) for a in actual]
     offsets = list(itertools.accumulate([0, *aligned[:-1]]))
-    views = [
-        buffer[offsets[i] : offsets[i] + actual[i]].view(specs[i][1]).reshape(specs[i][0])
+    return [
+        jax.dlpack.from_dlpack(
+            buffer[offsets[i] : offsets[i] + actual[i]].view(specs[i][1]).reshape(specs[i][0])
+        )
         for i in range(len(specs))
     ]
-    if framework == "jax":
-        import jax
-
-        return [jax.dlpack.from_dlpack(v) for v in views]
-    return views
 
 
 def _itemsize(dtype: Any) -> int:

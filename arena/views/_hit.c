@@ -1,5 +1,6 @@
 /* arena.views._hit: the compiled hit path of arena's fronts and replayed steps (optional;
- * CPython API only).
+ * CPython API only, but for the Planner's two calls into NumPy's C-API table, found at
+ * run time: see the Planner section).
  *
  * A request an arena served before on the same slot buffer (a "hit") is one dictionary
  * lookup, a check that every dimension is a plain int, and one fresh view per tensor.
@@ -198,6 +199,7 @@ typedef struct {
     PyObject *log;
     PyObject *governor;
     PyObject *builder;
+    PyObject *planner;
     /* The call site of the last unlocked hit (a one-entry memo of caller_info's). */
     PyObject *site_code;
     int site_lasti;
@@ -210,7 +212,8 @@ static PyTypeObject *slot_type, *buffer_type, *prepared_type, *governor_type, *l
 static Py_ssize_t slot_buffer, slot_detour, slot_calls, slot_index, buffer_prepared;
 static Py_ssize_t prepared_views, prepared_used, prepared_required, prepared_key;
 static Py_ssize_t slot_regions, prepared_metadata;
-static Py_ssize_t slot_top, slot_live, slot_load, slot_plain_high;
+static Py_ssize_t slot_top, slot_live, slot_load, slot_plain_high, slot_high_water;
+static Py_ssize_t buffer_capacity, buffer_wrappers, buffer_allocation;
 static Py_ssize_t governor_locked;
 static Py_ssize_t log_peaks, log_last_requests, log_recorder;
 static PyObject *sites_memo, *internal_memo;
@@ -259,7 +262,11 @@ static PyObject *bind(PyObject *module, PyObject *args) {
         member_offset(types[0], "live", &slot_live) < 0 ||
         member_offset(types[0], "load", &slot_load) < 0 ||
         member_offset(types[0], "plain_high", &slot_plain_high) < 0 ||
+        member_offset(types[0], "high_water", &slot_high_water) < 0 ||
         member_offset(types[1], "prepared", &buffer_prepared) < 0 ||
+        member_offset(types[1], "capacity", &buffer_capacity) < 0 ||
+        member_offset(types[1], "wrappers", &buffer_wrappers) < 0 ||
+        member_offset(types[1], "allocation", &buffer_allocation) < 0 ||
         member_offset(types[2], "views", &prepared_views) < 0 ||
         member_offset(types[2], "used", &prepared_used) < 0 ||
         member_offset(types[2], "required", &prepared_required) < 0 ||
@@ -376,7 +383,8 @@ static int same_request(PyObject *key, PyObject *specs) {
 
 /* The entry `cache` holds for the plain request `specs` (borrowed), or NULL (a miss, or
  * an error: the caller checks PyErr_Occurred). */
-static PyObject *look_up(HitBase *self, PyObject *cache, PyObject *specs, Py_uhash_t digest) {
+static PyObject *look_up(HitBase *self, PyObject *cache, PyObject *specs, Py_uhash_t digest,
+                         int memo_only) {
     MemoSlot *memo = &self->memo[digest % MEMO_SIZE];
     if (memo->key != NULL && memo->digest == digest) {
         int same = same_request(memo->key, specs);
@@ -389,6 +397,9 @@ static PyObject *look_up(HitBase *self, PyObject *cache, PyObject *specs, Py_uha
 #endif
         }
     }
+    /* Where a Planner computes what the cache misses, a request the memo does not know is
+     * computed: hashing the nested request costs what a hit saves. */
+    if (memo_only) return NULL;
     /* The request's hash, once: for this lookup and for the memo (its key is equal). */
     Py_hash_t hash = PyObject_Hash(specs);
     if (hash == -1) return NULL;
@@ -407,11 +418,15 @@ static PyObject *look_up(HitBase *self, PyObject *cache, PyObject *specs, Py_uha
     return entry;
 }
 
+/* The Planner's type, and how many remembered requests make its front compute the rest. */
+static PyTypeObject *planner_type;
+static Py_ssize_t planner_hot(PyObject *planner);
+
 /* A hit: its entry (a new reference), the buffer it was found in (a new reference) and
  * fresh views (returned, a new reference); NULL without an exception when the request is
  * not a plain hit (the Python path serves it), NULL with one on error. */
 static PyObject *serve(HitBase *self, PyObject *slot, PyObject *specs, PyObject **entry_out,
-                       PyObject **buffer_out) {
+                       PyObject **buffer_out, int may_plan) {
     if (!Py_IS_TYPE(slot, slot_type)) return NULL;
     PyObject *detour = FIELD(slot, slot_detour);
     PyObject *buffer = FIELD(slot, slot_buffer);
@@ -433,7 +448,10 @@ static PyObject *serve(HitBase *self, PyObject *slot, PyObject *specs, PyObject 
      * caches and their entries. */
     Py_INCREF(buffer);
     Py_INCREF(cache);
-    PyObject *entry = look_up(self, cache, specs, digest);
+    int memo_only = may_plan && self->planner != NULL &&
+                    Py_IS_TYPE(self->planner, planner_type) &&
+                    PyDict_GET_SIZE(cache) >= planner_hot(self->planner);
+    PyObject *entry = look_up(self, cache, specs, digest, memo_only);
     Py_XINCREF(entry);
     Py_DECREF(cache);
     if (entry == NULL || !Py_IS_TYPE(entry, prepared_type) ||
@@ -535,6 +553,447 @@ static int note_hit(HitBase *self, PyObject *log, PyObject *slot, PyObject *spec
 #endif
 }
 
+
+/* ------------------------------------------------------------------ Planner
+ *
+ * Offsets computed from the request itself, where the hit's cache would miss. A front's
+ * remembered requests are cheap while they are few; hundreds of them in rotation no longer
+ * fit the CPU's caches, and a hit then reads cold memory (the entry, its views) for every
+ * request. A Planner computes every offset from the request instead, with the arithmetic
+ * of arena/base/layout.py (each view's bytes prod(shape) * itemsize, rounded up to the
+ * alignment; offsets the running sum from 0; a view's stride extent, prod(max(dim, 1)) *
+ * itemsize, and the total at most MAX_BYTES), and builds each view as
+ * numpy.ndarray(shape, native, buffer=source, offset=offset) builds it: a C-contiguous
+ * array at source's address + offset, writeable, its base collapsed to what owns the
+ * memory. It makes the array through NumPy's own C-API table (the `_ARRAY_API` capsule
+ * that every NumPy extension's import_array() reads; no NumPy header: the two entries
+ * used are PyArray_NewFromDescr, 94, and PyArray_SetBaseObject, 282, fixed in NumPy's ABI
+ * since 1.7 and kept by NumPy 2), because numpy.ndarray's constructor parses its
+ * arguments and takes a buffer export per view: three of those cost more than the three
+ * np.empty calls they replace, where the C-API call costs about a fresh view's.
+ * Planner() checks the table against the numpy.ndarray and numpy.dtype types it is given
+ * (entries 2 and 3), and tests/views/test_planner.py compares every view with numpy.ndarray's.
+ *
+ * It serves a request only where the outcome is decided: exact tuples of (exact tuple of
+ * exact ints, dtype object it knows), every view non-empty, the total within the buffer,
+ * the slot's high-water mark and plain high already covering it, no capture probe and no
+ * unlocked request log to tell, and the front's cache already holding `hot` requests (so
+ * the first requests of an engine are remembered as before, and the cache stops growing
+ * past what stays hot). Anything else (an error to raise included) goes to the Python
+ * path, so every error and message is layout.py's own.
+ *
+ * Its dtype table maps a dtype object, by identity, to its itemsize and the framework's
+ * dtype, filled by `resolve(dtype)` -> (itemsize, native) or None (at most
+ * PLAN_MAX_DTYPES objects; others take the Python path). */
+
+#define PLAN_MAX_VIEWS 64
+#define PLAN_MAX_DIMS 32 /* NumPy 1's NPY_MAXDIMS */
+/* NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE (NumPy recomputes the
+ * first two from the address and shape). */
+#define NPY_CARRAY_FLAGS (0x0001 | 0x0100 | 0x0400)
+#define PLAN_MAX_DTYPES 32
+#define LAYOUT_MAX_BYTES 0x7fffffffffffffffULL /* arena.base.layout.MAX_BYTES */
+
+typedef struct {
+    PyObject_HEAD
+    int known;
+    PyObject *dtypes[PLAN_MAX_DTYPES];
+    PyObject *natives[PLAN_MAX_DTYPES];
+    unsigned long long itemsizes[PLAN_MAX_DTYPES];
+    PyObject *resolve;
+    PyObject *api;     /* NumPy's _ARRAY_API capsule, held while its functions are used */
+    PyObject *ndarray; /* numpy.ndarray */
+    PyObject *(*new_from_descr)(PyTypeObject *, PyObject *, int, const Py_ssize_t *,
+                                const Py_ssize_t *, void *, int, PyObject *);
+    int (*set_base)(PyObject *, PyObject *);
+    PyTypeObject *descr_type;
+    PyObject *source_key;
+    unsigned long long alignment;
+    Py_ssize_t hot;
+} Planner;
+
+static Py_ssize_t planner_hot(PyObject *planner) { return ((Planner *)planner)->hot; }
+
+typedef struct {
+    PyObject *shape;  /* borrowed from the request */
+    PyObject *native; /* a new reference */
+    unsigned long long offset, nbytes;
+} PlannedView;
+
+static void release_planned(PlannedView *views, Py_ssize_t count) {
+    for (Py_ssize_t i = 0; i < count; i++) Py_CLEAR(views[i].native);
+}
+
+/* The itemsize and framework dtype (a new reference) of `dtype`: 1, 0 when the Planner
+ * does not know it (the Python path resolves or explains), -1 with an exception set. The
+ * table is keyed by identity (an equal object is another key: resolutions are per object,
+ * never per equality), and holds its dtype objects so that no address is reused. */
+static int plan_dtype(Planner *p, PyObject *dtype, unsigned long long *itemsize,
+                      PyObject **native) {
+    for (int i = 0; i < p->known; i++) {
+        if (p->dtypes[i] == dtype) {
+            *itemsize = p->itemsizes[i];
+            *native = p->natives[i];
+            Py_INCREF(*native);
+            return 1;
+        }
+    }
+    /* A str subclass may equal a dtype name and mean another. */
+    if (PyUnicode_Check(dtype) && !PyUnicode_CheckExact(dtype)) return 0;
+    if (p->known == PLAN_MAX_DTYPES) return 0;
+    PyObject *resolved = PyObject_CallOneArg(p->resolve, dtype);
+    if (resolved == NULL) return -1;
+    int found = 0;
+    if (PyTuple_CheckExact(resolved) && PyTuple_GET_SIZE(resolved) == 2 &&
+        PyLong_CheckExact(PyTuple_GET_ITEM(resolved, 0))) {
+        long size = PyLong_AsLong(PyTuple_GET_ITEM(resolved, 0));
+        if (size == -1 && PyErr_Occurred()) {
+            Py_DECREF(resolved);
+            return -1;
+        }
+        /* resolve() ran Python code: another thread may have added it meanwhile. */
+        if (size > 0 && size <= 64 && p->known < PLAN_MAX_DTYPES &&
+            PyObject_TypeCheck(PyTuple_GET_ITEM(resolved, 1), p->descr_type)) {
+            int at = p->known;
+            Py_INCREF(dtype);
+            p->dtypes[at] = dtype;
+            p->itemsizes[at] = (unsigned long long)size;
+            p->natives[at] = PyTuple_GET_ITEM(resolved, 1);
+            Py_INCREF(p->natives[at]);
+            p->known = at + 1;
+            *itemsize = (unsigned long long)size;
+            *native = p->natives[at];
+            Py_INCREF(*native);
+            found = 1;
+        }
+    }
+    Py_DECREF(resolved);
+    return found;
+}
+
+/* The layout of `specs` (an exact tuple) into `out`: 1 computed, 0 declined (no exception:
+ * the Python path serves or explains it), -1 with an exception set. `allow_empty` admits
+ * zero-size views (layout() does; a request with one takes the general path, which
+ * validates it, as arena.views.plan does). On success the caller releases `out`. */
+static int plan_layout(Planner *p, PyObject *specs, PlannedView *out, Py_ssize_t *count_out,
+                       unsigned long long *total_out, int allow_empty) {
+    if (!PyTuple_CheckExact(specs)) return 0;
+    Py_ssize_t count = PyTuple_GET_SIZE(specs);
+    if (count > PLAN_MAX_VIEWS) return 0;
+    const unsigned long long mask = p->alignment - 1;
+    unsigned long long offset = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *spec = PyTuple_GET_ITEM(specs, i);
+        if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 2) goto declined;
+        PyObject *shape = PyTuple_GET_ITEM(spec, 0);
+        if (!PyTuple_CheckExact(shape)) goto declined;
+        unsigned long long itemsize;
+        PyObject *native;
+        int known = plan_dtype(p, PyTuple_GET_ITEM(spec, 1), &itemsize, &native);
+        if (known <= 0) {
+            release_planned(out, i);
+            return known;
+        }
+        out[i].native = native;
+        out[i].shape = shape;
+        /* layout._count_bytes: bytes, and the extent the frameworks index. */
+        unsigned long long nbytes = itemsize, extent = itemsize;
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(shape); k++) {
+            PyObject *dim = PyTuple_GET_ITEM(shape, k);
+            if (!PyLong_CheckExact(dim)) goto declined_after;
+            long long value = PyLong_AsLongLong(dim);
+            if (value == -1 && PyErr_Occurred()) {
+                if (!PyErr_ExceptionMatches(PyExc_OverflowError)) goto failed_after;
+                PyErr_Clear(); /* past MAX_BYTES: layout.py explains */
+                goto declined_after;
+            }
+            if (value < 0) goto declined_after;
+            unsigned long long at_least_one = value ? (unsigned long long)value : 1;
+            if (extent > LAYOUT_MAX_BYTES / at_least_one) goto declined_after;
+            extent *= at_least_one;
+            nbytes *= (unsigned long long)value; /* at most extent */
+        }
+        if (nbytes == 0 && !allow_empty) goto declined_after;
+        unsigned long long rounded = (nbytes + mask) & ~mask;
+        if (rounded > LAYOUT_MAX_BYTES - offset) goto declined_after;
+        out[i].offset = offset;
+        out[i].nbytes = nbytes;
+        offset += rounded;
+        continue;
+    declined_after:
+        release_planned(out, i + 1);
+        return 0;
+    failed_after:
+        release_planned(out, i + 1);
+        return -1;
+    declined:
+        release_planned(out, i);
+        return 0;
+    }
+    *count_out = count;
+    *total_out = offset;
+    return 1;
+}
+
+static PyObject *planner_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"resolve", "api",       "ndarray", "dtype",
+                            "source_key", "alignment", "hot",     NULL};
+    PyObject *resolve, *api, *ndarray, *dtype, *source_key;
+    unsigned long long alignment;
+    Py_ssize_t hot;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOKn", names, &resolve, &api, &ndarray,
+                                     &dtype, &source_key, &alignment, &hot))
+        return NULL;
+    /* NumPy makes the capsule without a name (numpy/_core/src/multiarray). */
+    void **table = PyCapsule_IsValid(api, NULL) ? (void **)PyCapsule_GetPointer(api, NULL)
+                                                : NULL;
+    if (table == NULL || !PyType_Check(ndarray) || !PyType_Check(dtype) ||
+        table[2] != (void *)ndarray || table[3] != (void *)dtype || table[94] == NULL ||
+        table[282] == NULL) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError,
+                        "Planner needs NumPy's _ARRAY_API capsule, numpy.ndarray and "
+                        "numpy.dtype (the table's entries 2 and 3)");
+        return NULL;
+    }
+    if (alignment < 16 || alignment > (1ULL << 30) || (alignment & (alignment - 1))) {
+        PyErr_Format(PyExc_ValueError,
+                     "alignment must be a power of two from 16 to 2**30, got %llu", alignment);
+        return NULL;
+    }
+    if (!PyCallable_Check(resolve)) {
+        PyErr_SetString(PyExc_TypeError, "Planner needs a callable resolve");
+        return NULL;
+    }
+    Planner *self = (Planner *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    Py_INCREF(resolve);
+    self->resolve = resolve;
+    Py_INCREF(api);
+    self->api = api;
+    Py_INCREF(ndarray);
+    self->ndarray = ndarray;
+    self->new_from_descr = (PyObject * (*)(PyTypeObject *, PyObject *, int, const Py_ssize_t *,
+                                           const Py_ssize_t *, void *, int, PyObject *))
+        table[94];
+    self->set_base = (int (*)(PyObject *, PyObject *))table[282];
+    self->descr_type = (PyTypeObject *)dtype;
+    Py_INCREF(source_key);
+    self->source_key = source_key;
+    self->alignment = alignment;
+    self->hot = hot;
+    return (PyObject *)self;
+}
+
+/* Planner.layout(specs): (total, offsets, nbytes) as the Planner computes them, or None
+ * where it leaves the request to Python (arena.base.layout.compute_layout). */
+static PyObject *planner_layout(PyObject *self, PyObject *specs) {
+    PlannedView planned[PLAN_MAX_VIEWS];
+    Py_ssize_t count = 0;
+    unsigned long long total = 0;
+    int done = plan_layout((Planner *)self, specs, planned, &count, &total, 1);
+    if (done < 0) return NULL;
+    if (done == 0) Py_RETURN_NONE;
+    PyObject *offsets = PyTuple_New(count), *sizes = PyTuple_New(count);
+    for (Py_ssize_t i = 0; offsets != NULL && sizes != NULL && i < count; i++) {
+        PyObject *a = PyLong_FromUnsignedLongLong(planned[i].offset);
+        PyObject *b = PyLong_FromUnsignedLongLong(planned[i].nbytes);
+        if (a == NULL || b == NULL) {
+            Py_XDECREF(a);
+            Py_XDECREF(b);
+            Py_CLEAR(offsets);
+            break;
+        }
+        PyTuple_SET_ITEM(offsets, i, a);
+        PyTuple_SET_ITEM(sizes, i, b);
+    }
+    release_planned(planned, count);
+    PyObject *result = NULL;
+    if (offsets != NULL && sizes != NULL) {
+        PyObject *whole = PyLong_FromUnsignedLongLong(total);
+        if (whole != NULL) result = PyTuple_Pack(3, whole, offsets, sizes);
+        Py_XDECREF(whole);
+    }
+    Py_XDECREF(offsets);
+    Py_XDECREF(sizes);
+    return result;
+}
+
+static int planner_traverse(Planner *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    for (int i = 0; i < self->known; i++) {
+        Py_VISIT(self->dtypes[i]);
+        Py_VISIT(self->natives[i]);
+    }
+    Py_VISIT(self->resolve);
+    Py_VISIT(self->api);
+    Py_VISIT(self->ndarray);
+    Py_VISIT(self->source_key);
+    return 0;
+}
+
+static int planner_clear(Planner *self) {
+    int known = self->known;
+    self->known = 0;
+    for (int i = 0; i < known; i++) {
+        Py_CLEAR(self->dtypes[i]);
+        Py_CLEAR(self->natives[i]);
+    }
+    Py_CLEAR(self->resolve);
+    Py_CLEAR(self->api);
+    Py_CLEAR(self->ndarray);
+    Py_CLEAR(self->source_key);
+    return 0;
+}
+
+static void planner_dealloc(Planner *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    planner_clear(self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+static PyMethodDef planner_methods[] = {
+    {"layout", (PyCFunction)planner_layout, METH_O,
+     "layout(specs): (total, offsets, nbytes) computed in C, or None where the request is "
+     "left to Python (arena.base.layout.compute_layout)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot planner_slots[] = {
+    {Py_tp_doc, "Planner(resolve, api, ndarray, dtype, source_key, alignment, hot): NumPy "
+                "views computed from each request where the hit's cache would miss (see "
+                "arena.views._hit.c)."},
+    {Py_tp_new, planner_new},
+    {Py_tp_methods, planner_methods},
+    {Py_tp_traverse, planner_traverse},
+    {Py_tp_clear, planner_clear},
+    {Py_tp_dealloc, planner_dealloc},
+    {0, NULL},
+};
+
+static PyType_Spec planner_spec = {
+    "arena.views._hit.Planner", sizeof(Planner), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    planner_slots,
+};
+
+static long long int_field(PyObject *object, Py_ssize_t offset) {
+    PyObject *value = FIELD(object, offset);
+    if (value == NULL || !PyLong_CheckExact(value)) return -1;
+    long long found = PyLong_AsLongLong(value);
+    if (found == -1 && PyErr_Occurred()) PyErr_Clear();
+    return found;
+}
+
+/* A request the hit missed, served by the front's Planner: fresh views (a new reference),
+ * NULL without an exception where Python serves it, NULL with one on error. The
+ * bookkeeping is what ViewBuilder.deliver does for a plan's request when nothing is left
+ * to note: one more call on the slot. */
+static PyObject *plan_serve(HitBase *self, PyObject *slot, PyObject *specs) {
+    Planner *p = (Planner *)self->planner;
+    if (self->probe != Py_None) return NULL;
+    if (self->log != Py_None && !(Py_IS_TYPE(self->governor, governor_type) &&
+                                  FIELD(self->governor, governor_locked) == Py_True))
+        return NULL;
+    if (!Py_IS_TYPE(slot, slot_type) || FIELD(slot, slot_detour) != zero) return NULL;
+    PyObject *buffer = FIELD(slot, slot_buffer);
+    if (buffer == NULL || !Py_IS_TYPE(buffer, buffer_type)) return NULL;
+    PyObject *allocation = FIELD(buffer, buffer_allocation);
+    PyObject *prepared = FIELD(buffer, buffer_prepared);
+    PyObject *wrappers = FIELD(buffer, buffer_wrappers);
+    if (allocation == NULL || allocation == Py_None || prepared == NULL ||
+        !PyDict_CheckExact(prepared) || wrappers == NULL || !PyDict_CheckExact(wrappers))
+        return NULL;
+    /* Strings only: no Python code runs in these lookups. */
+    PyObject *cache = PyDict_GetItemWithError(prepared, self->key);
+    if (cache == NULL || !PyDict_CheckExact(cache) || PyDict_GET_SIZE(cache) < p->hot) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *source = PyDict_GetItemWithError(wrappers, p->source_key);
+    if (source == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    long long capacity = int_field(buffer, buffer_capacity);
+    long long high = int_field(slot, slot_high_water);
+    long long plain = int_field(slot, slot_plain_high);
+    /* Held from here: a dtype's first resolution runs Python code, which may let another
+     * thread grow the slot or close the arena. */
+    Py_INCREF(buffer);
+    Py_INCREF(source);
+    PlannedView planned[PLAN_MAX_VIEWS];
+    Py_ssize_t count = 0;
+    unsigned long long total = 0;
+    PyObject *out = NULL;
+    int done = plan_layout(p, specs, planned, &count, &total, 0);
+    if (done <= 0) goto finish;
+    /* Growth, a locked error, a new high-water mark or plain high: the Python path. And a
+     * buffer replaced meanwhile serves nothing here. */
+    if (count == 0 || capacity < 0 || total > (unsigned long long)capacity || high < 0 ||
+        total > (unsigned long long)high || plain < 0 || total > (unsigned long long)plain ||
+        FIELD(slot, slot_buffer) != buffer || Py_TYPE(source) != (PyTypeObject *)p->ndarray)
+        goto release;
+    /* The buffer's address and length, as numpy.ndarray(buffer=source) takes them. */
+    Py_buffer memory;
+    if (PyObject_GetBuffer(source, &memory, PyBUF_WRITABLE) < 0) {
+        PyErr_Clear(); /* not writeable: the Python path */
+        goto release;
+    }
+    if (memory.len < 0 || (unsigned long long)memory.len < total) {
+        PyBuffer_Release(&memory);
+        goto release;
+    }
+    out = PyList_New(count);
+    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
+        PyObject *shape = planned[i].shape;
+        Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
+        Py_ssize_t dims[PLAN_MAX_DIMS];
+        if (ndim > PLAN_MAX_DIMS) {
+            Py_CLEAR(out); /* no exception: the Python path */
+            break;
+        }
+        for (Py_ssize_t k = 0; k < ndim; k++) dims[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, k));
+        /* PyArray_NewFromDescr takes the dtype's reference; SetBaseObject the base's. */
+        Py_INCREF(planned[i].native);
+        PyObject *view = p->new_from_descr((PyTypeObject *)p->ndarray, planned[i].native,
+                                           (int)ndim, dims, NULL,
+                                           (char *)memory.buf + planned[i].offset,
+                                           NPY_CARRAY_FLAGS, NULL);
+        if (view == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        Py_INCREF(source);
+        if (p->set_base(view, source) < 0) {
+            Py_DECREF(view);
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, view);
+    }
+    PyBuffer_Release(&memory);
+    if (out != NULL) {
+        PyObject *calls = FIELD(slot, slot_calls);
+        if (calls != NULL) {
+            PyObject *more = PyNumber_Add(calls, one);
+            if (more == NULL) {
+                Py_CLEAR(out);
+            } else {
+                FIELD(slot, slot_calls) = more;
+                Py_DECREF(calls);
+            }
+        }
+    }
+release:
+    release_planned(planned, count);
+finish:
+    Py_DECREF(source);
+    Py_DECREF(buffer);
+    return out;
+}
+
 static PyObject *request(HitBase *self, PyObject *specs, PyObject *strict) {
     PyObject *slot = select_slot(self);
     if (slot == NULL) return NULL;
@@ -548,7 +1007,19 @@ static PyObject *request(HitBase *self, PyObject *specs, PyObject *strict) {
         return result;
     }
     PyObject *entry = NULL, *buffer = NULL;
-    PyObject *views = serve(self, slot, specs, &entry, &buffer);
+    PyObject *views = serve(self, slot, specs, &entry, &buffer, 1);
+    if (views == NULL && !PyErr_Occurred() && self->planner != NULL &&
+        Py_IS_TYPE(self->planner, planner_type)) {
+        /* Where the cache missed: offsets computed from the request (see Planner). */
+        views = plan_serve(self, slot, specs);
+        if (views != NULL || PyErr_Occurred()) {
+            Py_DECREF(slot);
+            return views;
+        }
+        /* Not the Planner's (a zero-size view, a dtype it does not know...): the whole
+         * cache, which the lookup above asked through its memo only. */
+        views = serve(self, slot, specs, &entry, &buffer, 0);
+    }
     if (views == NULL) {
         if (PyErr_Occurred()) {
             Py_DECREF(slot);
@@ -634,6 +1105,7 @@ static int traverse(HitBase *self, visitproc visit, void *arg) {
     Py_VISIT(self->log);
     Py_VISIT(self->governor);
     Py_VISIT(self->builder);
+    Py_VISIT(self->planner);
     Py_VISIT(self->site_code);
     Py_VISIT(self->site);
     for (int i = 0; i < MEMO_SIZE; i++) Py_VISIT(self->memo[i].key);
@@ -651,6 +1123,7 @@ static int clear(HitBase *self) {
     Py_CLEAR(self->log);
     Py_CLEAR(self->governor);
     Py_CLEAR(self->builder);
+    Py_CLEAR(self->planner);
     Py_CLEAR(self->site_code);
     Py_CLEAR(self->site);
     for (int i = 0; i < MEMO_SIZE; i++) Py_CLEAR(self->memo[i].key);
@@ -685,6 +1158,7 @@ static PyMemberDef hit_members[] = {
     MEMBER("_log", log),
     MEMBER("_governor", governor),
     MEMBER("_builder", builder),
+    MEMBER("_planner", planner),
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1304,6 +1778,17 @@ PyMODINIT_FUNC PyInit__hit(void) {
     if (str_python_get == NULL || step_type == NULL ||
         PyModule_AddObject(module, "StepHitBase", step_type) < 0) {
         Py_XDECREF(step_type);
+        Py_DECREF(module);
+        return NULL;
+    }
+    planner_type = (PyTypeObject *)PyType_FromSpec(&planner_spec);
+    if (planner_type == NULL) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    Py_INCREF(planner_type);
+    if (PyModule_AddObject(module, "Planner", (PyObject *)planner_type) < 0) {
+        Py_DECREF(planner_type);
         Py_DECREF(module);
         return NULL;
     }
