@@ -2,7 +2,11 @@
 
 :func:`~arena.planning.plan_offsets` calls :func:`improve` when given a ``time_limit``. The
 search follows Moffitt, "MiniMalloc: A Lightweight Memory Allocator for Hardware-Accelerated
-Machine Learning" (ASPLOS 2023), written anew in Python from the paper's ideas:
+Machine Learning" (ASPLOS 2023). Where the optional extension ``arena.planning._search``
+was built, each decision runs MiniMalloc's own solver ported to C (``_search.c``, from
+google/minimalloc, Apache-2.0; it adds MiniMalloc's dynamic decomposition into independent
+sub-problems); elsewhere, or with ``ARENA_PURE_PYTHON=1``, the Python search below, written
+anew from the paper's ideas, runs (:data:`SEARCH_PATH` says which). Both share these rules:
 
 - *Canonical solutions.* Any valid plan can be pushed down until every block rests on a
   block it is live with (or on 0) and then listed by offset. So the search places blocks in
