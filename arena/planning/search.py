@@ -26,8 +26,10 @@ anew from the paper's ideas, runs (:data:`SEARCH_PATH` says which). Both share t
 
 Each search is a decision: does a plan within ``capacity`` exist? :func:`improve` probes the
 proven lower bound, the midpoint to the best plan so far and one unit below that plan,
-each round under a doubled node limit; a plan found lowers the upper end, a search that
-ends without one raises the lower end, and the two meeting proves the best plan optimal.
+each round under a node limit, doubled after a round that moved neither end (a round
+that did runs again under the same limit); a plan found lowers the upper end, a search
+that ends without one raises the lower end, and the two meeting proves the best plan
+optimal.
 Why this rather than a constraint solver: it needs nothing beyond NumPy (OR-Tools CP-SAT
 is a large optional binary), and the paper reports it solving instances a CP and an ILP
 formulation cannot; it was not compared against CP-SAT here.
@@ -319,8 +321,11 @@ def improve(
     )
     node_limit = max(len(size), 64)
     timed_out = False
+    progress = False
     while lo < hi and not timed_out:
-        node_limit *= 2
+        if not progress:  # a round that moved a bound runs again under the same limit
+            node_limit *= 2
+        progress = False
         # Probe the proven bound first (a plan there is optimal), then the midpoint, then
         # one unit below the best plan (the loosest, so the likeliest to improve on it).
         targets = sorted({lo, (lo + hi) // 2, hi - 1})
@@ -332,9 +337,11 @@ def improve(
                 if status == _FOUND:
                     best = offsets
                     hi = max(o + s for o, s in zip(best, size, strict=True))
+                    progress = True
                     break
                 if status == _NONE:  # searched exhaustively: nothing within target
                     lo = target + 1
+                    progress = True
                     break
                 if status == _TIME:
                     timed_out = True
