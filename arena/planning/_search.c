@@ -9,8 +9,11 @@
  * offsets or per-buffer alignment (sizes come in alignment units); the round robin over
  * preorders and the capacity loop are driven from Python (arena/planning/search.py); a
  * node's candidates are collected from its partition's buffer list (filtered by the
- * canonical and dominance rules before sorting) instead of a re-sorted full ordering; the
- * clock is read every 256 nodes.
+ * canonical and dominance rules before sorting) instead of a re-sorted full ordering; a
+ * placement whose own sections overflow fails before the minimum offsets are raised; the
+ * section check tries the section that failed last first; a section's unallocated floor
+ * is recomputed only where it may rise; the clock is read every 256 nodes. None of these
+ * changes which nodes are visited.
  *
  * The search decides whether every buffer fits below a capacity. It places buffers in
  * non-decreasing offset order, each at its minimum offset (the highest top among the
@@ -211,6 +214,7 @@ typedef struct {
     char heur[3];
     int64_t *off, *minoff, *floor, *total, *sol;
     int32_t *cuts, *pidx, *witness;
+    int32_t last_fail; /* the section check() last found too full */
     Stack och, sch;
     int64_t nodes_left;
     uint32_t ticks;
@@ -269,11 +273,20 @@ static int cmp_pre(const void *pa, const void *pb) {
 
 static int subsolve(State *S, const Part *P);
 
-/* Whether every section of the partition can still hold its unplaced buffers. */
-static int check(const State *S, const Part *P, int64_t offset) {
+/* Whether every section of the partition can still hold its unplaced buffers. The section
+   that failed last is tried first: failures cluster, and most placements tried fail. */
+static int check(State *S, const Part *P, int64_t offset) {
+    int32_t t = S->last_fail;
+    if (t >= P->slo && t < P->shi) {
+        int64_t f = S->floor[t] > offset ? S->floor[t] : offset;
+        if (f + S->total[t] > S->capacity) return 0;
+    }
     for (int32_t s = P->slo; s < P->shi; s++) {
         int64_t f = S->floor[s] > offset ? S->floor[s] : offset;
-        if (f + S->total[s] > S->capacity) return 0;
+        if (f + S->total[s] > S->capacity) {
+            S->last_fail = s;
+            return 0;
+        }
     }
     return 1;
 }
@@ -370,10 +383,19 @@ static int search(State *S, const Part *P, int64_t min_off, int32_t min_pidx) {
             S->floor[s] = top;
             S->total[s] -= w->size[b];
         }
-        /* Raise the minimum offsets of the unplaced buffers live with b. */
+        /* Where b's own sections overflow, the check below fails whatever else changes
+           (floors only rise): skip the rest, only finding out whether b is hatless. */
+        int full = 0;
+        for (int32_t s = w->slo[b]; s < w->shi[b] && !full; s++)
+            full = top + S->total[s] > S->capacity;
         int hatless = 1;
+        if (full) {
+            for (int64_t e = w->ovs[b]; e < w->ovs[b + 1] && hatless; e++)
+                hatless = S->off[w->ov[e]] >= 0;
+        }
+        /* Raise the minimum offsets of the unplaced buffers live with b. */
         int32_t span_lo = w->slo[b], span_hi = w->shi[b];
-        for (int64_t e = w->ovs[b]; e < w->ovs[b + 1] && !S->oom; e++) {
+        for (int64_t e = w->ovs[b]; e < w->ovs[b + 1] && !S->oom && !full; e++) {
             int32_t k = w->ov[e];
             if (S->off[k] >= 0) continue;
             hatless = 0;
@@ -388,7 +410,7 @@ static int search(State *S, const Part *P, int64_t min_off, int32_t min_pidx) {
            floors below top may rise, in the raised buffers' sections outside b's (where
            the floor is top already). Each raised buffer's sections meet b's, so together
            they are the sections from span_lo to span_hi outside b's. */
-        for (int32_t s = span_lo; s < span_hi && !S->oom; s++) {
+        for (int32_t s = span_lo; s < span_hi && !S->oom && !full; s++) {
             if (s == w->slo[b]) {
                 s = w->shi[b] - 1;
                 continue;
@@ -416,7 +438,7 @@ static int search(State *S, const Part *P, int64_t min_off, int32_t min_pidx) {
         int st = NONE;
         if (S->oom)
             st = ABORT;
-        else if (check(S, P, o))
+        else if (!full && check(S, P, o))
             st = decompose(S, P, o, cand[i].pidx, b);
         while (S->sch.n > smark) {
             Change c = S->sch.a[--S->sch.n];
