@@ -1,8 +1,10 @@
-"""The optional compiled hit path (arena/views/_hit.c); everything else is in pyproject.toml.
+"""The optional compiled extensions; everything else is in pyproject.toml.
 
-Built where a C compiler and Python's headers are found; ``optional=True`` lets the
-install go on without it, and arena then serves every request in pure Python
-(``python -m arena --version`` says which path is in use).
+``arena/views/_hit.c`` is the compiled hit path; ``arena/planning/_search.c`` the compiled
+offset search behind ``plan_offsets(time_limit=...)`` (MiniMalloc's solver ported to C).
+Both are built where a C compiler and Python's headers are found; ``optional=True`` lets
+the install go on without them, and arena then runs their pure-Python versions
+(``python -m arena --version`` says which hit path is in use).
 """
 
 from setuptools import Extension, setup
@@ -10,5 +12,6 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension("arena.views._hit", ["arena/views/_hit.c"], optional=True),
+        Extension("arena.planning._search", ["arena/planning/_search.c"], optional=True),
     ]
 )

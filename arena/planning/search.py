@@ -2,7 +2,11 @@
 
 :func:`~arena.planning.plan_offsets` calls :func:`improve` when given a ``time_limit``. The
 search follows Moffitt, "MiniMalloc: A Lightweight Memory Allocator for Hardware-Accelerated
-Machine Learning" (ASPLOS 2023), written anew in Python from the paper's ideas:
+Machine Learning" (ASPLOS 2023). Where the optional extension ``arena.planning._search``
+was built, each decision runs MiniMalloc's own solver ported to C (``_search.c``, from
+google/minimalloc, Apache-2.0; it adds MiniMalloc's dynamic decomposition into independent
+sub-problems); elsewhere, or with ``ARENA_PURE_PYTHON=1``, the Python search below, written
+anew from the paper's ideas, runs (:data:`SEARCH_PATH` says which). Both share these rules:
 
 - *Canonical solutions.* Any valid plan can be pushed down until every block rests on a
   block it is live with (or on 0) and then listed by offset. So the search places blocks in
@@ -22,8 +26,10 @@ Machine Learning" (ASPLOS 2023), written anew in Python from the paper's ideas:
 
 Each search is a decision: does a plan within ``capacity`` exist? :func:`improve` probes the
 proven lower bound, the midpoint to the best plan so far and one unit below that plan,
-each round under a doubled node limit; a plan found lowers the upper end, a search that
-ends without one raises the lower end, and the two meeting proves the best plan optimal.
+each round under a node limit, doubled after a round that moved neither end (a round
+that did runs again under the same limit); a plan found lowers the upper end, a search
+that ends without one raises the lower end, and the two meeting proves the best plan
+optimal.
 Why this rather than a constraint solver: it needs nothing beyond NumPy (OR-Tools CP-SAT
 is a large optional binary), and the paper reports it solving instances a CP and an ILP
 formulation cannot; it was not compared against CP-SAT here.
@@ -33,19 +39,42 @@ Sizes are counted in units of the alignment, so capacities step by one unit.
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Sequence
-from typing import NamedTuple
+from types import ModuleType
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
-__all__ = ["MAX_SEARCH_BLOCKS", "Outcome", "improve"]
+from arena.environment import flag_from_env
+
+__all__ = ["MAX_SEARCH_BLOCKS", "SEARCH_PATH", "WHY_PYTHON", "Outcome", "compiled", "improve"]
 
 #: Past this many non-empty blocks the search is not run (its per-node cost is linear in
 #: the blocks left): the plan without a limit is returned, ``optimal`` only if at LOAD.
 MAX_SEARCH_BLOCKS = 5_000
 
 _FOUND, _NONE, _ABORT, _TIME = 0, 1, 2, 3
+#: MiniMalloc's static preorders: width (W), area (A), peak total (T), in turn, descending.
+_HEURISTICS = ("WAT", "TAW", "TWA")
+
+
+def _load() -> tuple[ModuleType | None, str]:
+    if flag_from_env("ARENA_PURE_PYTHON"):
+        return None, "ARENA_PURE_PYTHON is set"
+    try:
+        module = importlib.import_module("arena.planning._search")
+    except ImportError:  # not built (no compiler at install): the pure-Python search
+        return None, "the extension arena.planning._search is not built"
+    return module, ""
+
+
+#: The compiled search (arena/planning/_search.c), or None where it is not in use; and why.
+compiled, WHY_PYTHON = _load()
+
+#: ``"compiled"`` or ``"python"``: the search :func:`improve` runs.
+SEARCH_PATH = "compiled" if compiled is not None else "python"
 
 
 class Outcome(NamedTuple):
@@ -92,7 +121,7 @@ class _Problem:
         area = [self.size[i] * width[i] for i in range(n)]
         keys = {"T": peak, "A": area, "W": width}
         self.preorders: list[list[int]] = []
-        for name in ("WAT", "TAW", "TWA"):
+        for name in _HEURISTICS:
             ranked = sorted(range(n), key=lambda i: (*(-keys[c][i] for c in name), i))
             rank = [0] * n
             for r, i in enumerate(ranked):
@@ -212,6 +241,55 @@ class _Decision:
         return _NONE, []
 
 
+class _Decider(Protocol):
+    def decide(
+        self, capacity: int, which: int, node_limit: int, deadline: float
+    ) -> tuple[int, list[int]]:
+        """Under preorder ``which``: the status and, when found, the offsets."""
+
+
+class _PythonDecider:
+    """Decisions by :class:`_Decision`, in Python."""
+
+    def __init__(self, size: Sequence[int], first: Sequence[int], last: Sequence[int]) -> None:
+        self.prob = _Problem(size, first, last)
+
+    def decide(
+        self, capacity: int, which: int, node_limit: int, deadline: float
+    ) -> tuple[int, list[int]]:
+        pre = self.prob.preorders[which]
+        return _Decision(self.prob, capacity, pre).run(node_limit, deadline)
+
+
+class _CompiledDecider:
+    """Decisions by the compiled search, MiniMalloc's solver with its dynamic decomposition."""
+
+    def __init__(
+        self,
+        module: ModuleType,
+        size: Sequence[int],
+        first: Sequence[int],
+        last: Sequence[int],
+    ) -> None:
+        # Lifetimes half-open, on the ranks of the points where one starts or ends (so
+        # last + 1 never leaves int64).
+        points = sorted({*first, *(x + 1 for x in last)})
+        rank = {p: k for k, p in enumerate(points)}
+        self.module = module
+        self.sweep = module.sweep(list(size), [rank[f] for f in first], [rank[x + 1] for x in last])
+
+    def decide(
+        self, capacity: int, which: int, node_limit: int, deadline: float
+    ) -> tuple[int, list[int]]:
+        seconds = deadline - time.perf_counter()
+        if seconds <= 0:
+            return _TIME, []
+        status, offsets = self.module.decide(
+            self.sweep, capacity, _HEURISTICS[which], node_limit, seconds
+        )
+        return int(status), [] if offsets is None else list(offsets)
+
+
 def improve(
     size: Sequence[int],
     first: Sequence[int],
@@ -226,7 +304,7 @@ def improve(
     ``size`` in alignment units (all positive), ``seed`` a valid plan's offsets in units,
     ``lower`` the LOAD in units. Returns the offsets, their top, whether the top is proven
     optimal, whether the time limit (not a proof) ended the search, and the proven lower
-    bound.
+    bound. Runs the compiled search where :data:`compiled` is set, else the Python one.
     """
     deadline = time.perf_counter() + max(time_limit, 0.0)
     best = list(seed)
@@ -236,25 +314,34 @@ def improve(
         return Outcome(best, hi, True, False, lo)
     if len(size) > MAX_SEARCH_BLOCKS:
         return Outcome(best, hi, False, False, lo)
-    prob = _Problem(size, first, last)
+    decider: _Decider = (
+        _PythonDecider(size, first, last)
+        if compiled is None
+        else _CompiledDecider(compiled, size, first, last)
+    )
     node_limit = max(len(size), 64)
     timed_out = False
+    progress = False
     while lo < hi and not timed_out:
-        node_limit *= 2
+        if not progress:  # a round that moved a bound runs again under the same limit
+            node_limit *= 2
+        progress = False
         # Probe the proven bound first (a plan there is optimal), then the midpoint, then
         # one unit below the best plan (the loosest, so the likeliest to improve on it).
         targets = sorted({lo, (lo + hi) // 2, hi - 1})
         for target in targets:
             if target < lo or target >= hi:
                 continue
-            for pre in prob.preorders:
-                status, offsets = _Decision(prob, target, pre).run(node_limit, deadline)
+            for which in range(len(_HEURISTICS)):
+                status, offsets = decider.decide(target, which, node_limit, deadline)
                 if status == _FOUND:
                     best = offsets
                     hi = max(o + s for o, s in zip(best, size, strict=True))
+                    progress = True
                     break
                 if status == _NONE:  # searched exhaustively: nothing within target
                     lo = target + 1
+                    progress = True
                     break
                 if status == _TIME:
                     timed_out = True

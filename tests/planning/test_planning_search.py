@@ -1,11 +1,14 @@
 """plan_offsets(time_limit=...): the exact, anytime search (MiniMalloc's branch and bound).
 
 The optimum here comes from a brute force written independently of the search: every
-aligned offset of every block below a capacity, raised until a plan fits.
+aligned offset of every block below a capacity, raised until a plan fits. The search
+tests run on both searches (the ``search_path`` fixture): the compiled one
+(arena/planning/_search.c) and the pure-Python one.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 import os
@@ -17,17 +20,38 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from arena import Arena
 from arena.__main__ import main as arena_main
 from arena.errors import ConfigError
 from arena.observe.profilefile import read_profile
-from arena.planning import OffsetPlan, plan_offsets
+from arena.planning import OffsetPlan, plan_offsets, search
 
 Block = tuple[int, int, int]
 ALIGN = 16
+REQUIRE_COMPILED = os.environ.get("ARENA_REQUIRE_COMPILED", "") == "1"
+
+
+def _use(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make plan_offsets run the ``path`` search ("compiled" skips where it is not in use:
+    not built, or ``ARENA_PURE_PYTHON=1``; fails instead under ARENA_REQUIRE_COMPILED=1)."""
+    if path == "python":
+        monkeypatch.setattr(search, "compiled", None)
+    elif search.compiled is None:
+        reason = f"the compiled search is not in use here: {search.WHY_PYTHON}"
+        if REQUIRE_COMPILED and search.WHY_PYTHON != "ARENA_PURE_PYTHON is set":
+            pytest.fail(f"ARENA_REQUIRE_COMPILED=1 but {reason}")
+        pytest.skip(reason)
+
+
+@pytest.fixture(params=["compiled", "python"])
+def search_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test once per search: MiniMalloc's solver in C, then the Python one."""
+    path: str = request.param
+    _use(path, monkeypatch)
+    return path
 
 
 def _co_live(a: Block, b: Block) -> bool:
@@ -78,7 +102,7 @@ def _check(blocks: Sequence[Block], plan: OffsetPlan) -> None:
         assert not plan.limit_reached
 
 
-def test_search_finds_and_proves_the_optimum_on_small_instances() -> None:
+def test_search_finds_and_proves_the_optimum_on_small_instances(search_path: str) -> None:
     """Where the heuristics miss the brute-force optimum (a few in thousands of tiny sets),
     the search must reach it and say it is optimal."""
     rng = random.Random(31)
@@ -123,7 +147,7 @@ def _tiling(rng: random.Random, n: int, steps: int, height: int) -> list[Block]:
     return [(ALIGN * (y1 - y0), t0, t1 - 1) for t0, t1, y0, y1 in pieces]
 
 
-def test_search_reaches_load_where_the_heuristics_miss() -> None:
+def test_search_reaches_load_where_the_heuristics_miss(search_path: str) -> None:
     """Cut rectangles (LOAD reachable by construction) that the heuristics leave above it:
     the search must find a plan at LOAD and say it is optimal."""
     rng = random.Random(7)
@@ -146,9 +170,14 @@ block_st = st.tuples(st.integers(0, 40 * ALIGN), st.integers(0, 12), st.integers
 )
 
 
-@settings(max_examples=60, deadline=None)
+# The fixture's patch holds for every example; nothing else is shared between them.
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.lists(block_st, max_size=24), st.sampled_from([0.0, 0.005, 0.05]))
-def test_any_limit_gives_a_valid_plan_never_worse(blocks: list[Block], limit: float) -> None:
+def test_any_limit_gives_a_valid_plan_never_worse(
+    search_path: str, blocks: list[Block], limit: float
+) -> None:
     plain = plan_offsets(blocks, alignment=ALIGN)
     plan = plan_offsets(blocks, alignment=ALIGN, time_limit=limit)
     _check(blocks, plan)
@@ -166,7 +195,7 @@ def _hard_instance() -> list[Block]:
     ]
 
 
-def test_a_limit_that_ends_the_search_is_reported() -> None:
+def test_a_limit_that_ends_the_search_is_reported(search_path: str) -> None:
     blocks = _hard_instance()
     plain = plan_offsets(blocks, alignment=ALIGN)
     assert plain.total_bytes > plain.lower_bound
@@ -190,7 +219,8 @@ _SCRIPT = """
 import json, random, sys
 sys.path.insert(0, sys.argv[1])
 from test_planning_search import _tiling
-from arena.planning import plan_offsets
+from arena.planning import plan_offsets, search
+assert search.SEARCH_PATH == sys.argv[2], (search.SEARCH_PATH, search.WHY_PYTHON)
 rng = random.Random(3)
 out = []
 for _ in range(20):
@@ -200,12 +230,14 @@ print(json.dumps(out))
 """
 
 
-def test_same_plan_whatever_the_hash_seed() -> None:
+def test_same_plan_whatever_the_hash_seed(search_path: str) -> None:
     results = []
     for seed in ("0", "12345"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
+        if search_path == "python":
+            env["ARENA_PURE_PYTHON"] = "1"
         done = subprocess.run(
-            [sys.executable, "-c", _SCRIPT, os.path.dirname(__file__)],
+            [sys.executable, "-c", _SCRIPT, os.path.dirname(__file__), search_path],
             env=env,
             capture_output=True,
             text=True,
@@ -312,3 +344,107 @@ def test_python_m_arena_plan_refuses_a_missing_file_and_a_bad_limit(
     assert f"no profile at {path}" in capsys.readouterr().err
     assert arena_main(["plan", str(path), "--time-limit", "-1"]) == 2
     assert "time_limit" in capsys.readouterr().err
+
+
+def test_compiled_and_python_search_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two searches on the same instances the heuristics miss: both reach the
+    brute-force optimum (or LOAD, for cut rectangles), say so, and give valid plans."""
+    _use("compiled", monkeypatch)  # skips where the compiled search is not in use
+    rng = random.Random(2031)
+    instances: list[list[Block]] = []
+    while len(instances) < 8:
+        n = rng.randint(4, 6)
+        blocks = [
+            (ALIGN * rng.randint(1, 6), f, f + rng.randint(0, 2))
+            for f in (rng.randint(0, 2) for _ in range(n))
+        ]
+        if not plan_offsets(blocks, alignment=ALIGN).optimal:
+            instances.append(blocks)
+    while len(instances) < 14:
+        blocks = _tiling(rng, rng.randint(16, 28), 16, 64)
+        if not plan_offsets(blocks, alignment=ALIGN).optimal:
+            instances.append(blocks)
+    compiled = search.compiled
+    for blocks in instances:
+        want = _optimum(blocks) if len(blocks) <= 6 else 64 * ALIGN
+        plans = []
+        for module in (compiled, None):
+            monkeypatch.setattr(search, "compiled", module)
+            plan = plan_offsets(blocks, alignment=ALIGN, time_limit=30)
+            _check(blocks, plan)
+            assert plan.total_bytes == want and plan.optimal, (module, blocks)
+            plans.append(plan)
+        assert plans[0].proven_bound == plans[1].proven_bound == want
+
+
+def test_arena_pure_python_forces_the_python_search() -> None:
+    """ARENA_PURE_PYTHON=1 runs the Python search, as it runs the Python hit path; unset,
+    the compiled search is used wherever it was built."""
+    code = "from arena.planning import search; print(search.SEARCH_PATH, search.WHY_PYTHON)"
+    env = {k: v for k, v in os.environ.items() if k != "ARENA_PURE_PYTHON"}
+    pure = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "ARENA_PURE_PYTHON": "1"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert pure.stdout.split(maxsplit=1) == ["python", "ARENA_PURE_PYTHON is set\n"]
+    default = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    built = importlib.util.find_spec("arena.planning._search") is not None
+    assert default.stdout.split()[0] == ("compiled" if built else "python")
+    if REQUIRE_COMPILED:
+        assert built
+
+
+def _module(monkeypatch: pytest.MonkeyPatch) -> Any:
+    _use("compiled", monkeypatch)
+    return search.compiled
+
+
+def test_compiled_search_refuses_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = _module(monkeypatch)
+    with pytest.raises(ValueError, match="one length"):
+        module.sweep([1, 2], [0], [1])
+    with pytest.raises(ValueError, match="buffer 1: needs start < end and size > 0"):
+        module.sweep([1, 2], [0, 3], [1, 3])
+    with pytest.raises(ValueError, match="buffer 0"):
+        module.sweep([0], [0], [1])
+    with pytest.raises(ValueError, match=r"sizes\[0\] must be >= 0"):
+        module.sweep([-1], [0], [1])
+    with pytest.raises(OverflowError):
+        module.sweep([2**63], [0], [1])
+    with pytest.raises(TypeError):
+        module.sweep([1.5], [0], [1])
+    sweep = module.sweep([1, 1], [0, 0], [1, 1])
+    with pytest.raises(ValueError, match="heuristic"):
+        module.decide(sweep, 2, "WAX", 100, 1.0)
+    with pytest.raises(ValueError, match="PyCapsule"):
+        module.decide(object(), 2, "WAT", 100, 1.0)
+    assert module.decide(sweep, 2, "WAT", 100, 1.0) == (0, [0, 1])
+    assert module.decide(sweep, 1, "TWA", 100, 1.0) == (1, None)  # proven: no plan in 1
+    assert module.decide(module.sweep([], [], []), 0, "TAW", 1, 1.0) == (0, [])
+
+
+def test_compiled_search_stops_at_its_node_and_time_limits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On an instance it cannot settle at once, the compiled search says which limit
+    stopped it: the node limit (status 2) or the clock (status 3), read while it runs."""
+    module = _module(monkeypatch)
+    rng = random.Random(9)
+    blocks = [
+        (ALIGN * rng.randint(1, 64), f, f + rng.randint(0, 20))
+        for f in (rng.randint(0, 60) for _ in range(200))
+    ]
+    sweep = module.sweep(
+        [b[0] // ALIGN for b in blocks], [b[1] for b in blocks], [b[2] + 1 for b in blocks]
+    )
+    load = plan_offsets(blocks, alignment=ALIGN).lower_bound // ALIGN
+    # At LOAD it needs more than 5,000 nodes, so a clock limit of 0 s, read every 256
+    # nodes, stops it first however large its node limit.
+    assert module.decide(sweep, load, "WAT", 5000, 60.0) == (2, None)
+    assert module.decide(sweep, load, "WAT", 10**15, 0.0) == (3, None)
+    assert module.decide(sweep, load, "TAW", 10**15, 0.0) == (3, None)
