@@ -148,15 +148,22 @@ def close_region(region: Any) -> None:
     open reaches above them (requests on an outer region while this one was open).
 
     Safe to call again after an interrupt stopped it halfway: the slot drops the region
-    and sets its new top and live bytes in one step, and a region no longer open
-    changes nothing on the slot."""
+    and sets its new top and live bytes (what the regions still open hold) in one step,
+    and a region no longer open changes nothing on the slot."""
     slot = region.slot
     if slot is None:
         return
     # The regions still open keep what they reach (a step opened right inside a step starts
     # below the outer one's end; one closed out of order may have others above it).
     top = max([region.base, *(r.end for r in slot.regions if r is not region)])
-    closed = slot.close_region(region, top, slot.live - region.held)
+    # What stays live is what the regions still open hold: a sum, not the slot's figure
+    # less this region's, so that an interrupt between a region's bookkeeping and the
+    # slot's (Slot.account, then the region's own stores) heals when the region closes.
+    live = 0
+    for other in slot.regions:
+        if other is not region:
+            live += other.held
+    closed = slot.close_region(region, top, live)
     region.slot = None
     if closed and slot.governor.debug:
         slot.leave()

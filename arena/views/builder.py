@@ -248,21 +248,34 @@ class ViewBuilder:
         """
         governor = self._governor
         required = layout.total
-        buffer, resizes = slot.ensure(required)
-        if buffer is not None and keep == ALWAYS and required > slot.plain_high:
-            # At offset 0: nothing else is live (ensure() raised the high-water mark).
+        buffer, resizes = slot.ensure(required)  # counts the request it gives a buffer
+        # At offset 0 nothing else is live (ensure() raised the high-water mark). A request
+        # refused from here on never held bytes: it counts neither in LOAD nor as a call.
+        # Only a listener hearing of the resize (it may raise, or close the arena) or a
+        # capture (no first import of a buffer then) can refuse it: LOAD waits for the
+        # views where either may.
+        note = buffer is not None and keep == ALWAYS and required > slot.plain_high
+        watched = self.probe is not None or bool(resizes and self._table.listeners)
+        if note and not watched:
             slot.note_load(required, reach=required)
-        if resizes:
-            self._table.announce("resize", resizes)
-            if governor.closed:  # a listener closed the arena
-                governor.check_open()
-        if buffer is None:
-            if strict:
-                raise slot.locked_error(required, what)
-            return None
-        if required > buffer.capacity:
-            check_in_bounds(slot, buffer, layout)  # raises: a bug in arena
-        views = self._views.typed(buffer, layout)  # ensure() counted the request
+        try:
+            if resizes:
+                self._table.announce("resize", resizes)
+                if governor.closed:  # a listener closed the arena
+                    governor.check_open()
+            if buffer is None:
+                if strict:
+                    raise slot.locked_error(required, what)
+                return None
+            if required > buffer.capacity:
+                check_in_bounds(slot, buffer, layout)  # raises: a bug in arena
+            views = self._views.typed(buffer, layout)
+        except BaseException:
+            if buffer is not None:
+                slot.count_call(-1)  # ensure() counted it; it was refused after all
+            raise
+        if note and watched:
+            slot.note_load(required, reach=required)
         if keep == ALWAYS:
             cache = buffer.prepared.get(self.key)
             if cache is None:
