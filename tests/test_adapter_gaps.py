@@ -3,6 +3,7 @@ on the mutant it names (applied by hand, seen to fail) and passes on the real co
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import numpy as np
@@ -80,3 +81,15 @@ def test_poisoning_fills_a_zero_dimensional_view() -> None:
             (scalar,) = scope.get_simultaneous(((), "float32"))
             scalar[()] = 1.0
         assert scalar.tobytes() == sentinel
+
+
+def test_jax_poisoning_gives_every_view_after_an_empty_one_its_sentinel() -> None:
+    # jax.py JaxAdapter.fill #1, #3, #4: the byte count read as None, the test of an empty
+    # view inverted, or `break` at an empty view left a new JAX int32 view holding the
+    # float NaN bytes instead of its own integer sentinel.
+    pytest.importorskip("jax")
+    sentinel = bytes([sentinel_byte(resolve_dtype("int32"))]) * 16
+    with Arena("cpu", framework="jax", poison=True) as ws:
+        for _ in range(2):  # the second request is served by the remembered views
+            (_empty, four) = ws.jax.get_simultaneous(((0,), "int32"), ((4,), "int32"))
+            assert ctypes.string_at(ws.jax.data_ptr(four), 16) == sentinel
