@@ -7,7 +7,7 @@ import enum
 
 import pytest
 
-from arena import Arena, SpecError
+from arena import Arena, ArenaAsleepError, ConfigError, SpecError
 from arena.base.layout import MAX_BYTES
 
 
@@ -32,11 +32,47 @@ def test_triton_sizes_of_an_int_subclass_pass_the_full_check(alignment: int) -> 
 
 @pytest.mark.parametrize("size", [0, MAX_BYTES])
 def test_a_bad_triton_alignment_is_named_whatever_the_valid_size(size: int) -> None:
-    # triton.py _check_ints #5, #6, #7: the size check's bounds 0 and MAX_BYTES moved in,
-    # so a valid size of 0 or of the largest request was refused instead of the alignment.
+    # triton.py _check_ints #5, #6, #7 and TritonAllocator.__call__ #22: the size check's
+    # bounds 0 and MAX_BYTES moved in, or the full check given None for the alignment,
+    # so a valid size of 0 or of the largest request was refused instead of the alignment
+    # (or the alignment named as None).
     pytest.importorskip("torch")
     with Arena("cpu", framework="numpy") as a:
         allocate = a.triton_allocator()
-        with pytest.raises(SpecError, match="alignment must be") as info:
+        with pytest.raises(SpecError, match=r"alignment must be .*got 3$") as info:
             allocate(size, 3, None)
         assert "size must be" not in str(info.value)
+
+
+def test_a_bad_triton_request_names_what_is_wrong_with_its_own_value() -> None:
+    # triton.py TritonAllocator.__call__ #7, #22, #27, #35: the full check given None for
+    # the alignment (an int-subclass size refused, a bad size or a too large alignment
+    # reported as the alignment None), and a bad stream's type named as NoneType.
+    pytest.importorskip("torch")
+    with Arena("cpu", framework="numpy") as a:
+        allocate = a.triton_allocator()
+        assert allocate(_Bytes.SOME, 16, None).numel() == 64
+        with pytest.raises(SpecError, match=r"size must be .*got -1$"):
+            allocate(-1, 16, None)
+        with pytest.raises(SpecError, match=r"alignment must be .*got 2147483648$"):
+            allocate(64, 1 << 31, None)
+        with pytest.raises(SpecError, match=r"got str '7'"):
+            allocate(64, 16, "7")
+
+
+def test_a_refused_library_workspace_call_names_the_workspace_and_the_argument() -> None:
+    # library.py LibraryWorkspaces.get #3, #5, #6, #7 (check_key), #44, #46, #47, #48
+    # (check_new_key), #23 (check_flag), #26 (check_awake): the name given to the check
+    # dropped, changed or replaced by None, so the error named a persistent key, None or
+    # nothing instead of the library workspace key, zero_init or the workspace.
+    with Arena("cpu", framework="numpy", source="virtual", max_bytes=1 << 24) as ws:
+        with pytest.raises(SpecError, match=r"^library workspace key \[1\] \(list\)"):
+            ws.get_library_workspace([1], 64)
+        with pytest.raises(SpecError, match=r"^library workspace key nan \(float\)"):
+            ws.get_library_workspace(float("nan"), 64)
+        with pytest.raises(ConfigError, match=r"^zero_init must be True or False"):
+            ws.get_library_workspace("k", 64, zero_init="yes")  # type: ignore[arg-type]
+        ws.sleep(level=1)
+        with pytest.raises(ArenaAsleepError, match=r"^library workspace 'k' from '"):
+            ws.get_library_workspace("k", 64)
+        ws.wake()
