@@ -7,7 +7,7 @@ import enum
 
 import pytest
 
-from arena import Arena, ArenaAsleepError, ConfigError, SpecError
+from arena import Arena, ArenaAsleepError, ArenaLockedError, ConfigError, SpecError
 from arena.base.layout import MAX_BYTES
 
 
@@ -76,3 +76,22 @@ def test_a_refused_library_workspace_call_names_the_workspace_and_the_argument()
         with pytest.raises(ArenaAsleepError, match=r"^library workspace 'k' from '"):
             ws.get_library_workspace("k", 64)
         ws.wake()
+
+
+def test_a_library_workspace_refused_while_locked_says_what_it_needs_and_holds() -> None:
+    # workspaces.py WorkspaceStore.locked_error #4, #5, #18, #19, #23, #24, #28, #32, #33: the
+    # bytes held read 0 or 1, the error's current and slot fields None or left out, or
+    # "a new" / another word for a workspace that had to grow.
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+        with ws.ubatch(1):
+            ws.get_library_workspace("k", 4096)
+        ws.lock()
+        with ws.ubatch(1), pytest.raises(ArenaLockedError) as grow:
+            ws.get_library_workspace("k", 8192)
+        with ws.ubatch(1), pytest.raises(ArenaLockedError) as new:
+            ws.get_library_workspace("n", 64)
+    assert "needs a larger library workspace 'k' of " in str(grow.value)
+    assert "(8192 bytes)" in str(grow.value)
+    assert (grow.value.required, grow.value.current, grow.value.slot) == (8192, 4096, (1, 0))
+    assert "needs a new library workspace 'n' of " in str(new.value)
+    assert (new.value.required, new.value.current, new.value.slot) == (64, 0, (1, 0))
