@@ -76,9 +76,9 @@ def make_plan(book: StepBook, alignment: int, time_limit: float | None = None) -
 def cover_nested(steps: dict[Any, StepBook]) -> None:
     """Raise the ``above`` of each planned book of one slot's ``steps`` (key -> book) to
     what the steps run inside it need when it replays its plan. One run right inside
-    starts at the end of the outer plan's views live at that request (the plan may put
-    them higher than the run that recorded them did); one in a scope starts its lift
-    above the plan's end. Each reaches its own plan plus what it holds above (not
+    starts at the end of the outer views live under it when it started, where the plan
+    puts them (maybe higher than the run that recorded them did); one in a scope starts
+    its lift above the plan's end. Each reaches its own plan plus what it holds above (not
     planned: what its recorded run reached). Inner keys first; a key seen inside itself
     counts once."""
     done: set[Any] = set()
@@ -89,13 +89,13 @@ def cover_nested(steps: dict[Any, StepBook]) -> None:
             return
         done.add(key)
         above = book.above
-        for r, inner_key, lift, recorded in list(book.nests):
+        for _, inner_key, place, recorded in list(book.nests):
             inner = steps.get(inner_key)
             reached = recorded
             if inner_key not in path and inner is not None and inner.planned:
                 cover(inner_key, path | {inner_key})
                 reached = inner.total + inner.above
-            start = _live_extent(book, r) - book.total if lift is None else lift
+            start = place if isinstance(place, int) else _live_extent(book, place) - book.total
             above = max(above, start + reached)
         book.above = above
 
@@ -103,15 +103,15 @@ def cover_nested(steps: dict[Any, StepBook]) -> None:
         cover(key, frozenset([key]))
 
 
-def _live_extent(book: StepBook, r: int) -> int:
-    """The end of the highest block of ``book``'s plan that may be live after its first
-    ``r`` requests (made before them, not released before the last of them)."""
-    offsets, sizes, firsts, lasts = book.offsets, book.sizes, book.firsts, book.lasts
+def _live_extent(book: StepBook, blocks: tuple[int, ...]) -> int:
+    """The end of the highest of ``blocks`` (the ones a run held under a step it ran right
+    inside) in ``book``'s plan. Not every block the plan may have live at that request: a
+    block released just before the inner step has its last use at the request before,
+    as one released just after it does, and counting it would put the inner step above
+    bytes its runs never used."""
+    offsets, sizes = book.offsets, book.sizes
     assert offsets is not None
-    return max(
-        (offsets[b] + sizes[b] for b in range(len(sizes)) if firsts[b] < r and lasts[b] >= r - 1),
-        default=0,
-    )
+    return max((offsets[b] + sizes[b] for b in blocks), default=0)
 
 
 # ------------------------------------------------------------------ one slot: its size

@@ -93,9 +93,10 @@ class StepBook:
         self.firsts: list[int] = []
         self.lasts: list[int] = []
         self.found: list[int] | None = None  # first-fit offsets of the last record
-        #: Steps run inside its runs: (requests before, key, lift, bytes from the step's
-        #: start to the most it reached). Lift None: right inside, at the end of the
-        #: plan's live views; else that many bytes above the plan's end (in a scope).
+        #: Steps run inside its runs: (requests before, key, place, bytes from the step's
+        #: start to the most it reached). Place: the blocks live under it (right inside:
+        #: it starts at their planned end), or an int: that many bytes above the plan's
+        #: end (in a scope).
         self.nests: list[Nest] = []
         self.offsets: list[int] | None = None
         self.starts: list[int] = [0]

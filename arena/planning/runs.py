@@ -13,15 +13,17 @@ from arena.views.aliases import origin_of
 
 __all__ = ["Nest", "StepRun", "merge_nests", "refused_release"]
 
-#: A step run inside another: (requests before it, its key, lift, bytes it reached).
-Nest = tuple[int, Any, "int | None", int]
+#: A step run inside another: (requests before it, its key, its place, bytes it reached).
+#: The place is an int (lifted that many bytes above the outer plan's end: in a scope) or
+#: the outer run's blocks live when it started right inside (it starts at their end).
+Nest = tuple[int, Any, "int | tuple[int, ...]", int]
 
 
 def merge_nests(*lists: Sequence[Nest]) -> list[Nest]:
     """The steps run inside a record (see
     :attr:`arena.planning.records.StepBook.nests`), one per request index, key and place
     (the largest reach)."""
-    most: dict[tuple[int, Any, int | None], int] = {}
+    most: dict[tuple[int, Any, int | tuple[int, ...]], int] = {}
     for nests in lists:
         for r, key, lift, reached in nests:
             most[r, key, lift] = max(most.get((r, key, lift), 0), reached)
@@ -95,15 +97,19 @@ class StepRun:
                     views[id(view)] = (block, view)
         self.indexed = len(handed)
 
-    def live_extent(self, plan: Any) -> tuple[int, int]:
-        """The end of the run's highest live view from its start, and their bytes (at
-        ``plan``'s places when it replays one): where a step opened right inside starts."""
+    def live_extent(self, plan: Any) -> tuple[int, int, tuple[int, ...]]:
+        """The end of the run's highest live view from its start, their bytes (at
+        ``plan``'s places when it replays one) and their blocks: where a step opened right
+        inside starts, and what it starts above."""
         self.index()
         if plan is not None and plan.offsets is not None:
-            live = [(plan.offsets[b], plan.sizes[b]) for b, _ in self.views.values()]
+            blocks = sorted(b for b, _ in self.views.values())
+            live = [(plan.offsets[b], plan.sizes[b]) for b in blocks]
         else:
-            live = list(self.live.values())
-        return max((o + s for o, s in live), default=0), sum(s for _, s in live)
+            blocks = sorted(self.live)
+            live = [self.live[b] for b in blocks]
+        height = max((o + s for o, s in live), default=0)
+        return height, sum(s for _, s in live), tuple(blocks)
 
     def adopt(self, book: Any, requests: int) -> None:
         """A replay that stops following its plan after ``requests`` requests: those

@@ -137,6 +137,7 @@ class Step(StepHitBase, Generic[ViewT]):
         "nested",
         "replay",
         "run",
+        "under",
     )
 
     def __init__(
@@ -175,6 +176,7 @@ class Step(StepHitBase, Generic[ViewT]):
         self.above = 0  # the most bytes a request inside the run needed above its end
         self.nested: Any = None  # the step running below this run on its slot, if any
         self.inside = False  # started right inside ``nested``, above its live views
+        self.under: tuple[int, ...] = ()  # those views' blocks in ``nested``'s run
         self.request = 0
         self._memo: tuple[Any, ...] = ()
         self._caches: list[dict[Any, Any]] | None = None
@@ -374,7 +376,7 @@ class Step(StepHitBase, Generic[ViewT]):
         """Start right inside the run ``outer``, above its live views only; returns what
         ``outer`` counts as live beyond them (a replay counts its plan's LOAD)."""
         plan = outer._book if outer.replay else None
-        height, holds = outer.run.live_extent(plan)
+        height, holds, self.under = outer.run.live_extent(plan)
         self.base = self.end = outer.base + height
         return max(0, outer.held - holds) if plan is not None else 0
 
@@ -428,9 +430,12 @@ class Step(StepHitBase, Generic[ViewT]):
         outer = slot.step_below(self)
         if outer is not None:  # its replays put this run above their plan: it reaches
             outer.note_above(end + self.above)  # this run's end plus what it had above
-            # Replays start it at their live views' end (right inside) or lifted (scope).
-            lift = None if self.inside and outer is self.nested else max(0, start - outer.end)
-            outer.run.nests.append((outer.request, self.key, lift, end + self.above - start))
+            # Replays start it at the end of the blocks live under it at its start (right
+            # inside: those, not every block the plan may have live at that request, which
+            # counts one released just before it) or lifted above their plan (a scope).
+            right_inside = self.inside and outer is self.nested
+            place = self.under if right_inside else max(0, start - outer.end)
+            outer.run.nests.append((outer.request, self.key, place, end + self.above - start))
         return handed
 
     # ------------------------------------------------------------------ internals
