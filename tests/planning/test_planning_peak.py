@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from arena.planning import offsets, plan_offsets
+from arena.planning import offsets, plan_offsets, search
 
 Block = tuple[int, int, int]
 ALIGN = 16
@@ -77,4 +77,32 @@ def test_past_the_budget_the_peak_order_is_placed_and_the_better_plan_kept(
         assert plan.strategy == ("peak" if by_peak < by_size else "size")
         assert plan.moves == 0  # no budget for the local search
         better += by_peak < by_size
+    assert better >= 5, better
+
+
+def test_a_time_limit_places_the_orders_the_budget_left_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On the dense path past the work budget only greedy by size is placed; a time limit
+    pays for the other orders (the peak order first): the plan is never worse than the one
+    without a limit, at most the better of greedy by size and the peak order, and better
+    than greedy by size on some of these sets."""
+    monkeypatch.setattr(offsets, "WORK_BUDGET", 0)
+    monkeypatch.setattr(offsets, "SPARSE_PAIRS", 0)  # the dense path at any size
+    # As for instances too large to search: the limit pays for placements only.
+    monkeypatch.setattr(search, "MAX_SEARCH_BLOCKS", 0)
+    rng = random.Random(27)
+    better = 0
+    for _ in range(200):
+        n = rng.randint(3, 12)
+        blocks = [
+            (ALIGN * rng.randint(1, 40), f, f + rng.randint(0, 4))
+            for f in (rng.randint(0, 8) for _ in range(n))
+        ]
+        by_size, by_peak = _orders(blocks)
+        plain = plan_offsets(blocks, alignment=ALIGN)
+        assert (plain.total_bytes, plain.strategy) == (by_size, "size")
+        limited = plan_offsets(blocks, alignment=ALIGN, time_limit=30)
+        assert limited.total_bytes <= min(by_size, by_peak), blocks
+        better += limited.total_bytes < by_size
     assert better >= 5, better
