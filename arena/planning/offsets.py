@@ -501,41 +501,28 @@ def plan_offsets(
     placer = _Placer(size, first, last, dtype)
     peak_arr, lower = _peaks(np.array(size, dtype=dtype), placer.first_arr, placer.last_arr)
     peak = [int(p) for p in peak_arr.tolist()]
-    clock = time.perf_counter
-    started = clock()
-    best = placer.place(_order("size", size, first, last, peak))
-    per_placement = clock() - started  # what one more placement costs, about
-    name = "size"
-    placed = {"size"}
-    spent = 0
-    for other in STRATEGIES[1:]:
-        # Where placement walks the conflict graph, the peak order is placed at every size,
-        # past the budget too: one more placement that reaches LOAD on large traces greedy
-        # by size leaves above it. On the dense path it would double the cost (measured:
-        # 10^5 blocks with 10^4 co-live each, 23 s to 60 s CPU, the plan no better).
-        always = other == "peak" and placer.neighbours is not None
-        if best.score[0] == lower or (not always and spent + placer.cost > WORK_BUDGET):
-            break
-        spent += placer.cost
-        placed.add(other)
-        tried = placer.place(_order(other, size, first, last, peak))
-        if tried.score < best.score:
-            best, name = tried, other
+
+    def order_of(strategy: str) -> list[int]:
+        return _order(strategy, size, first, last, peak)
+
+    started = time.perf_counter()
+    best = placer.place(order_of("size"))
+    per_placement = time.perf_counter() - started  # what one more placement costs, about
+    best, name, spent, left_out = _place_strategies(placer, best, order_of, lower)
     if limit is not None and best.score[0] > lower:
-        # A time limit pays for the orders the work budget left out, while it allows one
-        # more placement: on idealloc's 62,185-block IOPDDL trace the peak order reaches
-        # LOAD (greedy by size: 1.0042x) for about one placement's time (6 s CPU here).
-        extra = clock()
-        for other in STRATEGIES[1:]:
-            if best.score[0] == lower or clock() - extra + per_placement > limit:
-                break
-            if other in placed:
-                continue
-            placed.add(other)
-            tried = placer.place(_order(other, size, first, last, peak))
-            if tried.score < best.score:
-                best, name = tried, other
-        limit = max(0.0, limit - (clock() - extra))
+        # What a time limit pays for first: the orders the work budget left out.
+        started = time.perf_counter()
+        best, name = _place_left_out(
+            placer,
+            best,
+            name,
+            left_out,
+            order_of,
+            lower=lower,
+            limit=limit,
+            per_placement=per_placement,
+        )
+        limit = max(0.0, limit - (time.perf_counter() - started))
     moves = 0
     while best.score[0] > lower and spent + placer.cost <= WORK_BUDGET:
         for order in _moves(best.order, placer.candidates(best)):
@@ -580,6 +567,55 @@ def plan_offsets(
         limited,
         total if optimal else proven,
     )
+
+
+def _place_strategies(
+    placer: _Placer, best: Any, order_of: Callable[[str], list[int]], lower: int
+) -> tuple[Any, str, int, tuple[str, ...]]:
+    """``best`` (greedy by size, placed) or a better plan of the other orders of
+    :data:`STRATEGIES` placed within the work budget: the plan, its order's name, the work
+    spent, and the orders the budget left out."""
+    name, spent = "size", 0
+    for index, other in enumerate(STRATEGIES[1:], start=1):
+        # Where placement walks the conflict graph, the peak order is placed at every size,
+        # past the budget too: one more placement that reaches LOAD on large traces greedy
+        # by size leaves above it. On the dense path it would double the cost (measured:
+        # 10^5 blocks with 10^4 co-live each, 23 s to 60 s CPU, the plan no better).
+        always = other == "peak" and placer.neighbours is not None
+        if best.score[0] == lower:
+            break
+        if not always and spent + placer.cost > WORK_BUDGET:
+            return best, name, spent, STRATEGIES[index:]
+        spent += placer.cost
+        tried = placer.place(order_of(other))
+        if tried.score < best.score:
+            best, name = tried, other
+    return best, name, spent, ()
+
+
+def _place_left_out(
+    placer: _Placer,
+    best: Any,
+    name: str,
+    left_out: Sequence[str],
+    order_of: Callable[[str], list[int]],
+    *,
+    lower: int,
+    limit: float,
+    per_placement: float,
+) -> tuple[Any, str]:
+    """The better of ``best`` and the orders in ``left_out`` (those the work budget left
+    out, in :data:`STRATEGIES`' order) placed while ``limit`` seconds allow one more
+    placement (``per_placement`` seconds, about). On idealloc's 62,185-block IOPDDL trace
+    the peak order reaches LOAD (greedy by size: 1.0042x) for one more placement's time."""
+    started = time.perf_counter()
+    for other in left_out:
+        if best.score[0] == lower or time.perf_counter() - started + per_placement > limit:
+            break
+        tried = placer.place(order_of(other))
+        if tried.score < best.score:
+            best, name = tried, other
+    return best, name
 
 
 def check_time_limit(time_limit: object) -> float | None:
