@@ -39,7 +39,6 @@ Sizes are counted in units of the alignment, so capacities step by one unit.
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Sequence
 from types import ModuleType
@@ -47,7 +46,7 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from arena.environment import flag_from_env
+from arena.base.extensions import load_extension
 
 __all__ = ["MAX_SEARCH_BLOCKS", "SEARCH_PATH", "WHY_PYTHON", "Outcome", "compiled", "improve"]
 
@@ -60,18 +59,8 @@ _FOUND, _NONE, _ABORT, _TIME = 0, 1, 2, 3
 _HEURISTICS = ("WAT", "TAW", "TWA")
 
 
-def _load() -> tuple[ModuleType | None, str]:
-    if flag_from_env("ARENA_PURE_PYTHON"):
-        return None, "ARENA_PURE_PYTHON is set"
-    try:
-        module = importlib.import_module("arena.planning._search")
-    except ImportError:  # not built (no compiler at install): the pure-Python search
-        return None, "the extension arena.planning._search is not built"
-    return module, ""
-
-
 #: The compiled search (arena/planning/_search.c), or None where it is not in use; and why.
-compiled, WHY_PYTHON = _load()
+compiled, WHY_PYTHON = load_extension("arena.planning._search")
 
 #: ``"compiled"`` or ``"python"``: the search :func:`improve` runs.
 SEARCH_PATH = "compiled" if compiled is not None else "python"

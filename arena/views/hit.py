@@ -29,13 +29,12 @@ slot's buffer remembers for the front's scopes at the slot's current top.
 
 from __future__ import annotations
 
-import importlib
 import threading
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from arena.base.events import caller_memos
-from arena.environment import flag_from_env
+from arena.base.extensions import load_extension
 from arena.slots.governor import Governor
 from arena.slots.slot import Buffer, Slot
 from arena.views.prepared import Prepared
@@ -175,14 +174,10 @@ class PyBinding(threading.local):
 
 
 def _load() -> tuple[ModuleType | None, str]:
-    if flag_from_env("ARENA_PURE_PYTHON"):
-        return None, "ARENA_PURE_PYTHON is set"
-    try:
-        module = importlib.import_module("arena.views._hit")
-    except ImportError:  # not built (no compiler at install): the pure-Python path
-        return None, "the extension arena.views._hit is not built"
-    module.bind(Slot, Buffer, Prepared, Governor, RequestLog, *caller_memos())
-    return module, ""
+    module, why = load_extension("arena.views._hit")
+    if module is not None:
+        module.bind(Slot, Buffer, Prepared, Governor, RequestLog, *caller_memos())
+    return module, why
 
 
 #: The compiled extension module, or None where it is not in use; and why not.

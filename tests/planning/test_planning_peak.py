@@ -52,6 +52,21 @@ def _orders(blocks: Sequence[Block]) -> tuple[int, int]:
     return by_size, by_peak
 
 
+def _random_sets(seed: int, count: int) -> list[list[Block]]:
+    """``count`` random sets of 3 to 12 blocks, small enough for the reference above."""
+    rng = random.Random(seed)
+    sets = []
+    for _ in range(count):
+        n = rng.randint(3, 12)
+        sets.append(
+            [
+                (ALIGN * rng.randint(1, 40), f, f + rng.randint(0, 4))
+                for f in (rng.randint(0, 8) for _ in range(n))
+            ]
+        )
+    return sets
+
+
 def test_past_the_budget_the_peak_order_is_placed_and_the_better_plan_kept(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -59,14 +74,8 @@ def test_past_the_budget_the_peak_order_is_placed_and_the_better_plan_kept(
     and the peak order: never worse than greedy by size, and better where the peak order
     is (which happens on some of these sets)."""
     monkeypatch.setattr(offsets, "WORK_BUDGET", 0)
-    rng = random.Random(31)
     better = 0
-    for _ in range(300):
-        n = rng.randint(3, 12)
-        blocks = [
-            (ALIGN * rng.randint(1, 40), f, f + rng.randint(0, 4))
-            for f in (rng.randint(0, 8) for _ in range(n))
-        ]
+    for blocks in _random_sets(seed=31, count=300):
         by_size, by_peak = _orders(blocks)
         plan = plan_offsets(blocks, alignment=ALIGN)
         assert plan.total_bytes <= by_size
@@ -91,14 +100,8 @@ def test_a_time_limit_places_the_orders_the_budget_left_out(
     monkeypatch.setattr(offsets, "SPARSE_PAIRS", 0)  # the dense path at any size
     # As for instances too large to search: the limit pays for placements only.
     monkeypatch.setattr(search, "MAX_SEARCH_BLOCKS", 0)
-    rng = random.Random(27)
     better = 0
-    for _ in range(200):
-        n = rng.randint(3, 12)
-        blocks = [
-            (ALIGN * rng.randint(1, 40), f, f + rng.randint(0, 4))
-            for f in (rng.randint(0, 8) for _ in range(n))
-        ]
+    for blocks in _random_sets(seed=27, count=200):
         by_size, by_peak = _orders(blocks)
         plain = plan_offsets(blocks, alignment=ALIGN)
         assert (plain.total_bytes, plain.strategy) == (by_size, "size")
