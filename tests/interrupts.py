@@ -51,34 +51,44 @@ def program(ws: Arena) -> None:
             scoped.get_simultaneous(((50,), F32))
 
 
-class Injector:
-    """A ``sys.settrace`` function that counts the calls into and returns from arena's
-    Python code and raises KeyboardInterrupt at the ``at``-th (never when ``at`` is 0)."""
+def in_arena(frame: FrameType) -> bool:
+    """Whether ``frame`` runs arena's own Python code (the default frames an
+    :class:`Injector` counts)."""
+    return frame.f_code.co_filename.startswith(ARENA_DIR)
 
-    def __init__(self, at: int = 0) -> None:
+
+class Injector:
+    """A ``sys.settrace`` function that counts the calls into and returns from the frames
+    ``counts`` picks (default: arena's Python code) and raises KeyboardInterrupt at the
+    ``at``-th (never when ``at`` is 0). The one injector of the suite's interrupt tests."""
+
+    def __init__(self, at: int = 0, counts: Callable[[FrameType], bool] = in_arena) -> None:
         self.at = at
+        self.counts = counts
         self.count = 0
         self.fired = False
+        self.where = ""  # the event it fired at: "return of Slot.account"
         self.growing = False  # the interrupt landed inside a slot's growth
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if event != "call" or not frame.f_code.co_filename.startswith(ARENA_DIR):
+        if event != "call" or not self.counts(frame):
             return None
         frame.f_trace_lines = False
-        self._tick()
+        self._tick(frame, event)
         return self._local
 
     def _local(self, frame: FrameType, event: str, arg: Any) -> Any:
         if event == "return":
-            self._tick()
+            self._tick(frame, event)
         return self._local
 
-    def _tick(self) -> None:
+    def _tick(self, frame: FrameType, event: str) -> None:
         self.count += 1
         if self.count == self.at:
             self.fired = True
-            self.growing = in_growth(sys._getframe(2))
-            raise KeyboardInterrupt(f"injected at arena event {self.at}")
+            self.where = f"{event} of {frame.f_code.co_qualname}"
+            self.growing = in_growth(frame)
+            raise KeyboardInterrupt(f"injected at arena event {self.at} ({self.where})")
 
 
 #: Where a slot's buffer is replaced and the ledger allocates and releases: an interrupt

@@ -17,37 +17,15 @@ from typing import Any
 import pytest
 
 from arena import Arena
+from tests.interrupts import Injector
 from tests.sources import RecordingSource, check_books
 
 _TRACED = ("arena.memory.", "arena.slots.", "arena.observe.snapshot", "arena.slots.workspaces")
 
 
-class Injector:
-    """Raises KeyboardInterrupt at the ``at``-th call or return event in the traced modules
-    (never, ``at`` 0: it counts them)."""
-
-    def __init__(self, at: int) -> None:
-        self.at = at
-        self.count = 0
-        self.fired = False
-
-    def _tick(self) -> None:
-        self.count += 1
-        if self.count == self.at:
-            self.fired = True
-            sys.settrace(None)
-            raise KeyboardInterrupt(f"injected at event {self.at}")
-
-    def __call__(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if event != "call" or not frame.f_globals.get("__name__", "").startswith(_TRACED):
-            return None
-        self._tick()
-        return self._local
-
-    def _local(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "return":
-            self._tick()
-        return self._local
+def _traced(frame: FrameType) -> bool:
+    """The frames whose calls and returns count: the memory, slot and event-log modules."""
+    return bool(frame.f_globals.get("__name__", "").startswith(_TRACED))
 
 
 def _growth_program(ws: Arena) -> None:
@@ -72,7 +50,7 @@ def _lock_program(ws: Arena) -> None:
 def _run(program: Callable[[Arena], None], at: int, tmp_log: Any) -> tuple[int, bool]:
     source = RecordingSource()
     ws = Arena("cpu", ubatches=2, framework="numpy", source=source, event_log=tmp_log)
-    injector = Injector(at)
+    injector = Injector(at, counts=_traced)
     sys.settrace(injector)
     try:
         program(ws)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -20,6 +19,7 @@ import pytest
 from arena import Arena, ArenaAsleepError, ArenaWarning, ConfigError
 from arena.memory.virtual import PAGE, VirtualHostSource
 from tests.gates import TIMEOUT, run
+from tests.interrupts import Injector
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="source='virtual' on the host is Linux's"
@@ -70,24 +70,6 @@ def check_books(a: Arena) -> None:
     assert stats.live_bytes == held
 
 
-class _Interrupt:
-    """A tracer that raises KeyboardInterrupt at the ``at``-th entry or return of a
-    function of arena."""
-
-    def __init__(self, at: int) -> None:
-        self.at = at
-        self.seen = 0
-        self.fired = False
-
-    def __call__(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if event in ("call", "return") and f"{os.sep}arena{os.sep}" in frame.f_code.co_filename:
-            self.seen += 1
-            if self.seen == self.at and not self.fired:
-                self.fired = True
-                raise KeyboardInterrupt
-        return self
-
-
 def test_a_failed_level_1_sleep_keeps_the_persistent_bytes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -121,7 +103,7 @@ def test_an_interrupt_anywhere_in_sleep_leaves_no_view_over_released_memory(leve
     at = 1
     while True:
         a, weights, library, scratch = _arena()
-        tracer = _Interrupt(at)
+        tracer = Injector(at)
         sys.settrace(tracer)
         try:
             a.sleep(level)
@@ -205,7 +187,7 @@ def test_an_interrupt_anywhere_in_wake_leaves_it_asleep_with_nothing_committed_o
     while True:
         a, weights, library, scratch = _arena()
         a.sleep(1)
-        tracer = _Interrupt(at)
+        tracer = Injector(at)
         sys.settrace(tracer)
         try:
             a.wake(poison=poison)

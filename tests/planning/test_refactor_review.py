@@ -11,46 +11,15 @@ outer scope then counted the lost bytes in LOAD (or a negative live figure).
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
-from types import FrameType
-from typing import Any
 
 import pytest
 
-import arena
 from arena import Arena
+from tests.interrupts import Injector
 
 F32 = "float32"
-ARENA_DIR = os.path.dirname(arena.__file__) + os.sep
-
-
-class _Injector:
-    """Raises KeyboardInterrupt at the ``at``-th call into or return from arena's code."""
-
-    def __init__(self, at: int) -> None:
-        self.at = at
-        self.count = 0
-        self.fired = ""
-
-    def __call__(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if event != "call" or not frame.f_code.co_filename.startswith(ARENA_DIR):
-            return None
-        frame.f_trace_lines = False
-        self._tick(frame, event)
-        return self._local
-
-    def _local(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "return":
-            self._tick(frame, event)
-        return self._local
-
-    def _tick(self, frame: FrameType, event: str) -> None:
-        self.count += 1
-        if self.count == self.at:
-            self.fired = f"{event} of {frame.f_code.co_qualname}"
-            raise KeyboardInterrupt(self.fired)
 
 
 def _inner_scope(ws: Arena) -> None:
@@ -65,7 +34,7 @@ def _inner_step(ws: Arena) -> None:
         step.get_simultaneous(((32,), F32))
 
 
-def _run(ws: Arena, inner: Callable[[Arena], None], injector: _Injector | None) -> str:
+def _run(ws: Arena, inner: Callable[[Arena], None], injector: Injector | None) -> str:
     """The inner region, interrupted at ``injector``'s point and the interrupt caught,
     inside an outer scope; what is wrong with the slot's figures then ('' if nothing)."""
     slot = ws.numpy._select()
@@ -106,13 +75,13 @@ def test_an_interrupt_caught_inside_a_scope_leaves_live_bytes_as_held(
         ws = Arena("cpu", framework="numpy")
         for _ in range(warm):
             assert _run(ws, inner, None) == ""
-        injector = _Injector(at)
+        injector = Injector(at)
         found = _run(ws, inner, injector)
         ws.close()
         if not injector.fired:
             break  # past the last point
         if found:
-            damaged.append(f"{injector.fired}: {found}")
+            damaged.append(f"{injector.where}: {found}")
         at += 1
     assert at > 40  # the points were reached
     assert damaged == []
