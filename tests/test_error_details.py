@@ -29,6 +29,7 @@ from arena import (
 )
 from arena.slots.slot import Buffer, check_in_bounds
 from tests.gates import Probe
+from tests.profiles import profile_data
 from tests.sources import FailingSource, FaultySource, RecordingSource, check_books
 
 F32 = "float32"
@@ -426,20 +427,7 @@ def test_a_poisoned_arena_refusing_a_locked_request_returns_none() -> None:
 def _profile_error(**fields: object) -> str:
     from arena.observe.profileschema import ProfileError, check_profile
 
-    data = {
-        "format": "arena-profile",
-        "version": 1,
-        "device": "cpu",
-        "ubatches": 1,
-        "lanes": 1,
-        "alignment": 256,
-        "runs": 1,
-        "ranks": [0],
-        "slots": [{"ubatch": 0, "lane": 0, "peak": 0, "capacity": 0, "growths": 0}],
-        "sites": [],
-        "timeline": [],
-        **fields,
-    }
+    data = profile_data({"growths": 0}, **fields)
     with pytest.raises(ProfileError) as info:
         check_profile(data)
     return str(info.value)

@@ -28,6 +28,7 @@ from arena.base.dtypes import DType
 from arena.base.layout import clear_layout_memo, compute_layout
 from arena.observe.profilefile import MAX_LAYOUTS, check_profile, read_profile, write_merged
 from tests.gates import TIMEOUT, Probe
+from tests.profiles import profile_data
 from tests.sources import FailingSource, RecordingSource, check_books
 
 F32 = "float32"
@@ -384,22 +385,7 @@ def test_numpy_1s_bool_scalar_is_refused_as_a_bool() -> None:
 
 # ------------------------------------------------------------------ profile files
 def _run_profile() -> dict[str, Any]:
-    slot = {"ubatch": 0, "lane": 0, "peak": 4096, "capacity": 4096, "growths": 1}
-    return check_profile(
-        {
-            "format": "arena-profile",
-            "version": 1,
-            "device": "cpu",
-            "ubatches": 1,
-            "lanes": 1,
-            "alignment": 256,
-            "runs": 1,
-            "ranks": [0],
-            "slots": [slot],
-            "sites": [],
-            "timeline": [],
-        }
-    )
+    return check_profile(profile_data({"peak": 4096, "capacity": 4096}))
 
 
 def test_a_profile_is_written_beside_itself_whatever_the_temporary_folder(

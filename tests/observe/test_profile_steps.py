@@ -19,6 +19,7 @@ from arena.observe.profilefile import (
     salvage_profile,
 )
 from arena.planning.records import StepBook
+from tests.profiles import profile_data
 
 F32 = "float32"
 
@@ -124,22 +125,7 @@ def test_an_old_profile_without_load_or_planned_presizes_as_before(tmp_path: Pat
 
 
 def _profile(**slot: int) -> dict[str, Any]:
-    entry = {"ubatch": 0, "lane": 0, "peak": 0, "capacity": 0, "growths": 1, **slot}
-    return check_profile(
-        {
-            "format": "arena-profile",
-            "version": 1,
-            "device": "cpu",
-            "ubatches": 1,
-            "lanes": 1,
-            "alignment": 256,
-            "runs": 1,
-            "ranks": [0],
-            "slots": [entry],
-            "sites": [],
-            "timeline": [],
-        }
-    )
+    return check_profile(profile_data(slot))
 
 
 def test_merging_takes_the_largest_need_of_every_run() -> None:
