@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 from arena.base.events import warn_user
 from arena.base.layout import compute_layout
 from arena.observe.files import open_append
+from arena.slots.persistent import PersistentStore
+from arena.slots.workspaces import WorkspaceStore
 
 if TYPE_CHECKING:
     from arena.memory.devices import Device
@@ -175,7 +177,7 @@ def memory_segments(
                 ptr, size = old.allocation.ptr, old.allocation.nbytes
                 hold = [_block(ptr, size, 0, "inactive", [])]
                 segments.append(_segment(device, ptr, hold, f"{where} retired"))
-        for key, entry in list(slot.persistent.buffers.items()):
+        for key, entry in list(slot.store(PersistentStore).buffers.items()):
             allocation = entry.allocation
             if not allocation.nbytes:
                 continue
@@ -184,7 +186,7 @@ def memory_segments(
             state = "active_allocated"
             block = _block(allocation.ptr, allocation.nbytes, view.nbytes, state, frames)
             segments.append(_segment(device, allocation.ptr, [block], f"{where} persistent"))
-        store = slot.workspaces
+        store = slot.store(WorkspaceStore)
         retired = list(store.retired)
         for work in [*store.library.values(), *store.triton.values(), *retired]:
             ptr, size = work.allocation.ptr, work.allocation.nbytes
