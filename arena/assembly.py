@@ -142,7 +142,7 @@ def assemble(
     name = check_name(name)
     profile_argument = profile
     profile = None if profile is False else check_path("profile", profile)
-    table = SlotTable(config, alloc_context, EventLog(event_log))
+    table = SlotTable(config, alloc_context, None if event_log is None else EventLog(event_log))
     # The features that take part in sizing and lock(): persistent buffers and workspace
     # blocks give each slot a store and share a lane's blocks, step plans size each lane,
     # the peaks of memory_stats() watch every allocation.

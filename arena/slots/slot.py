@@ -416,7 +416,10 @@ class Slot:
             elif block is not None:
                 ledger.release(block)
             unreleased = block = None  # the old block goes back before the new one is asked for
-            allocation = governor.allocate(capacity, f"the scratch buffer of slot {where}")
+            # From the ledger itself: what the governor's allocate() checks (a capture, the
+            # cap) was checked above, before the old buffer went, and this path runs only
+            # unlocked (a locked growth in place commits: _commit).
+            allocation = ledger.allocate(capacity, f"the scratch buffer of slot {where}")
             # Installed by this one store: an interrupt before it leaves the block to
             # reclaim(), none after it leaves the block unheld.
             self.buffer = Buffer(allocation, capacity)
@@ -513,7 +516,7 @@ class Slot:
         self.buffer = buffer
         if count:
             self.growths += 1
-        if self.pending <= buffer.capacity:
+        if self.pending and self.pending <= buffer.capacity:  # none pending: detour stands
             self.pending = 0
             self.update_detour()
         if self._siblings:

@@ -56,9 +56,10 @@ class SlotTable:
         The arena's validated settings.
     alloc_context : callable or None
         Called around every allocation (see :class:`arena.Arena`).
-    events : callable
-        Records the ledger's allocations and frees (an
-        :class:`~arena.observe.snapshot.EventLog`, called as the ledger's observer). Made
+    events : callable or None
+        Writes the ledger's allocations and frees to the event log file (an
+        :class:`~arena.observe.snapshot.EventLog`, called as the ledger's observer); None
+        when no event log is asked for (the ledger keeps the recent events itself). Made
         by the arena itself, so that the warning of an unwritable file points at the
         arena's caller.
     """
@@ -67,7 +68,6 @@ class SlotTable:
     # table (and its buffers) alive.
     __slots__ = (
         "__weakref__",
-        "events",
         "governor",
         "hooks",
         "lanes",
@@ -80,9 +80,8 @@ class SlotTable:
         self,
         config: Settings,
         alloc_context: Callable[[], AbstractContextManager[Any]] | None,
-        events: Callable[[str, int, int, str], None],
+        events: Callable[[str, int, int, str], None] | None,
     ) -> None:
-        self.events = events
         self.governor = governor = Governor(
             Ledger(config.source, alloc_context, observer=events),
             alignment=config.alignment,
