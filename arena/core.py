@@ -285,7 +285,10 @@ class Arena:
         ArenaLockedError, ArenaClosedError, SpecError, DTypeError
             Locked and too small, closed, or a malformed request.
         """
-        return self._default().get_simultaneous(*specs)
+        front = self._default_front  # read here: a request calls no helper to find it
+        if front is None:
+            front = self._default()
+        return front.get_simultaneous(*specs)
 
     def try_get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any] | None:
         """Like :meth:`get_simultaneous`, but ``None`` where it raises ArenaLockedError
