@@ -31,8 +31,10 @@ from arena.observe.profile import Recorder, attach_profile, profile_from_env
 from arena.observe.profilepaths import claim_profile_path
 from arena.observe.snapshot import EventLog
 from arena.planning.plan import StepPlanHook
+from arena.slots.persistent import PersistentHook
 from arena.slots.selector import SlotSelector
 from arena.slots.table import SlotTable
+from arena.slots.workspaces import WorkspaceHook
 from arena.views.hit import Binding
 from arena.views.requests import RequestLog
 
@@ -140,9 +142,12 @@ def assemble(
     name = check_name(name)
     profile_argument = profile
     profile = None if profile is False else check_path("profile", profile)
-    table = SlotTable(config, alloc_context, EventLog(event_log))
-    # The features above the slots that take part in sizing and lock(): step plans size
-    # each lane, the peaks of memory_stats() watch every allocation.
+    table = SlotTable(config, alloc_context, None if event_log is None else EventLog(event_log))
+    # The features that take part in sizing and lock(): persistent buffers and workspace
+    # blocks give each slot a store and share a lane's blocks, step plans size each lane,
+    # the peaks of memory_stats() watch every allocation.
+    table.add_hook(PersistentHook())
+    table.add_hook(WorkspaceHook())
     table.add_hook(StepPlanHook())
     table.add_hook(PeakHook())
     selector = SlotSelector(

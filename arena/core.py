@@ -25,6 +25,7 @@ from arena.planning.plan import plan_table_steps
 from arena.planning.scopes import Scope
 from arena.planning.steps import Step
 from arena.slots.governor import StateFlag, StateSwitch
+from arena.slots.persistent import PersistentStore
 from arena.slots.sleep import check_level, in_place_mode
 from arena.uncopyable import refuse_copies
 
@@ -284,7 +285,10 @@ class Arena:
         ArenaLockedError, ArenaClosedError, SpecError, DTypeError
             Locked and too small, closed, or a malformed request.
         """
-        return self._default().get_simultaneous(*specs)
+        front = self._default_front  # read here: a request calls no helper to find it
+        if front is None:
+            front = self._default()
+        return front.get_simultaneous(*specs)
 
     def try_get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any] | None:
         """Like :meth:`get_simultaneous`, but ``None`` where it raises ArenaLockedError
@@ -323,7 +327,8 @@ class Arena:
     def get_persistent_resource(self, key: Any, factory: Callable[[], T]) -> T:
         """Any object built once per key and slot by ``factory()``, then returned as is;
         a new key while locked raises ArenaLockedError."""
-        return self._selector.select().persistent.resource(key, factory)  # type: ignore[no-any-return]
+        store = self._selector.select().store(PersistentStore)
+        return store.resource(key, factory)  # type: ignore[no-any-return]
 
     def reserve(self, *specs: tuple[Any, Any], lane: int | None = None) -> int:
         """Size slots so that this request fits in each of them; returns its bytes.

@@ -27,9 +27,10 @@ from arena.config import check_flag, load_adapter
 from arena.errors import ArenaError, ConfigError
 from arena.planning.scopes import Scope, scope_class
 from arena.planning.steps import Step, step_class
+from arena.slots.persistent import PersistentStore
 from arena.slots.slot import Slot
 from arena.slots.table import SlotTable
-from arena.slots.workspaces import fixed_block
+from arena.slots.workspaces import WorkspaceStore, fixed_block
 from arena.uncopyable import refuse_copies
 from arena.views import hit
 from arena.views.aliases import note_alias
@@ -310,7 +311,9 @@ class Front(HitBase, Generic[ViewT]):
             )
         governor = self._governor
         layout = compute_layout(tuple(scratch), governor.alignment)
-        block = fixed_block(self._select().workspaces, ("jax.scratch_callback",), layout.total)
+        block = fixed_block(
+            self._select().store(WorkspaceStore), ("jax.scratch_callback",), layout.total
+        )
         device = governor.device
         host = load_adapter("cupy" if device.is_cuda else "numpy", device)
         views = tuple(host.typed_views(host.wrap(block), layout))
@@ -356,7 +359,7 @@ class Front(HitBase, Generic[ViewT]):
             ``key`` is new and the arena is locked.
         """
         layout = compute_layout(((shape, dtype),), self._governor.alignment)
-        entry = self._select().persistent.buffer(key, layout, zero_init)
+        entry = self._select().store(PersistentStore).buffer(key, layout, zero_init)
         view = entry.views.get(self._name)
         # A kept view passes the same check as a prepared one: a JAX array deleted by
         # donation is built again (and none is handed out while JAX traces).

@@ -31,9 +31,10 @@ from arena.base.layout import compute_layout
 from arena.distributed.wire import Exchange, encode_entry
 from arena.errors import ArenaLockedError, ArenaSyncError
 from arena.planning.agreed import agreed_book, step_figures, step_structure
+from arena.slots.persistent import PersistentStore
 from arena.slots.slot import Resize, Slot
 from arena.slots.table import SlotTable
-from arena.slots.workspaces import LIBRARY, TRITON
+from arena.slots.workspaces import LIBRARY, TRITON, WorkspaceStore
 
 __all__ = ["SyncReport", "apply_maxima", "collect", "width"]
 
@@ -101,16 +102,17 @@ def collect(table: SlotTable) -> dict[str, list[int]]:
         }
         for slot in table.slots:
             i = slot.index
-            triton = max([slot.workspaces.triton_hint, *_triton_sizes(slot)])
+            workspaces = slot.store(WorkspaceStore)
+            triton = max([workspaces.triton_hint, *_triton_sizes(slot)])
             found[encode_entry(["slot", i])] = [slot.buffer.capacity, slot.plain_high, triton]
             for key, book in list(slot.steps.items()):
                 if book.running or not (book.planned or book.runs):
                     continue  # a run open now: its record is not finished
                 entry = ["step", i, repr(key), *step_structure(book)]
                 found[encode_entry(entry)] = step_figures(book)
-            for key, block in list(slot.workspaces.library.items()):
+            for key, block in list(workspaces.library.items()):
                 found[encode_entry(["workspace", i, repr(key)])] = [block.nbytes]
-            for key, buffer in list(slot.persistent.buffers.items()):
+            for key, buffer in list(slot.store(PersistentStore).buffers.items()):
                 (view,) = buffer.layout.views
                 entry = ["persistent", i, repr(key), list(view.shape), view.dtype.name]
                 found[encode_entry([*entry, buffer.zero_init])] = [buffer.allocation.nbytes]
@@ -118,7 +120,7 @@ def collect(table: SlotTable) -> dict[str, list[int]]:
 
 
 def _triton_sizes(slot: Slot) -> Iterator[int]:
-    return (block.nbytes for block in list(slot.workspaces.triton.values()))
+    return (block.nbytes for block in list(slot.store(WorkspaceStore).triton.values()))
 
 
 def describe(text: str, lanes: int) -> str:
@@ -187,7 +189,7 @@ def apply_maxima(table: SlotTable, local: dict[str, list[int]], got: Exchange) -
                     if resize is not None:
                         resizes.append(resize)
                     if triton:
-                        slot.workspaces.presize(TRITON, None, triton)
+                        slot.store(WorkspaceStore).presize(TRITON, None, triton)
                 elif kind == "step":
                     steps.setdefault((entry[1], entry[2]), []).append((entry[3:], values))
                 elif kind in ("workspace", "persistent") and not _take_key(
@@ -238,18 +240,19 @@ def _check_nothing_grows(table: SlotTable, local: dict[str, list[int]], got: Exc
 def _take_key(slot: Slot, entry: list[Any], values: list[int], alignment: int) -> bool:
     """A library workspace or persistent buffer of the maxima; whether it was taken."""
     kind, text = entry[0], entry[2]
-    store = slot.workspaces.library if kind == "workspace" else slot.persistent.buffers
+    workspaces, persistent = slot.store(WorkspaceStore), slot.store(PersistentStore)
+    store = workspaces.library if kind == "workspace" else persistent.buffers
     ok, key = _rebuild(text, {repr(k): k for k in list(store)})
     if not ok:
         return False
     if kind == "workspace":
-        slot.workspaces.presize(LIBRARY, key, values[0])
+        workspaces.presize(LIBRARY, key, values[0])
         return True
     shape, dtype, zero_init = entry[3:]
     layout = compute_layout([(tuple(shape), dtype)], alignment)
-    existing = slot.persistent.buffers.get(key)
+    existing = persistent.buffers.get(key)
     if existing is None:
-        slot.persistent.create(key, layout, bool(zero_init))
+        persistent.create(key, layout, bool(zero_init))
         return True
     return existing.layout.views[0].shape == layout.views[0].shape and (
         existing.layout.views[0].dtype.name == dtype

@@ -2,7 +2,8 @@
 buffers a library holds across calls), budgets and memory statistics.
 
 * each slot's keyed, growable blocks (never inside the scratch buffer), shared by library
-  workspaces and Triton blocks, are a store of the slot: :mod:`arena.slots.workspaces`;
+  workspaces and Triton blocks, are a store each slot gets from that feature's lock hook:
+  :mod:`arena.slots.workspaces`;
 * :mod:`arena.kernels.library`: :meth:`arena.Arena.get_library_workspace`;
 * :mod:`arena.kernels.triton`: :meth:`arena.Arena.triton_allocator`;
 * :mod:`arena.kernels.budget`: :func:`layout_bytes`, :meth:`arena.Arena.planned_bytes`;

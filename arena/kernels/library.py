@@ -22,7 +22,7 @@ from arena.ints import int_not_bool
 from arena.slots.persistent import check_key, check_new_key
 from arena.slots.slot import Slot
 from arena.slots.table import SlotTable
-from arena.slots.workspaces import LIBRARY, Workspace
+from arena.slots.workspaces import LIBRARY, Workspace, WorkspaceStore
 
 __all__ = ["LibraryWorkspaces", "OnGrow", "check_nbytes"]
 
@@ -84,7 +84,7 @@ class LibraryWorkspaces:
         governor.check_awake(f"library workspace {key!r}")
         size = round_up(max(nbytes, governor.alignment), governor.alignment)
         slot = self._select()
-        store = slot.workspaces
+        store = slot.store(WorkspaceStore)
         grown: tuple[Workspace, Workspace | None] | None = None
         while True:  # another thread grew it between serving and marking: serve again
             entry = store.library.get(key)
@@ -106,7 +106,10 @@ class LibraryWorkspaces:
         view = self._view(entry)
         if grown is not None and grown[0] is entry:
             old = grown[1]
-            self._table.announce_workspace(slot, entry, 0 if old is None else old.nbytes)
+            before = 0 if old is None else old.nbytes
+            self._table.announce_block(
+                slot, "workspace", entry.describe(), old=before, new=entry.nbytes, key=key
+            )
         if entry.untold and store.claim_untold(entry):
             try:
                 callback = entry.on_grow

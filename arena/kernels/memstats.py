@@ -86,7 +86,9 @@ from arena.kernels.budget import address_bytes, planned_bytes
 from arena.observe.snapshot import memory_segments
 from arena.slots.governor import Governor
 from arena.slots.hooks import LockHook
+from arena.slots.persistent import PersistentStore
 from arena.slots.table import SlotTable
+from arena.slots.workspaces import WorkspaceStore
 
 if TYPE_CHECKING:
     from arena.slots.slot import Slot
@@ -219,7 +221,7 @@ def memory_stats(table: SlotTable) -> dict[str, int]:
         for family in _CURRENT_ONLY:
             for pool in POOLS:
                 stats[f"{family}.{pool}.current"] = held.get(f"{family}.{pool}.current", 0)
-        workspaces = [s.workspaces for s in slots]
+        workspaces = [s.store(WorkspaceStore) for s in slots]
         stats.update(
             {
                 "num_alloc_retries": 0,
@@ -230,7 +232,7 @@ def memory_stats(table: SlotTable) -> dict[str, int]:
                 "num_device_free": accumulated["segment.freed"] - base.get("segment.freed", 0),
                 "arena.scratch_bytes": sum(s.buffer.capacity for s in slots),
                 "arena.retired_bytes": sum(s.retired_bytes for s in slots),
-                "arena.persistent_bytes": sum(s.persistent_bytes for s in slots),
+                "arena.persistent_bytes": sum(s.store(PersistentStore).nbytes for s in slots),
                 "arena.workspace_bytes": sum(w.library_bytes for w in workspaces),
                 "arena.triton_bytes": sum(w.triton_bytes for w in workspaces),
                 "arena.pending_release_bytes": ledger.pending_bytes,

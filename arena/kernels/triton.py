@@ -164,7 +164,7 @@ class TritonAllocator:
             )
         self._table.governor.check_awake(f"a Triton block of {size} bytes")
         slot = self._select()
-        store = slot.workspaces
+        store = slot.store(WorkspaceStore)
         for _ in range(4):
             entry = store.triton.get(stream)
             if entry is not None:
@@ -194,7 +194,10 @@ class TritonAllocator:
         target = max(round_up(need, governor.alignment), store.triton_hint)
         entry, old, grew = store.grow(TRITON, stream, need, target, copy=False)
         if grew:
-            self._table.announce_workspace(slot, entry, 0 if old is None else old.nbytes)
+            before = 0 if old is None else old.nbytes
+            self._table.announce_block(
+                slot, "triton", entry.describe(), old=before, new=entry.nbytes, key=stream
+            )
 
     def _tensor(self, entry: Workspace, offset: int, size: int, alignment: int) -> Any:
         """The tensor over ``size`` bytes at ``offset`` of the block, cached."""

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from functools import partial
@@ -28,7 +30,10 @@ from arena.memory.deferred import PendingReleases, StreamEvents
 from arena.memory.devices import Device
 from arena.memory.sources import Allocation, MemorySource
 
-__all__ = ["Ledger", "oom_hint"]
+__all__ = ["TRACE_LIMIT", "Ledger", "oom_hint"]
+
+#: The most recent events a ledger keeps in :attr:`Ledger.trace`.
+TRACE_LIMIT = 4096
 
 
 class Ledger:
@@ -43,7 +48,16 @@ class Ledger:
     observer : callable, optional
         Called as ``observer(action, ptr, nbytes, what)`` after every allocation
         (``"allocate"``), failed allocation (``"allocate failure"``) and release
-        (``"free"``); see :mod:`arena.observe.snapshot`. It must not raise.
+        (``"free"``): the CSV event log, where one is asked for (see
+        :mod:`arena.observe.snapshot`). It must not raise.
+
+    Attributes
+    ----------
+    trace : deque
+        The recent events, oldest first, as ``(action, ptr, nbytes, what, time)``
+        (``time.time()``), at most :data:`TRACE_LIMIT`: the device trace of
+        ``memory_snapshot()``. Kept by the ledger itself, so an allocation calls no
+        observer unless a log file is written.
 
     Notes
     -----
@@ -65,6 +79,7 @@ class Ledger:
         "peak_bytes",
         "pending",
         "source",
+        "trace",
     )
 
     def __init__(
@@ -92,6 +107,7 @@ class Ledger:
         #: ArenaOutOfMemoryError raised for this ledger (the source's or the arena's cap).
         self.ooms = 0
         self.observer = observer
+        self.trace: deque[tuple[str, int, int, str, float]] = deque(maxlen=TRACE_LIMIT)
         factory = getattr(source, "stream_events", None)
         events: StreamEvents | None = factory() if callable(factory) else None
         #: Released blocks waiting for their streams (None: the source releases at once).
@@ -166,13 +182,16 @@ class Ledger:
                 self.allocated_total += allocation.nbytes
                 self.peak_bytes = max(self.peak_bytes, self.live_bytes)
                 self.peak_blocks = max(self.peak_blocks, len(self._live))
+                self.trace.append(("allocate", allocation.ptr, nbytes, what, time.time()))
                 if self.observer is not None:
                     self.observer("allocate", allocation.ptr, nbytes, what)
         except MemoryError as exc:
             if allocation is not None:  # the context's exit failed after the source gave it
                 self.release(allocation)
-            elif self.observer is not None:
-                self.observer("allocate failure", 0, nbytes, what)
+            else:
+                self.trace.append(("allocate failure", 0, nbytes, what, time.time()))
+                if self.observer is not None:
+                    self.observer("allocate failure", 0, nbytes, what)
             self.ooms += 1
             raise ArenaOutOfMemoryError(
                 f"could not allocate {nbytes} bytes ({format_mb(nbytes)}) for {what} on "
@@ -217,6 +236,7 @@ class Ledger:
             grown: Allocation = source.commit(allocation, nbytes)
         except MemoryError as exc:
             self.ooms += 1
+            self.trace.append(("allocate failure", 0, nbytes, what, time.time()))
             if self.observer is not None:
                 self.observer("allocate failure", 0, nbytes, what)
             raise ArenaOutOfMemoryError(
@@ -242,6 +262,10 @@ class Ledger:
         self.allocated_total += grown.nbytes
         self.peak_bytes = max(self.peak_bytes, self.live_bytes)
         self.peak_blocks = max(self.peak_blocks, len(live))
+        trace = self.trace
+        if replaced:
+            trace.append(("free", allocation.ptr, allocation.nbytes, "", time.time()))
+        trace.append(("allocate", grown.ptr, nbytes, what, time.time()))
         if self.observer is not None:
             try:
                 if replaced:
@@ -298,6 +322,7 @@ class Ledger:
         self.live_bytes -= allocation.nbytes
         self.freed_total += allocation.nbytes
         try:
+            self.trace.append(("free", allocation.ptr, allocation.nbytes, "", time.time()))
             if self.observer is not None:
                 self.observer("free", allocation.ptr, allocation.nbytes, "")
         finally:  # counted freed: the source gets it back, even if the observer is interrupted

@@ -68,6 +68,7 @@ from arena.observe.ranks import process_rank, world_size
 from arena.planning.plan import plan_figures
 from arena.planning.records import restore_step_plans, step_plans
 from arena.slots.table import SlotTable
+from arena.slots.workspaces import presize_workspace
 
 __all__ = ["Recorder", "attach_profile", "profile_from_env"]
 
@@ -427,7 +428,8 @@ def _presize(slots: SlotTable, recorder: Recorder, profile: dict[str, Any]) -> N
     for entry in profile.get("workspaces", []):
         where = (entry["ubatch"], entry["lane"])
         try:
-            slots.presize_workspace(*where, entry["kind"], entry["key"], entry["bytes"])
+            slot = slots.slots[where[0] * slots.lanes + where[1]]
+            presize_workspace(slot, entry["kind"], entry["key"], entry["bytes"])
         except ArenaError as exc:
             warn_user(
                 f"arena profile {str(recorder.path)!r}: could not presize the {entry['kind']} "

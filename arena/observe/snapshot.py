@@ -8,9 +8,10 @@
   slot-buffer allocations and frees. torch's own viewers read
   it: ``torch.cuda._memory_viz.segsum``, ``segments``, ``memory``, ``trace``,
   ``segment_plot`` and ``trace_plot`` (the HTML page of https://pytorch.org/memory_viz).
-* :class:`EventLog` watches the ledger (the only object that calls the memory source)
-  and keeps the recent allocations and frees for the trace; with a path it also appends
-  them to a CSV file in RMM's schema, ``Thread,Time,Action,Pointer,Size,Stream``, which
+* The trace is the recent allocations and frees the ledger (the only object that calls the
+  memory source) keeps itself (:attr:`arena.memory.ledger.Ledger.trace`).
+  :class:`EventLog`, the ledger's observer where a path is given, appends them to a CSV
+  file in RMM's schema, ``Thread,Time,Action,Pointer,Size,Stream``, which
   RMM's replay benchmark and ordinary CSV tools read. Only a regular file is written: a
   FIFO, a device or a directory warns and the arena runs without the log (never blocked).
 """
@@ -20,7 +21,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 from arena.base.events import warn_user
 from arena.base.layout import compute_layout
 from arena.observe.files import open_append
+from arena.slots.persistent import PersistentStore
+from arena.slots.workspaces import WorkspaceStore
 
 if TYPE_CHECKING:
     from arena.memory.devices import Device
@@ -38,50 +40,38 @@ __all__ = ["CSV_HEADER", "EventLog", "build_snapshot", "memory_segments", "table
 
 #: The header line of RMM's ``logging_resource_adaptor`` CSV files.
 CSV_HEADER = "Thread,Time,Action,Pointer,Size,Stream"
-_TRACE_LIMIT = 4096
 _TRACE_ACTIONS = {"allocate": "segment_alloc", "free": "segment_free", "allocate failure": "oom"}
 
 
 class EventLog:
-    """Records every allocation and free of one arena's ledger.
+    """Writes every allocation and free of one arena's ledger to a CSV file.
 
     Parameters
     ----------
-    path : str or os.PathLike, optional
+    path : str or os.PathLike
         Append the events to this CSV file (created with RMM's header line when new or
         empty). It must be a regular file.
 
     Notes
     -----
-    Called by the ledger with the arena's mutex held, on the slow paths only. A file that
+    The ledger's observer, made only where an event log is asked for (the trace of
+    ``memory_snapshot()`` is the ledger's own). Called by the ledger with the arena's
+    mutex held, on the slow paths only. A file that
     cannot be written, or a path that is not a regular file (a FIFO, ``/dev/null``, a
     directory), warns once (:class:`~arena.ArenaWarning`) and is not retried; the arena
     keeps working. The file is opened without blocking, so a FIFO never stalls the arena.
     """
 
-    __slots__ = ("events", "path")
+    __slots__ = ("path",)
 
-    def __init__(self, path: Any = None) -> None:
-        self.path = None if path is None else Path(path)
-        self.events: deque[dict[str, Any]] = deque(maxlen=_TRACE_LIMIT)
-        if self.path is not None:
-            self._append(None)
+    def __init__(self, path: Any) -> None:
+        self.path: Path | None = Path(path)
+        self._append(None)
 
     def __call__(self, action: str, ptr: int, nbytes: int, what: str) -> None:
-        now = time.time()
-        self.events.append(
-            {
-                "action": _TRACE_ACTIONS[action],
-                "addr": ptr,
-                "size": nbytes,
-                "stream": 0,
-                "time_us": int(now * 1e6),
-                "device_free": 0,
-                "frames": [{"filename": "arena", "line": 0, "name": what}] if what else [],
-            }
-        )
-        if self.path is None:
+        if self.path is None:  # it could not be written: warned once, not retried
             return
+        now = time.time()
         stamp = time.strftime("%H:%M:%S", time.gmtime(now)) + f":{int(now % 1 * 1e6):06d}"
         pointer = f"{ptr:#x}" if ptr else "(nil)"
         self._append(f"{threading.get_ident()},{stamp},{action},{pointer},{nbytes},0\n")
@@ -109,11 +99,8 @@ class EventLog:
 
 def table_snapshot(table: SlotTable, last_requests: dict[int, tuple[str, Any]]) -> dict[str, Any]:
     """See :meth:`arena.Arena.memory_snapshot`: :func:`build_snapshot` of ``table``'s
-    slots and the allocations and frees its :class:`EventLog` kept; ``last_requests``
-    maps a slot index to the call site and specs of its last request recorded while
-    unlocked."""
-    events = table.events
-    assert isinstance(events, EventLog)  # the arena makes its table with one
+    slots and the allocations and frees its ledger kept; ``last_requests`` maps a slot
+    index to the call site and specs of its last request recorded while unlocked."""
     governor = table.governor
     with governor.mutex:
         return build_snapshot(
@@ -121,8 +108,21 @@ def table_snapshot(table: SlotTable, last_requests: dict[int, tuple[str, Any]]) 
             governor.device,
             governor.alignment,
             last_requests,
-            list(events.events),
+            [_trace_entry(*event) for event in governor.ledger.trace],
         )
+
+
+def _trace_entry(action: str, ptr: int, nbytes: int, what: str, when: float) -> dict[str, Any]:
+    """One event of the ledger's trace as an entry of torch's device trace."""
+    return {
+        "action": _TRACE_ACTIONS[action],
+        "addr": ptr,
+        "size": nbytes,
+        "stream": 0,
+        "time_us": int(when * 1e6),
+        "device_free": 0,
+        "frames": [{"filename": "arena", "line": 0, "name": what}] if what else [],
+    }
 
 
 def build_snapshot(
@@ -175,7 +175,7 @@ def memory_segments(
                 ptr, size = old.allocation.ptr, old.allocation.nbytes
                 hold = [_block(ptr, size, 0, "inactive", [])]
                 segments.append(_segment(device, ptr, hold, f"{where} retired"))
-        for key, entry in list(slot.persistent.buffers.items()):
+        for key, entry in list(slot.store(PersistentStore).buffers.items()):
             allocation = entry.allocation
             if not allocation.nbytes:
                 continue
@@ -184,7 +184,7 @@ def memory_segments(
             state = "active_allocated"
             block = _block(allocation.ptr, allocation.nbytes, view.nbytes, state, frames)
             segments.append(_segment(device, allocation.ptr, [block], f"{where} persistent"))
-        store = slot.workspaces
+        store = slot.store(WorkspaceStore)
         retired = list(store.retired)
         for work in [*store.library.values(), *store.triton.values(), *retired]:
             ptr, size = work.allocation.ptr, work.allocation.nbytes

@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 
 from arena.base.events import MB
 from arena.slots.governor import address_bytes
+from arena.slots.persistent import PersistentStore
 from arena.slots.table import SlotTable
+from arena.slots.workspaces import WorkspaceStore
 
 __all__ = ["ArenaStats", "SlotStats", "arena_stats"]
 
@@ -169,17 +171,19 @@ def arena_stats(table: SlotTable, call_sites: dict[str, int]) -> ArenaStats:
                 s.high_water,
                 s.growths,
                 s.calls,
-                s.persistent_bytes,
-                s.persistent.keys,
+                p.nbytes,
+                p.keys,
                 s.retired_bytes,
                 s.retired_count,
                 s.load,
-                s.workspaces.library_bytes,
-                len(s.workspaces.library),
-                s.workspaces.triton_bytes,
-                len(s.workspaces.triton),
+                w.library_bytes,
+                len(w.library),
+                w.triton_bytes,
+                len(w.triton),
             )
-            for s in table.slots
+            for s, p, w in (
+                (s, s.store(PersistentStore), s.store(WorkspaceStore)) for s in table.slots
+            )
         )
         ledger = governor.ledger
         # A front's cache is {specs: Prepared}; a step replay's, one such dict per request.

@@ -8,7 +8,7 @@ closes. A persistent resource is any object a factory builds once per key and sl
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,8 +17,10 @@ from arena.base.layout import Layout
 from arena.errors import ArenaLockedError, PersistentMismatchError, SpecError
 from arena.memory.sources import Allocation
 from arena.slots.governor import Governor
+from arena.slots.hooks import LockHook
+from arena.slots.slot import Slot
 
-__all__ = ["PersistentBuffer", "PersistentStore", "check_key", "check_new_key"]
+__all__ = ["PersistentBuffer", "PersistentHook", "PersistentStore", "check_key", "check_new_key"]
 
 
 @dataclass(slots=True)
@@ -80,6 +82,16 @@ class PersistentStore:
     def nbytes(self) -> int:
         """Bytes held by persistent buffers."""
         return sum(p.allocation.nbytes for p in list(self.buffers.values()))
+
+    @property
+    def retired_bytes(self) -> int:
+        """0: a persistent buffer is never replaced."""
+        return 0
+
+    @property
+    def retired_count(self) -> int:
+        """0: a persistent buffer is never replaced."""
+        return 0
 
     @property
     def keys(self) -> int:
@@ -182,6 +194,14 @@ class PersistentStore:
             return self.resources.setdefault(key, resource)
 
     # ------------------------------------------------------------------ lifetime
+    def blocks(self) -> tuple[list[Allocation], list[Allocation]]:
+        """``(kept, [])``: every persistent buffer's contents are kept by sleep(level=1)."""
+        return [p.allocation for p in self.buffers.values()], []
+
+    def take_retired(self, include_captured: bool) -> list[Allocation]:
+        """Nothing: a persistent buffer is never retired."""
+        return []
+
     def take_blocks(self) -> list[Allocation]:
         """Empty the store for close(): every block it holds, to be released."""
         blocks = [p.allocation for p in self.buffers.values()]
@@ -214,6 +234,46 @@ class PersistentStore:
             slot=(self.ubatch, self.lane),
             key=key,
         )
+
+
+class PersistentHook(LockHook):
+    """Persistent buffers' part in the slot table (a :class:`~arena.slots.hooks.LockHook`
+    the facade registers with every slot table): each slot gets a
+    :class:`PersistentStore`, and ``lock()`` gives every slot of a lane the persistent
+    buffers any of them has."""
+
+    __slots__ = ()
+
+    def attach(self, slots: Sequence[Slot]) -> None:
+        """A store for each slot; the stores of one lane know each other (for messages)."""
+        stores = [PersistentStore(s.governor, s.ubatch, s.lane) for s in slots]
+        for slot, store in zip(slots, stores, strict=True):
+            store.set_siblings(
+                [o for o, s in zip(stores, slots, strict=True) if s.lane == slot.lane]
+            )
+            slot.attach(store)
+
+    def lane_additions(self, group: Sequence[Slot], alignment: int) -> int:
+        """The bytes of the persistent buffers siblings lack."""
+        stores = [s.store(PersistentStore) for s in group]
+        sizes: dict[Any, int] = {}
+        for store in stores:
+            for key, entry in list(store.buffers.items()):
+                sizes.setdefault(key, max(entry.layout.total, alignment))
+        return sum(
+            size for store in stores for key, size in sizes.items() if key not in store.buffers
+        )
+
+    def share_lane(self, group: Sequence[Slot]) -> None:
+        """Give every slot of ``group`` (one lane) each persistent buffer one of them has:
+        same key, shape, dtype and zeroing. A micro-batch that did not run during warm-up
+        then finds its buffers after lock()."""
+        stores = [s.store(PersistentStore) for s in group]
+        for store in stores:
+            for key, entry in list(store.buffers.items()):
+                for sibling in stores:
+                    if key not in sibling.buffers:
+                        sibling.create(key, entry.layout, entry.zero_init)
 
 
 def check_key(key: Any, what: str = "persistent key") -> None:

@@ -22,7 +22,7 @@ interrupt), the slot gets a buffer of its old capacity back before the error pro
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import Any, Protocol, TypeVar, cast
 
 from arena.base.events import caller_info, format_mb
 from arena.base.layout import Layout
@@ -30,10 +30,8 @@ from arena.errors import ArenaError, ArenaLockedError
 from arena.memory.sources import Allocation
 from arena.slots.governor import Governor
 from arena.slots.holder import SlotHolder
-from arena.slots.persistent import PersistentStore
-from arena.slots.workspaces import WorkspaceStore
 
-__all__ = ["Buffer", "Resize", "Slot", "SlotHolder", "check_in_bounds"]
+__all__ = ["Buffer", "Resize", "Slot", "SlotHolder", "SlotStore", "check_in_bounds"]
 
 #: A finished resize, announced after the mutex is released: (slot, old bytes, new bytes).
 Resize = tuple["Slot", int, int]
@@ -69,6 +67,44 @@ class Buffer:
         self.poisoned_end = 0
 
 
+class SlotStore(Protocol):
+    """What a slot asks of a feature's store: the blocks one feature keeps for one slot
+    outside its scratch buffer (persistent buffers, :mod:`arena.slots.persistent`;
+    library workspaces and Triton blocks, :mod:`arena.slots.workspaces`).
+
+    A feature makes its stores and gives each slot its own (:meth:`Slot.attach`) when it
+    registers with the slot table (:meth:`arena.slots.hooks.LockHook.attach`); the slot
+    neither makes nor imports them, and counts and empties their blocks through this.
+    """
+
+    @property
+    def retired_bytes(self) -> int:
+        """Bytes of replaced blocks kept because a CUDA graph may read them."""
+        ...
+
+    @property
+    def retired_count(self) -> int:
+        """How many such blocks the store keeps."""
+        ...
+
+    def blocks(self) -> tuple[list[Allocation], list[Allocation]]:
+        """``(kept, discarded)``: the blocks whose contents sleep(level=1) keeps, and those
+        it discards."""
+        ...
+
+    def take_blocks(self) -> list[Allocation]:
+        """Empty the store for close(): every block it holds, to be released."""
+        ...
+
+    def take_retired(self, include_captured: bool) -> list[Allocation]:
+        """Remove retired blocks (captured ones only if asked); return them."""
+        ...
+
+
+#: A store's type, for :meth:`Slot.store`.
+S = TypeVar("S", bound=SlotStore)
+
+
 class Slot:
     """State of one (ubatch, lane) slot and the protocol that grows it.
 
@@ -92,14 +128,13 @@ class Slot:
         "load",
         "outgrown",
         "pending",
-        "persistent",
         "plain_high",
         "regions",
         "retired",
         "steps",
+        "stores",
         "top",
         "ubatch",
-        "workspaces",
     )
 
     def __init__(self, governor: Governor, index: int, ubatch: int, lane: int) -> None:
@@ -133,8 +168,8 @@ class Slot:
         #: Poisoning: buffers a growth replaced whose views may go stale later (a scope's
         #: or step's, the last plain request's); their bytes are poisoned with the slot's.
         self.outgrown: list[Buffer] = []
-        self.persistent = PersistentStore(governor, ubatch, lane)
-        self.workspaces = WorkspaceStore(governor, ubatch, lane)
+        #: Store type -> the store of that feature for this slot (:meth:`attach`).
+        self.stores: dict[type[Any], SlotStore] = {}
         self.calls = 0
         self.growths = 0
         self.high_water = 0
@@ -152,20 +187,25 @@ class Slot:
         """The other slots of this slot's lane."""
         return [s for s in (ref() for ref in self._siblings) if s is not None]
 
-    @property
-    def persistent_bytes(self) -> int:
-        """Bytes held by persistent buffers."""
-        return self.persistent.nbytes
+    def attach(self, store: SlotStore) -> None:
+        """Keep ``store``, a feature's blocks for this slot (a feature registering with the
+        slot table calls this; installed in one store)."""
+        self.stores = {**self.stores, type(store): store}
+
+    def store(self, kind: type[S]) -> S:
+        """This slot's store of type ``kind`` (the feature registered it: :meth:`attach`)."""
+        return cast(S, self.stores[kind])
 
     @property
     def retired_bytes(self) -> int:
-        """Bytes held by retired scratch buffers and retired workspace blocks."""
-        return sum(b.capacity for b in list(self.retired)) + self.workspaces.retired_bytes
+        """Bytes held by retired scratch buffers and the stores' retired blocks."""
+        stores = list(self.stores.values())
+        return sum(b.capacity for b in list(self.retired)) + sum(s.retired_bytes for s in stores)
 
     @property
     def retired_count(self) -> int:
-        """How many retired scratch buffers and workspace blocks this slot keeps."""
-        return len(self.retired) + len(self.workspaces.retired)
+        """How many retired scratch buffers and store blocks this slot keeps."""
+        return len(self.retired) + sum(s.retired_count for s in list(self.stores.values()))
 
     # ------------------------------------------------------------------ requests
     def ensure(self, required: int) -> tuple[Buffer | None, list[Resize]]:
@@ -276,12 +316,16 @@ class Slot:
         self.update_detour()
 
     def blocks(self) -> tuple[list[Allocation], list[Allocation]]:
-        """``(kept, scratch)``: the blocks whose contents sleep(level=1) keeps (persistent
-        buffers, library workspaces) and those it discards (scratch, retired, Triton)."""
+        """``(kept, scratch)``: the blocks whose contents sleep(level=1) keeps (the stores'
+        kept ones: persistent buffers, library workspaces) and those it discards (scratch,
+        retired, and the stores' others: Triton)."""
         scratch = [b.allocation for b in (self.buffer, *self.retired) if b.allocation is not None]
-        kept = [p.allocation for p in self.persistent.buffers.values()]
-        library, other = self.workspaces.blocks()
-        return kept + library, scratch + other
+        kept: list[Allocation] = []
+        for store in self.stores.values():
+            held, discarded = store.blocks()
+            kept += held
+            scratch += discarded
+        return kept, scratch
 
     def open_region(self, region: Any) -> None:
         """Push a scope or step: plain requests detour above it until it closes.
@@ -372,7 +416,10 @@ class Slot:
             elif block is not None:
                 ledger.release(block)
             unreleased = block = None  # the old block goes back before the new one is asked for
-            allocation = governor.allocate(capacity, f"the scratch buffer of slot {where}")
+            # From the ledger itself: what the governor's allocate() checks (a capture, the
+            # cap) was checked above, before the old buffer went, and this path runs only
+            # unlocked (a locked growth in place commits: _commit).
+            allocation = ledger.allocate(capacity, f"the scratch buffer of slot {where}")
             # Installed by this one store: an interrupt before it leaves the block to
             # reclaim(), none after it leaves the block unheld.
             self.buffer = Buffer(allocation, capacity)
@@ -469,7 +516,7 @@ class Slot:
         self.buffer = buffer
         if count:
             self.growths += 1
-        if self.pending <= buffer.capacity:
+        if self.pending and self.pending <= buffer.capacity:  # none pending: detour stands
             self.pending = 0
             self.update_detour()
         if self._siblings:
@@ -510,8 +557,8 @@ class Slot:
     def take_blocks(self) -> list[Allocation]:
         """Empty the slot for close(): every block it holds, to be released."""
         blocks = [b.allocation for b in (self.buffer, *self.retired) if b.allocation is not None]
-        blocks.extend(self.persistent.take_blocks())
-        blocks.extend(self.workspaces.take_blocks())
+        for store in self.stores.values():
+            blocks.extend(store.take_blocks())
         self.buffer = Buffer(None, 0)
         self.retired = []
         self.outgrown = []
@@ -524,7 +571,8 @@ class Slot:
         keep = [b for b in self.retired if b.captured and not include_captured]
         gone = [b.allocation for b in self.retired if b not in keep and b.allocation is not None]
         self.retired = keep
-        gone.extend(self.workspaces.take_retired(include_captured))
+        for store in self.stores.values():
+            gone.extend(store.take_retired(include_captured))
         return gone
 
     # ------------------------------------------------------------------ captures

@@ -4,10 +4,13 @@
 the arena's state under it, and announces its resizes and event once the mutex is
 released (see docs/overview.md, "Threads and safety").
 
-The table imports nothing above the slots layer. Features above it with state of their
-own take part through the lock hooks they register (:mod:`arena.slots.hooks`): step plans
-(:mod:`arena.planning.plan`) size each lane at ``lock()``, and the peaks of
-``memory_stats()`` (:mod:`arena.kernels.memstats`) are told when the figures change. The
+The table imports nothing above the slots layer, and none of the features' stores.
+Features with state of their own take part through the lock hooks they register
+(:mod:`arena.slots.hooks`): persistent buffers (:mod:`arena.slots.persistent`) and
+workspace blocks (:mod:`arena.slots.workspaces`) give each slot a store and share a
+lane's blocks at ``lock()``, step plans (:mod:`arena.planning.plan`) size each lane at
+``lock()``, and the peaks of ``memory_stats()`` (:mod:`arena.kernels.memstats`) are
+told when the figures change. The
 readers of the table (``stats()``, ``memory_snapshot()``, step planning) live with their
 features and take the table.
 """
@@ -39,14 +42,6 @@ from arena.slots.hooks import LockHook
 from arena.slots.selector import check_index
 from arena.slots.sleep import Sleeper, fall_asleep, wake_for_close, wake_up
 from arena.slots.slot import Resize, Slot
-from arena.slots.workspaces import (
-    LIBRARY,
-    Workspace,
-    missing_library_bytes,
-    missing_triton_bytes,
-    share_library_workspaces,
-    share_triton_blocks,
-)
 
 __all__ = ["SlotTable"]
 
@@ -61,9 +56,10 @@ class SlotTable:
         The arena's validated settings.
     alloc_context : callable or None
         Called around every allocation (see :class:`arena.Arena`).
-    events : callable
-        Records the ledger's allocations and frees (an
-        :class:`~arena.observe.snapshot.EventLog`, called as the ledger's observer). Made
+    events : callable or None
+        Writes the ledger's allocations and frees to the event log file (an
+        :class:`~arena.observe.snapshot.EventLog`, called as the ledger's observer); None
+        when no event log is asked for (the ledger keeps the recent events itself). Made
         by the arena itself, so that the warning of an unwritable file points at the
         arena's caller.
     """
@@ -72,7 +68,6 @@ class SlotTable:
     # table (and its buffers) alive.
     __slots__ = (
         "__weakref__",
-        "events",
         "governor",
         "hooks",
         "lanes",
@@ -85,9 +80,8 @@ class SlotTable:
         self,
         config: Settings,
         alloc_context: Callable[[], AbstractContextManager[Any]] | None,
-        events: Callable[[str, int, int, str], None],
+        events: Callable[[str, int, int, str], None] | None,
     ) -> None:
-        self.events = events
         self.governor = governor = Governor(
             Ledger(config.source, alloc_context, observer=events),
             alignment=config.alignment,
@@ -108,15 +102,15 @@ class SlotTable:
             for lane in range(lanes)
         ]
         for slot in self.slots:
-            lane_slots = [s for s in self.slots if s.lane == slot.lane and s is not slot]
-            slot.set_siblings(lane_slots)
-            slot.persistent.set_siblings([s.persistent for s in lane_slots])
+            slot.set_siblings([s for s in self.slots if s.lane == slot.lane and s is not slot])
         # Weak: the governor must not keep the table (and every buffer) in a cycle.
         governor.allocated_watch = weakref.WeakMethod(self.note_stat_peaks)
 
     def add_hook(self, hook: LockHook) -> None:
-        """Register a feature's lock hook (see :mod:`arena.slots.hooks`)."""
+        """Register a feature's lock hook (see :mod:`arena.slots.hooks`); it gives each
+        slot its store, if it keeps one."""
         with self.governor.mutex:
+            hook.attach(self.slots)
             self.hooks = (*self.hooks, hook)  # installed in one store
 
     def note_stat_peaks(self) -> None:
@@ -134,9 +128,9 @@ class SlotTable:
     def lock_additions(self) -> int:
         """Bytes :meth:`lock` would allocate now: each lane's scratch buffers brought to
         the largest, or to what the hooks need (the smaller ones are retired, not
-        released; on a fixed-address source only the bytes committed in place), the
-        persistent buffers, library workspaces and Triton blocks siblings lack or hold
-        smaller. Call with the mutex held."""
+        released; on a fixed-address source only the bytes committed in place), and what
+        the hooks would share in the lane (the persistent buffers, library workspaces and
+        Triton blocks siblings lack or hold smaller). Call with the mutex held."""
         slots = self.slots
         alignment = self.governor.alignment
         total = 0
@@ -149,18 +143,7 @@ class SlotTable:
                 for s in group
                 if s.buffer.capacity < target
             )
-            sizes: dict[Any, int] = {}
-            for slot in group:
-                for key, entry in list(slot.persistent.buffers.items()):
-                    sizes.setdefault(key, max(entry.layout.total, alignment))
-            total += sum(
-                size
-                for slot in group
-                for key, size in sizes.items()
-                if key not in slot.persistent.buffers
-            )
-            total += missing_library_bytes([s.workspaces for s in group])
-            total += missing_triton_bytes([s.workspaces for s in group])
+            total += sum(h.lane_additions(group, alignment) for h in self.hooks)
         return total
 
     def reserve(self, nbytes: int, lane: int | None) -> None:
@@ -198,20 +181,11 @@ class SlotTable:
         finally:
             self.announce("resize", resizes)
 
-    def presize_workspace(self, ubatch: int, lane: int, kind: str, key: Any, nbytes: int) -> None:
-        """From a profile: give slot ``(ubatch, lane)`` a library workspace ``key`` of
-        ``nbytes`` (kind ``"library"``), or a first size for its Triton blocks (kind
-        ``"triton"``)."""
-        governor = self.governor
-        with governor.mutex:
-            governor.check_open()
-            self.slots[ubatch * self.lanes + lane].workspaces.presize(kind, key, nbytes)
-
     def lock(self, in_place: bool = False) -> None:
         """Bring each lane's slots to the largest of them, retiring (never releasing) the
-        smaller buffers, give every slot of a lane the persistent buffers any of them has,
-        then refuse growth (``in_place``: grow at the same addresses instead); see
-        :meth:`arena.Arena.lock`."""
+        smaller buffers, let the hooks give every slot of a lane the blocks any of them
+        has (persistent buffers, library workspaces, Triton blocks), then refuse growth
+        (``in_place``: grow at the same addresses instead); see :meth:`arena.Arena.lock`."""
         governor = self.governor
         resizes: list[Resize] = []
         moved: list[Resize] = []  # slots whose captured buffer lock() replaced
@@ -251,9 +225,8 @@ class SlotTable:
                             resizes.append(resize)
                             if captured:
                                 moved.append(resize)
-                    _share_persistent_buffers(group)
-                    share_library_workspaces([s.workspaces for s in group])
-                    share_triton_blocks([s.workspaces for s in group])
+                    for hook in self.hooks:
+                        hook.share_lane(group)
                 governor.set_lock(True, in_place)
         finally:
             self.announce("resize", resizes)
@@ -401,15 +374,17 @@ class SlotTable:
                 )
             self._emit("locked_growth", (slot.ubatch, slot.lane), old, new)
 
-    def announce_workspace(self, slot: Slot, entry: Workspace, old: int) -> None:
-        """Log and emit the creation or growth of a workspace block (mutex released)."""
-        kind = "workspace" if entry.kind == LIBRARY else "triton"
+    def announce_block(
+        self, slot: Slot, kind: str, what: str, *, old: int, new: int, key: object
+    ) -> None:
+        """Log and emit (event ``kind``) the creation or growth of a store's block
+        ``what`` (``"library workspace 'fi'"``) of ``slot`` (mutex released)."""
         log_event(
-            f"{'grew' if old else 'created'} {entry.describe()} of slot {slot.describe()} "
-            f"from '{caller_info()}': {format_mb(old)} -> {format_mb(entry.nbytes)}",
+            f"{'grew' if old else 'created'} {what} of slot {slot.describe()} "
+            f"from '{caller_info()}': {format_mb(old)} -> {format_mb(new)}",
             debug=self.governor.debug,
         )
-        self._emit(kind, (slot.ubatch, slot.lane), old, entry.nbytes, entry.key)
+        self._emit(kind, (slot.ubatch, slot.lane), old, new, key)
 
     def _emit(
         self, kind: str, slot: tuple[int, int] | None, old: int, new: int, key: object = None
@@ -420,14 +395,3 @@ class SlotTable:
         event = ArenaEvent(kind, caller_info(), slot, old, new, self.sizes(), key)
         for listener in list(listeners):
             listener(event)
-
-
-def _share_persistent_buffers(group: list[Slot]) -> None:
-    """Give every slot of ``group`` (one lane) each persistent buffer one of them has: same
-    key, shape, dtype and zeroing. A micro-batch that did not run during warm-up then finds
-    its buffers after lock(). The mutex is held by the caller."""
-    for slot in group:
-        for key, entry in list(slot.persistent.buffers.items()):
-            for sibling in group:
-                if key not in sibling.persistent.buffers:
-                    sibling.persistent.create(key, entry.layout, entry.zero_init)

@@ -27,22 +27,26 @@ while it was current.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from arena.base.events import caller_info, format_mb
 from arena.errors import ArenaLockedError
 from arena.memory.sources import Allocation
 from arena.slots.governor import Governor
+from arena.slots.hooks import LockHook
+from arena.slots.slot import Slot
 
 __all__ = [
     "LIBRARY",
     "TRITON",
     "Workspace",
+    "WorkspaceHook",
     "WorkspaceStore",
     "fixed_block",
     "missing_library_bytes",
     "missing_triton_bytes",
+    "presize_workspace",
     "share_library_workspaces",
     "share_triton_blocks",
 ]
@@ -169,6 +173,11 @@ class WorkspaceStore:
     def retired_bytes(self) -> int:
         """Bytes of replaced blocks kept because a CUDA graph may read them."""
         return sum(w.nbytes for w in list(self.retired))
+
+    @property
+    def retired_count(self) -> int:
+        """How many replaced blocks are kept."""
+        return len(self.retired)
 
     # ------------------------------------------------------------------ growth
     def grow(
@@ -378,6 +387,42 @@ class WorkspaceStore:
             slot=(self.ubatch, self.lane),
             key=key,
         )
+
+
+class WorkspaceHook(LockHook):
+    """Workspace blocks' part in the slot table (a :class:`~arena.slots.hooks.LockHook`
+    the facade registers with every slot table): each slot gets a
+    :class:`WorkspaceStore`, and ``lock()`` shares each lane's library workspaces and
+    Triton blocks (:func:`share_library_workspaces`, :func:`share_triton_blocks`)."""
+
+    __slots__ = ()
+
+    def attach(self, slots: Sequence[Slot]) -> None:
+        """A store for each slot."""
+        for slot in slots:
+            slot.attach(WorkspaceStore(slot.governor, slot.ubatch, slot.lane))
+
+    def lane_additions(self, group: Sequence[Slot], alignment: int) -> int:
+        """The bytes of the library workspaces and Triton blocks siblings lack or hold
+        smaller."""
+        stores = [s.store(WorkspaceStore) for s in group]
+        return missing_library_bytes(stores) + missing_triton_bytes(stores)
+
+    def share_lane(self, group: Sequence[Slot]) -> None:
+        """Share the lane's library workspaces, then its Triton blocks."""
+        stores = [s.store(WorkspaceStore) for s in group]
+        share_library_workspaces(stores)
+        share_triton_blocks(stores)
+
+
+def presize_workspace(slot: Slot, kind: str, key: Any, nbytes: int) -> None:
+    """From a profile: give ``slot`` a library workspace ``key`` of ``nbytes`` (kind
+    ``"library"``), or a first size for its Triton blocks (kind ``"triton"``). Takes the
+    mutex."""
+    governor = slot.governor
+    with governor.mutex:
+        governor.check_open()
+        slot.store(WorkspaceStore).presize(kind, key, nbytes)
 
 
 def share_library_workspaces(stores: list[WorkspaceStore]) -> None:

@@ -83,3 +83,31 @@ def test_event_log_failure_warns_and_the_arena_works(tmp_path: Path) -> None:
     with ws:
         ws.get_simultaneous(((100,), "float32"))
         assert ws.stats().allocations == 1
+
+
+def test_the_trace_is_the_ledgers_own_and_no_event_log_means_no_observer() -> None:
+    # Issue 27 item 4: an allocation calls no observer unless a log file is written; the
+    # snapshot's device trace is what the ledger keeps, the most recent TRACE_LIMIT events.
+    from arena.memory.ledger import TRACE_LIMIT
+
+    with arena.Arena("cpu", framework="numpy") as ws:
+        ledger = ws._table.governor.ledger
+        assert ledger.observer is None
+        ws.get_simultaneous(((100,), "float32"))
+        ws.get_simultaneous(((5000,), "float32"))  # grows: the old buffer is freed
+        trace = ws.memory_snapshot()["device_traces"][0]
+        assert [(e["action"], e["size"]) for e in trace] == [
+            ("segment_alloc", 512),
+            ("segment_free", 512),
+            ("segment_alloc", 20224),
+        ]
+        assert trace[0]["frames"][0]["name"] == "the scratch buffer of slot (ubatch 0, lane 0)"
+        assert trace[1]["frames"] == [] and trace[2]["time_us"] >= trace[0]["time_us"]
+        for n in range(TRACE_LIMIT):  # every event of the ledger's, the oldest let go
+            ledger.release(ledger.allocate(256, f"block {n}"))
+        trace = ws.memory_snapshot()["device_traces"][0]
+        assert len(trace) == TRACE_LIMIT
+        assert trace[-1]["action"] == "segment_free"
+        assert trace[-2]["frames"][0]["name"] == f"block {TRACE_LIMIT - 1}"
+    with arena.Arena("cpu", framework="numpy", event_log=None) as ws:
+        assert ws._table.governor.ledger.observer is None

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from arena import Arena, ArenaClosedError, PersistentMismatchError
+from arena.slots.persistent import PersistentStore
 from tests.gates import TIMEOUT, Gate, run
 from tests.sources import RecordingSource, check_books
 
@@ -235,7 +236,7 @@ def test_a_resource_stored_by_another_thread_after_the_first_look_is_returned(
     arena locked meanwhile, a locked error for a key that exists."""
     a = Arena("cpu", framework="numpy")
     theirs = object()
-    a._table.slots[0].persistent.resources = _StoredMeanwhile(theirs)
+    a._table.slots[0].store(PersistentStore).resources = _StoredMeanwhile(theirs)
     if locked:
         a.lock()
     builds: list[object] = []
