@@ -321,13 +321,26 @@ def _digest(framework: str, result: Any) -> bytes:
 
 
 def pass_figures(quick: bool) -> dict[str, Any]:
-    """The figures per framework (NumPy, torch where installed) and mode."""
+    """The figures per framework (NumPy, torch where installed) and mode; torch on one
+    thread (at these sizes more threads only wait for each other, and on a loaded
+    machine a waiting thread can hold up a pass a hundredfold)."""
     rounds, reps = (7, 3) if quick else (31, 10)
-    return {
-        framework: _framework_figures(framework, rounds, reps)
-        for framework in ("numpy", "torch")
-        if importlib.util.find_spec(framework) is not None
-    }
+    found = {}
+    for framework in ("numpy", "torch"):
+        if importlib.util.find_spec(framework) is None:
+            continue
+        if framework != "torch":
+            found[framework] = _framework_figures(framework, rounds, reps)
+            continue
+        import torch
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            found[framework] = _framework_figures(framework, rounds, reps)
+        finally:
+            torch.set_num_threads(threads)
+    return found
 
 
 def format_passes(figures: dict[str, Any]) -> list[str]:

@@ -1346,8 +1346,34 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     return out;
 }
 
-/* The hit of release(view): the view is one of the last few requests' and not released
- * yet. 1 when released, 0 when the Python path must run, -1 with an exception set. */
+/* How many of the latest requests release(view) looks through before the run's index. */
+#define RELEASE_WINDOW 6
+
+/* Release `view`, handed out for `block`: 1, or -1 with an exception set. */
+static int step_release_block(StepHitBase *self, PyObject *view, PyObject *block,
+                              PyObject *request) {
+    Py_INCREF(block);
+    PyObject *key = PyLong_FromVoidPtr(view);
+    PyObject *last = key == NULL ? NULL : PyNumber_Subtract(request, one);
+    int failed = last == NULL || PyDict_SetItem(self->ended, key, view) < 0 ||
+                 PyDict_SetItem(self->lasts, block, last) < 0 ||
+                 PySet_Add(self->released, block) < 0;
+    /* Indexed already (an earlier release indexed it): no longer live there. */
+    if (!failed && PyDict_DelItem(self->views, key) < 0) {
+        if (PyErr_ExceptionMatches(PyExc_KeyError))
+            PyErr_Clear();
+        else
+            failed = 1;
+    }
+    Py_XDECREF(last);
+    Py_XDECREF(key);
+    Py_DECREF(block);
+    return failed ? -1 : 1;
+}
+
+/* The hit of release(view): the view is one of the last RELEASE_WINDOW requests', or
+ * live in the run's index (_views: id -> (block, view)), and not released yet. 1 when
+ * released, 0 when the Python path must run, -1 with an exception set. */
 static int step_release_one(StepHitBase *self, PyObject *view) {
     PyObject *handed = self->handed, *released = self->released, *request = self->request;
     if (self->quick != Py_True || self->slot == NULL || self->slot == Py_None ||
@@ -1357,7 +1383,7 @@ static int step_release_one(StepHitBase *self, PyObject *view) {
         !PyDict_CheckExact(self->ended) || self->lasts == NULL || !PyDict_CheckExact(self->lasts))
         return 0;
     Py_ssize_t count = PyList_GET_SIZE(handed);
-    Py_ssize_t low = count > 4 ? count - 4 : 0;
+    Py_ssize_t low = count > RELEASE_WINDOW ? count - RELEASE_WINDOW : 0;
     for (Py_ssize_t i = count - 1; i >= low; i--) {
         PyObject *pair = PyList_GET_ITEM(handed, i);
         if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) return 0;
@@ -1373,26 +1399,30 @@ static int step_release_one(StepHitBase *self, PyObject *view) {
                 PyErr_Clear();
                 return 0; /* released already: the Python path names it */
             }
-            Py_INCREF(block);
-            PyObject *key = PyLong_FromVoidPtr(view);
-            PyObject *last = key == NULL ? NULL : PyNumber_Subtract(request, one);
-            int failed = last == NULL || PyDict_SetItem(self->ended, key, view) < 0 ||
-                         PyDict_SetItem(self->lasts, block, last) < 0 ||
-                         PySet_Add(released, block) < 0;
-            /* Indexed already (an earlier release indexed it): no longer live there. */
-            if (!failed && PyDict_DelItem(self->views, key) < 0) {
-                if (PyErr_ExceptionMatches(PyExc_KeyError))
-                    PyErr_Clear();
-                else
-                    failed = 1;
-            }
-            Py_XDECREF(last);
-            Py_XDECREF(key);
-            Py_DECREF(block);
-            return failed ? -1 : 1;
+            return step_release_block(self, view, block, request);
         }
     }
-    return 0;
+    /* Older: live in the run's index (its entries are never released ones), or Python
+     * indexes what it has not yet. */
+    if (low == 0 || PyDict_GET_SIZE(self->views) == 0) return 0;
+    PyObject *key = PyLong_FromVoidPtr(view);
+    if (key == NULL) return -1;
+    PyObject *found = PyDict_GetItemWithError(self->views, key); /* borrowed */
+    Py_DECREF(key);
+    if (found == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 2 ||
+        PyTuple_GET_ITEM(found, 1) != view)
+        return 0;
+    PyObject *block = PyTuple_GET_ITEM(found, 0);
+    Py_INCREF(found); /* the block's holder, while the dicts change */
+    int gone = PySet_Contains(released, block);
+    int done = gone != 0 ? 0 : step_release_block(self, view, block, request);
+    if (gone != 0) PyErr_Clear();
+    Py_DECREF(found);
+    return done;
 }
 
 static PyObject *step_release(PyObject *self, PyObject *args) {
