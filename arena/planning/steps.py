@@ -294,10 +294,14 @@ class Step(StepHitBase, Generic[ViewT]):
         self._watch = placer.probe is not None  # locked: the request log is not told
         self.nested, self.inside = None, False
         try:
-            open_region(self, slot)
+            # open_region(self, slot), inline (not in debug mode: the slot is not held)
+            slot.governor.check_open()
+            self.slot = slot
+            self.base = self.end = base = slot.top
+            self.held = 0
+            slot.open_region(self)  # last, and all or nothing
             book.running = True
             self.moved = book.settled != book.version  # book.settle(base, free=False)
-            base = self.base
             end = base + book.total
             held = book.load  # a replay's live bytes: the plan's LOAD, counted once here
             slot.account(end, held)
@@ -451,7 +455,8 @@ class Step(StepHitBase, Generic[ViewT]):
             and book is not None
             and run is not _ENDED
             and not run.broken
-            and slot.regions == [self]
+            and len(slot.regions) == 1
+            and slot.regions[0] is self
         ):
             self._end_replay(slot, run, book)
             return

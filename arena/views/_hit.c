@@ -1358,12 +1358,11 @@ static int step_release_block(StepHitBase *self, PyObject *view, PyObject *block
     int failed = last == NULL || PyDict_SetItem(self->ended, key, view) < 0 ||
                  PyDict_SetItem(self->lasts, block, last) < 0 ||
                  PySet_Add(self->released, block) < 0;
-    /* Indexed already (an earlier release indexed it): no longer live there. */
-    if (!failed && PyDict_DelItem(self->views, key) < 0) {
-        if (PyErr_ExceptionMatches(PyExc_KeyError))
-            PyErr_Clear();
-        else
-            failed = 1;
+    /* Indexed already (an earlier release indexed it): no longer live there. Looked up
+     * first: a KeyError made and cleared would cost what the rest of the release does. */
+    if (!failed && PyDict_GET_SIZE(self->views) > 0) {
+        int live = PyDict_Contains(self->views, key);
+        if (live < 0 || (live == 1 && PyDict_DelItem(self->views, key) < 0)) failed = 1;
     }
     Py_XDECREF(last);
     Py_XDECREF(key);
