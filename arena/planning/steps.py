@@ -361,7 +361,7 @@ class Step(StepHitBase, Generic[ViewT]):
                     ):
                         entry.used = True
                         slot.count_call()
-                        self._handed.append((entry.metadata, views))
+                        self._handed.extend((entry.metadata, views))  # one call
                         self.request = r + 1
                         return views  # type: ignore[no-any-return]
         if slot is None:
@@ -580,7 +580,7 @@ class Step(StepHitBase, Generic[ViewT]):
         # no record (its blocks and requests may not match).
         run.broken = True
         if self.replay:
-            run.handed.append((tuple(blocks), views))
+            run.handed.extend((tuple(blocks), views))  # one call: never half a request
             if extent > self.end:
                 slot.account(extent, 0)
         else:  # recorded once placed: a refused request is no block

@@ -1192,7 +1192,8 @@ static PyType_Spec hit_spec = {
  *   _caches      list, per request index, of {specs: Prepared} over _buffer; or None
  *   _expiring    list, per request index, of the blocks that must be released by then
  *   _released    the run's set of released blocks
- *   _handed      the run's list of (blocks, views) handed out
+ *   _handed      the run's list of what it handed out: per request its blocks (a tuple),
+ *                then its views (a list)
  *   _buffer      the buffer _caches belongs to
  *   _fresh_view  per-view callable for a fresh view; None: the prepared view itself;
  *                False: every request takes the Python path
@@ -1326,18 +1327,25 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
         PyList_SET_ITEM(out, i, view);
     }
     Py_DECREF(views);
-    PyObject *pair = out == NULL ? NULL : PyTuple_Pack(2, blocks, out);
-    PyObject *calls = pair == NULL ? NULL : PyNumber_Add(FIELD(slot, slot_calls), one);
+    PyObject *calls = out == NULL ? NULL : PyNumber_Add(FIELD(slot, slot_calls), one);
     PyObject *next = calls == NULL ? NULL : PyNumber_Add(request, one);
-    if (next == NULL || PyList_Append(handed, pair) < 0) {
+    /* The blocks, then the views: both or neither (no Python code runs between). */
+    int failed = next == NULL || PyList_Append(handed, blocks) < 0;
+    if (!failed && PyList_Append(handed, out) < 0) {
+        Py_ssize_t size = PyList_GET_SIZE(handed);
+        PyObject *error_type, *error_value, *error_trace;
+        PyErr_Fetch(&error_type, &error_value, &error_trace);
+        PyList_SetSlice(handed, size - 1, size, NULL); /* shrinks: cannot fail */
+        PyErr_Restore(error_type, error_value, error_trace);
+        failed = 1;
+    }
+    if (failed) {
         Py_XDECREF(next);
         Py_XDECREF(calls);
-        Py_XDECREF(pair);
         Py_XDECREF(out);
         Py_DECREF(entry);
         return NULL;
     }
-    Py_DECREF(pair);
     Py_INCREF(Py_True);
     put(&FIELD(entry, prepared_used), Py_True);
     put(&FIELD(slot, slot_calls), calls);
@@ -1381,12 +1389,13 @@ static int step_release_one(StepHitBase *self, PyObject *view) {
         self->views == NULL || !PyDict_CheckExact(self->views) || self->ended == NULL ||
         !PyDict_CheckExact(self->ended) || self->lasts == NULL || !PyDict_CheckExact(self->lasts))
         return 0;
-    Py_ssize_t count = PyList_GET_SIZE(handed);
+    Py_ssize_t size = PyList_GET_SIZE(handed);
+    if (size % 2) return 0; /* never half a request: Python explains */
+    Py_ssize_t count = size / 2; /* requests handed out */
     Py_ssize_t low = count > RELEASE_WINDOW ? count - RELEASE_WINDOW : 0;
     for (Py_ssize_t i = count - 1; i >= low; i--) {
-        PyObject *pair = PyList_GET_ITEM(handed, i);
-        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) return 0;
-        PyObject *blocks = PyTuple_GET_ITEM(pair, 0), *made = PyTuple_GET_ITEM(pair, 1);
+        PyObject *blocks = PyList_GET_ITEM(handed, 2 * i);
+        PyObject *made = PyList_GET_ITEM(handed, 2 * i + 1);
         if (!PyTuple_CheckExact(blocks) || !PyList_CheckExact(made)) return 0;
         Py_ssize_t n = PyList_GET_SIZE(made);
         if (n > PyTuple_GET_SIZE(blocks)) return 0;

@@ -110,7 +110,8 @@ class PyStepHitBase:
     _expiring
         Per request index, the blocks that must be released by then.
     _released, _handed
-        The run's released blocks, and its ``(blocks, views)`` handed out.
+        The run's released blocks, and what it handed out: per request its blocks,
+        then its views (a flat list).
     _buffer
         The buffer ``_caches`` belongs to.
     _fresh_view
