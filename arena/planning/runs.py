@@ -66,8 +66,10 @@ class StepRun:
         self.live: dict[int, tuple[int, int]] = {}
         #: id(view) -> (block, view) while live (the view kept: its id stays unique).
         self.views: dict[int, tuple[int, Any]] = {}
-        #: Replay: (blocks, views) per request, indexed into :attr:`views` when needed.
-        self.handed: list[tuple[tuple[int, ...], list[Any]]] = []
+        #: Replay: per request its blocks and then its views (one flat list, two entries
+        #: a request: no pair to build per request), indexed into :attr:`views` when
+        #: needed.
+        self.handed: list[Any] = []
         self.indexed = 0
         #: Replay: blocks released so far.
         self.released: set[int] = set()
@@ -90,8 +92,8 @@ class StepRun:
         views of blocks released already (by the compiled release, which does not index)
         are not live."""
         views, handed, released = self.views, self.handed, self.released
-        for index in range(self.indexed, len(handed)):
-            blocks, made = handed[index]
+        for index in range(self.indexed, len(handed) - 1, 2):
+            blocks, made = handed[index], handed[index + 1]
             for block, view in zip(blocks, made, strict=True):
                 if block not in released:
                     views[id(view)] = (block, view)

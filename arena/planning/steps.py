@@ -169,7 +169,7 @@ class Step(StepHitBase, Generic[ViewT]):
         self._poison = poison
         self._debug = debug
         self._book: StepBook | None = None
-        self.run = StepRun()
+        self.run = _ENDED  # entering makes its run
         self.replay = self.moved = False  # moved: what runs inside starts at a new height
         self.slot: Slot | None = None
         self.base = self.end = self.held = 0
@@ -184,7 +184,10 @@ class Step(StepHitBase, Generic[ViewT]):
         self._expiring: list[tuple[int, ...]] = []
         self._fresh_view = fresh_view
         self._watch = False
-        self._bind(self.run, False)
+        run = _ENDED  # _bind(_ENDED, False), inline: nothing running reads or writes it
+        self._released, self._handed = run.released, run.handed
+        self._views, self._ended, self._lasts = run.views, run.ended, run.lasts
+        self._quick = False
 
     def __enter__(self) -> Step[ViewT]:
         if self.slot is not None:
@@ -193,6 +196,21 @@ class Step(StepHitBase, Generic[ViewT]):
         if slot.regions:
             heal_regions(slot)  # regions an interrupt left open, their owner gone
         book = slot.steps.get(self.key)
+        if (
+            book is not None
+            and not slot.regions
+            and book.offsets is not None
+            and not (book.running or book.stale)
+            and slot.top == book.recorded_at
+            and slot.governor.locked
+            and not slot.governor.debug
+        ):
+            return self._replay_locked(slot, book)
+        return self._enter_checked(slot, book)
+
+    def _enter_checked(self, slot: Slot, book: StepBook | None) -> Step[ViewT]:
+        """Every enter (a recording, a plan, a nested step, unlocked...): ``book`` is the
+        slot's of the key, if any."""
         if book is None:
             book = slot.steps.setdefault(self.key, StepBook())
         if book.running:
@@ -260,6 +278,45 @@ class Step(StepHitBase, Generic[ViewT]):
             raise
         return self
 
+    def _replay_locked(self, slot: Slot, book: StepBook) -> Step[ViewT]:
+        """The enter of the usual replay, what ``__enter__`` does in fewer steps: a
+        planned key, locked, on a slot with nothing open, entered at its plan's height
+        (no step below: nothing to start inside; locked: the height stays, and no capture
+        matters to a planned key)."""
+        run = StepRun() if self.run is _ENDED else self.run
+        placer = self._placer
+        self._book, self.run = book, run
+        self._released, self._handed = run.released, run.handed
+        self._views, self._ended, self._lasts = run.views, run.ended, run.lasts
+        self.replay = True
+        self._quick = not (self._poison or self._debug)
+        self.request = self.above = 0
+        self._watch = placer.probe is not None  # locked: the request log is not told
+        self.nested, self.inside = None, False
+        try:
+            # open_region(self, slot), inline (not in debug mode: the slot is not held)
+            slot.governor.check_open()
+            self.slot = slot
+            self.base = self.end = base = slot.top
+            self.held = 0
+            slot.open_region(self)  # last, and all or nothing
+            book.running = True
+            self.moved = book.settled != book.version  # book.settle(base, free=False)
+            end = base + book.total
+            held = book.load  # a replay's live bytes: the plan's LOAD, counted once here
+            slot.account(end, held)
+            self.end, self.held = end, held  # plain stores after the call: all or nothing
+            if slot.live > slot.load:
+                slot.note_load(slot.live)
+            self._memo = memo = (placer.key, "step", self.key, base, book.version)
+            self._buffer = buffer = slot.buffer
+            self._caches = buffer.prepared.get(memo)
+            self._expiring = book.expiring
+        except BaseException as error:  # a warning raised as an error, an interrupt
+            self.__exit__(type(error), error, error.__traceback__)
+            raise
+        return self
+
     def _bind(self, run: StepRun, replay: bool) -> None:
         """Start ``run`` (a replay of the plan, or a recording): where the compiled hit
         and release read its records, and whether release() of one view may take the
@@ -304,7 +361,7 @@ class Step(StepHitBase, Generic[ViewT]):
                     ):
                         entry.used = True
                         slot.count_call()
-                        self._handed.append((entry.metadata, views))
+                        self._handed.extend((entry.metadata, views))  # one call
                         self.request = r + 1
                         return views  # type: ignore[no-any-return]
         if slot is None:
@@ -391,6 +448,24 @@ class Step(StepHitBase, Generic[ViewT]):
         if slot is None:
             return
         run, book = self.run, self._book
+        if (
+            kind is None
+            and self._quick
+            and self.nested is None
+            and book is not None
+            and run is not _ENDED
+            and not run.broken
+            and len(slot.regions) == 1
+            and slot.regions[0] is self
+        ):
+            self._end_replay(slot, run, book)
+            return
+        self._exit_checked(slot, run, book, kind)
+
+    def _exit_checked(
+        self, slot: Slot, run: StepRun, book: StepBook | None, kind: type[BaseException] | None
+    ) -> None:
+        """Every exit: whatever ended the run (``kind``), and whatever is open."""
         start, end = self.base, self.end
         handed: list[Any] = []
         try:
@@ -408,6 +483,26 @@ class Step(StepHitBase, Generic[ViewT]):
             poison_slot_bytes(slot, start, end)
         if handed:
             self._placer.retire(handed)
+
+    def _end_replay(self, slot: Slot, run: StepRun, book: StepBook) -> None:
+        """The exit of the usual replay, what ``__exit__`` does in fewer steps: ended
+        normally, no poisoning or debug mode, the only region open on its slot (no step
+        below to tell, nothing above to keep)."""
+        start = self.base
+        try:
+            self.run = _ENDED  # first: an exit run again (healing) counts it once
+            book.ran(start, self.above, nested=None, replay=True, nests=run.nests)
+        finally:  # whatever interrupted the bookkeeping, the region closes
+            book.running = False
+            self._quick = False
+            self._buffer = self._caches = None
+            if slot.close_region(self, start, 0):  # close_region(self), nothing else open
+                self.slot = None
+                if slot.governor.debug:
+                    slot.leave()
+            else:
+                self.slot = None
+            self.nested = None
 
     def _finish(
         self, slot: Slot, run: StepRun, book: StepBook, kind: type[BaseException] | None
@@ -485,7 +580,7 @@ class Step(StepHitBase, Generic[ViewT]):
         # no record (its blocks and requests may not match).
         run.broken = True
         if self.replay:
-            run.handed.append((tuple(blocks), views))
+            run.handed.extend((tuple(blocks), views))  # one call: never half a request
             if extent > self.end:
                 slot.account(extent, 0)
         else:  # recorded once placed: a refused request is no block

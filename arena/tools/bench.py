@@ -13,7 +13,9 @@ Also (:mod:`arena.tools.checks`): an unlocked and a second slot's hit, the first
 of a never-seen structure, zero allocations after lock, the layout memo, the cache
 memory, the growth peak; and (:mod:`arena.tools.regionbench`) a replayed step's and a
 repeated scope's request against a plain one, a step's enter and exit and a release, per
-grad mode. Every ratio is the median of paired rounds with its 10th-90th
+grad mode; and (:mod:`arena.tools.passbench`) whole decoder passes with their arithmetic in a
+step and in scopes against the same pass on the framework's allocation and on tensors
+allocated once. Every ratio is the median of paired rounds with its 10th-90th
 percentile spread (:mod:`arena.tools.timing`)."""
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from arena.base.events import MB
 from arena.memory.devices import cuda_device_count
 from arena.tools import checks
 from arena.tools.membench import fixed_address_figures, format_fixed_address
+from arena.tools.passbench import PASS_TARGETS, format_passes, pass_figures
 from arena.tools.planbench import format_planning, run_planning_bench
 from arena.tools.regionbench import format_regions, region_figures
 from arena.tools.timing import Paired
@@ -141,6 +144,13 @@ def _targets(
             for key, what, limit in REGION_TARGETS:
                 f = figures[key]
                 add(f"{where}: {what}", f["median"], limit, (f["p10"], f["p90"]))
+    for framework, modes in found.get("passes", {}).items():
+        for mode, figures in modes.items():
+            where = framework if mode == "-" else f"{framework} {mode}"
+            for top, bottom, limit in PASS_TARGETS:
+                f = figures[f"{top}_over_{bottom}"]
+                name = f"{where}: decoder pass with {top} / on tensors allocated once"
+                add(name, f["median"], limit, (f["p10"], f["p90"]))
     zero = found["zero_allocations"]
     add(
         f"allocations after lock over {zero['steps']} varying steps",
@@ -249,6 +259,8 @@ def run_bench(
     found["fixed_address"] = fixed_address_figures(quick)
     say("steps and scopes: requests, enter and exit, release, per grad mode")
     found["regions"] = region_figures(quick)
+    say("whole passes: four decoder layers with their arithmetic, steps and scopes")
+    found["passes"] = pass_figures(quick)
     say("planning: four decoder layers as plain requests, scopes and steps")
     result.planning = run_planning_bench(quick)
     if "cuda:0" in devices:
@@ -363,6 +375,7 @@ def format_result(result: BenchResult) -> str:
         else:
             lines.append(f"  growth {m['growth']}: peak = {m['peak_over_new_size']:.3f} x new size")
     lines += format_regions(found.get("regions", {}))
+    lines += format_passes(found.get("passes", {}))
     lines += format_fixed_address(found.get("fixed_address", {}))
     if result.planning:
         lines += ["", format_planning(result.planning)]

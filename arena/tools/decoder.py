@@ -6,6 +6,12 @@ The same forward pass is written twice, as a user writes it: once for a step
 scopes (:func:`forward_scopes`: what outlives a part of the layer is asked for before that
 part's scope opens). :func:`plain_specs` lists every view (what plain requests ask for
 together) and :func:`dry_bytes` gives the byte figures of all three from layouts alone.
+
+The whole-pass bench (:mod:`arena.tools.passbench`) runs the pass with its arithmetic:
+:func:`layer_released` is one layer written with a scratch function and a release (a
+step's, the framework's own allocation, or tensors allocated once), :func:`layer_scoped`
+the same layer in nested scopes; the arithmetic is a :class:`LayerOps`' (NumPy's or
+torch's), the sizes :data:`DOCS_LAYERS` (docs/planning.md's).
 """
 
 from __future__ import annotations
@@ -18,14 +24,18 @@ from arena.base.layout import DEFAULT_ALIGNMENT, compute_layout, round_up
 from arena.planning.offsets import plan_offsets
 
 __all__ = [
+    "DOCS_LAYERS",
     "LLAMA_8B",
     "DecoderShape",
     "DryStep",
+    "LayerOps",
     "Requester",
     "Spec",
     "dry_bytes",
     "forward_scopes",
     "forward_steps",
+    "layer_released",
+    "layer_scoped",
     "plain_specs",
 ]
 
@@ -53,6 +63,12 @@ class DecoderShape:
 
 #: Llama-3-8B's layer sizes, four layers.
 LLAMA_8B = DecoderShape()
+
+#: docs/planning.md's layers: small enough (at 8 tokens) that allocation matters next to
+#: the arithmetic.
+DOCS_LAYERS = DecoderShape(
+    hidden=64, intermediate=224, heads=4, kv_heads=2, head_dim=16, layers=4, dtype="float32"
+)
 
 Spec = tuple[tuple[int, ...], str]
 
@@ -203,3 +219,103 @@ def dry_bytes(
         "steps": plan.total_bytes,
         "load": plan.lower_bound,
     }
+
+
+# ------------------------------------------------------------- the pass, with arithmetic
+class LayerOps(Protocol):
+    """A framework's arithmetic for :func:`layer_released` and :func:`layer_scoped`; each
+    writes its result into ``out`` (scratch) and returns it."""
+
+    def rmsnorm(self, x: Any, out: Any) -> Any:
+        """``x`` over its root mean square."""
+        ...
+
+    def matmul(self, a: Any, b: Any, out: Any) -> Any:
+        """``a @ b``."""
+        ...
+
+    def attention(self, qkv: Any, out: Any) -> Any:
+        """Causal grouped-query attention of the packed ``qkv``."""
+        ...
+
+    def silu_mul(self, gate_up: Any, out: Any) -> Any:
+        """``silu(gate) * up`` of the packed ``gate_up``."""
+        ...
+
+    def add_(self, x: Any, y: Any) -> Any:
+        """``x += y``."""
+        ...
+
+
+def layer_released(
+    ops: LayerOps,
+    get: Callable[[tuple[int, int]], Any],
+    release: Callable[..., None],
+    x: Any,
+    w: dict[str, Any],
+    *,
+    shape: DecoderShape,
+    tokens: int,
+) -> Any:
+    """One decoder layer: ``get(shape)`` gives scratch, ``release(*views)`` ends its life
+    after its last use (docs/planning.md's layer). Returns the layer's output (scratch)."""
+    t, h_, i_ = tokens, shape.hidden, shape.intermediate
+    xn = ops.rmsnorm(x, get((t, h_)))
+    qkv = ops.matmul(xn, w["qkv"], get((t, (shape.heads + 2 * shape.kv_heads) * shape.head_dim)))
+    release(xn)
+    attn = ops.attention(qkv, get((t, shape.heads * shape.head_dim)))
+    release(qkv)
+    h = ops.matmul(attn, w["o"], get((t, h_)))
+    release(attn)
+    ops.add_(h, x)  # the residual, kept across the MLP
+    release(x)
+    hn = ops.rmsnorm(h, get((t, h_)))
+    gate_up = ops.matmul(hn, w["gate_up"], get((t, 2 * i_)))
+    release(hn)
+    act = ops.silu_mul(gate_up, get((t, i_)))
+    release(gate_up)
+    out = ops.matmul(act, w["down"], get((t, h_)))
+    release(act)
+    ops.add_(out, h)
+    release(h)
+    return out
+
+
+def layer_scoped(
+    ops: LayerOps,
+    open_scope: Callable[[], Any],
+    x: Any,
+    out: Any,
+    w: dict[str, Any],
+    *,
+    shape: DecoderShape,
+    tokens: int,
+) -> Any:
+    """The same layer in nested scopes (a scope's views live until it exits): ``h``, which
+    the MLP reads, is asked for before the attention scope opens; the result goes to
+    ``out`` (the other half of the residual stream's ping-pong)."""
+    t, h_, i_ = tokens, shape.hidden, shape.intermediate
+    with open_scope() as block:
+        (h,) = block.get_simultaneous(((t, h_), shape.dtype))
+        with open_scope() as part:
+            get = part.get_simultaneous
+            (xn,) = get(((t, h_), shape.dtype))
+            ops.rmsnorm(x, xn)
+            qkv_width = (shape.heads + 2 * shape.kv_heads) * shape.head_dim
+            (qkv,) = get(((t, qkv_width), shape.dtype))
+            ops.matmul(xn, w["qkv"], qkv)
+            (attn,) = get(((t, shape.heads * shape.head_dim), shape.dtype))
+            ops.attention(qkv, attn)
+            ops.matmul(attn, w["o"], h)
+            ops.add_(h, x)
+        with open_scope() as part:
+            get = part.get_simultaneous
+            (hn,) = get(((t, h_), shape.dtype))
+            ops.rmsnorm(h, hn)
+            (gate_up,) = get(((t, 2 * i_), shape.dtype))
+            ops.matmul(hn, w["gate_up"], gate_up)
+            (act,) = get(((t, i_), shape.dtype))
+            ops.silu_mul(gate_up, act)
+            ops.matmul(act, w["down"], out)
+            ops.add_(out, h)
+    return out

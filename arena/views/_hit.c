@@ -1192,7 +1192,8 @@ static PyType_Spec hit_spec = {
  *   _caches      list, per request index, of {specs: Prepared} over _buffer; or None
  *   _expiring    list, per request index, of the blocks that must be released by then
  *   _released    the run's set of released blocks
- *   _handed      the run's list of (blocks, views) handed out
+ *   _handed      the run's list of what it handed out: per request its blocks (a tuple),
+ *                then its views (a list)
  *   _buffer      the buffer _caches belongs to
  *   _fresh_view  per-view callable for a fresh view; None: the prepared view itself;
  *                False: every request takes the Python path
@@ -1326,18 +1327,25 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
         PyList_SET_ITEM(out, i, view);
     }
     Py_DECREF(views);
-    PyObject *pair = out == NULL ? NULL : PyTuple_Pack(2, blocks, out);
-    PyObject *calls = pair == NULL ? NULL : PyNumber_Add(FIELD(slot, slot_calls), one);
+    PyObject *calls = out == NULL ? NULL : PyNumber_Add(FIELD(slot, slot_calls), one);
     PyObject *next = calls == NULL ? NULL : PyNumber_Add(request, one);
-    if (next == NULL || PyList_Append(handed, pair) < 0) {
+    /* The blocks, then the views: both or neither (no Python code runs between). */
+    int failed = next == NULL || PyList_Append(handed, blocks) < 0;
+    if (!failed && PyList_Append(handed, out) < 0) {
+        Py_ssize_t size = PyList_GET_SIZE(handed);
+        PyObject *error_type, *error_value, *error_trace;
+        PyErr_Fetch(&error_type, &error_value, &error_trace);
+        PyList_SetSlice(handed, size - 1, size, NULL); /* shrinks: cannot fail */
+        PyErr_Restore(error_type, error_value, error_trace);
+        failed = 1;
+    }
+    if (failed) {
         Py_XDECREF(next);
         Py_XDECREF(calls);
-        Py_XDECREF(pair);
         Py_XDECREF(out);
         Py_DECREF(entry);
         return NULL;
     }
-    Py_DECREF(pair);
     Py_INCREF(Py_True);
     put(&FIELD(entry, prepared_used), Py_True);
     put(&FIELD(slot, slot_calls), calls);
@@ -1346,8 +1354,33 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     return out;
 }
 
-/* The hit of release(view): the view is one of the last few requests' and not released
- * yet. 1 when released, 0 when the Python path must run, -1 with an exception set. */
+/* How many of the latest requests release(view) looks through before the run's index. */
+#define RELEASE_WINDOW 6
+
+/* Release `view`, handed out for `block`: 1, or -1 with an exception set. */
+static int step_release_block(StepHitBase *self, PyObject *view, PyObject *block,
+                              PyObject *request) {
+    Py_INCREF(block);
+    PyObject *key = PyLong_FromVoidPtr(view);
+    PyObject *last = key == NULL ? NULL : PyNumber_Subtract(request, one);
+    int failed = last == NULL || PyDict_SetItem(self->ended, key, view) < 0 ||
+                 PyDict_SetItem(self->lasts, block, last) < 0 ||
+                 PySet_Add(self->released, block) < 0;
+    /* Indexed already (an earlier release indexed it): no longer live there. Looked up
+     * first: a KeyError made and cleared would cost what the rest of the release does. */
+    if (!failed && PyDict_GET_SIZE(self->views) > 0) {
+        int live = PyDict_Contains(self->views, key);
+        if (live < 0 || (live == 1 && PyDict_DelItem(self->views, key) < 0)) failed = 1;
+    }
+    Py_XDECREF(last);
+    Py_XDECREF(key);
+    Py_DECREF(block);
+    return failed ? -1 : 1;
+}
+
+/* The hit of release(view): the view is one of the last RELEASE_WINDOW requests', or
+ * live in the run's index (_views: id -> (block, view)), and not released yet. 1 when
+ * released, 0 when the Python path must run, -1 with an exception set. */
 static int step_release_one(StepHitBase *self, PyObject *view) {
     PyObject *handed = self->handed, *released = self->released, *request = self->request;
     if (self->quick != Py_True || self->slot == NULL || self->slot == Py_None ||
@@ -1356,12 +1389,13 @@ static int step_release_one(StepHitBase *self, PyObject *view) {
         self->views == NULL || !PyDict_CheckExact(self->views) || self->ended == NULL ||
         !PyDict_CheckExact(self->ended) || self->lasts == NULL || !PyDict_CheckExact(self->lasts))
         return 0;
-    Py_ssize_t count = PyList_GET_SIZE(handed);
-    Py_ssize_t low = count > 4 ? count - 4 : 0;
+    Py_ssize_t size = PyList_GET_SIZE(handed);
+    if (size % 2) return 0; /* never half a request: Python explains */
+    Py_ssize_t count = size / 2; /* requests handed out */
+    Py_ssize_t low = count > RELEASE_WINDOW ? count - RELEASE_WINDOW : 0;
     for (Py_ssize_t i = count - 1; i >= low; i--) {
-        PyObject *pair = PyList_GET_ITEM(handed, i);
-        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) return 0;
-        PyObject *blocks = PyTuple_GET_ITEM(pair, 0), *made = PyTuple_GET_ITEM(pair, 1);
+        PyObject *blocks = PyList_GET_ITEM(handed, 2 * i);
+        PyObject *made = PyList_GET_ITEM(handed, 2 * i + 1);
         if (!PyTuple_CheckExact(blocks) || !PyList_CheckExact(made)) return 0;
         Py_ssize_t n = PyList_GET_SIZE(made);
         if (n > PyTuple_GET_SIZE(blocks)) return 0;
@@ -1373,26 +1407,30 @@ static int step_release_one(StepHitBase *self, PyObject *view) {
                 PyErr_Clear();
                 return 0; /* released already: the Python path names it */
             }
-            Py_INCREF(block);
-            PyObject *key = PyLong_FromVoidPtr(view);
-            PyObject *last = key == NULL ? NULL : PyNumber_Subtract(request, one);
-            int failed = last == NULL || PyDict_SetItem(self->ended, key, view) < 0 ||
-                         PyDict_SetItem(self->lasts, block, last) < 0 ||
-                         PySet_Add(released, block) < 0;
-            /* Indexed already (an earlier release indexed it): no longer live there. */
-            if (!failed && PyDict_DelItem(self->views, key) < 0) {
-                if (PyErr_ExceptionMatches(PyExc_KeyError))
-                    PyErr_Clear();
-                else
-                    failed = 1;
-            }
-            Py_XDECREF(last);
-            Py_XDECREF(key);
-            Py_DECREF(block);
-            return failed ? -1 : 1;
+            return step_release_block(self, view, block, request);
         }
     }
-    return 0;
+    /* Older: live in the run's index (its entries are never released ones), or Python
+     * indexes what it has not yet. */
+    if (low == 0 || PyDict_GET_SIZE(self->views) == 0) return 0;
+    PyObject *key = PyLong_FromVoidPtr(view);
+    if (key == NULL) return -1;
+    PyObject *found = PyDict_GetItemWithError(self->views, key); /* borrowed */
+    Py_DECREF(key);
+    if (found == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 2 ||
+        PyTuple_GET_ITEM(found, 1) != view)
+        return 0;
+    PyObject *block = PyTuple_GET_ITEM(found, 0);
+    Py_INCREF(found); /* the block's holder, while the dicts change */
+    int gone = PySet_Contains(released, block);
+    int done = gone != 0 ? 0 : step_release_block(self, view, block, request);
+    if (gone != 0) PyErr_Clear();
+    Py_DECREF(found);
+    return done;
 }
 
 static PyObject *step_release(PyObject *self, PyObject *args) {

@@ -19,7 +19,8 @@ Two implementations serve it, with the same results:
 
 A replayed step's request (:mod:`arena.planning.steps`) has the same two paths: the
 compiled ``StepHitBase`` serves a request index whose views the replay remembered over the
-slot's current buffer (and a ``release`` of one of the last four requests' views), and
+slot's current buffer (and a ``release`` of one of the last six requests' views, or of one
+the run indexed already), and
 hands everything else to the step's Python methods. So has a
 scope's request (:mod:`arena.planning.scopes`): ``ScopeHitBase`` serves a request the
 slot's buffer remembers for the front's scopes at the slot's current top.
@@ -109,7 +110,8 @@ class PyStepHitBase:
     _expiring
         Per request index, the blocks that must be released by then.
     _released, _handed
-        The run's released blocks, and its ``(blocks, views)`` handed out.
+        The run's released blocks, and what it handed out: per request its blocks,
+        then its views (a flat list).
     _buffer
         The buffer ``_caches`` belongs to.
     _fresh_view

@@ -96,3 +96,51 @@ def test_a_view_released_before_indexing_is_not_indexed_as_live(hit_path: str) -
                 st.get_simultaneous(((8,), F32))
                 st.run.index()
                 assert not {id(x), id(y), id(z)} & set(st.run.views)  # none of them live
+
+
+def _older(ws: Arena, log: list[Any]) -> None:
+    """Releases of old views (past the compiled release's window of recent requests)
+    once a release of two views has indexed the run: found in the index."""
+    with ws.step("older") as st:
+        views = [st.get_simultaneous(((16 * (i + 1),), F32))[0] for i in range(12)]
+        st.release(views[10], views[11])  # two at once: indexes every view so far
+        st.release(views[0])  # old, indexed: live in the index
+        st.release(views[3])
+        with pytest.raises(ArenaError) as twice:
+            st.release(views[0])
+        (c,) = st.get_simultaneous(((16,), F32))
+        log.append(
+            (
+                str(twice.value),
+                sorted(st.run.released),
+                sorted(st.run.lasts.items()),
+                [ws.numpy.data_ptr(v) for v in (*views, c)],
+                sys.getrefcount(views[3]),
+            )
+        )
+
+
+def test_the_compiled_release_finds_old_views_in_the_runs_index(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if hit.compiled is None:
+        pytest.skip("the compiled hit path is not in use here")
+    results = {}
+    for path in ("compiled", "python"):
+        monkeypatch.setattr(hit, "HIT_PATH", path)
+        python = _counting(monkeypatch)
+        log: list[Any] = []
+        with Arena("cpu", framework="numpy") as ws:
+            ws.reserve_bytes(1 << 16)
+            for _ in range(3):
+                _older(ws, log)
+            ws.lock()
+            python[0] = 0
+            _older(ws, log)
+            origin = min(log[-1][3])
+            log = [(*entry[:3], [p - origin for p in entry[3]], *entry[4:]) for entry in log]
+        results[path] = (log, python[0])
+        monkeypatch.undo()
+    assert results["compiled"][0] == results["python"][0]
+    # Left to Python: the pair and the double release; the old views were indexed.
+    assert results["compiled"][1] == 2

@@ -1,0 +1,367 @@
+"""The bench's whole-pass figures: four decoder layers with their arithmetic, in a step,
+in scopes, on the framework's own allocation and on tensors allocated once.
+
+docs/planning.md's layers (hidden 64, 4 query and 2 KV heads of 16, intermediate 224) at
+8 tokens, on the CPU, so that what a request costs shows next to the arithmetic. The same
+pass (:func:`~arena.tools.decoder.layer_released`, :func:`~arena.tools.decoder.layer_scoped`)
+runs four ways, written as a user writes them:
+
+* ``steps``: one locked, replayed step per pass, each view released after its last use;
+* ``scopes``: a forward scope holding the residual stream, and per layer a scope holding
+  ``h`` with an attention and an MLP scope inside;
+* ``empty``: the framework's own allocation, an inline ``torch.empty`` (``np.empty``) per
+  view;
+* ``floor``: the same arithmetic on tensors allocated once before the timed loop, where
+  nothing is allocated.
+
+torch runs under ``no_grad`` and under ``inference_mode`` (the whole life in the mode,
+warm-up included, as an engine runs); NumPy once. A round times the four passes back to
+back (the order turned round every round); each ratio is the median of the per-round
+ratios with its 10th-90th percentile spread (see :mod:`arena.tools.timing`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib.util
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from arena.core import Arena
+from arena.errors import ArenaError
+from arena.tools.decoder import DOCS_LAYERS, DecoderShape, layer_released, layer_scoped
+from arena.tools.timing import quantile
+
+__all__ = ["METHODS", "PASS_TARGETS", "TOKENS", "format_passes", "make_passes", "pass_figures"]
+
+#: Tokens per pass: few, so that allocation matters next to the arithmetic.
+TOKENS = 8
+
+#: The passes, in the order a round times them.
+METHODS = ("steps", "scopes", "empty", "floor")
+
+#: (method, baseline, limit): issue 32's whole-pass targets, per framework and mode.
+PASS_TARGETS = (("steps", "floor", 1.03), ("scopes", "floor", 1.03))
+
+
+class _NumpyOps:
+    """docs/planning.md's arithmetic in NumPy (results written into scratch)."""
+
+    def __init__(self, shape: DecoderShape, tokens: int) -> None:
+        import numpy as np
+
+        self.np, self.shape, self.tokens = np, shape, tokens
+        self.mask = np.triu(np.full((tokens, tokens), -np.inf, np.float32), 1)
+
+    def rmsnorm(self, x: Any, out: Any) -> Any:
+        np = self.np
+        return np.multiply(x, 1 / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6), out=out)
+
+    def matmul(self, a: Any, b: Any, out: Any) -> Any:
+        return self.np.matmul(a, b, out=out)
+
+    def attention(self, qkv: Any, out: Any) -> Any:
+        np, s, t = self.np, self.shape, self.tokens
+        heads, kv, d = s.heads, s.kv_heads, s.head_dim
+        q = qkv[:, : heads * d].reshape(t, heads, d)
+        k = qkv[:, heads * d : (heads + kv) * d].reshape(t, kv, d)
+        v = qkv[:, (heads + kv) * d :].reshape(t, kv, d)
+        o = out.reshape(t, heads, d)
+        for head in range(heads):
+            g = head // (heads // kv)
+            scores = q[:, head] @ k[:, g].T / np.sqrt(d) + self.mask
+            scores = np.exp(scores - scores.max(-1, keepdims=True))
+            o[:, head] = (scores / scores.sum(-1, keepdims=True)) @ v[:, g]
+        return out
+
+    def silu_mul(self, gate_up: Any, out: Any) -> Any:
+        i = self.shape.intermediate
+        gate, up = gate_up[:, :i], gate_up[:, i:]
+        return self.np.multiply(gate / (1 + self.np.exp(-gate)), up, out=out)
+
+    def add_(self, x: Any, y: Any) -> Any:
+        x += y
+        return x
+
+
+class _TorchOps:
+    """The same arithmetic in torch."""
+
+    def __init__(self, shape: DecoderShape, tokens: int) -> None:
+        import torch
+        from torch.nn import functional
+
+        self.torch, self.f, self.shape, self.tokens = torch, functional, shape, tokens
+        s = shape
+        self.split = [s.heads * s.head_dim, s.kv_heads * s.head_dim, s.kv_heads * s.head_dim]
+
+    def rmsnorm(self, x: Any, out: Any) -> Any:
+        torch = self.torch
+        return torch.mul(x, torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6), out=out)
+
+    def matmul(self, a: Any, b: Any, out: Any) -> Any:
+        return self.torch.matmul(a, b, out=out)
+
+    def attention(self, qkv: Any, out: Any) -> Any:
+        s, t = self.shape, self.tokens
+        q, k, v = qkv.split(self.split, dim=1)
+        q = q.unflatten(1, (s.heads, s.head_dim)).transpose(0, 1)
+        k = k.unflatten(1, (s.kv_heads, s.head_dim)).transpose(0, 1)
+        v = v.unflatten(1, (s.kv_heads, s.head_dim)).transpose(0, 1)
+        o = self.f.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        out.view(t, s.heads, s.head_dim).copy_(o.transpose(0, 1))
+        return out
+
+    def silu_mul(self, gate_up: Any, out: Any) -> Any:
+        i = self.shape.intermediate
+        return self.torch.mul(self.f.silu(gate_up[:, :i]), gate_up[:, i:], out=out)
+
+    def add_(self, x: Any, y: Any) -> Any:
+        return x.add_(y)
+
+
+def _kit(framework: str, shape: DecoderShape, tokens: int) -> tuple[Any, ...]:
+    """The framework's arithmetic, dtype, and its random, empty and copy functions."""
+    if framework == "torch":
+        import torch
+
+        ops: Any = _TorchOps(shape, tokens)
+        dtype: Any = torch.float32
+        generator = torch.Generator().manual_seed(0)
+
+        def random(*size: int) -> Any:
+            return torch.randn(*size, generator=generator, dtype=dtype) / 8
+
+        def empty(size: tuple[int, ...]) -> Any:
+            return torch.empty(size, dtype=dtype)
+
+        def copy(out: Any, x: Any) -> None:
+            out.copy_(x)
+
+    else:
+        import numpy as np
+
+        ops = _NumpyOps(shape, tokens)
+        dtype = "float32"
+        rng = np.random.default_rng(0)
+
+        def random(*size: int) -> Any:
+            return rng.standard_normal(size, np.float32) / 8
+
+        def empty(size: tuple[int, ...]) -> Any:
+            return np.empty(size, np.float32)
+
+        def copy(out: Any, x: Any) -> None:
+            out[...] = x
+
+    return ops, dtype, random, empty, copy
+
+
+def make_passes(
+    framework: str, front: Any, shape: DecoderShape, tokens: int
+) -> dict[str, Callable[[], Any]]:
+    """The four passes of :data:`METHODS` on ``front`` (a locked arena's, for the figures),
+    each returning its output (copied out of scratch), over one set of weights and tokens:
+    every pass computes the same arithmetic, bitwise."""
+    ops, dtype, random, empty, copy = _kit(framework, shape, tokens)
+    s, t = shape, tokens
+    weights = [
+        {
+            "qkv": random(s.hidden, (s.heads + 2 * s.kv_heads) * s.head_dim),
+            "o": random(s.heads * s.head_dim, s.hidden),
+            "gate_up": random(s.hidden, 2 * s.intermediate),
+            "down": random(s.intermediate, s.hidden),
+        }
+        for _ in range(s.layers)
+    ]
+    tokens_in, result = random(t, s.hidden), empty((t, s.hidden))
+    hidden = ((t, s.hidden), dtype)
+
+    def none(*_views: Any) -> None:
+        pass
+
+    def steps() -> Any:
+        with front.step("pass") as st:
+            request, release = st.get_simultaneous, st.release
+
+            def get(size: tuple[int, int]) -> Any:
+                return request((size, dtype))[0]
+
+            x = get((t, s.hidden))
+            copy(x, tokens_in)
+            for w in weights:
+                x = layer_released(ops, get, release, x, w, shape=s, tokens=t)
+            copy(result, x)
+        return result
+
+    def scopes() -> Any:
+        scope = front.scope
+        with scope() as forward:
+            x, y = forward.get_simultaneous(hidden, hidden)
+            copy(x, tokens_in)
+            for w in weights:
+                x, y = layer_scoped(ops, scope, x, y, w, shape=s, tokens=t), x
+            copy(result, x)
+        return result
+
+    def allocated() -> Any:
+        def get(size: tuple[int, int]) -> Any:
+            return empty(size)
+
+        x = get((t, s.hidden))
+        copy(x, tokens_in)
+        for w in weights:
+            x = layer_released(ops, get, none, x, w, shape=s, tokens=t)
+        copy(result, x)
+        return result
+
+    # The floor: every tensor the pass uses, allocated once, in request order.
+    sizes: list[tuple[int, int]] = []
+
+    def listing(size: tuple[int, int]) -> Any:
+        sizes.append(size)
+        return empty(size)
+
+    x = listing((t, s.hidden))
+    copy(x, tokens_in)
+    for w in weights:
+        x = layer_released(ops, listing, none, x, w, shape=s, tokens=t)
+    held = [empty(size) for size in sizes]
+
+    def floor() -> Any:
+        take = iter(held).__next__
+
+        def get(_size: tuple[int, int]) -> Any:
+            return take()
+
+        x = get((t, s.hidden))
+        copy(x, tokens_in)
+        for w in weights:
+            x = layer_released(ops, get, none, x, w, shape=s, tokens=t)
+        copy(result, x)
+        return result
+
+    return {"steps": steps, "scopes": scopes, "empty": allocated, "floor": floor}
+
+
+def _timed(passes: dict[str, Callable[[], Any]], rounds: int, reps: int) -> dict[str, list[float]]:
+    """Microseconds per pass of each method, ``rounds`` times, back to back (the order
+    turned round every round), with the collector paused."""
+    times: dict[str, list[float]] = {name: [] for name in passes}
+    order = list(passes.items())
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for index in range(rounds):
+            for name, run in order if index % 2 == 0 else order[::-1]:
+                start = time.perf_counter()
+                for _ in range(reps):
+                    run()
+                times[name].append((time.perf_counter() - start) / reps * 1e6)
+    finally:
+        if enabled:
+            gc.enable()
+    return times
+
+
+def _modes(framework: str) -> dict[str, Callable[[], Any]]:
+    if framework != "torch":
+        return {"-": contextlib.nullcontext}
+    import torch
+
+    return {"no_grad": torch.no_grad, "inference": torch.inference_mode}
+
+
+def _ratio(top: list[float], bottom: list[float]) -> dict[str, float]:
+    per_round = [a / b for a, b in zip(top, bottom, strict=True)]
+    return {
+        "median": statistics.median(per_round),
+        "p10": quantile(per_round, 0.1),
+        "p90": quantile(per_round, 0.9),
+    }
+
+
+def _framework_figures(framework: str, rounds: int, reps: int) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for mode, enter in _modes(framework).items():
+        with Arena("cpu", framework=framework) as ws, enter():
+            passes = make_passes(framework, ws.front(framework), DOCS_LAYERS, TOKENS)
+            outputs = {}
+            for _ in range(3):  # record, plan, replay (and remember)
+                for name, run in passes.items():
+                    outputs[name] = _digest(framework, run())
+            if len(set(outputs.values())) != 1:
+                raise ArenaError(f"the {framework} passes disagree: {sorted(outputs)}")
+            ws.lock()
+            t = _timed(passes, rounds, reps)
+        figures: dict[str, Any] = {
+            f"{name}_us": statistics.median(values) for name, values in t.items()
+        }
+        for top, bottom in (
+            ("steps", "floor"),
+            ("scopes", "floor"),
+            ("empty", "floor"),
+            ("steps", "empty"),
+            ("scopes", "empty"),
+        ):
+            figures[f"{top}_over_{bottom}"] = _ratio(t[top], t[bottom])
+        figures["rounds"] = rounds
+        found[mode] = figures
+    return found
+
+
+def _digest(framework: str, result: Any) -> bytes:
+    """The output's bytes: every pass computes the same arithmetic, bitwise."""
+    if framework == "torch":
+        return bytes(result.numpy().tobytes())
+    return bytes(result.tobytes())
+
+
+def pass_figures(quick: bool) -> dict[str, Any]:
+    """The figures per framework (NumPy, torch where installed) and mode; torch on one
+    thread (at these sizes more threads only wait for each other, and on a loaded
+    machine a waiting thread can hold up a pass a hundredfold)."""
+    rounds, reps = (7, 3) if quick else (31, 10)
+    found = {}
+    for framework in ("numpy", "torch"):
+        if importlib.util.find_spec(framework) is None:
+            continue
+        if framework != "torch":
+            found[framework] = _framework_figures(framework, rounds, reps)
+            continue
+        import torch
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            found[framework] = _framework_figures(framework, rounds, reps)
+        finally:
+            torch.set_num_threads(threads)
+    return found
+
+
+def format_passes(figures: dict[str, Any]) -> list[str]:
+    """The figures as table lines."""
+
+    def cell(f: dict[str, float]) -> str:
+        return f"{f['median']:.3g} ({f['p10']:.3g}-{f['p90']:.3g})"
+
+    lines = [
+        "",
+        f"whole passes: {DOCS_LAYERS.describe()}, {TOKENS} tokens, CPU (us per pass; "
+        "median of per-round ratios, p10-p90)",
+        f"{'framework':<10}{'mode':<11}{'steps/floor':>20}{'scopes/floor':>20}"
+        f"{'empty/floor':>20}{'steps us':>10}{'scopes us':>10}{'empty us':>10}{'floor us':>10}",
+    ]
+    for framework, modes in figures.items():
+        for mode, f in modes.items():
+            lines.append(
+                f"{framework:<10}{mode:<11}{cell(f['steps_over_floor']):>20}"
+                f"{cell(f['scopes_over_floor']):>20}{cell(f['empty_over_floor']):>20}"
+                f"{f['steps_us']:>10.1f}{f['scopes_us']:>10.1f}{f['empty_us']:>10.1f}"
+                f"{f['floor_us']:>10.1f}"
+            )
+    return lines
