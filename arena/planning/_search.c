@@ -26,11 +26,18 @@
  * buffer crosses between two sections any more, the rest splits into independent
  * sub-problems (dynamic decomposition), each solved under its own preorder.
  *
- * Two functions: sweep(sizes, starts, ends) -> capsule (the instance's sections, overlaps
- * and partitions; lifetimes half-open), and decide(capsule, capacity, heuristic,
- * node_limit, seconds) -> (status, offsets or None), status 0 found, 1 none exists, 2 node
- * limit, 3 time limit. The search runs without the GIL and depends only on its arguments
- * (and, through `seconds`, on the clock).
+ * Two functions: sweep(sizes, starts, ends, widths=None) -> capsule (the instance's
+ * sections, overlaps and partitions; lifetimes half-open; widths the lifetimes' lengths the
+ * W and A preorders rank by, default end - start), and decide(capsule, capacity, heuristic,
+ * node_limit, seconds) -> (status, offsets or None, nodes visited), status 0 found, 1 none
+ * exists, 2 node limit, 3 time limit. The search runs without the GIL and depends only on
+ * its arguments (and, through `seconds`, on the clock).
+ *
+ * The widths must be the lifetimes' real lengths, as MiniMalloc's preorders use them, even
+ * where starts and ends are ranks of the time points (the sweep needs only their order):
+ * ranked lengths reorder W and A. On MiniMalloc's challenging instances at capacity
+ * 1,048,576, ranked lengths left D, G, I, J and K unsolved in 10 s; real ones decide all 11
+ * within 1.7 s (scripts/bench-challenging.py --at-best-known, load average 7.4).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -47,6 +54,7 @@ enum { FOUND = 0, NONE = 1, ABORT = 2, TIMEOUT = 3 };
 typedef struct {
     int32_t n, nsec, npart;
     int64_t *size, *start, *end;
+    int64_t *width;       /* each buffer's lifetime length, in the caller's time steps */
     int32_t *slo, *shi;   /* each buffer's sections, half-open */
     int64_t *ovs;         /* overlaps: ov[ovs[b] .. ovs[b + 1]] */
     int32_t *ov;
@@ -61,7 +69,7 @@ typedef struct {
 
 static void sweep_free(Sweep *w) {
     if (w == NULL) return;
-    free(w->size); free(w->start); free(w->end); free(w->slo); free(w->shi);
+    free(w->size); free(w->start); free(w->end); free(w->width); free(w->slo); free(w->shi);
     free(w->ovs); free(w->ov); free(w->mems); free(w->mem); free(w->total0);
     free(w->cuts0); free(w->parts); free(w->part); free(w->pslo); free(w->pshi);
     free(w);
@@ -85,15 +93,15 @@ static int cmp_point(const void *pa, const void *pb) {
 }
 
 /* The sweep: sections, each buffer's section range, partitions, overlaps and cuts. */
-static Sweep *build(int32_t n, int64_t *size, int64_t *start, int64_t *end) {
+static Sweep *build(int32_t n, int64_t *size, int64_t *start, int64_t *end, int64_t *width) {
     Sweep *w = calloc(1, sizeof(Sweep));
     Point *pts = malloc(sizeof(Point) * 2 * (size_t)n + 1);
     int32_t *alive = malloc(sizeof(int32_t) * (size_t)n + 1);
     int32_t *where = malloc(sizeof(int32_t) * (size_t)n + 1);
     if (w == NULL || pts == NULL || alive == NULL || where == NULL) goto fail;
     w->n = n;
-    w->size = size; w->start = start; w->end = end;
-    size = start = end = NULL;
+    w->size = size; w->start = start; w->end = end; w->width = width;
+    size = start = end = width = NULL;
     w->slo = malloc(sizeof(int32_t) * (size_t)n + 1);
     w->shi = malloc(sizeof(int32_t) * (size_t)n + 1);
     w->parts = malloc(sizeof(int32_t) * ((size_t)n + 1));
@@ -190,7 +198,7 @@ static Sweep *build(int32_t n, int64_t *size, int64_t *start, int64_t *end) {
     free(pts); free(alive); free(where);
     return w;
 fail:
-    free(size); free(start); free(end);
+    free(size); free(start); free(end); free(width);
     free(pts); free(alive); free(where);
     sweep_free(w);
     return NULL;
@@ -477,7 +485,7 @@ static int subsolve(State *S, const Part *P) {
         int64_t total = 0;
         for (int32_t s = w->slo[b]; s < w->shi[b]; s++)
             if (S->total[s] > total) total = S->total[s];
-        int64_t width = w->end[b] - w->start[b];
+        int64_t width = w->width[b];
         int64_t area = w->size[b] > INT64_MAX / width ? INT64_MAX : w->size[b] * width;
         for (int c = 0; c < 3; c++) {
             char h = S->heur[c];
@@ -533,17 +541,22 @@ static int64_t *int64s(PyObject *seq, Py_ssize_t n, const char *what) {
 }
 
 static PyObject *py_sweep(PyObject *self, PyObject *args) {
-    PyObject *a, *b, *c;
-    if (!PyArg_ParseTuple(args, "OOO:sweep", &a, &b, &c)) return NULL;
+    PyObject *a, *b, *c, *d = Py_None;
+    if (!PyArg_ParseTuple(args, "OOO|O:sweep", &a, &b, &c, &d)) return NULL;
     PyObject *fa = PySequence_Fast(a, "sizes must be a sequence");
     PyObject *fb = fa ? PySequence_Fast(b, "starts must be a sequence") : NULL;
     PyObject *fc = fb ? PySequence_Fast(c, "ends must be a sequence") : NULL;
+    PyObject *fd = NULL;
     PyObject *result = NULL;
-    int64_t *size = NULL, *start = NULL, *end = NULL;
+    int64_t *size = NULL, *start = NULL, *end = NULL, *width = NULL;
     if (fc == NULL) goto done;
+    if (d != Py_None && (fd = PySequence_Fast(d, "widths must be a sequence or None")) == NULL)
+        goto done;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(fa);
-    if (PySequence_Fast_GET_SIZE(fb) != n || PySequence_Fast_GET_SIZE(fc) != n) {
-        PyErr_SetString(PyExc_ValueError, "sizes, starts and ends must have one length");
+    if (PySequence_Fast_GET_SIZE(fb) != n || PySequence_Fast_GET_SIZE(fc) != n ||
+        (fd != NULL && PySequence_Fast_GET_SIZE(fd) != n)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "sizes, starts, ends (and widths) must have one length");
         goto done;
     }
     if (n > INT32_MAX / 2) {
@@ -553,6 +566,11 @@ static PyObject *py_sweep(PyObject *self, PyObject *args) {
     if (!(size = int64s(fa, n, "sizes")) || !(start = int64s(fb, n, "starts")) ||
         !(end = int64s(fc, n, "ends")))
         goto done;
+    if (fd != NULL ? !(width = int64s(fd, n, "widths"))
+                   : !(width = malloc(sizeof(int64_t) * (size_t)n + 1))) {
+        if (fd == NULL) PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         if (end[i] <= start[i] || size[i] == 0) {
             PyErr_Format(PyExc_ValueError,
@@ -561,9 +579,14 @@ static PyObject *py_sweep(PyObject *self, PyObject *args) {
                          i, (long long)start[i], (long long)end[i], (long long)size[i]);
             goto done;
         }
+        if (fd == NULL) width[i] = end[i] - start[i];
+        else if (width[i] == 0) {
+            PyErr_Format(PyExc_ValueError, "widths[%zd] must be > 0, got 0", i);
+            goto done;
+        }
     }
-    Sweep *w = build((int32_t)n, size, start, end);
-    size = start = end = NULL; /* build owns them now */
+    Sweep *w = build((int32_t)n, size, start, end, width);
+    size = start = end = width = NULL; /* build owns them now */
     if (w == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -571,8 +594,8 @@ static PyObject *py_sweep(PyObject *self, PyObject *args) {
     result = PyCapsule_New(w, CAPSULE_NAME, capsule_free);
     if (result == NULL) sweep_free(w);
 done:
-    free(size); free(start); free(end);
-    Py_XDECREF(fa); Py_XDECREF(fb); Py_XDECREF(fc);
+    free(size); free(start); free(end); free(width);
+    Py_XDECREF(fa); Py_XDECREF(fb); Py_XDECREF(fc); Py_XDECREF(fd);
     return result;
 }
 
@@ -626,8 +649,9 @@ static PyObject *py_decide(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
+    long long nodes = node_limit - S.nodes_left;
     if (status != FOUND) {
-        result = Py_BuildValue("(iO)", status, Py_None);
+        result = Py_BuildValue("(iOL)", status, Py_None, nodes);
         goto done;
     }
     PyObject *offsets = PyList_New(n);
@@ -640,7 +664,7 @@ static PyObject *py_decide(PyObject *self, PyObject *args) {
         }
         PyList_SET_ITEM(offsets, b, v);
     }
-    result = Py_BuildValue("(iN)", status, offsets);
+    result = Py_BuildValue("(iNL)", status, offsets, nodes);
 done:
     free(S.off); free(S.minoff); free(S.sol); free(S.pidx); free(S.floor); free(S.total);
     free(S.cuts); free(S.witness); free(S.och.a); free(S.sch.a);
@@ -649,10 +673,13 @@ done:
 
 static PyMethodDef methods[] = {
     {"sweep", py_sweep, METH_VARARGS,
-     "sweep(sizes, starts, ends) -> the instance prepared for decide (lifetimes half-open)."},
+     "sweep(sizes, starts, ends, widths=None) -> the instance prepared for decide\n"
+     "(lifetimes half-open; widths, each lifetime's length for the W and A preorders,\n"
+     "default end - start)."},
     {"decide", py_decide, METH_VARARGS,
-     "decide(sweep, capacity, heuristic, node_limit, seconds) -> (status, offsets or None):\n"
-     "status 0 found, 1 no plan within capacity, 2 node limit, 3 time limit."},
+     "decide(sweep, capacity, heuristic, node_limit, seconds) -> (status, offsets or None,\n"
+     "nodes): status 0 found, 1 no plan within capacity, 2 node limit, 3 time limit; nodes\n"
+     "the search nodes visited."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -423,9 +423,16 @@ def test_compiled_search_refuses_bad_input(monkeypatch: pytest.MonkeyPatch) -> N
         module.decide(sweep, 2, "WAX", 100, 1.0)
     with pytest.raises(ValueError, match="PyCapsule"):
         module.decide(object(), 2, "WAT", 100, 1.0)
-    assert module.decide(sweep, 2, "WAT", 100, 1.0) == (0, [0, 1])
-    assert module.decide(sweep, 1, "TWA", 100, 1.0) == (1, None)  # proven: no plan in 1
-    assert module.decide(module.sweep([], [], []), 0, "TAW", 1, 1.0) == (0, [])
+    with pytest.raises(ValueError, match="one length"):
+        module.sweep([1, 2], [0, 0], [1, 1], [1])
+    with pytest.raises(ValueError, match=r"widths\[1\] must be > 0"):
+        module.sweep([1, 2], [0, 0], [1, 1], [1, 0])
+    with pytest.raises(TypeError, match="widths"):
+        module.sweep([1, 2], [0, 0], [1, 1], 5)
+    # The status, the offsets and the nodes visited (the root, b0 placed, b1 placed).
+    assert module.decide(sweep, 2, "WAT", 100, 1.0) == (0, [0, 1], 3)
+    assert module.decide(sweep, 1, "TWA", 100, 1.0) == (1, None, 1)  # proven: no plan in 1
+    assert module.decide(module.sweep([], [], []), 0, "TAW", 1, 1.0) == (0, [], 0)
 
 
 def test_compiled_search_stops_at_its_node_and_time_limits(
@@ -445,6 +452,34 @@ def test_compiled_search_stops_at_its_node_and_time_limits(
     load = plan_offsets(blocks, alignment=ALIGN).lower_bound // ALIGN
     # At LOAD it needs more than 5,000 nodes, so a clock limit of 0 s, read every 256
     # nodes, stops it first however large its node limit.
-    assert module.decide(sweep, load, "WAT", 5000, 60.0) == (2, None)
-    assert module.decide(sweep, load, "WAT", 10**15, 0.0) == (3, None)
-    assert module.decide(sweep, load, "TAW", 10**15, 0.0) == (3, None)
+    assert module.decide(sweep, load, "WAT", 5000, 60.0) == (2, None, 5000)
+    assert module.decide(sweep, load, "WAT", 10**15, 0.0) == (3, None, 256)
+    assert module.decide(sweep, load, "TAW", 10**15, 0.0) == (3, None, 256)
+
+
+@pytest.mark.parametrize("heuristic", ["WAT", "TAW", "TWA"])
+def test_preorders_rank_by_real_lifetimes(search_path: str, heuristic: str) -> None:
+    """Width and area are the lifetimes' real lengths, as in MiniMalloc, on both searches.
+    The compiled search sweeps the ranks of the time points: here both blocks span two of
+    the three sections, so ranked lengths tie (2 and 2) and block 0 would go first; really
+    block 1 lives 95 steps against 10, so it is first in every preorder (their peak totals
+    tie) and goes at offset 0. Ranked lengths left 5 of MiniMalloc's 11 challenging
+    instances unsolved in 10 s (docs/planning.md)."""
+    blocks = ([1, 1], [0, 5], [9, 99])
+    status, offsets, nodes = search.decide(
+        *blocks, 2, heuristic=heuristic, node_limit=100, time_limit=30
+    )
+    assert (status, offsets) == (0, [1, 0])
+    assert nodes > 0
+    with pytest.raises(ValueError, match="heuristic"):
+        search.decide(*blocks, 2, heuristic="WWW", node_limit=100, time_limit=30)
+
+
+def test_improve_counts_its_nodes(search_path: str) -> None:
+    """improve reports the nodes its decisions visited: none where the seed is at LOAD."""
+    size, first, last = [1, 1, 2], [0, 1, 2], [1, 2, 3]
+    at_load = search.improve(size, first, last, [0, 2, 0], lower=3, time_limit=30)
+    assert at_load.optimal and at_load.nodes == 0
+    out = search.improve(size, first, last, [0, 1, 2], lower=3, time_limit=30)  # top 4
+    assert (out.total, out.optimal, out.limit_reached) == (3, True, False)
+    assert out.nodes > 0
