@@ -8,6 +8,7 @@ which costs about a third of slice + view + reshape.
 from __future__ import annotations
 
 import ctypes
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -53,10 +54,19 @@ def _plan_view(
 
 class TorchAdapter(Adapter):
     """torch tensors: ``as_strided`` views of per-dtype aliases of one DLPack import per
-    buffer; fresh views are ``t.detach()``."""
+    buffer; fresh views are ``t.data``.
+
+    ``t.data`` and ``t.detach()`` both make a new tensor over the same memory that does
+    not require grad and that a caller may change in place (``requires_grad_()``,
+    ``resize_()``, ``set_()``) without touching ``t``. ``t.data`` gives each view a version
+    counter of its own, where ``detach()`` shares ``t``'s, and with it the buffer's: a
+    view saved for backward then failed the backward pass when another, disjoint view of
+    the same buffer was written in place (two views of one scope, say). It also costs
+    about two thirds of a ``detach()``, which releases and takes back the GIL on every
+    call."""
 
     framework = "torch"
-    fresh_view = staticmethod(torch.Tensor.detach)
+    fresh_view = operator.attrgetter("data")
     plan_view = staticmethod(_plan_view)
     plan_in_bytes = False
 

@@ -445,8 +445,8 @@ def _planner(adapter: Any, fresh_view: Any, alignment: int) -> Any:
     C-API) instead of built in Python and remembered: that costs about what a fresh view
     of a remembered one costs, so hundreds of layouts in rotation cost no more than a few
     (remembered ones no longer fit the CPU's caches). A torch view built from a request
-    (``as_strided`` of a typed alias) costs more than a ``detach()`` of a remembered one,
-    so torch fronts keep remembering."""
+    (``as_strided`` of a typed alias) costs more than a fresh view (``t.data``) of a
+    remembered one, so torch fronts keep remembering."""
     numpy = sys.modules.get("numpy")
     if compiled is None or adapter.framework != "numpy" or numpy is None:
         return None

@@ -46,6 +46,9 @@ __all__ = [
 
 ViewT = TypeVar("ViewT")
 
+#: The key of each front's scope cache in ``Buffer.prepared``, by the front's key.
+_MEMO_KEYS: dict[str, str] = {}
+
 
 class Placer(Protocol):
     """What scopes and steps need of a front (an
@@ -195,8 +198,12 @@ class Scope(Region, Generic[ViewT]):
         self._poison = poison
         self._debug = debug
         self._handed: list[Any] = []
-        # Where this front's scopes remember views: per buffer, per top, per request.
-        self._memo = f"{placer.key}/scope"
+        # Where this front's scopes remember views: per buffer, per top, per request. One
+        # str object per front key: the hit's lookup in Buffer.prepared ends at identity.
+        memo = _MEMO_KEYS.get(placer.key)
+        if memo is None:
+            memo = _MEMO_KEYS[placer.key] = f"{placer.key}/scope"
+        self._memo = memo
         self._fresh_view = placer.fresh_view
 
     def __enter__(self) -> Scope[ViewT]:
@@ -289,13 +296,16 @@ class Scope(Region, Generic[ViewT]):
     def _keeper(self, base: int, specs: Any) -> Callable[[Buffer, Any], None]:
         """Where a request's views placed at ``base`` are remembered: per buffer, in one
         dict of this front's scopes under ``(base, specs)`` (bounded like every cache of
-        prepared views)."""
+        prepared views). The entry's ``key`` is that very tuple: the compiled hit finds a
+        repeated request again by its identity (``scope_look_up`` in ``_hit.c``)."""
 
         def store(buffer: Buffer, entry: Any) -> None:
             cache = buffer.prepared.get(self._memo)
             if cache is None:
                 cache = buffer.prepared[self._memo] = {}
-            self._placer.remember(cache, (base, specs), entry)
+            key = (base, specs)
+            entry.key = key
+            self._placer.remember(cache, key, entry)
 
         return store
 

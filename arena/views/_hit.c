@@ -1576,10 +1576,171 @@ typedef struct {
 
 static PyTypeObject *scope_type;
 
-/* Whether a >= b for two ints: 1, 0, or -1 with an exception set. */
-static int at_least(PyObject *a, PyObject *b) {
-    if (a == NULL || b == NULL || !PyLong_CheckExact(a) || !PyLong_CheckExact(b)) return 0;
-    return PyObject_RichCompareBool(a, b, Py_GE);
+/* Scope requests looked up lately, across every front's scopes (a scope lives for one
+ * `with` block, so a memo of its own would start cold every time): the key a request is
+ * remembered under in its front's scope cache, the tuple (top, specs) that
+ * arena.planning.scopes keeps as the entry's `key`, with its hash and the top. A request
+ * at the same top that is the same plain request (exact tuples and ints of the same
+ * values, the very same dtype objects: same_plain_request) is looked up by that key, whose
+ * hash is known and which the cache finds by identity: no tuple to build, no hashing, no
+ * digest. The cache still decides: a key it no longer holds is a miss.
+ *
+ * Each slot also remembers the last bookkeeping done through it: from the slot's live
+ * bytes and the scope's held bytes (live_in, held_in) with a request reaching `required`,
+ * the new values (live_out, held_out: int objects made once). A repeated scope makes the
+ * same requests from the same values, and then installs those objects again instead of
+ * making new ones. A slot is 64 bytes (one cache line on 64-bit machines). */
+#define SCOPE_MEMO_BITS 9
+#define SCOPE_MEMO_SIZE (1 << SCOPE_MEMO_BITS)
+
+typedef struct {
+    PyObject *key;
+    Py_hash_t hash;
+    Py_ssize_t top;
+    Py_ssize_t required, live_in, held_in;
+    PyObject *live_out, *held_out;
+} ScopeMemo;
+
+#if defined(__GNUC__)
+static ScopeMemo scope_memo[SCOPE_MEMO_SIZE] __attribute__((aligned(64)));
+#else
+static ScopeMemo scope_memo[SCOPE_MEMO_SIZE];
+#endif
+
+static Py_ssize_t plain_size_slow(PyObject *value) {
+    Py_ssize_t found = PyLong_AsSsize_t(value);
+    if (found == -1 && PyErr_Occurred()) PyErr_Clear();
+    return found < 0 ? -1 : found;
+}
+
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+/* An exact int's value, or -1 where it is not one (or is negative, or past Py_ssize_t).
+ * A one-digit int (below 2**30) is read in place. */
+static ALWAYS_INLINE Py_ssize_t plain_size(PyObject *value) {
+    if (value == NULL || !PyLong_CheckExact(value)) return -1;
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyUnstable_Long_IsCompact((PyLongObject *)value)) {
+        Py_ssize_t found = (Py_ssize_t)PyUnstable_Long_CompactValue((PyLongObject *)value);
+        return found < 0 ? -1 : found;
+    }
+#else
+    if (Py_SIZE(value) == 0) return 0;
+    if (Py_SIZE(value) == 1) return (Py_ssize_t)((PyLongObject *)value)->ob_digit[0];
+#endif
+    return plain_size_slow(value);
+}
+
+/* Whether `specs` is the plain request `key` (a remembered key's request: exact tuples of
+ * (exact tuple of exact ints, dtype)): exact tuples of the same sizes, exact ints of the
+ * same values, the very same dtype objects. 1 or 0; runs no Python code. */
+static int same_plain_request(PyObject *key, PyObject *specs) {
+    Py_ssize_t count = PyTuple_GET_SIZE(key);
+    if (PyTuple_GET_SIZE(specs) != count) return 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *a = PyTuple_GET_ITEM(key, i), *b = PyTuple_GET_ITEM(specs, i);
+        if (a == b) continue;
+        if (!PyTuple_CheckExact(b) || PyTuple_GET_SIZE(b) != 2 ||
+            PyTuple_GET_ITEM(a, 1) != PyTuple_GET_ITEM(b, 1))
+            return 0;
+        PyObject *x = PyTuple_GET_ITEM(a, 0), *y = PyTuple_GET_ITEM(b, 0);
+        if (x == y) continue;
+        Py_ssize_t ndim = PyTuple_GET_SIZE(x);
+        if (!PyTuple_CheckExact(y) || PyTuple_GET_SIZE(y) != ndim) return 0;
+        for (Py_ssize_t k = 0; k < ndim; k++) {
+            PyObject *u = PyTuple_GET_ITEM(x, k), *v = PyTuple_GET_ITEM(y, k);
+            if (u == v) continue;
+            if (!PyLong_CheckExact(v)) return 0;
+            Py_ssize_t p = plain_size(u), q = plain_size(v);
+            if (p < 0 || p != q) return 0; /* a remembered dimension is never negative */
+        }
+    }
+    return 1;
+}
+
+/* The memo slot of a request at `at`: from the top, the number of views and the first
+ * view's dtype object, dimension count and first dimension (the tops of one scope's
+ * requests, multiples of the alignment, spread over the table by Fibonacci hashing). */
+static ScopeMemo *scope_memo_slot(Py_ssize_t at, PyObject *specs) {
+    unsigned long long h = (unsigned long long)at ^
+                           ((unsigned long long)PyTuple_GET_SIZE(specs) << 48);
+    if (PyTuple_GET_SIZE(specs) > 0) {
+        PyObject *spec = PyTuple_GET_ITEM(specs, 0);
+        if (PyTuple_CheckExact(spec) && PyTuple_GET_SIZE(spec) == 2) {
+            PyObject *shape = PyTuple_GET_ITEM(spec, 0);
+            h ^= (unsigned long long)(uintptr_t)PyTuple_GET_ITEM(spec, 1) << 20;
+            if (PyTuple_CheckExact(shape) && PyTuple_GET_SIZE(shape) > 0) {
+                h ^= (unsigned long long)PyTuple_GET_SIZE(shape) << 56;
+                Py_ssize_t dim = plain_size(PyTuple_GET_ITEM(shape, 0));
+                h += (unsigned long long)dim * 0xC2B2AE3D27D4EB4FULL;
+            }
+        }
+    }
+    return &scope_memo[(h * 0x9E3779B97F4A7C15ULL) >> (64 - SCOPE_MEMO_BITS)];
+}
+
+/* Remember in `memo` the key `kept` (an entry's, equal to the plain request (top `at`,
+ * specs): checked here) under `hash`, with no bookkeeping yet. */
+static void scope_remember(ScopeMemo *memo, PyObject *kept, Py_hash_t hash, Py_ssize_t at,
+                           PyObject *specs) {
+    if (plain_size(PyTuple_GET_ITEM(kept, 0)) != at ||
+        !PyTuple_CheckExact(PyTuple_GET_ITEM(kept, 1)) ||
+        same_request(PyTuple_GET_ITEM(kept, 1), specs) != 1) {
+        PyErr_Clear();
+        return;
+    }
+    ScopeMemo old = *memo;
+    ScopeMemo now = {kept, hash, at, -1, -1, -1, NULL, NULL};
+    Py_INCREF(kept);
+    *memo = now; /* installed before the old objects go (their ends may run code) */
+    Py_XDECREF(old.key);
+    Py_XDECREF(old.live_out);
+    Py_XDECREF(old.held_out);
+}
+
+/* The entry `cache` holds under (top, specs) (a new reference), with the request's hash;
+ * NULL without an exception where the Python path must serve the request (a miss, a
+ * request that is not plain), NULL with one on error. `*known` tells whether it was found
+ * through `memo`'s key. The caller holds `cache` and `top`. */
+static PyObject *scope_look_up(PyObject *cache, PyObject *top, Py_ssize_t at, PyObject *specs,
+                               ScopeMemo *memo, Py_hash_t *hash_out, int *known) {
+    PyObject *key = memo->key, *entry;
+    *known = 0;
+    if (key != NULL && memo->top == at && same_plain_request(PyTuple_GET_ITEM(key, 1), specs)) {
+        *hash_out = memo->hash;
+        *known = 1;
+        /* Held: the lookup may run code (another key's __eq__) that replaces the memo's. */
+        Py_INCREF(key);
+#if PY_VERSION_HEX < 0x030D0000
+        entry = _PyDict_GetItem_KnownHash(cache, key, memo->hash);
+#else
+        entry = PyDict_GetItemWithError(cache, key);
+#endif
+        Py_XINCREF(entry);
+        Py_DECREF(key);
+        return entry;
+    }
+    if (digest_of(specs) == 0) return NULL; /* not plain: the Python path explains */
+    key = PyTuple_Pack(2, top, specs);
+    if (key == NULL) return NULL;
+    Py_hash_t hash = PyObject_Hash(key);
+    if (hash == -1) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    *hash_out = hash;
+#if PY_VERSION_HEX < 0x030D0000
+    entry = _PyDict_GetItem_KnownHash(cache, key, hash);
+#else
+    entry = PyDict_GetItemWithError(cache, key);
+#endif
+    Py_XINCREF(entry);
+    Py_DECREF(key);
+    return entry;
 }
 
 /* The scope's hit: fresh views (a new reference); NULL without an exception when the
@@ -1587,8 +1748,7 @@ static int at_least(PyObject *a, PyObject *b) {
 static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     PyObject *slot = self->slot, *fresh = self->fresh_view;
     if (slot == NULL || !Py_IS_TYPE(slot, slot_type) || self->watch != Py_False ||
-        fresh == NULL || fresh == Py_False || self->memo == NULL || self->held == NULL ||
-        !PyLong_CheckExact(self->held))
+        fresh == NULL || fresh == Py_False || self->memo == NULL)
         return NULL;
     PyObject *regions = FIELD(slot, slot_regions);
     if (regions == NULL || !PyList_CheckExact(regions)) return NULL;
@@ -1598,10 +1758,8 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     for (Py_ssize_t i = 0; i < depth - 1; i++)
         if (!PyObject_TypeCheck(PyList_GET_ITEM(regions, i), scope_type)) return NULL;
     PyObject *buffer = FIELD(slot, slot_buffer), *top = FIELD(slot, slot_top);
-    if (buffer == NULL || !Py_IS_TYPE(buffer, buffer_type) || top == NULL ||
-        !PyLong_CheckExact(top))
-        return NULL;
-    if (digest_of(specs) == 0) return NULL; /* not plain: the Python path explains */
+    Py_ssize_t at = plain_size(top);
+    if (buffer == NULL || !Py_IS_TYPE(buffer, buffer_type) || at < 0) return NULL;
     PyObject *prepared = FIELD(buffer, buffer_prepared);
     if (prepared == NULL || !PyDict_CheckExact(prepared)) return NULL;
     PyObject *cache = PyDict_GetItemWithError(prepared, self->memo);
@@ -1609,47 +1767,69 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
         PyErr_Clear();
         return NULL;
     }
-    PyObject *key = PyTuple_Pack(2, top, specs);
-    if (key == NULL) return NULL;
     /* Held across the lookup, which may run a dtype's Python __hash__ or __eq__ (and let
      * another thread close the arena, dropping the buffer and its caches). */
     Py_INCREF(buffer);
     Py_INCREF(top);
     Py_INCREF(cache);
-    PyObject *entry = PyDict_GetItemWithError(cache, key);
-    Py_XINCREF(entry);
+    ScopeMemo *memo = scope_memo_slot(at, specs);
+    Py_hash_t hash = -1;
+    int known;
+    PyObject *entry = scope_look_up(cache, top, at, specs, memo, &hash, &known);
     Py_DECREF(cache);
-    Py_DECREF(key);
-    PyObject *out = NULL, *required = NULL, *total = NULL, *live = NULL, *held = NULL;
-    PyObject *calls = NULL;
-    if (entry == NULL || !Py_IS_TYPE(entry, prepared_type) ||
-        !same_classes(FIELD(entry, prepared_key), specs)) {
+    PyObject *out = NULL, *live = NULL, *held = NULL, *calls = NULL;
+    PyObject *kept = entry == NULL ? NULL : FIELD(entry, prepared_key);
+    /* Found by the memo's key, the dtypes are the very objects remembered. */
+    if (entry == NULL || !Py_IS_TYPE(entry, prepared_type) || kept == NULL ||
+        !PyTuple_CheckExact(kept) || PyTuple_GET_SIZE(kept) != 2 ||
+        (!known && !same_classes(PyTuple_GET_ITEM(kept, 1), specs))) {
         PyErr_Clear(); /* a miss, or an unhashable dtype: the Python path explains */
         goto done;
     }
     /* The lookup may have let another thread move on: check the slot again. */
     if (self->slot != slot || FIELD(slot, slot_buffer) != buffer || FIELD(slot, slot_top) != top)
         goto done;
-    PyObject *reach = FIELD(entry, prepared_required);
+    if (memo->key != kept) scope_remember(memo, kept, hash, at, specs);
+    PyObject *required = FIELD(entry, prepared_required);
     PyObject *views = FIELD(entry, prepared_views);
     Py_ssize_t count = PyTuple_GET_SIZE(specs);
-    if (reach == NULL || !PyLong_CheckExact(reach) || views == NULL ||
+    Py_ssize_t reach = plain_size(required), live_in = plain_size(FIELD(slot, slot_live));
+    Py_ssize_t held_in = plain_size(self->held), load = plain_size(FIELD(slot, slot_load));
+    Py_ssize_t high = plain_size(FIELD(slot, slot_plain_high));
+    if (reach < at || live_in < 0 || held_in < 0 || load < 0 || high < 0 || views == NULL ||
         !PyList_CheckExact(views) || PyList_GET_SIZE(views) != count ||
         FIELD(slot, slot_calls) == NULL)
         goto done;
-    required = reach;
-    Py_INCREF(required);
+    Py_ssize_t total = reach - at;
+    if (live_in > PY_SSIZE_T_MAX - total || held_in > PY_SSIZE_T_MAX - total) goto done;
     /* The bookkeeping first (nothing installed yet): LOAD and the plain high-water mark
      * must already cover this request, else Slot.note_load in Python. */
-    total = PyNumber_Subtract(required, top);
-    live = total == NULL ? NULL : PyNumber_Add(FIELD(slot, slot_live), total);
-    held = live == NULL ? NULL : PyNumber_Add(self->held, total);
-    calls = held == NULL ? NULL : PyNumber_Add(FIELD(slot, slot_calls), one);
+    if (load < live_in + total || high < reach) goto done;
+    if (memo->key == kept && memo->required == reach && memo->live_in == live_in &&
+        memo->held_in == held_in && memo->live_out != NULL && memo->held_out != NULL) {
+        live = memo->live_out;
+        held = memo->held_out;
+        Py_INCREF(live);
+        Py_INCREF(held);
+    } else {
+        live = PyLong_FromSsize_t(live_in + total);
+        held = live == NULL ? NULL : PyLong_FromSsize_t(held_in + total);
+        if (held == NULL) goto error;
+        if (memo->key == kept) {
+            PyObject *old_live = memo->live_out, *old_held = memo->held_out;
+            Py_INCREF(live);
+            Py_INCREF(held);
+            memo->required = reach;
+            memo->live_in = live_in;
+            memo->held_in = held_in;
+            memo->live_out = live;
+            memo->held_out = held;
+            Py_XDECREF(old_live);
+            Py_XDECREF(old_held);
+        }
+    }
+    calls = PyNumber_Add(FIELD(slot, slot_calls), one);
     if (calls == NULL) goto error;
-    int covered = at_least(FIELD(slot, slot_load), live);
-    if (covered > 0) covered = at_least(FIELD(slot, slot_plain_high), required);
-    if (covered < 0) goto error;
-    if (!covered) goto done;
     /* Held while fresh views are made: that may run code that sweeps the cache. */
     Py_INCREF(views);
     out = PyList_New(count);
@@ -1666,16 +1846,16 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     Py_DECREF(views);
     if (out == NULL) goto error;
     if (self->slot != slot || FIELD(slot, slot_buffer) != buffer ||
-        FIELD(slot, slot_top) != top) {
+        FIELD(slot, slot_top) != top || FIELD(entry, prepared_required) != required) {
         Py_CLEAR(out);
         goto done;
     }
-    keep(&FIELD(entry, prepared_used), Py_True);
+    if (FIELD(entry, prepared_used) != Py_True) keep(&FIELD(entry, prepared_used), Py_True);
     put(&FIELD(slot, slot_calls), calls);
     put(&FIELD(slot, slot_live), live);
     put(&self->held, held);
     keep(&FIELD(slot, slot_top), required);
-    keep(&self->end, required);
+    if (self->end != required) keep(&self->end, required);
     calls = live = held = NULL;
     goto done;
 error:
@@ -1684,8 +1864,6 @@ done:
     Py_XDECREF(calls);
     Py_XDECREF(held);
     Py_XDECREF(live);
-    Py_XDECREF(total);
-    Py_XDECREF(required);
     Py_XDECREF(entry);
     Py_DECREF(top);
     Py_DECREF(buffer);

@@ -92,3 +92,47 @@ def test_views_first_built_in_inference_mode_work_under_autograd_later(cached: b
         view.copy_(x * 2)  # an in-place write of an autograd value into the view
         view.sum().backward()
         assert x.grad is not None and x.grad.tolist() == [2.0] * 4
+
+
+def _pair(views: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    a, b = views
+    return a, b
+
+
+def _saved_then_other_written(get: Callable[[], tuple[torch.Tensor, torch.Tensor]]) -> None:
+    """Save one view for backward, write another (disjoint) view in place, backward."""
+    a, b = get()
+    a.fill_(1.0)
+    weight = torch.ones(4, requires_grad=True)
+    loss = (weight * a).sum()  # mul saves a for backward
+    b.add_(1)  # other bytes: a is unchanged
+    loss.backward()
+    assert weight.grad is not None and weight.grad.tolist() == [1.0] * 4
+
+
+@pytest.mark.parametrize("where", ["scope", "one request", "step"])
+def test_writing_one_view_in_place_leaves_another_saved_for_backward_valid(
+    hit_path: str, where: str
+) -> None:
+    """Every view handed out has a version counter of its own: writing one in place does
+    not fail the backward pass of a graph that saved another, disjoint one (with
+    ``detach()`` they shared the buffer's counter, and the second pass failed with "one of
+    the variables needed for gradient computation has been modified by an inplace
+    operation")."""
+    spec = ((4,), torch.float32)
+    with Arena("cpu", framework="torch") as ws:
+        for run in range(4):  # the first requests, then locked: the hit
+            if where == "scope":
+                with ws.torch.scope() as s:
+                    _saved_then_other_written(
+                        lambda: (s.get_simultaneous(spec)[0], s.get_simultaneous(spec)[0])
+                    )
+            elif where == "step":
+                with ws.torch.step("layer") as st:
+                    _saved_then_other_written(
+                        lambda: (st.get_simultaneous(spec)[0], st.get_simultaneous(spec)[0])
+                    )
+            else:
+                _saved_then_other_written(lambda: _pair(ws.torch.get_simultaneous(spec, spec)))
+            if run == 1:
+                ws.lock()

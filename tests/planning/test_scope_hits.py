@@ -96,6 +96,39 @@ def test_a_hit_accounts_like_the_checked_path(hit_path: str) -> None:
     assert seen[0] == seen[1]
 
 
+def test_the_same_request_at_the_same_top_from_other_counts_accounts_for_each(
+    hit_path: str,
+) -> None:
+    """Scope A makes two requests from the slot's bottom; scope B, inside an outer scope
+    holding the first request's bytes, makes the second at the same top with nothing
+    held yet. The compiled hit reuses the last bookkeeping of a request only from the same
+    counts: each run, hit or not, leaves the counts the first (checked) run left."""
+    first, second = ((64,), F32), ((16,), F32)
+    seen: list[tuple[int, ...]] = []
+    with Arena("cpu", framework="numpy") as ws:
+        ws.reserve_bytes(1 << 16)
+        ws.lock()
+        for _ in range(4):
+            counts = []
+            with ws.scope() as a:
+                a.get_simultaneous(first)
+                a.get_simultaneous(second)
+                slot = a.slot
+                assert slot is not None
+                counts += [slot.top, slot.live, a.base, a.end, a.held]
+            with ws.scope() as outer:
+                outer.get_simultaneous(first)
+                with ws.scope() as b:
+                    b.get_simultaneous(second)  # the same top as a's second request
+                    counts += [slot.top, slot.live, b.base, b.end, b.held]
+                counts += [slot.top, slot.live, outer.end, outer.held]
+            seen.append(tuple(counts))
+    assert seen[1:] == seen[:1] * 3
+    a_top, a_live, a_base, a_end, a_held, b_top, b_live, b_base, b_end, b_held = seen[0][:10]
+    assert (a_top, a_live, a_base, a_end) == (b_top, b_live, 0, b_end)
+    assert b_base == a_end - b_held > 0 and a_held == a_end  # the same top, other counts
+
+
 def test_a_hit_is_refused_where_the_checked_path_must_run(
     hit_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
