@@ -48,8 +48,19 @@ class _Buffer:
 def _plan_view(
     source: Any, native: Any, shape: tuple[int, ...], strides: tuple[int, ...], offset: int
 ) -> Any:
-    """A plan's view: ``as_strided`` of the buffer's alias for the view's dtype (elements)."""
-    return source.as_strided(shape, strides, offset)
+    """A plan's view: ``as_strided`` of the buffer's alias for the view's dtype (elements).
+
+    Handed out as it is, unless the alias has been drawn into a caller's autograd graph:
+    writing a handed view in place with a value that requires grad (``view.copy_(x * 2)``)
+    gives the alias, and every view made of it later, that history. Such a view is
+    handed out as ``view.data`` instead, a fresh tensor like a hit's, so a later request
+    never inherits another's graph (its backward would fail, "backward through the graph
+    a second time"). The check costs one attribute read.
+    """
+    view = source.as_strided(shape, strides, offset)
+    if view.requires_grad:
+        return view.data
+    return view
 
 
 class TorchAdapter(Adapter):

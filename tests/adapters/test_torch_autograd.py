@@ -136,3 +136,21 @@ def test_writing_one_view_in_place_leaves_another_saved_for_backward_valid(
                 _saved_then_other_written(lambda: _pair(ws.torch.get_simultaneous(spec, spec)))
             if run == 1:
                 ws.lock()
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_a_view_written_with_grad_leaves_no_history_to_later_requests(cached: bool) -> None:
+    # A view made for new sizes is as_strided of the buffer's alias: writing it in place
+    # from a value that requires grad gave the alias that history, and every later view
+    # of new sizes came out requiring grad with a grad_fn (its backward then failed).
+    x = torch.ones(8, requires_grad=True)
+    with Arena("cpu", framework="torch") as a:
+        front = a.front("torch", cached=cached)
+        front.get_simultaneous(((8,), torch.float32))
+        for n in (4, 5, 6, 7):  # each a new size (a cached front hands a size's views again)
+            (view,) = front.get_simultaneous(((n,), torch.float32))
+            assert not view.requires_grad and view.grad_fn is None, n
+            view.copy_(x[:n] * 2)
+            view.sum().backward()
+        assert x.grad is not None
+        assert x.grad.tolist() == [8.0] * 4 + [6.0, 4.0, 2.0, 0.0]
