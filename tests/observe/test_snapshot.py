@@ -90,7 +90,8 @@ def test_the_trace_is_the_ledgers_own_and_no_event_log_means_no_observer() -> No
     # snapshot's device trace is what the ledger keeps, the most recent TRACE_LIMIT events.
     from arena.memory.ledger import TRACE_LIMIT
 
-    with arena.Arena("cpu", framework="numpy") as ws:
+    # The moving source: its growth frees the old block (the fixed-address one keeps it).
+    with arena.Arena("cpu", framework="numpy", source="host") as ws:
         ledger = ws._table.governor.ledger
         assert ledger.observer is None
         ws.get_simultaneous(((100,), "float32"))
