@@ -82,12 +82,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from arena.base.extensions import load_extension
 from arena.base.layout import DEFAULT_ALIGNMENT, MAX_BYTES, check_alignment, round_up
 from arena.errors import ConfigError, SpecError
 from arena.ints import bool_like
 from arena.planning.search import improve
 
 __all__ = [
+    "PLACE_PATH",
     "SPARSE_PAIRS",
     "STRATEGIES",
     "WORK_BUDGET",
@@ -105,6 +107,13 @@ WORK_BUDGET = 250_000
 #: Up to this many co-live pairs per block, placement walks the conflict graph in Python;
 #: above, it scans the placed blocks with NumPy. Both give the same plan.
 SPARSE_PAIRS = 32
+
+#: The compiled placement (arena/planning/_place.c), or None where it is not in use; and why.
+compiled, WHY_PYTHON = load_extension("arena.planning._place")
+
+#: ``"compiled"`` or ``"python"``: the placement :func:`plan_offsets` runs (the compiled one
+#: only where the sizes fit in int64; both give the same plan).
+PLACE_PATH = "compiled" if compiled is not None else "python"
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,10 +269,11 @@ def _peaks(size: np.ndarray, first: np.ndarray, last: np.ndarray) -> tuple[np.nd
     return peak, int(live.max())
 
 
-def _neighbours(
+def _graph(
     first: np.ndarray, last: np.ndarray, limit: int
-) -> tuple[list[list[int]] | None, int]:
-    """The conflict graph's edge count and its adjacency lists (None past ``limit`` edges).
+) -> tuple[tuple[np.ndarray, np.ndarray] | None, int]:
+    """The conflict graph's edge count and, up to ``limit`` edges, the graph: ``flat`` and
+    ``bounds`` (int64), block ``i``'s co-live blocks ``flat[bounds[i]:bounds[i + 1]]``.
 
     In first-use order, the blocks after ``i`` that conflict with it are exactly the run
     of those whose first use is at most ``last[i]``, so the edges come as ranges and are
@@ -281,9 +291,20 @@ def _neighbours(
     b = by_first[np.arange(edges) - np.repeat(starts - lo, counts)]
     src = np.concatenate((a, b))
     by_src = np.argsort(src, kind="stable")
-    bounds = np.searchsorted(src[by_src], np.arange(n + 1)).tolist()
-    flat = np.concatenate((b, a))[by_src].tolist()
-    return [flat[bounds[i] : bounds[i + 1]] for i in range(n)], edges
+    bounds = np.searchsorted(src[by_src], np.arange(n + 1)).astype(np.int64)
+    flat = np.concatenate((b, a))[by_src].astype(np.int64)
+    return (flat, bounds), edges
+
+
+def _neighbours(
+    first: np.ndarray, last: np.ndarray, limit: int
+) -> tuple[list[list[int]] | None, int]:
+    """The conflict graph's edge count and its adjacency lists (None past ``limit`` edges)."""
+    graph, edges = _graph(first, last, limit)
+    if graph is None:
+        return None, edges
+    flat, bounds = graph[0].tolist(), graph[1].tolist()
+    return [flat[bounds[i] : bounds[i + 1]] for i in range(len(first))], edges
 
 
 def _place_sparse(
@@ -392,12 +413,39 @@ class _Placer:
         n = len(size)
         self.first_arr = np.array(first, dtype=np.int64)
         self.last_arr = np.array(last, dtype=np.int64)
-        self.neighbours, pairs = _neighbours(self.first_arr, self.last_arr, SPARSE_PAIRS * n)
+        # The compiled placement where it is in use and the sizes fit in int64; it needs
+        # no adjacency lists, only their count (the cost estimate, so the plan, is the same).
+        self.compiled = compiled if dtype is np.int64 else None
+        self.neighbours: list[list[int]] | None = None
+        self.graph: tuple[np.ndarray, np.ndarray] | None = None
+        if self.compiled is not None:
+            self.size_arr = np.array(size, dtype=np.int64)
+            self.graph, pairs = _graph(self.first_arr, self.last_arr, SPARSE_PAIRS * n)
+        else:
+            self.neighbours, pairs = _neighbours(self.first_arr, self.last_arr, SPARSE_PAIRS * n)
+        #: Whether the placement walks the conflict graph (else it scans the placed blocks).
+        self.sparse = pairs <= SPARSE_PAIRS * n
         #: Estimated work of one placement (see the module docstring).
-        self.cost = n + pairs // 2 if self.neighbours is not None else 20 * n + pairs // 32
+        self.cost = n + pairs // 2 if self.sparse else 20 * n + pairs // 32
+        if self.compiled is not None and not self.sparse:
+            # Ranks of the uses keep their order, so which blocks are co-live, in int32.
+            uses = np.concatenate((self.first_arr, self.last_arr))
+            ranks = np.unique(uses, return_inverse=True)[1].reshape(-1).astype(np.int32)
+            self.rank_first, self.rank_last = ranks[:n].copy(), ranks[n:].copy()
 
     def place(self, order: list[int]) -> _Attempt:
-        if self.neighbours is not None:
+        if self.compiled is not None:
+            out = np.zeros(len(self.size), dtype=np.int64)
+            order_arr = np.array(order, dtype=np.int64)
+            if self.graph is not None:
+                flat, bounds = self.graph
+                total = self.compiled.place_graph(order_arr, self.size_arr, bounds, flat, out)
+            else:
+                total = self.compiled.place(
+                    order_arr, self.size_arr, self.rank_first, self.rank_last, out
+                )
+            offsets = out.tolist()
+        elif self.neighbours is not None:
             offsets, total = _place_sparse(order, self.size, self.neighbours)
         else:
             offsets, total = _place_dense(order, self.size, self.first, self.last, self.dtype)
@@ -577,11 +625,9 @@ def _place_strategies(
     spent, and the orders the budget left out."""
     name, spent = "size", 0
     for index, other in enumerate(STRATEGIES[1:], start=1):
-        # Where placement walks the conflict graph, the peak order is placed at every size,
-        # past the budget too: one more placement that reaches LOAD on large traces greedy
-        # by size leaves above it. On the dense path it would double the cost (measured:
-        # 10^5 blocks with 10^4 co-live each, 23 s to 60 s CPU, the plan no better).
-        always = other == "peak" and placer.neighbours is not None
+        # The peak order is placed at every size, past the budget too: one more placement
+        # that reaches LOAD on large traces greedy by size leaves above it.
+        always = other == "peak"
         if best.score[0] == lower:
             break
         if not always and spent + placer.cost > WORK_BUDGET:
