@@ -24,8 +24,7 @@ Orders, tried in this sequence (an earlier one wins ties):
 ``"peak"``
     The largest total live size over the block's lifetime descending, then size: the
     order of Pisarchyk & Lee's "Greedy by Breadth" (blocks of the busiest step first).
-    Always tried where placement walks the conflict graph (unless greedy by size reached
-    the lower bound).
+    Always tried, at every size (unless greedy by size reached the lower bound).
 ``"area"``
     Size times lifetime length descending, then size: the spatial-temporal area that
     XLA's heap simulator (``GlobalDecreasingSizeBestFitHeap``) can sort by.
@@ -43,15 +42,20 @@ local optimum. Chained transformer layers need it: greedy by size puts every lay
 blocks at the bottom, so the residual streams of neighbouring layers, live together, stack
 above them; moving one first lets alternate layers flip.
 
-Cost. Each placement of ``n`` blocks with ``p`` co-live pairs walks the conflict graph in
-Python when ``p <= SPARSE_PAIRS * n`` (about ``n + p/2`` microseconds on a slow core),
-otherwise it keeps the placed blocks in NumPy arrays sorted by offset and finds the co-live
-ones with one vectorised mask (about ``20 n + p/32``). Both paths give the same plan.
-Greedy by size always runs, and so does the peak order on the conflict-graph path (unless
-greedy by size reached the lower bound); the other orders and the search moves run while
-these estimates, summed, fit in :data:`WORK_BUDGET`. 10\ :sup:`4` blocks take 0.3 to 0.6
-s on a slow core, the dense cases with greedy by size alone. Planning stops as soon as a plan
-reaches the lower bound, since none can beat it.
+Cost. With ``n`` blocks and ``p`` co-live pairs, a placement reads each block's co-live
+blocks from the conflict graph when ``p <= SPARSE_PAIRS * n``, otherwise it scans the
+placed blocks, kept sorted by offset, for them. Where the optional extension
+``arena.planning._place`` (``_place.c``) was built, both run compiled, without the GIL;
+elsewhere, with ``ARENA_PURE_PYTHON=1``, or where the sizes sum past ``2**63 - 1``, the
+graph walk runs in Python and the scan in NumPy (:data:`PLACE_PATH` says which). All
+give the same plan. The work of one placement is estimated as the Python paths cost on a
+slow core (about ``n + p/2`` microseconds for the graph, ``20 n + p/32`` for the scan),
+whichever runs, so the plan does not depend on it. Greedy by size and the peak order
+always run (unless greedy by size reached the lower bound); the other orders and the
+search moves run while these estimates, summed, fit in :data:`WORK_BUDGET`. Compiled,
+10\ :sup:`4` blocks take 0.1 s, 10\ :sup:`5` with about 10\ :sup:`4` live with each
+about 8 s on a slow, loaded core. Planning stops as soon as a plan reaches the lower
+bound, since none can beat it.
 
 Guarantees
 ----------
@@ -100,12 +104,12 @@ __all__ = [
 
 #: Names of the block orders tried, in order of preference on ties.
 STRATEGIES = ("size", "peak", "area", "lifetime", "first")
-#: Estimated work (about a microsecond a unit on a slow core) that orders and search moves
-#: after the first may use; greedy by size always runs, and the peak order where placement
-#: walks the conflict graph.
+#: Estimated work (about a microsecond a unit of the Python paths on a slow core) that
+#: orders and search moves after the first two may use; greedy by size and the peak order
+#: always run.
 WORK_BUDGET = 250_000
-#: Up to this many co-live pairs per block, placement walks the conflict graph in Python;
-#: above, it scans the placed blocks with NumPy. Both give the same plan.
+#: Up to this many co-live pairs per block, placement walks the conflict graph; above, it
+#: scans the placed blocks (compiled, or in Python and NumPy). All give the same plan.
 SPARSE_PAIRS = 32
 
 #: The compiled placement (arena/planning/_place.c), or None where it is not in use; and why.
@@ -652,8 +656,7 @@ def _place_left_out(
 ) -> tuple[Any, str]:
     """The better of ``best`` and the orders in ``left_out`` (those the work budget left
     out, in :data:`STRATEGIES`' order) placed while ``limit`` seconds allow one more
-    placement (``per_placement`` seconds, about). On idealloc's 62,185-block IOPDDL trace
-    the peak order reaches LOAD (greedy by size: 1.0042x) for one more placement's time."""
+    placement (``per_placement`` seconds, about)."""
     started = time.perf_counter()
     for other in left_out:
         if best.score[0] == lower or time.perf_counter() - started + per_placement > limit:
