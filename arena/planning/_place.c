@@ -176,13 +176,28 @@ static int64_t best_fit(const Placed *p, int64_t s, int32_t f, int32_t l) {
     return best < 0 ? top : best;
 }
 
+/* Whether a buffer format is a native signed integer of itemsize bytes. */
+static int signed_integer(const char *format, Py_ssize_t itemsize) {
+    if (format == NULL) return 0; /* unsigned bytes */
+    if (*format == '@' || *format == '=') format++;
+    if (format[0] == '\0' || format[1] != '\0') return 0;
+    switch (format[0]) {
+    case 'i': return itemsize == sizeof(int);
+    case 'l': return itemsize == sizeof(long);
+    case 'q': return itemsize == sizeof(long long);
+    case 'n': return itemsize == sizeof(Py_ssize_t);
+    default: return 0;
+    }
+}
+
 static int get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, int writable,
                       const char *name) {
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0)
-        return -1;
-    if (view->itemsize != itemsize || view->len % itemsize != 0) {
-        PyErr_Format(PyExc_ValueError, "%s must hold %zd-byte integers, got items of %zd bytes",
-                     name, itemsize, view->itemsize);
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0) return -1;
+    if (view->itemsize != itemsize || !signed_integer(view->format, itemsize)) {
+        PyErr_Format(PyExc_ValueError, "%s must hold %zd-byte signed integers, got format "
+                     "'%s' with items of %zd bytes", name, itemsize,
+                     view->format ? view->format : "B", view->itemsize);
         PyBuffer_Release(view);
         return -1;
     }

@@ -419,7 +419,8 @@ class _Placer:
         self.last_arr = np.array(last, dtype=np.int64)
         # The compiled placement where it is in use and the sizes fit in int64; it needs
         # no adjacency lists, only their count (the cost estimate, so the plan, is the same).
-        self.compiled = compiled if dtype is np.int64 else None
+        # (Uses are ranked in int32 for the scan: at most 2n distinct.)
+        self.compiled = compiled if dtype is np.int64 and n < 2**30 else None
         self.neighbours: list[list[int]] | None = None
         self.graph: tuple[np.ndarray, np.ndarray] | None = None
         if self.compiled is not None:

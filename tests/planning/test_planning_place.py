@@ -148,8 +148,14 @@ def test_compiled_placement_refuses_bad_input(compiled: Any) -> None:
     assert out.tolist() == [0, 256, 512]
     with pytest.raises(ValueError, match="one length"):
         compiled.place(order, size[:2], first, last, out)
-    with pytest.raises(ValueError, match="4-byte"):
+    with pytest.raises(ValueError, match="4-byte signed integers"):
         compiled.place(order, size, first.astype(np.int64), last, out)
+    with pytest.raises(ValueError, match="8-byte signed integers, got format 'd'"):
+        compiled.place(order, size.astype(np.float64), first, last, out)
+    with pytest.raises(ValueError, match="8-byte signed integers"):
+        compiled.place(order.astype(np.uint64), size, first, last, out)
+    with pytest.raises(ValueError, match="8-byte signed integers, got format 'B'"):
+        compiled.place(order, bytes(24), first, last, out)
     with pytest.raises(ValueError, match=r"size\[1\] must be > 0"):
         compiled.place(order, np.array([256, 0, 256]), first, last, out)
     with pytest.raises(OverflowError, match="past 2\\*\\*63"):
