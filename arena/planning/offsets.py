@@ -53,9 +53,9 @@ slow core (about ``n + p/2`` microseconds for the graph, ``20 n + p/32`` for the
 whichever runs, so the plan does not depend on it. Greedy by size and the peak order
 always run (unless greedy by size reached the lower bound); the other orders and the
 search moves run while these estimates, summed, fit in :data:`WORK_BUDGET`. Compiled,
-10\ :sup:`4` blocks take 0.1 s, 10\ :sup:`5` with about 10\ :sup:`4` live with each
-about 8 s on a slow, loaded core. Planning stops as soon as a plan reaches the lower
-bound, since none can beat it.
+10\ :sup:`4` blocks take 0.1 s CPU, 10\ :sup:`5` with about 10\ :sup:`4` live with each
+7.4 to 7.7 s on a loaded 2-core machine (docs/planning.md). Planning stops as soon as a
+plan reaches the lower bound, since none can beat it.
 
 Guarantees
 ----------
