@@ -24,8 +24,7 @@ Orders, tried in this sequence (an earlier one wins ties):
 ``"peak"``
     The largest total live size over the block's lifetime descending, then size: the
     order of Pisarchyk & Lee's "Greedy by Breadth" (blocks of the busiest step first).
-    Always tried where placement walks the conflict graph (unless greedy by size reached
-    the lower bound).
+    Always tried, at every size (unless greedy by size reached the lower bound).
 ``"area"``
     Size times lifetime length descending, then size: the spatial-temporal area that
     XLA's heap simulator (``GlobalDecreasingSizeBestFitHeap``) can sort by.
@@ -43,15 +42,20 @@ local optimum. Chained transformer layers need it: greedy by size puts every lay
 blocks at the bottom, so the residual streams of neighbouring layers, live together, stack
 above them; moving one first lets alternate layers flip.
 
-Cost. Each placement of ``n`` blocks with ``p`` co-live pairs walks the conflict graph in
-Python when ``p <= SPARSE_PAIRS * n`` (about ``n + p/2`` microseconds on a slow core),
-otherwise it keeps the placed blocks in NumPy arrays sorted by offset and finds the co-live
-ones with one vectorised mask (about ``20 n + p/32``). Both paths give the same plan.
-Greedy by size always runs, and so does the peak order on the conflict-graph path (unless
-greedy by size reached the lower bound); the other orders and the search moves run while
-these estimates, summed, fit in :data:`WORK_BUDGET`. 10\ :sup:`4` blocks take 0.3 to 0.6
-s on a slow core, the dense cases with greedy by size alone. Planning stops as soon as a plan
-reaches the lower bound, since none can beat it.
+Cost. With ``n`` blocks and ``p`` co-live pairs, a placement reads each block's co-live
+blocks from the conflict graph when ``p <= SPARSE_PAIRS * n``, otherwise it scans the
+placed blocks, kept sorted by offset, for them. Where the optional extension
+``arena.planning._place`` (``_place.c``) was built, both run compiled, without the GIL;
+elsewhere, with ``ARENA_PURE_PYTHON=1``, or where the sizes sum past ``2**63 - 1``, the
+graph walk runs in Python and the scan in NumPy (:data:`PLACE_PATH` says which). All
+give the same plan. The work of one placement is estimated as the Python paths cost on a
+slow core (about ``n + p/2`` microseconds for the graph, ``20 n + p/32`` for the scan),
+whichever runs, so the plan does not depend on it. Greedy by size and the peak order
+always run (unless greedy by size reached the lower bound); the other orders and the
+search moves run while these estimates, summed, fit in :data:`WORK_BUDGET`. Compiled,
+10\ :sup:`4` blocks take 0.1 s CPU, 10\ :sup:`5` with about 10\ :sup:`4` live with each
+7.4 to 7.7 s on a loaded 2-core machine (docs/planning.md). Planning stops as soon as a
+plan reaches the lower bound, since none can beat it.
 
 Guarantees
 ----------
@@ -82,12 +86,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from arena.base.extensions import load_extension
 from arena.base.layout import DEFAULT_ALIGNMENT, MAX_BYTES, check_alignment, round_up
 from arena.errors import ConfigError, SpecError
 from arena.ints import bool_like
 from arena.planning.search import improve
 
 __all__ = [
+    "PLACE_PATH",
     "SPARSE_PAIRS",
     "STRATEGIES",
     "WORK_BUDGET",
@@ -98,13 +104,20 @@ __all__ = [
 
 #: Names of the block orders tried, in order of preference on ties.
 STRATEGIES = ("size", "peak", "area", "lifetime", "first")
-#: Estimated work (about a microsecond a unit on a slow core) that orders and search moves
-#: after the first may use; greedy by size always runs, and the peak order where placement
-#: walks the conflict graph.
+#: Estimated work (about a microsecond a unit of the Python paths on a slow core) that
+#: orders and search moves after the first two may use; greedy by size and the peak order
+#: always run.
 WORK_BUDGET = 250_000
-#: Up to this many co-live pairs per block, placement walks the conflict graph in Python;
-#: above, it scans the placed blocks with NumPy. Both give the same plan.
+#: Up to this many co-live pairs per block, placement walks the conflict graph; above, it
+#: scans the placed blocks (compiled, or in Python and NumPy). All give the same plan.
 SPARSE_PAIRS = 32
+
+#: The compiled placement (arena/planning/_place.c), or None where it is not in use; and why.
+compiled, WHY_PYTHON = load_extension("arena.planning._place")
+
+#: ``"compiled"`` or ``"python"``: the placement :func:`plan_offsets` runs (the compiled one
+#: only where the sizes fit in int64; both give the same plan).
+PLACE_PATH = "compiled" if compiled is not None else "python"
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,10 +273,11 @@ def _peaks(size: np.ndarray, first: np.ndarray, last: np.ndarray) -> tuple[np.nd
     return peak, int(live.max())
 
 
-def _neighbours(
+def _graph(
     first: np.ndarray, last: np.ndarray, limit: int
-) -> tuple[list[list[int]] | None, int]:
-    """The conflict graph's edge count and its adjacency lists (None past ``limit`` edges).
+) -> tuple[tuple[np.ndarray, np.ndarray] | None, int]:
+    """The conflict graph's edge count and, up to ``limit`` edges, the graph: ``flat`` and
+    ``bounds`` (int64), block ``i``'s co-live blocks ``flat[bounds[i]:bounds[i + 1]]``.
 
     In first-use order, the blocks after ``i`` that conflict with it are exactly the run
     of those whose first use is at most ``last[i]``, so the edges come as ranges and are
@@ -281,9 +295,20 @@ def _neighbours(
     b = by_first[np.arange(edges) - np.repeat(starts - lo, counts)]
     src = np.concatenate((a, b))
     by_src = np.argsort(src, kind="stable")
-    bounds = np.searchsorted(src[by_src], np.arange(n + 1)).tolist()
-    flat = np.concatenate((b, a))[by_src].tolist()
-    return [flat[bounds[i] : bounds[i + 1]] for i in range(n)], edges
+    bounds = np.searchsorted(src[by_src], np.arange(n + 1)).astype(np.int64)
+    flat = np.concatenate((b, a))[by_src].astype(np.int64)
+    return (flat, bounds), edges
+
+
+def _neighbours(
+    first: np.ndarray, last: np.ndarray, limit: int
+) -> tuple[list[list[int]] | None, int]:
+    """The conflict graph's edge count and its adjacency lists (None past ``limit`` edges)."""
+    graph, edges = _graph(first, last, limit)
+    if graph is None:
+        return None, edges
+    flat, bounds = graph[0].tolist(), graph[1].tolist()
+    return [flat[bounds[i] : bounds[i + 1]] for i in range(len(first))], edges
 
 
 def _place_sparse(
@@ -392,12 +417,40 @@ class _Placer:
         n = len(size)
         self.first_arr = np.array(first, dtype=np.int64)
         self.last_arr = np.array(last, dtype=np.int64)
-        self.neighbours, pairs = _neighbours(self.first_arr, self.last_arr, SPARSE_PAIRS * n)
+        # The compiled placement where it is in use and the sizes fit in int64; it needs
+        # no adjacency lists, only their count (the cost estimate, so the plan, is the same).
+        # (Uses are ranked in int32 for the scan: at most 2n distinct.)
+        self.compiled = compiled if dtype is np.int64 and n < 2**30 else None
+        self.neighbours: list[list[int]] | None = None
+        self.graph: tuple[np.ndarray, np.ndarray] | None = None
+        if self.compiled is not None:
+            self.size_arr = np.array(size, dtype=np.int64)
+            self.graph, pairs = _graph(self.first_arr, self.last_arr, SPARSE_PAIRS * n)
+        else:
+            self.neighbours, pairs = _neighbours(self.first_arr, self.last_arr, SPARSE_PAIRS * n)
+        #: Whether the placement walks the conflict graph (else it scans the placed blocks).
+        self.sparse = pairs <= SPARSE_PAIRS * n
         #: Estimated work of one placement (see the module docstring).
-        self.cost = n + pairs // 2 if self.neighbours is not None else 20 * n + pairs // 32
+        self.cost = n + pairs // 2 if self.sparse else 20 * n + pairs // 32
+        if self.compiled is not None and not self.sparse:
+            # Ranks of the uses keep their order, so which blocks are co-live, in int32.
+            uses = np.concatenate((self.first_arr, self.last_arr))
+            ranks = np.unique(uses, return_inverse=True)[1].reshape(-1).astype(np.int32)
+            self.rank_first, self.rank_last = ranks[:n].copy(), ranks[n:].copy()
 
     def place(self, order: list[int]) -> _Attempt:
-        if self.neighbours is not None:
+        if self.compiled is not None:
+            out = np.zeros(len(self.size), dtype=np.int64)
+            order_arr = np.array(order, dtype=np.int64)
+            if self.graph is not None:
+                flat, bounds = self.graph
+                total = self.compiled.place_graph(order_arr, self.size_arr, bounds, flat, out)
+            else:
+                total = self.compiled.place(
+                    order_arr, self.size_arr, self.rank_first, self.rank_last, out
+                )
+            offsets = out.tolist()
+        elif self.neighbours is not None:
             offsets, total = _place_sparse(order, self.size, self.neighbours)
         else:
             offsets, total = _place_dense(order, self.size, self.first, self.last, self.dtype)
@@ -577,11 +630,9 @@ def _place_strategies(
     spent, and the orders the budget left out."""
     name, spent = "size", 0
     for index, other in enumerate(STRATEGIES[1:], start=1):
-        # Where placement walks the conflict graph, the peak order is placed at every size,
-        # past the budget too: one more placement that reaches LOAD on large traces greedy
-        # by size leaves above it. On the dense path it would double the cost (measured:
-        # 10^5 blocks with 10^4 co-live each, 23 s to 60 s CPU, the plan no better).
-        always = other == "peak" and placer.neighbours is not None
+        # The peak order is placed at every size, past the budget too: one more placement
+        # that reaches LOAD on large traces greedy by size leaves above it.
+        always = other == "peak"
         if best.score[0] == lower:
             break
         if not always and spent + placer.cost > WORK_BUDGET:
@@ -606,8 +657,7 @@ def _place_left_out(
 ) -> tuple[Any, str]:
     """The better of ``best`` and the orders in ``left_out`` (those the work budget left
     out, in :data:`STRATEGIES`' order) placed while ``limit`` seconds allow one more
-    placement (``per_placement`` seconds, about). On idealloc's 62,185-block IOPDDL trace
-    the peak order reaches LOAD (greedy by size: 1.0042x) for one more placement's time."""
+    placement (``per_placement`` seconds, about)."""
     started = time.perf_counter()
     for other in left_out:
         if best.score[0] == lower or time.perf_counter() - started + per_placement > limit:

@@ -25,12 +25,20 @@ locked requests, in paired rounds (the order alternates by round), each ratio th
 over rounds with its 10th and 90th percentiles: a request timed alone inside the step
 against the plain one (the target: at most 1.2), and the whole step (enter, requests,
 releases, exit) per request. The layers are :mod:`arena.tools.decoder`'s.
+
+``--offsets`` times :func:`~arena.planning.plan_offsets` without a limit instead, on the
+random sets docs/planning.md quotes (:func:`random_blocks`: 10**4 and 10**5
+blocks, each living up to 10 steps or up to a tenth of the program), in CPU seconds, with
+the plan's ratio to LOAD, the order that won, which placement ran (compiled or Python)
+and the load average.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import random
 import statistics
 import sys
 import time
@@ -40,6 +48,7 @@ from typing import Any
 
 from arena.base.events import MB
 from arena.core import Arena
+from arena.planning import offsets, plan_offsets
 from arena.tools.decoder import (
     LLAMA_8B,
     DecoderShape,
@@ -51,7 +60,17 @@ from arena.tools.decoder import (
     plain_specs,
 )
 
-__all__ = ["format_planning", "main", "measure_bytes", "run_planning_bench", "time_replay"]
+__all__ = [
+    "OFFSET_SETS",
+    "format_offsets",
+    "format_planning",
+    "main",
+    "measure_bytes",
+    "random_blocks",
+    "run_planning_bench",
+    "time_offsets",
+    "time_replay",
+]
 
 #: The step-time target: a request inside a replayed step against a plain locked request.
 TARGET_RATIO = 1.2
@@ -242,6 +261,61 @@ def _requests(shape: DecoderShape, tokens: int) -> tuple[list[tuple[Spec, ...]],
     return groups, dry.releases
 
 
+# ---------------------------------------------------------------------- plan_offsets
+#: The random sets timed by ``--offsets``: (blocks, longest extra life in steps).
+OFFSET_SETS = ((10**4, 10), (10**4, 10**3), (10**5, 10), (10**5, 10**4))
+
+
+def random_blocks(n: int, span: int, seed: int = 0) -> list[tuple[int, int, int]]:
+    """``n`` random blocks ``(nbytes, first, last)``: sizes uniform from 1 byte to 1 MiB,
+    first use uniform over ``n`` steps, living 1 to ``span + 1`` steps (``span = n // 10``:
+    about ``n / 10`` blocks live with each, the issue's long-lived sets)."""
+    rng = random.Random(seed)
+    blocks = []
+    for _ in range(n):
+        first = rng.randrange(n)
+        blocks.append((rng.randint(1, 1 << 20), first, first + rng.randint(0, span)))
+    return blocks
+
+
+def time_offsets(sets: tuple[tuple[int, int], ...] = OFFSET_SETS) -> dict[str, Any]:
+    """``plan_offsets`` without a limit on each ``random_blocks(n, span)``: CPU seconds,
+    the ratio to LOAD and the order that won; JSON-ready."""
+    rows = []
+    for n, span in sets:
+        blocks = random_blocks(n, span)
+        cpu = time.process_time()
+        plan = plan_offsets(blocks)
+        cpu = time.process_time() - cpu
+        rows.append(
+            {
+                "blocks": n,
+                "span": span,
+                "cpu_s": cpu,
+                "ratio": plan.ratio,
+                "strategy": plan.strategy,
+                "total_bytes": plan.total_bytes,
+            }
+        )
+    return {"placement": offsets.PLACE_PATH, "load": os.getloadavg(), "rows": rows}
+
+
+def format_offsets(result: dict[str, Any]) -> str:
+    """The ``--offsets`` result as a table for people."""
+    load = ", ".join(f"{v:.1f}" for v in result["load"])
+    lines = [
+        f"plan_offsets without a limit ({result['placement']} placement, load average "
+        f"{load} after)",
+        f"{'blocks':>8}{'lives up to':>13}{'CPU s':>9}{'ratio':>8}  order",
+    ]
+    for row in result["rows"]:
+        lines.append(
+            f"{row['blocks']:>8}{row['span'] + 1:>13}{row['cpu_s']:>9.2f}"
+            f"{row['ratio']:>8.4f}  {row['strategy']}"
+        )
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------- the bench
 def run_planning_bench(quick: bool) -> dict[str, Any]:
     """Byte figures per token count and the step-replay timing, JSON-ready."""
@@ -313,9 +387,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--json", metavar="PATH", help="also write the results as JSON (default: no JSON)"
     )
+    parser.add_argument(
+        "--offsets",
+        action="store_true",
+        help="time plan_offsets without a limit on random sets of 10^4 and 10^5 blocks "
+        "instead (default: the decoder layers)",
+    )
     args = parser.parse_args(argv)
-    result = run_planning_bench(args.quick)
-    print(format_planning(result))
+    if args.offsets:
+        result = time_offsets()
+        print(format_offsets(result))
+    else:
+        result = run_planning_bench(args.quick)
+        print(format_planning(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     return 0

@@ -11,8 +11,17 @@ from pathlib import Path
 import pytest
 
 from arena.base.layout import compute_layout
+from arena.planning import plan_offsets
 from arena.tools.decoder import LLAMA_8B, DecoderShape, dry_bytes, plain_specs
-from arena.tools.planbench import format_planning, main, measure_bytes, run_planning_bench
+from arena.tools.planbench import (
+    format_offsets,
+    format_planning,
+    main,
+    measure_bytes,
+    random_blocks,
+    run_planning_bench,
+    time_offsets,
+)
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +143,28 @@ def test_the_demo_shows_what_the_plan_saves(framework: str) -> None:
     text = format_planning_demo(report)
     saved = report.plain_bytes - report.step_bytes
     assert f"{saved / (1 << 20):.2f}" in text and "OK: the plan saves memory" in text
+
+
+def test_random_blocks_are_the_documented_sets() -> None:
+    """Sizes 1 byte to 1 MiB, first use over n steps, lives of 1 to span + 1 steps; the
+    same blocks for the same seed."""
+    blocks = random_blocks(2000, 40, seed=3)
+    assert blocks == random_blocks(2000, 40, seed=3) != random_blocks(2000, 40, seed=4)
+    assert all(1 <= size <= 1 << 20 and 0 <= first < 2000 for size, first, _ in blocks)
+    assert {last - first for _, first, last in blocks} == set(range(41))
+
+
+def test_offsets_timing_reports_each_set(capsys: pytest.CaptureFixture[str]) -> None:
+    """``time_offsets`` plans each set (the plan's ratio and order are the planner's) and
+    ``--offsets`` prints them; no timing assertion."""
+    result = time_offsets(((300, 5), (300, 30)))
+    assert result["placement"] in ("compiled", "python")
+    assert [(row["blocks"], row["span"]) for row in result["rows"]] == [(300, 5), (300, 30)]
+    for row in result["rows"]:
+        plan = plan_offsets(random_blocks(row["blocks"], row["span"]))
+        assert (row["total_bytes"], row["strategy"]) == (plan.total_bytes, plan.strategy)
+        assert row["ratio"] == plan.ratio >= 1.0
+        assert row["cpu_s"] >= 0.0
+    text = format_offsets(result)
+    assert "plan_offsets without a limit" in text and "load average" in text
+    assert text.splitlines()[3].split()[:2] == ["300", "31"]
