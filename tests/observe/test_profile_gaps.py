@@ -11,16 +11,20 @@ from typing import Any
 
 import pytest
 
+import arena
 from arena.observe import profilefile
+from arena.observe.profile import Recorder
 from arena.observe.profilefile import (
     LIMIT,
     ProfileError,
     check_profile,
     describe_key,
     merge_profiles,
+    read_profile,
     salvage_profile,
     write_atomically,
 )
+from arena.observe.profilepaths import sibling_profiles
 
 
 def _profile(**slot: Any) -> dict[str, Any]:
@@ -150,3 +154,122 @@ def test_salvage_keeps_every_world_the_reader_accepts(world: int) -> None:
     repaired, notes = salvage_profile({**_profile(), "world": world})
     assert repaired["world"] == world and notes == []
     assert json.loads(json.dumps(repaired)) == repaired
+
+
+# ------------------------------------------------------------------ profile.py
+class _SmallHost(arena.HostSource):
+    """A host that refuses any allocation over 4096 bytes."""
+
+    def allocate(self, nbytes: int) -> arena.Allocation:
+        if nbytes > 4096:
+            raise MemoryError(f"only 4096 bytes here, not {nbytes}")
+        return super().allocate(nbytes)
+
+
+def test_presize_warnings_name_the_profile_the_workspace_and_its_slot(tmp_path: Path) -> None:
+    # _presize #22, #47 to #50: the warnings named the profile 'None', or failed on a
+    # key the entry has not.
+    path = tmp_path / "p.json"
+    with arena.Arena("cpu", framework="numpy", profile=path) as ws:
+        ws.get_simultaneous(((1 << 20,), "uint8"))
+        ws.get_library_workspace("flash", 1 << 20)
+    with pytest.warns(arena.ArenaWarning) as caught:
+        small = arena.Arena(framework="numpy", source=_SmallHost(), profile=path)
+    with small:
+        small.get_simultaneous(((100,), "float32"))  # the engine runs
+    messages = [str(w.message) for w in caught]
+    assert messages[0].startswith(f"arena profile {str(path)!r}: could not presize lane 0 ")
+    workspace = [m for m in messages if "workspace" in m]
+    assert len(workspace) == 1, messages
+    assert workspace[0].startswith(
+        f"arena profile {str(path)!r}: could not presize the library workspace 'flash' of "
+        "slot (0, 0) to 1048576 bytes ("
+    )
+    assert workspace[0].endswith("it grows on demand")
+
+
+def _recorder(path: Path) -> Recorder:
+    return Recorder(path, ("cpu", 1, 1, 256, None), "exact")
+
+
+def _workspaces(path: Path) -> list[tuple[str, Any, int]]:
+    return [(w["kind"], w["key"], w["bytes"]) for w in read_profile(path)["workspaces"]]
+
+
+@pytest.mark.parametrize("nbytes", [0, 1, 4096])
+def test_a_recorded_library_workspace_of_any_size_and_key_is_saved(
+    tmp_path: Path, nbytes: int
+) -> None:
+    # Recorder.workspace #7 (an int key not recorded), #16 (a first size of 0 or 1 byte
+    # not recorded), #20, #21 (a new workspace did not mark the record for saving).
+    path = tmp_path / "p.json"
+    recorder = _recorder(path)
+    recorder.workspace((0, 0), "workspace", 7, nbytes)
+    recorder.workspace((0, 0), "workspace", "flash", nbytes)
+    recorder.workspace((0, 0), "workspace", ("not", "json"), nbytes)  # not recorded
+    recorder.save_if_dirty()
+    assert _workspaces(path) == [("library", 7, nbytes), ("library", "flash", nbytes)]
+
+
+def test_a_workspace_of_a_size_already_recorded_does_not_make_the_record_dirty(
+    tmp_path: Path,
+) -> None:
+    # Recorder.workspace #18: the same size again marked the record as changed, so the
+    # finalizer wrote the profile again for nothing.
+    path = tmp_path / "p.json"
+    recorder = _recorder(path)
+    recorder.workspace((0, 0), "workspace", "flash", 4096)
+    recorder.save_if_dirty()
+    assert _workspaces(path) == [("library", "flash", 4096)]
+    path.unlink()
+    recorder.workspace((0, 0), "workspace", "flash", 4096)
+    recorder.workspace((0, 0), "workspace", "flash", 1024)
+    recorder.save_if_dirty()
+    assert not path.exists()
+    recorder.workspace((0, 0), "workspace", "flash", 4097)
+    recorder.save_if_dirty()
+    assert _workspaces(path) == [("library", "flash", 4097)]
+
+
+# ------------------------------------------------------------------ profilepaths.py
+def test_three_arenas_of_one_key_record_into_three_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # claim_profile_path #15, #16: the numbered names (a third arena of the same key
+    # alive at once) were None.
+    path = tmp_path / "profile.json"
+    monkeypatch.setenv("ARENA_PROFILE", str(path))
+    arenas = [arena.Arena("cpu", framework="numpy") for _ in range(3)]
+    for scale, ws in enumerate(arenas, start=1):
+        ws.get_simultaneous(((1024 * scale,), "float32"))
+        ws.close()
+    names = sorted(p.name for p in tmp_path.glob("profile*.json"))
+    assert names == ["profile.cpu-1x1-a256-2.json", "profile.cpu-1x1-a256.json", "profile.json"]
+    peaks = [read_profile(tmp_path / name)["slots"][0]["peak"] for name in names]
+    assert peaks == [12288, 8192, 4096]
+
+
+def test_an_unreadable_shared_profile_is_the_first_arenas_and_left_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # _holds_another #3: a file that is no profile counted as another arena's, so the
+    # arena recorded beside it without a word; it must warn and leave the file alone.
+    path = tmp_path / "profile.json"
+    path.write_text("not a profile", encoding="utf-8")
+    monkeypatch.setenv("ARENA_PROFILE", str(path))
+    with pytest.warns(arena.ArenaWarning, match=f"arena profile {str(path)!r} is ignored"):
+        ws = arena.Arena("cpu", framework="numpy")
+    with ws:
+        ws.get_simultaneous(((64,), "float32"))
+        assert ws.save_profile() is False  # warned once, above
+    assert path.read_text(encoding="utf-8") == "not a profile"
+    assert [p.name for p in tmp_path.glob("*.json")] == ["profile.json"]
+
+
+def test_sibling_profiles_are_only_the_per_arena_files_beside_the_base(tmp_path: Path) -> None:
+    # sibling_profiles #13: every other file of the folder counted as a sibling.
+    for name in ("p.json", "p.cpu-1x1-a256.json", "p.draft.cpu-1x1-a256.json", "other.json"):
+        (tmp_path / name).write_text("{}", encoding="utf-8")
+    (tmp_path / "p.json.lock").write_text("", encoding="utf-8")
+    found = [p.name for p in sibling_profiles(str(tmp_path / "p.json"))]
+    assert found == ["p.cpu-1x1-a256.json", "p.draft.cpu-1x1-a256.json"]
