@@ -1,4 +1,4 @@
-"""Mutation gaps of arena.kernels.budget and arena.kernels.memstats (issue 26 item 12): behaviour no other test pinned
-down, each test written against a mutant that survived."""
+"""Mutation gaps of arena.kernels.budget and arena.kernels.memstats (issue 26 item 12):
+behaviour no other test pinned down, each test written against a mutant that survived."""
 
 from __future__ import annotations
