@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from arena import Arena, ArenaAsleepError, ArenaLockedError, ConfigError, SpecError
+from arena import (
+    Arena,
+    ArenaAsleepError,
+    ArenaLockedError,
+    ArenaOutOfMemoryError,
+    ConfigError,
+    SpecError,
+)
 from arena.base.layout import MAX_BYTES
 from tests.gates import Probe
 from tests.sources import RecordingSource, check_books
@@ -211,3 +218,17 @@ def test_a_presized_workspace_is_retired_when_it_grows_after_a_capture(tmp_path:
         a.get_library_workspace("fi", 4096)
         assert ("release", 1024) not in source.events
         assert a.stats().slots[0].retired_bytes == 1024
+
+
+def test_library_workspace_sizes_up_to_the_largest_pass_the_check_and_a_bad_one_is_named() -> None:
+    # library.py check_nbytes #7 (the largest size, 2**63 - 1, refused as malformed
+    # instead of reaching the cap), #9 (the type of a bad size named NoneType).
+    with Arena("cpu", framework="numpy", max_bytes=1 << 24) as ws:
+        with pytest.raises(ArenaOutOfMemoryError, match="max_bytes"):
+            ws.get_library_workspace("k", MAX_BYTES)
+        with pytest.raises(
+            SpecError, match=r"^nbytes must be an int from 1 to \d+ bytes, got str '64'$"
+        ):
+            ws.get_library_workspace("k", "64")  # type: ignore[arg-type]
+        with pytest.raises(SpecError, match=r"got int 0$"):
+            ws.get_library_workspace("k", 0)
