@@ -273,3 +273,112 @@ def test_sibling_profiles_are_only_the_per_arena_files_beside_the_base(tmp_path:
     (tmp_path / "p.json.lock").write_text("", encoding="utf-8")
     found = [p.name for p in sibling_profiles(str(tmp_path / "p.json"))]
     assert found == ["p.cpu-1x1-a256.json", "p.draft.cpu-1x1-a256.json"]
+
+
+# ----------------------------------------------------- profile.py: Recorder.save (rerun 5)
+def _recording(path: Path) -> Recorder:
+    recorder = _recorder(path)
+    recorder.workspace((0, 0), "workspace", "flash", 4096)
+    return recorder
+
+
+def test_a_profile_that_cannot_be_written_warns_once_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Recorder.save #18, #21, #22: the reason (the file system's words, or the missing
+    # folder) and the path in the warning.
+    missing = tmp_path / "no folder" / "p.json"
+    recorder = _recording(missing)
+    with pytest.warns(arena.ArenaWarning) as caught:
+        assert recorder.save() is False
+    assert str(caught[0].message).startswith(
+        f"cannot write the arena profile {str(missing)!r} (its folder "
+        f"{str(missing.parent)!r} does not exist); the engine continues"
+    )
+
+    def full_disk(target: Path, profile: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    path = tmp_path / "p.json"
+    recorder = _recording(path)
+    monkeypatch.setattr(profilefile, "write_atomically", full_disk)
+    with pytest.warns(arena.ArenaWarning) as caught:
+        assert recorder.save() is False
+    assert len(caught) == 1
+    assert str(caught[0].message).startswith(
+        f"cannot write the arena profile {str(path)!r} (No space left on device); the engine"
+    )
+
+
+def test_a_profile_that_is_not_ours_is_not_saved_and_warns_once(tmp_path: Path) -> None:
+    # Recorder.save #14: save() said the file was written.
+    path = tmp_path / "p.json"
+    path.write_text("not a profile", encoding="utf-8")
+    recorder = _recording(path)
+    with pytest.warns(arena.ArenaWarning, match="is left as it is"):
+        assert recorder.save() is False
+    assert recorder.save() is False  # warned once
+    assert path.read_text(encoding="utf-8") == "not a profile"
+
+
+def test_an_unexpected_failure_while_saving_warns_with_its_type_and_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Recorder.save #29, #30, #31: the path, the exception's type and the result.
+    from arena.observe import profile as profile_module
+
+    def broken(path: Any, run: Any) -> None:
+        raise ZeroDivisionError("boom")
+
+    path = tmp_path / "p.json"
+    recorder = _recording(path)
+    monkeypatch.setattr(profile_module, "write_merged", broken)
+    with pytest.warns(arena.ArenaWarning) as caught:
+        assert recorder.save() is False
+    assert str(caught[0].message).startswith(
+        f"cannot save the arena profile {str(path)!r} (ZeroDivisionError: boom); the engine"
+    )
+    assert not recorder.dirty
+
+
+def test_a_saved_record_is_clean_until_something_new_is_recorded(tmp_path: Path) -> None:
+    # Recorder.save #3: a save left the record dirty, so the finalizer wrote it again.
+    path = tmp_path / "p.json"
+    recorder = _recording(path)
+    assert recorder.save() is True
+    path.unlink()
+    recorder.save_if_dirty()
+    assert not path.exists()
+
+
+def test_a_replaced_profile_warns_once_naming_the_file(tmp_path: Path) -> None:
+    # Recorder.save #37 to #40: the warning that the file was replaced came at every
+    # save, or named no file.
+    path = tmp_path / "p.json"
+    other = _profile()
+    other["device"] = "cuda"
+    path.write_text(json.dumps(other), encoding="utf-8")
+    recorder = _recording(path)
+    with pytest.warns(arena.ArenaWarning) as caught:
+        assert recorder.save() is True
+    assert len(caught) == 1
+    assert str(caught[0].message).startswith(
+        f"arena profile {str(path)!r} was saved, but it was recorded for device cuda"
+    )
+    path.write_text(json.dumps(other), encoding="utf-8")  # replaced again meanwhile
+    recorder.workspace((0, 0), "workspace", "flash", 8192)
+    assert recorder.save() is True  # no second warning (filterwarnings = error)
+    assert read_profile(path)["device"] == "cpu"
+
+
+def test_only_workspace_and_triton_events_are_recorded_as_workspaces(tmp_path: Path) -> None:
+    # Recorder.on_event #18: any event of a slot (a persistent buffer's) was recorded as
+    # a workspace.
+    path = tmp_path / "p.json"
+    with arena.Arena("cpu", framework="numpy", profile=path) as ws:
+        ws.get_persistent("state", (256,), "float32")
+        ws.get_simultaneous(((64,), "float32"))
+        ws.get_library_workspace("flash", 1024)
+    assert [(w["kind"], w["key"]) for w in read_profile(path)["workspaces"]] == [
+        ("library", "flash")
+    ]
