@@ -167,15 +167,19 @@ class _SmallHost(arena.HostSource):
 
 
 def test_presize_warnings_name_the_profile_the_workspace_and_its_slot(tmp_path: Path) -> None:
-    # _presize #22, #47 to #50: the warnings named the profile 'None', or failed on a
-    # key the entry has not.
+    # _presize #22, #47 to #53: the warnings named the profile 'None', or failed on a
+    # key the entry has not; #54: a refused workspace ended the presizing of the others.
     path = tmp_path / "p.json"
     with arena.Arena("cpu", framework="numpy", profile=path) as ws:
         ws.get_simultaneous(((1 << 20,), "uint8"))
         ws.get_library_workspace("flash", 1 << 20)
+        ws.get_library_workspace("tiny", 64)
     with pytest.warns(arena.ArenaWarning) as caught:
         small = arena.Arena(framework="numpy", source=_SmallHost(), profile=path)
     with small:
+        allocations = small.stats().allocations
+        small.get_library_workspace("tiny", 64)  # presized after the refused one (#54)
+        assert small.stats().allocations == allocations
         small.get_simultaneous(((100,), "float32"))  # the engine runs
     messages = [str(w.message) for w in caught]
     assert messages[0].startswith(f"arena profile {str(path)!r}: could not presize lane 0 ")
@@ -382,3 +386,23 @@ def test_only_workspace_and_triton_events_are_recorded_as_workspaces(tmp_path: P
     assert [(w["kind"], w["key"]) for w in read_profile(path)["workspaces"]] == [
         ("library", "flash")
     ]
+
+
+def test_a_presize_is_on_the_timeline_as_the_profiles_growth_from_nothing(tmp_path: Path) -> None:
+    # _presize #101 to #105: the timeline entry of a presize said it grew from 1 byte, or
+    # named another caller or kind.
+    path = tmp_path / "p.json"
+    with arena.Arena("cpu", framework="numpy", profile=path) as ws:
+        ws.get_simultaneous(((1024,), "float32"))
+    profile = json.loads(path.read_text(encoding="utf-8"))
+    profile["timeline"] = []  # the merge keeps an earlier run's warm-up otherwise
+    path.write_text(json.dumps(profile), encoding="utf-8")
+    with arena.Arena("cpu", framework="numpy", profile=path) as ws:
+        capacity = ws.stats().slots[0].capacity
+    (entry,) = read_profile(path)["timeline"]
+    assert (entry["old"], entry["new"], entry["caller"], entry["kind"]) == (
+        0,
+        capacity,
+        "profile",
+        "presize",
+    )
