@@ -406,3 +406,17 @@ def test_a_presize_is_on_the_timeline_as_the_profiles_growth_from_nothing(tmp_pa
         "profile",
         "presize",
     )
+
+
+def test_a_noted_request_or_resize_alone_is_saved_by_the_finalizer(tmp_path: Path) -> None:
+    # Recorder.note #58, Recorder.resized #36: a new call site or a growth did not mark the
+    # record as changed, so the finalizer (save_if_dirty) left it unsaved.
+    path = tmp_path / "p.json"
+    recorder = _recorder(path)
+    recorder.note("x.py:1:f", 0, (((64,), "float32"),), 256)
+    recorder.save_if_dirty()
+    assert read_profile(path)["sites"][0]["site"] == "x.py:1:f"
+    path.unlink()
+    recorder.resized((0, 0), 0, 4096, "x.py:1:f", "grow")
+    recorder.save_if_dirty()
+    assert read_profile(path)["slots"][0]["capacity"] == 4096
