@@ -4,11 +4,23 @@ on the mutants it names (applied by hand, seen to fail) and passes on the real c
 from __future__ import annotations
 
 import enum
+import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from arena import Arena, ArenaAsleepError, ArenaLockedError, ConfigError, SpecError
+from arena import (
+    Arena,
+    ArenaAsleepError,
+    ArenaLockedError,
+    ArenaOutOfMemoryError,
+    ConfigError,
+    SpecError,
+)
 from arena.base.layout import MAX_BYTES
+from tests.gates import Probe
+from tests.sources import RecordingSource, check_books
 
 
 class _Bytes(enum.IntEnum):
@@ -95,3 +107,128 @@ def test_a_library_workspace_refused_while_locked_says_what_it_needs_and_holds()
     assert (grow.value.required, grow.value.current, grow.value.slot) == (8192, 4096, (1, 0))
     assert "needs a new library workspace 'n' of " in str(new.value)
     assert (new.value.required, new.value.current, new.value.slot) == (64, 0, (1, 0))
+
+
+# ------------------------------------------------------------- library workspaces (rerun 5)
+def test_zero_init_asked_once_zeroes_every_later_growth() -> None:
+    # library.py get #72, workspaces.py hand_out #8, #9: a workspace handed out without
+    # zero_init and asked for again with it did not remember it, so a later growth copied
+    # the old bytes instead of zeroing the new block.
+    with Arena("cpu", framework="numpy") as a:
+        view = a.get_library_workspace("fi", 1024)
+        view[:] = 7
+        again = a.get_library_workspace("fi", 1024, zero_init=True)
+        assert again is view and (again == 7).all()  # handed out: it keeps its contents
+        grown = a.get_library_workspace("fi", 4096)
+        assert grown.nbytes >= 4096 and not grown.any()
+
+
+def test_library_workspaces_of_key_none_and_another_key_are_apart() -> None:
+    # library.py get #41: the look-up read key None's entry for every key, so key "x"
+    # got key None's block.
+    with Arena("cpu", framework="numpy") as a:
+        first = a.get_library_workspace(None, 4096)
+        other = a.get_library_workspace("x", 1024)
+        first[:] = 1
+        other[:] = 2
+        assert (first == 1).all() and (other == 2).all()
+        assert a.get_library_workspace(None, 16) is first
+        assert a.get_library_workspace("x", 16) is other
+
+
+def test_a_workspace_replaced_while_the_capture_probe_runs_is_served_anew() -> None:
+    # workspaces.py mark_captured #5: a block a growth replaced between serving it and
+    # marking it captured was handed out (and marked) anyway: the caller got the old,
+    # smaller block.
+    state = {"armed": False}
+
+    def probe() -> bool:
+        if not state["armed"]:
+            return False
+        state["armed"] = False
+        grown.append(a.get_library_workspace("fi", 4096))  # as another thread would
+        return True
+
+    grown: list[Any] = []
+    with Arena("cpu", framework="numpy", capture_probe=probe) as a:
+        a.get_library_workspace("fi", 1024)
+        state["armed"] = True
+        served = a.get_library_workspace("fi", 1024)
+        assert served is grown[0] and served.nbytes >= 4096
+        assert a.get_library_workspace("fi", 16) is served
+
+
+def test_a_workspace_made_between_two_captures_is_retired_after_the_second() -> None:
+    # workspaces.py mark_captured #8: the capture counter set to 1 instead of counted up,
+    # so a workspace made after the first capture looked untouched by the second and was
+    # released when it grew (a graph may read it).
+    probe = Probe()
+    source = RecordingSource()
+    with Arena(source=source, framework="numpy", capture_probe=probe) as a:
+        a.get_library_workspace("a", 1024)
+        for _ in range(2):
+            if _:
+                a.get_library_workspace("b", 2048)  # made after the first capture
+            probe.capturing = True
+            a.get_library_workspace("a", 1024)  # a capture the arena sees
+            probe.capturing = False
+        a.get_library_workspace("b", 8192)
+        assert ("release", 2048) not in source.events
+        assert a.stats().slots[0].retired_bytes == 2048
+        assert a.release_retired() == 0  # captured: kept
+        assert a.release_retired(include_captured=True) == 2048
+        check_books(a, source)
+
+
+def _profile_with_workspaces(path: Path, *sizes: int) -> None:
+    with Arena("cpu", framework="numpy", profile=path) as a:
+        a.get_simultaneous(((64,), "float32"))
+    profile = json.loads(path.read_text(encoding="utf-8"))
+    profile["workspaces"] = [
+        {"ubatch": 0, "lane": 0, "kind": "library", "key": "fi", "bytes": size} for size in sizes
+    ]
+    path.write_text(json.dumps(profile), encoding="utf-8")
+
+
+def test_a_profile_that_lists_one_workspace_twice_presizes_it_to_the_larger(
+    tmp_path: Path,
+) -> None:
+    # workspaces.py presize #13: the second, larger entry of a key grew it with need None
+    # (a TypeError out of the arena's construction).
+    path = tmp_path / "p.json"
+    _profile_with_workspaces(path, 1024, 4096)
+    with Arena("cpu", framework="numpy", profile=path) as a:
+        allocations = a.stats().allocations
+        assert a.get_library_workspace("fi", 4096).nbytes >= 4096
+        assert a.stats().allocations == allocations
+
+
+def test_a_presized_workspace_is_retired_when_it_grows_after_a_capture(tmp_path: Path) -> None:
+    # workspaces.py presize #11: a presized workspace was made with kind None, so when it
+    # grew after a capture the arena saw, it was released instead of retired.
+    path = tmp_path / "p.json"
+    _profile_with_workspaces(path, 1024)
+    probe = Probe()
+    source = RecordingSource()
+    with Arena(source=source, framework="numpy", profile=path, capture_probe=probe) as a:
+        a.get_simultaneous(((64,), "float32"))
+        probe.capturing = True
+        a.get_simultaneous(((64,), "float32"))  # a capture seen while "fi" is current
+        probe.capturing = False
+        a.get_library_workspace("fi", 4096)
+        assert ("release", 1024) not in source.events
+        assert a.stats().slots[0].retired_bytes == 1024
+
+
+def test_library_workspace_sizes_up_to_the_largest_pass_the_check_and_a_bad_one_is_named() -> None:
+    # library.py check_nbytes #7 (the largest size, 2**63 - 1, refused as malformed
+    # instead of reaching the cap), #9 (the type of a bad size named NoneType).
+    with Arena("cpu", framework="numpy", max_bytes=1 << 24) as ws:
+        with pytest.raises(ArenaOutOfMemoryError, match="max_bytes"):
+            ws.get_library_workspace("k", MAX_BYTES)
+        with pytest.raises(
+            SpecError, match=r"^nbytes must be an int from 1 to \d+ bytes, got str '64'$"
+        ):
+            ws.get_library_workspace("k", "64")  # type: ignore[arg-type]
+        with pytest.raises(SpecError, match=r"got int 0$"):
+            ws.get_library_workspace("k", 0)

@@ -358,3 +358,96 @@ def test_a_real_tma_kernel_in_two_microbatch_threads_started_after_install() -> 
     finally:
         _allocation._allocator.reset(token)
         threading.setprofile(previous)
+
+
+# ---------------------------------------------------------------- mutation gaps (rerun 5)
+class _Recorder:
+    """A profile hook that records the first events it sees: (event, code name, arg)."""
+
+    def __init__(self, count: int = 6) -> None:
+        self.count = count
+        self.seen: list[tuple[str, str, str]] = []
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> None:
+        if len(self.seen) < self.count:
+            name = getattr(getattr(frame, "f_code", None), "co_name", "?")
+            self.seen.append((event, name, repr(arg)))
+
+
+def _work() -> int:
+    return sum(range(3))
+
+
+def test_install_hands_new_threads_every_event_of_the_profile_hook_set_before(
+    triton_module: types.ModuleType,
+) -> None:
+    # triton.py _thread_start #2 (the earlier hook not installed in the thread: it saw the
+    # first event only), #7 (it missed the first event), #9, #10, #11 (the first event
+    # passed on without its frame, its name or its argument).
+    plain = _Recorder()
+    threading.setprofile(plain)  # the fixture restores the hook found before
+    in_thread(_work)
+    assert len(plain.seen) == plain.count
+    hooked = _Recorder()
+    threading.setprofile(hooked)
+    with arena.Arena("cpu", framework="torch") as ws:
+        ws.triton_allocator().install()
+        in_thread(_work)
+    assert hooked.seen == plain.seen
+
+
+def test_a_thread_started_after_the_installed_arena_is_gone_starts_cleanly(
+    triton_module: types.ModuleType,
+) -> None:
+    # triton.py _install #6: with the installed allocator collected, the hook of a new
+    # thread read the closed-state of None (an AttributeError in the thread).
+    import gc
+
+    ws = arena.Arena("cpu", framework="torch")
+    allocator = ws.triton_allocator()
+    in_thread(allocator.install)  # installed in a thread: no living context holds it
+    ws.close()
+    del ws, allocator
+    gc.collect()
+    assert in_thread(lambda: 42) == 42
+
+
+def test_the_fix_is_added_once_to_tritons_message_and_the_class_keeps_its_module(
+    triton_module: types.ModuleType,
+) -> None:
+    # triton.py _explain_missing #5, #6, #12, #13, #28 to #30 (each install wrapped
+    # Triton's default again: the fix appeared twice or more), #31, #32 (the subclass
+    # named arena's module as its own).
+    with (
+        arena.Arena("cpu", framework="torch") as first,
+        arena.Arena("cpu", framework="torch") as second,
+    ):
+        first.triton_allocator().install()
+        second.triton_allocator().install()
+        first.triton_allocator().install()
+    default = contextvars.Context().run(triton_module._allocator.get)
+    assert isinstance(default, NullAllocator)
+    assert type(default).__module__ == NullAllocator.__module__
+    assert type(default).__name__ == "NullAllocator"
+    with pytest.raises(arena.NotInitializedError) as caught:
+        default(64, 128, 7)
+    message = str(caught.value)
+    assert message.startswith("Kernel requires a runtime memory allocation")
+    assert message.count("This thread has no arena allocator") == 1
+
+
+def test_a_grown_triton_block_is_announced_with_the_bytes_it_had() -> None:
+    # triton.py TritonAllocator._grow #43, #44: the event of a growth said the block had
+    # held 0 (or 1) bytes.
+    events: list[tuple[int, int]] = []
+    with arena.Arena("cpu", framework="torch") as ws:
+        ws.add_listener(
+            lambda e: events.append((e.old_bytes, e.new_bytes)) if e.kind == "triton" else None
+        )
+        allocate = ws.triton_allocator()
+        allocate(1024, 16, 7)
+        allocate(1 << 20, 16, 7)
+    assert len(events) == 2
+    (old0, new0), (old1, new1) = events
+    assert old0 == 0 and new0 >= 1024
+    assert old1 == new0 and new1 >= 1 << 20
