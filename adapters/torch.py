@@ -123,9 +123,9 @@ class TorchAdapter(Adapter):
         """``as_strided`` views of per-dtype aliases at the layout's offsets.
 
         Built outside inference mode (see :meth:`wrap`): the prepared views are normal
-        tensors, and the fresh views handed out per request (``detach()``, a view op) are
-        normal tensors in either mode. Made by :attr:`plan_view`, as a plan's are: one way
-        to make a view.
+        tensors, and the fresh views handed out per request (``t.data``) are normal
+        tensors in either mode. Made by :attr:`plan_view`, as a plan's are: one way to
+        make a view.
         """
         views = []
         with torch.inference_mode(False):
