@@ -58,7 +58,8 @@ def _plan_view(
     handed view written in place with a value that requires grad (``view.copy_(x * 2)``)
     gave the alias that history, and with it every view a cached front had remembered of
     it, for any request (their backward failed, "backward through the graph a second
-    time"). ``.data`` costs about 0.7 us per view built (a plan's miss, not a hit).
+    time"). ``.data`` costs on a plan's miss only, never on a hit: a 3-view request of new
+    sizes took 1.16x as long (7.7 -> 8.8 us, paired rounds, load ~9).
     """
     return source.as_strided(shape, strides, offset).data
 
