@@ -405,7 +405,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         from arena.tools.benchtable import render_markdown
 
-        print(render_markdown(json.loads(Path(args.render).read_text())), end="")
+        try:
+            figures = json.loads(Path(args.render).read_text())
+            tables = render_markdown(figures)
+        except OSError as exc:
+            print(f"--render {args.render!r}: cannot read it ({exc.strerror})", file=sys.stderr)
+            return 2
+        except (ValueError, LookupError, TypeError, AttributeError) as exc:  # not the bench's
+            print(
+                f"--render {args.render!r}: not a file that `python -m arena bench --json "
+                f"PATH` wrote ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})",
+                file=sys.stderr,
+            )
+            return 2
+        print(tables, end="")
         return 0
     result = run_bench(
         args.quick,

@@ -21,8 +21,9 @@ from typing import Any
 
 from arena.observe.files import exclusive
 from arena.observe.profilefile import read_profile, write_atomically
-from arena.observe.profileschema import check_profile
-from arena.planning.offsets import check_time_limit, plan_offsets
+from arena.observe.profilepaths import sibling_profiles
+from arena.observe.profileschema import ProfileError, check_profile
+from arena.planning.offsets import plan_offsets
 
 __all__ = ["main", "replan_profile"]
 
@@ -75,30 +76,56 @@ def main(argv: list[str]) -> int:
     """Re-plan the profile's steps, print bytes before and after, write them back."""
     parser = argparse.ArgumentParser(
         prog="python -m arena plan",
-        description="re-plan the step plans stored in a profile and write them back",
+        description=(
+            "Re-plan the step plans stored in a profile with an exact search and write "
+            "them back where smaller: a restarted engine presizes to the better plan."
+        ),
     )
     parser.add_argument("profile", help="the profile file (Arena(profile=PATH))")
     parser.add_argument(
         "--time-limit",
         type=float,
         default=60.0,
-        help="seconds of exact search per step plan (default 60)",
+        help="seconds of exact search per step plan (default: 60)",
     )
     args = parser.parse_args(argv)
-    limit = check_time_limit(args.time_limit)
+    limit = args.time_limit
+    if not limit >= 0 or limit == float("inf"):  # NaN fails the first test
+        print(
+            f"python -m arena plan: --time-limit must be a finite number of seconds, 0 or "
+            f"more (e.g. --time-limit 60); got {limit}",
+            file=sys.stderr,
+        )
+        return 2
     target = Path(os.path.realpath(args.profile))
     try:
         profile = read_profile(target)
     except FileNotFoundError:
-        print(f"python -m arena plan: no profile at {args.profile}", file=sys.stderr)
+        beside = sibling_profiles(args.profile)
+        also = f"; the profiles beside it: {', '.join(map(str, beside))}" if beside else ""
+        print(
+            f"python -m arena plan: no profile at {args.profile!r}: run the engine with "
+            f"Arena(profile=PATH){also}",
+            file=sys.stderr,
+        )
         return 1
+    except ProfileError as exc:
+        print(
+            f"python -m arena plan: {args.profile!r} is not a usable profile: {exc}. "
+            "Record a new one with Arena(profile=PATH)",
+            file=sys.stderr,
+        )
+        return 2
     # Planned without the lock (it may take minutes); written only if nobody wrote since.
     new, rows = replan_profile(profile, limit)
     for slot, key, before, after, optimal in rows:
         proven = "optimal" if optimal else "not proven optimal"
         print(f"slot {slot} step {key!r}: {before} -> {after} bytes ({proven})")
     if not rows:
-        print("no step plans in this profile: nothing to re-plan")
+        print(
+            "no step plans in this profile: nothing to re-plan (an engine stores them "
+            "when it runs steps, `with ws.step(key):`, in an Arena(profile=PATH))"
+        )
     if not any(after < before for _, _, before, after, _ in rows):
         return 0
     with exclusive(target.with_name(target.name + ".lock")):

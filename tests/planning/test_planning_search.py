@@ -28,6 +28,7 @@ from arena.__main__ import main as arena_main
 from arena.errors import ConfigError
 from arena.observe.profilefile import read_profile
 from arena.planning import OffsetPlan, plan_offsets, search
+from tests.profiles import profile_data
 
 Block = tuple[int, int, int]
 ALIGN = 16
@@ -341,9 +342,23 @@ def test_python_m_arena_plan_refuses_a_missing_file_and_a_bad_limit(
 ) -> None:
     path = tmp_path / "none.json"
     assert arena_main(["plan", str(path)]) == 1
-    assert f"no profile at {path}" in capsys.readouterr().err
-    assert arena_main(["plan", str(path), "--time-limit", "-1"]) == 2
-    assert "time_limit" in capsys.readouterr().err
+    assert f"no profile at {str(path)!r}: run the engine with Arena(profile=PATH)" in (
+        capsys.readouterr().err
+    )
+    for bad in ("-1", "nan", "inf"):
+        assert arena_main(["plan", str(path), "--time-limit", bad]) == 2
+        err = capsys.readouterr().err
+        assert "--time-limit must be a finite number of seconds, 0 or more" in err, bad
+    path.write_text("not json")
+    assert arena_main(["plan", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{str(path)!r} is not a usable profile: it is not valid JSON" in err
+    assert "Record a new one with Arena(profile=PATH)" in err
+    path.write_text(json.dumps(profile_data()))
+    assert arena_main(["plan", str(path)]) == 0
+    assert "no step plans in this profile: nothing to re-plan (an engine stores them" in (
+        capsys.readouterr().out
+    )
 
 
 def test_compiled_and_python_search_agree(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -194,6 +194,22 @@ def test_bench_render_builds_tables_from_whatever_the_json_holds(tmp_path: Path)
     assert "| numpy fixed | 0.0469 | 1.00 | yes |" in lines
 
 
+def test_bench_render_of_a_missing_or_foreign_file_is_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "none.json"
+    result = _run("bench", "--render", str(missing))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert (
+        result.stderr == f"--render {str(missing)!r}: cannot read it (No such file or directory)\n"
+    )
+    for text in ("not json", "[1, 2]", '{"rows": 3}'):
+        foreign = tmp_path / "foreign.json"
+        foreign.write_text(text)
+        result = _run("bench", "--render", str(foreign))
+        assert result.returncode == 2 and "Traceback" not in result.stderr, text
+        wrote = "not a file that `python -m arena bench --json PATH` wrote ("
+        assert result.stderr.startswith(f"--render {str(foreign)!r}: {wrote}"), text
+
+
 @pytest.mark.parametrize(
     ("args", "code", "text"),
     [
