@@ -663,12 +663,13 @@ class CompiledStep(Step[ViewT]):
         __exit__ = compiled.StepHitBase.__exit__
 
 
-def _bind_compiled() -> bool:
+def _bind_compiled(read_rlocks: bool = True) -> bool:
     """Tell the compiled init, enter and exit where they read and write (see
     ``arena/views/_hit.c``): the fields of Step, StepRun, StepBook, the placer, Slot and
     Governor, and how ``__init__`` makes a step's fields and a run's (from two of each
     made in Python, the steps from seven marks for their arguments). Returns whether
-    RLocks are read directly (else the mutex is taken and given back by its methods)."""
+    the governor's RLock is read directly (``read_rlocks`` and a layout that checks out;
+    else it is taken and given back by its methods)."""
     assert compiled is not None
     marks: tuple[Any, ...] = tuple(object() for _ in range(7))
     placer, select, key, alignment, poison, debug, fresh = marks
@@ -677,7 +678,8 @@ def _bind_compiled() -> bool:
         for _ in range(2)
     )
     kinds = (Step, StepRun, StepBook, ViewBuilder, type(RLock()), Slot, Governor)
-    return bool(compiled.bind_steps(*kinds, _ENDED, (StepRun(), StepRun()), steps, marks))
+    runs = (StepRun(), StepRun())
+    return bool(compiled.bind_steps(*kinds, _ENDED, runs, steps, marks, read_rlocks))
 
 
 #: Whether the compiled enter and exit read the governor's RLock directly.

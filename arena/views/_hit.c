@@ -1719,10 +1719,12 @@ static int offsets(PyTypeObject *type, const char *const *names, Py_ssize_t *con
 static PyObject *bind_steps(PyObject *module, PyObject *args) {
     PyTypeObject *step, *run, *book, *placer, *rlock, *slot, *governor;
     PyObject *ended, *runs, *steps, *marks;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!OO!O!O!", &PyType_Type, &step, &PyType_Type,
+    int read_rlocks = 1;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!OO!O!O!|p", &PyType_Type, &step, &PyType_Type,
                           &run, &PyType_Type, &book, &PyType_Type, &placer, &PyType_Type,
                           &rlock, &PyType_Type, &slot, &PyType_Type, &governor, &ended,
-                          &PyTuple_Type, &runs, &PyTuple_Type, &steps, &PyTuple_Type, &marks))
+                          &PyTuple_Type, &runs, &PyTuple_Type, &steps, &PyTuple_Type, &marks,
+                          &read_rlocks))
         return NULL;
     PyObject *base = PyObject_GetAttrString(module, "StepHitBase");
     int derived = base != NULL && PyType_Check(base) &&
@@ -1798,7 +1800,7 @@ static PyObject *bind_steps(PyObject *module, PyObject *args) {
     for (PyMemberDef *member = members; member->name != NULL; member++)
         if (template_add(&step_template, member->offset, a, b, marks, member->name) < 0)
             return NULL;
-    int readable = rlock_check(rlock);
+    int readable = read_rlocks ? rlock_check(rlock) : 0;
     if (readable < 0) return NULL;
     rlock_readable = readable;
     keep((PyObject **)&book_type, (PyObject *)book);
@@ -2483,8 +2485,9 @@ static PyMethodDef module_methods[] = {
      "hit reads their attributes, and caller_info's memos."},
     {"bind_steps", bind_steps, METH_VARARGS,
      "bind_steps(Step, StepRun, StepBook, placer type, RLock, Slot, Governor, ended run, "
-     "two StepRun(), two Step(*marks), marks): where the compiled step init, enter and exit "
-     "read and write their fields; True where RLocks are read directly."},
+     "two StepRun(), two Step(*marks), marks, read_rlocks=True): where the compiled step "
+     "init, enter and exit read and write their fields; True where RLocks are read "
+     "directly (read_rlocks, and their layout checks out)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 import tracemalloc
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -114,9 +115,8 @@ def _compiled() -> None:
 
 
 def test_the_compiled_enter_and_exit_leave_what_the_python_ones_leave(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, rlock: str
 ) -> None:
-    _compiled()
     compiled, taken = _run(True, monkeypatch, "compiled")
     python, python_taken = _run(True, monkeypatch, "python")
     assert compiled == python
@@ -302,8 +302,21 @@ def _behind_the_mutex(front: Any, stage: str) -> None:
         step.__exit__(None, None, None)
 
 
-def test_the_compiled_enter_and_exit_wait_for_a_mutex_another_thread_holds() -> None:
+@pytest.fixture(params=["read", "called"])
+def rlock(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The compiled enter and exit read the governor's RLock directly (where its layout
+    checks out), or take and give it back by its methods."""
     _compiled()
+    read = steps._bind_compiled(read_rlocks=request.param == "read")
+    if request.param == "read" and not read:
+        pytest.skip("RLocks are not read directly here")
+    try:
+        yield request.param
+    finally:
+        steps._bind_compiled()
+
+
+def test_the_compiled_enter_and_exit_wait_for_a_mutex_another_thread_holds(rlock: str) -> None:
     with Arena("cpu", framework="numpy") as ws:
         front = ws.numpy
         assert type(front.step("k")) is steps.CompiledStep
