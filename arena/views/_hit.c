@@ -1710,6 +1710,17 @@ static void release_stores(Stores *stores) {
     stores->count = 0;
 }
 
+/* Hold (`hold` 1) or let go (-1) of every object a view of fields read (a struct of
+ * object pointers): held, none can be freed and another made at its address while Python
+ * code runs, so reading the fields again and comparing the pointers tells what changed. */
+static void hold_view(void *view, size_t size, int hold) {
+    PyObject **fields = (PyObject **)view;
+    for (size_t i = 0; i < size / sizeof(PyObject *); i++) {
+        if (hold > 0) Py_XINCREF(fields[i]);
+        else Py_XDECREF(fields[i]);
+    }
+}
+
 static int offsets(PyTypeObject *type, const char *const *names, Py_ssize_t *const *out) {
     for (int i = 0; names[i] != NULL; i++)
         if (member_offset(type, names[i], out[i]) < 0) return -1;
@@ -1947,15 +1958,16 @@ static PyObject *enter_replay(PyObject *self, PyObject *slot) {
     PyObject *memo = NULL, *caches = NULL, *run = NULL, *stack = NULL, *end = NULL;
     PyObject *live = NULL, *out = NULL;
     EnterView first, now;
+    int held = 0;
     if (book == NULL || !Py_IS_TYPE(book, book_type)) goto done;
     int usual = enter_view(self, slot, book, &first);
     if (usual <= 0) goto done;
+    hold_view(&first, sizeof first, 1);
+    held = 1;
     memo = PyTuple_Pack(5, first.front, str_step, key, first.top, first.version);
     if (memo == NULL) goto done;
-    Py_INCREF(first.prepared);
     caches = PyDict_GetItemWithError(first.prepared, memo);
     Py_XINCREF(caches);
-    Py_DECREF(first.prepared);
     if (caches == NULL && PyErr_Occurred()) goto done;
     run = new_run();
     stack = run == NULL ? NULL : PyList_New(1);
@@ -2011,6 +2023,7 @@ static PyObject *enter_replay(PyObject *self, PyObject *slot) {
     Py_INCREF(self);
     out = self;
 done:
+    if (held) hold_view(&first, sizeof first, -1);
     Py_XDECREF(live);
     Py_XDECREF(end);
     Py_XDECREF(stack);
@@ -2095,6 +2108,7 @@ static int exit_view(PyObject *self, ExitView *v) {
 static int exit_replay(PyObject *self) {
     ExitView first, now;
     if (!exit_view(self, &first)) return 0;
+    hold_view(&first, sizeof first, 1);
     /* The new region stack and counts first (a collection may run Python code). */
     PyObject *stack = PyList_New(0);
     PyObject *above_runs = stack == NULL ? NULL : PyNumber_Add(first.above_runs, one);
@@ -2137,6 +2151,7 @@ static int exit_replay(PyObject *self) {
     release_stores(&stores);
     done = 1;
 finish:
+    hold_view(&first, sizeof first, -1);
     Py_XDECREF(runs);
     Py_XDECREF(above_runs);
     Py_XDECREF(stack);
