@@ -81,6 +81,7 @@ whose pointers repeat, locked too.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from threading import RLock
 from typing import Any, Generic, TypeVar
 
 from arena.base.events import warn_user
@@ -99,9 +100,11 @@ from arena.planning.replay import (
 )
 from arena.planning.runs import StepRun
 from arena.planning.scopes import Placer, close_region, heal_regions, open_region
+from arena.slots.governor import Governor
 from arena.slots.slot import Buffer, Slot
 from arena.uncopyable import refuse_copies
 from arena.views import hit
+from arena.views.builder import ViewBuilder
 from arena.views.hit import StepHitBase, compiled
 
 __all__ = ["CompiledStep", "Step", "step_class"]
@@ -189,10 +192,17 @@ class Step(StepHitBase, Generic[ViewT]):
         self._views, self._ended, self._lasts = run.views, run.ended, run.lasts
         self._quick = False
 
+    #: The Python __init__: CompiledStep's compiled one hands it what it does not make.
+    _python_init = __init__
+
     def __enter__(self) -> Step[ViewT]:
         if self.slot is not None:
             raise ArenaError(f"step {self.key!r} is already running; make a new ws.step()")
-        slot = self._select()
+        return self._enter_on(self._select())
+
+    def _enter_on(self, slot: Slot) -> Step[ViewT]:
+        """The enter on the caller's ``slot`` (the compiled enter hands it what it does
+        not enter itself)."""
         if slot.regions:
             heal_regions(slot)  # regions an interrupt left open, their owner gone
         book = slot.steps.get(self.key)
@@ -462,6 +472,10 @@ class Step(StepHitBase, Generic[ViewT]):
             return
         self._exit_checked(slot, run, book, kind)
 
+    #: The Python enter and exit: CompiledStep's compiled ones hand them what they do not do.
+    _python_enter = __enter__
+    _python_exit = __exit__
+
     def _exit_checked(
         self, slot: Slot, run: StepRun, book: StepBook | None, kind: type[BaseException] | None
     ) -> None:
@@ -644,6 +658,32 @@ class CompiledStep(Step[ViewT]):
     if compiled is not None:
         get_simultaneous = compiled.StepHitBase.get_simultaneous
         release = compiled.StepHitBase.release
+        __init__ = compiled.StepHitBase.__init__
+        __enter__ = compiled.StepHitBase.__enter__
+        __exit__ = compiled.StepHitBase.__exit__
+
+
+def _bind_compiled(read_rlocks: bool = True) -> bool:
+    """Tell the compiled init, enter and exit where they read and write (see
+    ``arena/views/_hit.c``): the fields of Step, StepRun, StepBook, the placer, Slot and
+    Governor, and how ``__init__`` makes a step's fields and a run's (from two of each
+    made in Python, the steps from seven marks for their arguments). Returns whether
+    the governor's RLock is read directly (``read_rlocks`` and a layout that checks out;
+    else it is taken and given back by its methods)."""
+    assert compiled is not None
+    marks: tuple[Any, ...] = tuple(object() for _ in range(7))
+    placer, select, key, alignment, poison, debug, fresh = marks
+    steps: tuple[Step[Any], ...] = tuple(
+        Step(placer, select, key, alignment=alignment, poison=poison, debug=debug, fresh_view=fresh)
+        for _ in range(2)
+    )
+    kinds = (Step, StepRun, StepBook, ViewBuilder, type(RLock()), Slot, Governor)
+    runs = (StepRun(), StepRun())
+    return bool(compiled.bind_steps(*kinds, _ENDED, runs, steps, marks, read_rlocks))
+
+
+#: Whether the compiled enter and exit read the governor's RLock directly.
+READS_RLOCK = _bind_compiled() if compiled is not None else False
 
 
 def step_class() -> type[Step[Any]]:

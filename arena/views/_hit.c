@@ -1456,6 +1456,725 @@ static PyObject *step_get_simultaneous(PyObject *self, PyObject *specs) {
     return out;
 }
 
+/* ------------------------------------------------------------------ step init, enter, exit
+ *
+ * A new step's fields, and the usual replay's enter and exit, compiled.
+ *
+ * init: what Step.__init__ makes, for the arguments a front passes (three positional,
+ * alignment, poison, debug and fresh_view by keyword) and a key equal to itself. Which
+ * field takes which argument, which a constant and which a new empty list is read at
+ * bind time from two steps Step.__init__ made (bind_steps), so the fields are Python's.
+ *
+ * enter and exit: what Step._replay_locked and Step._end_replay do (their pure-Python
+ * mirror, arena/planning/steps.py), for a planned key on a locked arena (not in debug
+ * mode), entered on a slot with nothing open at its plan's height, and ended normally as
+ * the only region open with no step run inside it. Everything else (and any object of an
+ * unexpected type) goes to the step's Python methods: _python_init, _python_enter (the
+ * step is running already), _enter_on(slot) (the general enter once the slot is chosen)
+ * and _python_exit.
+ *
+ * Each does first what may run Python code (choosing the slot, finding the key's book,
+ * looking up the remembered views, making the run and the region stack: an allocation
+ * may collect garbage), then reads every field it decided on again (changed: the Python
+ * path), checks that no other thread holds the governor's mutex (held: the Python path,
+ * which waits for it), and installs the new state by plain stores: no Python code runs
+ * from the check to the last store, so an interrupt or another thread sees the step
+ * entered (exited) or not at all, and never inside another thread's critical section.
+ * The values replaced are released after the last store. */
+
+static PyTypeObject *bound_step, *run_type, *book_type, *placer_type, *rlock_type;
+static PyObject *ended_run; /* arena.planning.steps._ENDED: the run of a step not running */
+static Py_ssize_t st_book, st_placer, st_select, st_key, st_poison, st_debug, st_replay;
+static Py_ssize_t st_moved, st_base, st_end, st_held, st_above, st_nested, st_inside;
+static Py_ssize_t st_memo, st_run;
+static Py_ssize_t run_released, run_handed, run_views, run_ended, run_lasts, run_nests;
+static Py_ssize_t run_broken;
+static Py_ssize_t book_offsets, book_running, book_stale, book_recorded_at, book_total;
+static Py_ssize_t book_load, book_version, book_settled, book_expiring, book_base;
+static Py_ssize_t book_above, book_above_runs, book_runs, book_top_level;
+static Py_ssize_t slot_steps, slot_governor, slot_pending;
+static Py_ssize_t governor_debug, governor_closed, governor_mutex, governor_asleep;
+static Py_ssize_t placer_probe, placer_key;
+static PyObject *str_python_init, *str_python_enter, *str_enter_on, *str_python_exit;
+static PyObject *str_acquire, *str_release, *str_step;
+static PyObject *init_names[4]; /* alignment, poison, debug, fresh_view */
+
+/* A template of fields: per field its offset and how it is made ('a': argument `index`,
+ * 'c': the constant `value`, 'l': a new empty list, 'd': a new empty dict, 's': a new
+ * empty set). */
+#define TEMPLATE_FIELDS 64
+typedef struct {
+    Py_ssize_t count;
+    Py_ssize_t offset[TEMPLATE_FIELDS];
+    char kind[TEMPLATE_FIELDS];
+    int index[TEMPLATE_FIELDS];
+    PyObject *value[TEMPLATE_FIELDS];
+} Template;
+
+static Template run_template, step_template;
+
+static void template_clear(Template *t) {
+    for (Py_ssize_t i = 0; i < t->count; i++) Py_CLEAR(t->value[i]);
+    t->count = 0;
+}
+
+/* Add the field at `offset` to `t`, made as it is in `a` and `b` (made alike from the
+ * arguments `marks`): 0, or -1 with an exception set. */
+static int template_add(Template *t, Py_ssize_t offset, PyObject *a, PyObject *b,
+                        PyObject *marks, const char *name) {
+    if (t->count >= TEMPLATE_FIELDS) {
+        PyErr_Format(PyExc_TypeError, "too many fields to make in C (at %s)", name);
+        return -1;
+    }
+    PyObject *x = FIELD(a, offset), *y = FIELD(b, offset);
+    Py_ssize_t i = t->count;
+    t->offset[i] = offset;
+    t->value[i] = NULL;
+    t->index[i] = -1;
+    for (Py_ssize_t k = 0; marks != NULL && k < PyTuple_GET_SIZE(marks); k++)
+        if (x == PyTuple_GET_ITEM(marks, k)) t->index[i] = (int)k;
+    if (x == NULL || y == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s is not set by its __init__", name);
+        return -1;
+    }
+    if (t->index[i] >= 0 && x == y) {
+        t->kind[i] = 'a';
+    } else if (x == y && (x == Py_None || PyBool_Check(x) || PyLong_CheckExact(x) ||
+                          (PyTuple_CheckExact(x) && PyTuple_GET_SIZE(x) == 0) ||
+                          x == ended_run ||
+                          (ended_run != NULL && (x == FIELD(ended_run, run_released) ||
+                                                 x == FIELD(ended_run, run_handed) ||
+                                                 x == FIELD(ended_run, run_views) ||
+                                                 x == FIELD(ended_run, run_ended) ||
+                                                 x == FIELD(ended_run, run_lasts))))) {
+        t->kind[i] = 'c'; /* immutable, or the run of steps not running and its fields */
+        Py_INCREF(x);
+        t->value[i] = x;
+    } else if (x != y && Py_IS_TYPE(x, Py_TYPE(y)) &&
+               ((PyList_CheckExact(x) && PyList_GET_SIZE(x) == 0 && PyList_GET_SIZE(y) == 0) ||
+                (PyDict_CheckExact(x) && PyDict_GET_SIZE(x) == 0 && PyDict_GET_SIZE(y) == 0) ||
+                (PySet_CheckExact(x) && PySet_GET_SIZE(x) == 0 && PySet_GET_SIZE(y) == 0))) {
+        t->kind[i] = PyList_CheckExact(x) ? 'l' : PyDict_CheckExact(x) ? 'd' : 's';
+    } else {
+        PyErr_Format(PyExc_TypeError,
+                     "%s is neither an argument, a constant nor a new empty list, dict or "
+                     "set: it cannot be made in C",
+                     name);
+        return -1;
+    }
+    t->count = i + 1;
+    return 0;
+}
+
+/* Add every field named in `names` (a type's __slots__) of `type`. */
+static int template_slots(Template *t, PyTypeObject *type, PyObject *a, PyObject *b,
+                          PyObject *marks) {
+    PyObject *names = PyObject_GetAttrString((PyObject *)type, "__slots__");
+    PyObject *seq = names == NULL ? NULL : PySequence_Fast(names, "__slots__");
+    Py_XDECREF(names);
+    if (seq == NULL) return -1;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *name = PySequence_Fast_GET_ITEM(seq, i);
+        const char *text = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+        Py_ssize_t offset;
+        if (text == NULL || member_offset(type, text, &offset) < 0 ||
+            template_add(t, offset, a, b, marks, text) < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a slot name");
+            Py_DECREF(seq);
+            return -1;
+        }
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+/* A field of `t` for the fields of a new object (a new reference), or NULL with an
+ * exception set. */
+static PyObject *template_value(Template *t, Py_ssize_t i, PyObject *const *args) {
+    PyObject *value;
+    switch (t->kind[i]) {
+    case 'l':
+        return PyList_New(0);
+    case 'd':
+        return PyDict_New();
+    case 's':
+        return PySet_New(NULL);
+    case 'a':
+        value = args[t->index[i]];
+        break;
+    default:
+        value = t->value[i];
+    }
+    Py_INCREF(value);
+    return value;
+}
+
+/* A new run, as StepRun() makes it (a new reference), or NULL with an exception set. */
+static PyObject *new_run(void) {
+    PyObject *run = run_type->tp_alloc(run_type, 0);
+    for (Py_ssize_t i = 0; run != NULL && i < run_template.count; i++) {
+        PyObject *value = template_value(&run_template, i, NULL);
+        if (value == NULL) Py_CLEAR(run);
+        else FIELD(run, run_template.offset[i]) = value;
+    }
+    return run;
+}
+
+/* The layout of a CPython 3.10-3.12 _thread.RLock (checked at bind time, else unused). */
+typedef struct {
+    PyObject_HEAD
+    void *lock;
+    unsigned long owner;
+    unsigned long count;
+    PyObject *weakrefs;
+} RLockLayout;
+static int rlock_readable; /* RLocks read as RLockLayout: their owner and count */
+
+/* Whether no other thread holds `mutex` (an RLock): 1, 0 when one does (or it is not an
+ * RLock), -1 with an exception set. Under the GIL a thread that holds the mutex has set
+ * its owner and count before it runs anything else, so with no Python code run from here
+ * to the last store, no other thread's critical section is under way. */
+static int mutex_free(PyObject *mutex) {
+    if (mutex == NULL || !Py_IS_TYPE(mutex, rlock_type)) return 0;
+    if (rlock_readable) {
+        RLockLayout *lock = (RLockLayout *)mutex;
+        return lock->count == 0 || lock->owner == PyThread_get_thread_ident();
+    }
+    PyObject *call[2] = {mutex, Py_False};
+    PyObject *got = PyObject_VectorcallMethod(str_acquire, call,
+                                              2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (got == NULL) return -1;
+    int taken = got == Py_True;
+    Py_DECREF(got);
+    if (taken) { /* released at once: the GIL is held until the last store */
+        got = PyObject_VectorcallMethod(str_release, call, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                        NULL);
+        if (got == NULL) return -1;
+        Py_DECREF(got);
+    }
+    return taken;
+}
+
+/* Whether `lock`'s count and owner read as RLockLayout says after `calls` acquires. */
+static int rlock_reads(PyObject *lock, unsigned long count) {
+    RLockLayout *read = (RLockLayout *)lock;
+    return read->count == count && (count == 0 || read->owner == PyThread_get_thread_ident());
+}
+
+/* Whether RLocks read as RLockLayout: an RLock acquired and released from Python shows
+ * the count and owner it should at each step. */
+static int rlock_check(PyTypeObject *type) {
+#ifdef Py_GIL_DISABLED
+    return 0;
+#else
+    if (type->tp_basicsize != sizeof(RLockLayout) ||
+        strcmp(type->tp_name, "_thread.RLock") != 0)
+        return 0;
+    PyObject *lock = PyObject_CallNoArgs((PyObject *)type);
+    if (lock == NULL) return -1;
+    int readable = rlock_reads(lock, 0), step = 0;
+    for (; readable && step < 4; step++) {
+        PyObject *got = PyObject_CallMethodNoArgs(lock, step < 2 ? str_acquire : str_release);
+        if (got == NULL) {
+            Py_DECREF(lock);
+            return -1;
+        }
+        Py_DECREF(got);
+        readable = rlock_reads(lock, step < 2 ? (unsigned long)step + 1 : 3 - (unsigned long)step);
+    }
+    Py_DECREF(lock);
+    return readable;
+#endif
+}
+
+/* Stores into fields, the values replaced kept to be released once every store is done. */
+typedef struct {
+    PyObject *old[TEMPLATE_FIELDS];
+    int count;
+} Stores;
+
+static void store(Stores *stores, PyObject **target, PyObject *value) {
+    Py_INCREF(value);
+    stores->old[stores->count++] = *target;
+    *target = value;
+}
+
+/* The same, for a new reference. */
+static void store_new(Stores *stores, PyObject **target, PyObject *value) {
+    stores->old[stores->count++] = *target;
+    *target = value;
+}
+
+static void release_stores(Stores *stores) {
+    for (int i = 0; i < stores->count; i++) Py_XDECREF(stores->old[i]);
+    stores->count = 0;
+}
+
+/* Hold (`hold` 1) or let go (-1) of every object a view of fields read (a struct of
+ * object pointers): held, none can be freed and another made at its address while Python
+ * code runs, so reading the fields again and comparing the pointers tells what changed. */
+static void hold_view(void *view, size_t size, int hold) {
+    PyObject **fields = (PyObject **)view;
+    for (size_t i = 0; i < size / sizeof(PyObject *); i++) {
+        if (hold > 0) Py_XINCREF(fields[i]);
+        else Py_XDECREF(fields[i]);
+    }
+}
+
+static int offsets(PyTypeObject *type, const char *const *names, Py_ssize_t *const *out) {
+    for (int i = 0; names[i] != NULL; i++)
+        if (member_offset(type, names[i], out[i]) < 0) return -1;
+    return 0;
+}
+
+static PyObject *bind_steps(PyObject *module, PyObject *args) {
+    PyTypeObject *step, *run, *book, *placer, *rlock, *slot, *governor;
+    PyObject *ended, *runs, *steps, *marks;
+    int read_rlocks = 1;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!OO!O!O!|p", &PyType_Type, &step, &PyType_Type,
+                          &run, &PyType_Type, &book, &PyType_Type, &placer, &PyType_Type,
+                          &rlock, &PyType_Type, &slot, &PyType_Type, &governor, &ended,
+                          &PyTuple_Type, &runs, &PyTuple_Type, &steps, &PyTuple_Type, &marks,
+                          &read_rlocks))
+        return NULL;
+    PyObject *base = PyObject_GetAttrString(module, "StepHitBase");
+    int derived = base != NULL && PyType_Check(base) &&
+                  PyType_IsSubtype(step, (PyTypeObject *)base);
+    PyMemberDef *members = derived ? ((PyTypeObject *)base)->tp_members : NULL;
+    Py_XDECREF(base); /* the module keeps it */
+    if (!derived || members == NULL || slot_type == NULL || slot != slot_type || governor != governor_type ||
+        !Py_IS_TYPE(ended, run) || PyTuple_GET_SIZE(runs) != 2 ||
+        !Py_IS_TYPE(PyTuple_GET_ITEM(runs, 0), run) ||
+        !Py_IS_TYPE(PyTuple_GET_ITEM(runs, 1), run) || PyTuple_GET_SIZE(steps) != 2 ||
+        !Py_IS_TYPE(PyTuple_GET_ITEM(steps, 0), step) ||
+        !Py_IS_TYPE(PyTuple_GET_ITEM(steps, 1), step) || PyTuple_GET_SIZE(marks) != 7) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError,
+                            "bind_steps(Step, StepRun, StepBook, placer type, RLock, Slot, "
+                            "Governor, the ended run, two StepRun(), two Step(*marks), the 7 "
+                            "marks): after bind(), the same Slot and Governor; Step derives "
+                            "from StepHitBase");
+        return NULL;
+    }
+    static const char *const step_names[] = {
+        "_book", "_placer", "_select", "key",    "_poison", "_debug", "replay", "moved", "base",
+        "end",   "held",    "above",   "nested", "inside",  "_memo",  "run",    NULL};
+    Py_ssize_t *const step_out[] = {
+        &st_book,  &st_placer, &st_select, &st_key,    &st_poison, &st_debug,
+        &st_replay, &st_moved, &st_base,   &st_end,    &st_held,   &st_above,
+        &st_nested, &st_inside, &st_memo,  &st_run};
+    static const char *const run_names[] = {"released", "handed", "views", "ended",
+                                            "lasts",    "nests",  "broken", NULL};
+    Py_ssize_t *const run_out[] = {&run_released, &run_handed, &run_views, &run_ended,
+                                   &run_lasts,    &run_nests,  &run_broken};
+    static const char *const book_names[] = {
+        "offsets", "running", "stale", "recorded_at", "total", "load", "version", "settled",
+        "expiring", "base", "above", "above_runs", "runs", "top_level", NULL};
+    Py_ssize_t *const book_out[] = {
+        &book_offsets, &book_running, &book_stale,   &book_recorded_at, &book_total,
+        &book_load,    &book_version, &book_settled, &book_expiring,    &book_base,
+        &book_above,   &book_above_runs, &book_runs, &book_top_level};
+    static const char *const slot_names[] = {"steps", "governor", "pending", NULL};
+    Py_ssize_t *const slot_out[] = {&slot_steps, &slot_governor, &slot_pending};
+    static const char *const governor_names[] = {"debug", "closed", "mutex", "asleep", NULL};
+    Py_ssize_t *const governor_out[] = {&governor_debug, &governor_closed, &governor_mutex,
+                                        &governor_asleep};
+    static const char *const placer_names[] = {"probe", "key", NULL};
+    Py_ssize_t *const placer_out[] = {&placer_probe, &placer_key};
+    if (offsets(step, step_names, step_out) < 0 || offsets(run, run_names, run_out) < 0 ||
+        offsets(book, book_names, book_out) < 0 || offsets(slot, slot_names, slot_out) < 0 ||
+        offsets(governor, governor_names, governor_out) < 0 ||
+        offsets(placer, placer_names, placer_out) < 0)
+        return NULL;
+    if (str_python_init == NULL) {
+        const char *texts[] = {"_python_init", "_python_enter", "_enter_on", "_python_exit",
+                               "acquire", "release", "step", "alignment", "poison", "debug",
+                               "fresh_view"};
+        PyObject **targets[] = {&str_python_init, &str_python_enter, &str_enter_on,
+                                &str_python_exit, &str_acquire, &str_release, &str_step,
+                                &init_names[0], &init_names[1], &init_names[2],
+                                &init_names[3]};
+        for (int i = 0; i < 11; i++)
+            if ((*targets[i] = PyUnicode_InternFromString(texts[i])) == NULL) return NULL;
+    }
+    keep(&ended_run, ended);
+    keep((PyObject **)&run_type, (PyObject *)run);
+    /* A new run's fields, and a new step's, as their __init__ made them. */
+    bound_step = NULL;
+    template_clear(&run_template);
+    template_clear(&step_template);
+    if (template_slots(&run_template, run, PyTuple_GET_ITEM(runs, 0), PyTuple_GET_ITEM(runs, 1),
+                       NULL) < 0)
+        return NULL;
+    PyObject *a = PyTuple_GET_ITEM(steps, 0), *b = PyTuple_GET_ITEM(steps, 1);
+    if (template_slots(&step_template, step, a, b, marks) < 0) return NULL;
+    for (PyMemberDef *member = members; member->name != NULL; member++)
+        if (template_add(&step_template, member->offset, a, b, marks, member->name) < 0)
+            return NULL;
+    int readable = read_rlocks ? rlock_check(rlock) : 0;
+    if (readable < 0) return NULL;
+    rlock_readable = readable;
+    keep((PyObject **)&book_type, (PyObject *)book);
+    keep((PyObject **)&placer_type, (PyObject *)placer);
+    keep((PyObject **)&rlock_type, (PyObject *)rlock);
+    keep((PyObject **)&bound_step, (PyObject *)step);
+    return PyBool_FromLong(readable);
+}
+
+/* Step.__init__(placer, select, key, *, alignment, poison, debug, fresh_view): the
+ * fields its template says, or the Python __init__ (another call, a key not equal to
+ * itself or not hashable: it raises). */
+static int step_init(PyObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *values[7];
+    int usual = bound_step != NULL && PyObject_TypeCheck(self, bound_step) &&
+                PyTuple_CheckExact(args) && PyTuple_GET_SIZE(args) == 3 && kwds != NULL &&
+                PyDict_CheckExact(kwds) && PyDict_GET_SIZE(kwds) == 4;
+    for (int i = 0; usual && i < 3; i++) values[i] = PyTuple_GET_ITEM(args, i);
+    for (int i = 0; usual && i < 4; i++) {
+        values[3 + i] = PyDict_GetItemWithError(kwds, init_names[i]); /* exact str keys */
+        if (values[3 + i] == NULL) {
+            if (PyErr_Occurred()) return -1;
+            usual = 0;
+        }
+    }
+    PyObject *key = usual ? values[2] : NULL;
+    if (usual && !PyUnicode_CheckExact(key) && !PyLong_CheckExact(key)) {
+        /* hash(key) and key == key, as Python's __init__ checks them (which explains) */
+        Py_INCREF(key);
+        PyObject *same = PyObject_Hash(key) == -1 ? NULL : PyObject_RichCompare(key, key, Py_EQ);
+        int equal = same == NULL ? -1 : PyObject_IsTrue(same);
+        Py_XDECREF(same);
+        Py_DECREF(key);
+        if (equal < 0 && !PyErr_ExceptionMatches(PyExc_TypeError)) return -1; /* as Python */
+        if (equal != 1) {
+            PyErr_Clear();
+            usual = 0;
+        }
+    }
+    if (!usual) {
+        if (bound_step == NULL || !PyObject_TypeCheck(self, bound_step)) {
+            PyErr_SetString(PyExc_TypeError, "StepHitBase.__init__ is a Step's");
+            return -1;
+        }
+        PyObject *init = PyObject_GetAttr(self, str_python_init);
+        PyObject *done = init == NULL ? NULL : PyObject_Call(init, args, kwds);
+        Py_XDECREF(init);
+        Py_XDECREF(done);
+        return done == NULL ? -1 : 0;
+    }
+    /* Every value first (a list may collect garbage), then the stores. */
+    PyObject *made[TEMPLATE_FIELDS];
+    Py_ssize_t count = step_template.count;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        made[i] = template_value(&step_template, i, values);
+        if (made[i] == NULL) {
+            while (i-- > 0) Py_DECREF(made[i]);
+            return -1;
+        }
+    }
+    Stores stores = {.count = 0};
+    for (Py_ssize_t i = 0; i < count; i++)
+        store_new(&stores, &FIELD(self, step_template.offset[i]), made[i]);
+    release_stores(&stores);
+    return 0;
+}
+
+/* What the enter of the usual replay decides on, read from the step, its slot and book. */
+typedef struct {
+    PyObject *regions, *steps, *governor, *buffer, *prepared, *top, *live, *load;
+    PyObject *placer, *probe, *front, *poison, *debug, *offsets, *running, *stale;
+    PyObject *recorded_at, *total, *held, *version, *settled, *expiring, *locked;
+    PyObject *strict, *closed, *mutex, *self_slot, *run, *key;
+} EnterView;
+
+/* Whether the enter of `self` on `slot` with `book` is the usual replay (1), not (0), or
+ * an error (-1); fills `v` (borrowed). Runs no Python code: the fields are read, and the
+ * slot's top compared with the plan's height (exact ints). */
+static int enter_view(PyObject *self, PyObject *slot, PyObject *book, EnterView *v) {
+    v->self_slot = ((StepHitBase *)self)->slot;
+    v->run = FIELD(self, st_run);
+    v->key = FIELD(self, st_key);
+    v->regions = FIELD(slot, slot_regions);
+    v->steps = FIELD(slot, slot_steps);
+    v->governor = FIELD(slot, slot_governor);
+    v->buffer = FIELD(slot, slot_buffer);
+    v->top = FIELD(slot, slot_top);
+    v->live = FIELD(slot, slot_live);
+    v->load = FIELD(slot, slot_load);
+    v->placer = FIELD(self, st_placer);
+    v->poison = FIELD(self, st_poison);
+    v->debug = FIELD(self, st_debug);
+    if (v->self_slot != Py_None || v->run != ended_run || v->regions == NULL ||
+        !PyList_CheckExact(v->regions) || PyList_GET_SIZE(v->regions) != 0 ||
+        v->governor == NULL || !Py_IS_TYPE(v->governor, governor_type) || v->buffer == NULL ||
+        !Py_IS_TYPE(v->buffer, buffer_type) || v->top == NULL || !PyLong_CheckExact(v->top) ||
+        v->live == NULL || !PyLong_CheckExact(v->live) || v->load == NULL ||
+        !PyLong_CheckExact(v->load) || v->placer == NULL ||
+        !Py_IS_TYPE(v->placer, placer_type) || (v->poison != Py_False && v->poison != Py_True) ||
+        (v->debug != Py_False && v->debug != Py_True) || v->key == NULL)
+        return 0;
+    v->prepared = FIELD(v->buffer, buffer_prepared);
+    v->probe = FIELD(v->placer, placer_probe);
+    v->front = FIELD(v->placer, placer_key);
+    v->locked = FIELD(v->governor, governor_locked);
+    v->strict = FIELD(v->governor, governor_debug);
+    v->closed = FIELD(v->governor, governor_closed);
+    v->mutex = FIELD(v->governor, governor_mutex);
+    v->offsets = FIELD(book, book_offsets);
+    v->running = FIELD(book, book_running);
+    v->stale = FIELD(book, book_stale);
+    v->recorded_at = FIELD(book, book_recorded_at);
+    v->total = FIELD(book, book_total);
+    v->held = FIELD(book, book_load);
+    v->version = FIELD(book, book_version);
+    v->settled = FIELD(book, book_settled);
+    v->expiring = FIELD(book, book_expiring);
+    if (v->prepared == NULL || !PyDict_CheckExact(v->prepared) || v->probe == NULL ||
+        v->front == NULL || v->locked != Py_True || v->strict != Py_False ||
+        v->closed != Py_False || v->mutex == NULL || v->offsets == NULL ||
+        v->offsets == Py_None || v->running != Py_False || v->stale != Py_False ||
+        v->recorded_at == NULL || !PyLong_CheckExact(v->recorded_at) || v->total == NULL ||
+        !PyLong_CheckExact(v->total) || v->held == NULL || !PyLong_CheckExact(v->held) ||
+        v->version == NULL || !PyLong_CheckExact(v->version) || v->settled == NULL ||
+        !PyLong_CheckExact(v->settled) || v->expiring == NULL)
+        return 0;
+    return PyObject_RichCompareBool(v->top, v->recorded_at, Py_EQ);
+}
+
+/* The enter of the usual replay of `self` on `slot` (Step._replay_locked): `self` (a new
+ * reference); NULL without an exception when the Python path enters, with one on error. */
+static PyObject *enter_replay(PyObject *self, PyObject *slot) {
+    if (!Py_IS_TYPE(slot, slot_type)) return NULL;
+    PyObject *regions = FIELD(slot, slot_regions), *steps = FIELD(slot, slot_steps);
+    PyObject *key = FIELD(self, st_key);
+    if (regions == NULL || !PyList_CheckExact(regions) || PyList_GET_SIZE(regions) != 0 ||
+        steps == NULL || !PyDict_CheckExact(steps) || key == NULL)
+        return NULL;
+    /* What may run Python code (a key's __hash__ or __eq__, a collection) comes first. */
+    Py_INCREF(steps);
+    Py_INCREF(key);
+    PyObject *book = PyDict_GetItemWithError(steps, key);
+    Py_XINCREF(book);
+    PyObject *memo = NULL, *caches = NULL, *run = NULL, *stack = NULL, *end = NULL;
+    PyObject *live = NULL, *out = NULL;
+    EnterView first, now;
+    int held = 0;
+    if (book == NULL || !Py_IS_TYPE(book, book_type)) goto done;
+    int usual = enter_view(self, slot, book, &first);
+    if (usual <= 0) goto done;
+    hold_view(&first, sizeof first, 1);
+    held = 1;
+    memo = PyTuple_Pack(5, first.front, str_step, key, first.top, first.version);
+    if (memo == NULL) goto done;
+    caches = PyDict_GetItemWithError(first.prepared, memo);
+    Py_XINCREF(caches);
+    if (caches == NULL && PyErr_Occurred()) goto done;
+    run = new_run();
+    stack = run == NULL ? NULL : PyList_New(1);
+    if (stack == NULL) goto done;
+    Py_INCREF(self);
+    PyList_SET_ITEM(stack, 0, self);
+    end = PyNumber_Add(first.top, first.total);
+    live = end == NULL ? NULL : PyNumber_Add(first.live, first.held);
+    if (live == NULL) goto done;
+    /* Then everything read again (changed: the Python path enters), and the mutex. */
+    if (enter_view(self, slot, book, &now) <= 0 || memcmp(&first, &now, sizeof first) != 0 ||
+        FIELD(slot, slot_steps) != steps || FIELD(self, st_key) != key)
+        goto done;
+    int higher = PyObject_RichCompareBool(live, first.load, Py_GT); /* exact ints */
+    int moved = PyObject_RichCompareBool(first.settled, first.version, Py_NE);
+    int free = higher < 0 || moved < 0 ? -1 : mutex_free(first.mutex);
+    if (free <= 0) goto done;
+    /* Installed: plain stores, no Python code among them. */
+    PyObject *yes_no[2] = {Py_False, Py_True};
+    int quick = first.poison == Py_False && first.debug == Py_False;
+    StepHitBase *step = (StepHitBase *)self;
+    Stores stores = {.count = 0};
+    store(&stores, &FIELD(self, st_book), book);
+    store(&stores, &FIELD(self, st_run), run);
+    store(&stores, &step->released, FIELD(run, run_released));
+    store(&stores, &step->handed, FIELD(run, run_handed));
+    store(&stores, &step->views, FIELD(run, run_views));
+    store(&stores, &step->ended, FIELD(run, run_ended));
+    store(&stores, &step->lasts, FIELD(run, run_lasts));
+    store(&stores, &FIELD(self, st_replay), Py_True);
+    store(&stores, &step->quick, yes_no[quick]);
+    store(&stores, &step->request, zero);
+    store(&stores, &FIELD(self, st_above), zero);
+    store(&stores, &step->watch, yes_no[first.probe != Py_None]);
+    store(&stores, &FIELD(self, st_nested), Py_None);
+    store(&stores, &FIELD(self, st_inside), Py_False);
+    store(&stores, &step->slot, slot);
+    store(&stores, &FIELD(self, st_base), first.top);
+    store(&stores, &FIELD(self, st_end), end);
+    store(&stores, &FIELD(self, st_held), first.held);
+    store(&stores, &FIELD(self, st_moved), yes_no[moved]);
+    store(&stores, &FIELD(self, st_memo), memo);
+    store(&stores, &step->buffer, first.buffer);
+    store(&stores, &step->caches, caches == NULL ? Py_None : caches);
+    store(&stores, &step->expiring, first.expiring);
+    store(&stores, &FIELD(slot, slot_regions), stack);
+    store(&stores, &FIELD(slot, slot_detour), one);
+    store(&stores, &FIELD(slot, slot_top), end);
+    store(&stores, &FIELD(slot, slot_live), live);
+    if (higher) store(&stores, &FIELD(slot, slot_load), live);
+    store(&stores, &FIELD(book, book_running), Py_True);
+    release_stores(&stores);
+    Py_INCREF(self);
+    out = self;
+done:
+    if (held) hold_view(&first, sizeof first, -1);
+    Py_XDECREF(live);
+    Py_XDECREF(end);
+    Py_XDECREF(stack);
+    Py_XDECREF(run);
+    Py_XDECREF(caches);
+    Py_XDECREF(memo);
+    Py_XDECREF(book);
+    Py_DECREF(key);
+    Py_DECREF(steps);
+    return out;
+}
+
+static PyObject *step_enter(PyObject *self, PyObject *unused) {
+    if (bound_step == NULL || !PyObject_TypeCheck(self, bound_step) ||
+        ((StepHitBase *)self)->slot != Py_None)
+        return PyObject_CallMethodNoArgs(self, str_python_enter);
+    PyObject *select = FIELD(self, st_select);
+    if (select == NULL) return PyObject_CallMethodNoArgs(self, str_python_enter);
+    Py_INCREF(select);
+    PyObject *slot = PyObject_CallNoArgs(select);
+    Py_DECREF(select);
+    if (slot == NULL) return NULL;
+    PyObject *out = enter_replay(self, slot);
+    if (out == NULL && !PyErr_Occurred())
+        out = PyObject_CallMethodOneArg(self, str_enter_on, slot);
+    Py_DECREF(slot);
+    return out;
+}
+
+/* What the exit of the usual replay decides on. */
+typedef struct {
+    PyObject *slot, *regions, *governor, *strict, *mutex, *pending, *asleep, *quick, *nested;
+    PyObject *book, *run, *broken, *nests, *start, *above, *base, *book_above, *above_runs;
+    PyObject *runs, *version;
+} ExitView;
+
+/* Whether `self`'s exit is the usual replay's (1) or not (0); fills `v` (borrowed). */
+static int exit_view(PyObject *self, ExitView *v) {
+    StepHitBase *step = (StepHitBase *)self;
+    v->slot = step->slot;
+    v->quick = step->quick;
+    v->nested = FIELD(self, st_nested);
+    v->book = FIELD(self, st_book);
+    v->run = FIELD(self, st_run);
+    v->start = FIELD(self, st_base);
+    v->above = FIELD(self, st_above);
+    if (v->slot == NULL || !Py_IS_TYPE(v->slot, slot_type) || v->quick != Py_True ||
+        v->nested != Py_None || v->book == NULL || !Py_IS_TYPE(v->book, book_type) ||
+        v->run == NULL || v->run == ended_run || !Py_IS_TYPE(v->run, run_type) ||
+        v->start == NULL || !PyLong_CheckExact(v->start) || v->above == NULL ||
+        !PyLong_CheckExact(v->above))
+        return 0;
+    v->regions = FIELD(v->slot, slot_regions);
+    v->governor = FIELD(v->slot, slot_governor);
+    v->pending = FIELD(v->slot, slot_pending);
+    v->broken = FIELD(v->run, run_broken);
+    v->nests = FIELD(v->run, run_nests);
+    v->base = FIELD(v->book, book_base);
+    v->book_above = FIELD(v->book, book_above);
+    v->above_runs = FIELD(v->book, book_above_runs);
+    v->runs = FIELD(v->book, book_runs);
+    v->version = FIELD(v->book, book_version);
+    if (v->regions == NULL || !PyList_CheckExact(v->regions) ||
+        PyList_GET_SIZE(v->regions) != 1 || PyList_GET_ITEM(v->regions, 0) != self ||
+        v->governor == NULL || !Py_IS_TYPE(v->governor, governor_type) || v->pending == NULL ||
+        !PyLong_CheckExact(v->pending) || v->broken != Py_False || v->nests == NULL ||
+        !PyList_CheckExact(v->nests) || PyList_GET_SIZE(v->nests) != 0 || v->base == NULL ||
+        !PyLong_CheckExact(v->base) || v->book_above == NULL ||
+        !PyLong_CheckExact(v->book_above) || v->above_runs == NULL ||
+        !PyLong_CheckExact(v->above_runs) || v->runs == NULL || !PyLong_CheckExact(v->runs) ||
+        v->version == NULL)
+        return 0;
+    v->strict = FIELD(v->governor, governor_debug);
+    v->mutex = FIELD(v->governor, governor_mutex);
+    v->asleep = FIELD(v->governor, governor_asleep);
+    return v->strict == Py_False && v->mutex != NULL && v->asleep != NULL &&
+           PyLong_CheckExact(v->asleep);
+}
+
+/* The exit of the usual replay (Step._end_replay: StepBook.ran, then the region closed):
+ * 1 done, 0 when the Python path exits, -1 with an exception set. */
+static int exit_replay(PyObject *self) {
+    ExitView first, now;
+    if (!exit_view(self, &first)) return 0;
+    hold_view(&first, sizeof first, 1);
+    /* The new region stack and counts first (a collection may run Python code). */
+    PyObject *stack = PyList_New(0);
+    PyObject *above_runs = stack == NULL ? NULL : PyNumber_Add(first.above_runs, one);
+    PyObject *runs = above_runs == NULL ? NULL : PyNumber_Add(first.runs, one);
+    int done = runs == NULL ? -1 : 0;
+    if (done < 0 || !exit_view(self, &now) || memcmp(&first, &now, sizeof first) != 0)
+        goto finish;
+    /* StepBook.ran(start, above, nested=None, replay=True, nests=[]): exact ints. */
+    int later = PyObject_RichCompareBool(first.start, first.base, Py_GT);
+    int again = PyObject_IsTrue(first.above_runs);
+    int larger = PyObject_RichCompareBool(first.above, first.book_above, Py_GT);
+    int detour = PyObject_IsTrue(first.pending);
+    if (detour == 0) detour = PyObject_IsTrue(first.asleep);
+    int free = later < 0 || again < 0 || larger < 0 || detour < 0 ? -1 : mutex_free(first.mutex);
+    if (free <= 0) {
+        done = free;
+        goto finish;
+    }
+    StepHitBase *step = (StepHitBase *)self;
+    Stores stores = {.count = 0};
+    store(&stores, &FIELD(self, st_run), ended_run);
+    store(&stores, &FIELD(first.book, book_top_level), Py_True);
+    store(&stores, &FIELD(first.book, book_base), later ? first.start : first.base);
+    store(&stores, &FIELD(first.book, book_settled), first.version);
+    /* max(book.above, above) after a replay, else above */
+    store(&stores, &FIELD(first.book, book_above),
+          !again || larger ? first.above : first.book_above);
+    store(&stores, &FIELD(first.book, book_above_runs), above_runs);
+    store(&stores, &FIELD(first.book, book_runs), runs);
+    store(&stores, &FIELD(first.book, book_running), Py_False);
+    store(&stores, &step->quick, Py_False);
+    store(&stores, &step->buffer, Py_None);
+    store(&stores, &step->caches, Py_None);
+    store(&stores, &FIELD(first.slot, slot_regions), stack);
+    store(&stores, &FIELD(first.slot, slot_top), zero);
+    store(&stores, &FIELD(first.slot, slot_live), zero);
+    store(&stores, &FIELD(first.slot, slot_detour), detour ? one : zero);
+    store(&stores, &step->slot, Py_None);
+    store(&stores, &FIELD(self, st_nested), Py_None);
+    release_stores(&stores);
+    done = 1;
+finish:
+    hold_view(&first, sizeof first, -1);
+    Py_XDECREF(runs);
+    Py_XDECREF(above_runs);
+    Py_XDECREF(stack);
+    return done;
+}
+
+static PyObject *step_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs == 3 && args[0] == Py_None && bound_step != NULL &&
+        PyObject_TypeCheck(self, bound_step)) {
+        int done = exit_replay(self);
+        if (done < 0) return NULL;
+        if (done) Py_RETURN_NONE;
+    }
+    if (nargs > 3) {
+        PyErr_Format(PyExc_TypeError, "__exit__ takes 3 arguments, got %zd", nargs);
+        return NULL;
+    }
+    PyObject *call[4] = {self, NULL, NULL, NULL};
+    for (Py_ssize_t i = 0; i < nargs; i++) call[i + 1] = args[i];
+    return PyObject_VectorcallMethod(str_python_exit, call,
+                                     (size_t)(nargs + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
 static int step_traverse(StepHitBase *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->slot);
@@ -1504,6 +2223,11 @@ static PyMethodDef step_methods[] = {
      "get_simultaneous(*specs): the compiled hit of a replayed step."},
     {"release", (PyCFunction)step_release, METH_VARARGS,
      "release(*views): the compiled hit of a replayed step's release."},
+    {"__enter__", (PyCFunction)step_enter, METH_NOARGS,
+     "__enter__(): the compiled enter of the usual replay, else _python_enter."},
+    {"__exit__", (PyCFunction)(void (*)(void))step_exit, METH_FASTCALL,
+     "__exit__(kind, value, trace): the compiled exit of the usual replay, else "
+     "_python_exit."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1529,6 +2253,7 @@ static PyType_Slot step_slots[] = {
     {Py_tp_doc, "The compiled hit of a replayed step (see arena.views.hit)."},
     {Py_tp_methods, step_methods},
     {Py_tp_members, step_members},
+    {Py_tp_init, step_init},
     {Py_tp_traverse, step_traverse},
     {Py_tp_clear, step_clear},
     {Py_tp_dealloc, step_dealloc},
@@ -1951,6 +2676,11 @@ static PyMethodDef module_methods[] = {
     {"bind", bind, METH_VARARGS,
      "bind(Slot, Buffer, Prepared, Governor, RequestLog, sites, internal_files): where a "
      "hit reads their attributes, and caller_info's memos."},
+    {"bind_steps", bind_steps, METH_VARARGS,
+     "bind_steps(Step, StepRun, StepBook, placer type, RLock, Slot, Governor, ended run, "
+     "two StepRun(), two Step(*marks), marks, read_rlocks=True): where the compiled step "
+     "init, enter and exit read and write their fields; True where RLocks are read "
+     "directly (read_rlocks, and their layout checks out)."},
     {NULL, NULL, 0, NULL},
 };
 
