@@ -1,0 +1,34 @@
+"""Gaps a planted-bug review (plant33) found in the slots' stores and the slot table:
+each test fails on one realistic slip in the code (named in its docstring) and passes on
+the real code."""
+
+from __future__ import annotations
+
+import pytest
+
+from arena import Arena, ArenaOutOfMemoryError
+from tests.sources import RecordingSource, check_books
+
+
+def test_planned_bytes_counts_a_shared_empty_persistent_buffer_at_the_alignment() -> None:
+    """lock() gives ubatch 1 the empty persistent buffer of ubatch 0, at least one
+    alignment unit: planned_bytes() counts it so (slip: the lane's additions counted the
+    layout's total, 0, not ``max(total, alignment)``), and the cap checks it before any
+    allocation."""
+    source = RecordingSource()
+    with Arena(source=source, framework="numpy", ubatches=2) as a:
+        with a.ubatch(0):
+            a.get_persistent("empty", (0,), "uint8")
+        planned = a.planned_bytes()
+        a.lock()
+        assert a.stats().live_bytes == planned == sum(source.live.values())
+        check_books(a, source)
+    source = RecordingSource()
+    with Arena(source=source, framework="numpy", ubatches=2, max_bytes=256) as a:
+        with a.ubatch(0):
+            a.get_persistent("empty", (0,), "uint8")
+        before = list(source.events)
+        with pytest.raises(ArenaOutOfMemoryError, match=r"lock\(\)'s sizing"):
+            a.lock()
+        assert source.events == before and not a.is_locked
+        check_books(a, source)
