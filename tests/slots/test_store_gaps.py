@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from arena import Arena, ArenaOutOfMemoryError
+from arena.memory.virtual import PAGE
 from tests.sources import RecordingSource, check_books
 
 
@@ -32,3 +33,29 @@ def test_planned_bytes_counts_a_shared_empty_persistent_buffer_at_the_alignment(
             a.lock()
         assert source.events == before and not a.is_locked
         check_books(a, source)
+
+
+def _two_sizes(a: Arena) -> None:
+    with a.ubatch(1):  # first: its sibling's growth comes after (pending, not installed)
+        a.numpy.get_simultaneous(((PAGE,), "uint8"))
+    with a.ubatch(0):
+        a.numpy.get_simultaneous(((4 * PAGE,), "uint8"))
+
+
+def test_planned_bytes_on_a_fixed_address_source_counts_only_the_bytes_committed() -> None:
+    """On a fixed-address source lock() grows a smaller buffer of a lane in place: it
+    commits only the difference, and planned_bytes() and the cap's check count that
+    (slip: the lane's whole target counted for each smaller slot, as on a moving source,
+    refusing a lock() that fits the cap)."""
+    with Arena("cpu", source="virtual", framework="numpy", ubatches=2, max_bytes="64MiB") as a:
+        _two_sizes(a)
+        assert a.stats().live_bytes == 5 * PAGE
+        planned = a.planned_bytes()
+        a.lock()
+        assert a.stats().live_bytes == planned == 8 * PAGE
+        check_books(a)
+    with Arena("cpu", source="virtual", framework="numpy", ubatches=2, max_bytes=8 * PAGE) as a:
+        _two_sizes(a)
+        a.lock()  # exactly the cap: 4 pages each
+        assert a.stats().live_bytes == 8 * PAGE
+        check_books(a)
