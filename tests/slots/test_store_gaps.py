@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from arena import Arena, ArenaOutOfMemoryError
+from arena import Arena, ArenaLockedError, ArenaOutOfMemoryError
 from arena.memory.virtual import PAGE
 from tests.sources import RecordingSource, check_books
 
@@ -59,3 +59,20 @@ def test_planned_bytes_on_a_fixed_address_source_counts_only_the_bytes_committed
         a.lock()  # exactly the cap: 4 pages each
         assert a.stats().live_bytes == 8 * PAGE
         check_books(a)
+
+
+def test_a_new_persistent_key_refused_on_another_lane_names_no_owner_of_that_lane() -> None:
+    """lock() shares a persistent buffer within a lane only: a key another lane created is
+    new on this one, and the error says to create it during warm-up, naming no slot of
+    another lane as its owner (slip: a store's siblings taken from every lane)."""
+    with Arena("cpu", framework="numpy", ubatches=2, lanes=2) as a:
+        with a.lane(0):
+            a.get_persistent("kv", (64,), "float32")
+        a.lock()
+        with a.lane(1), pytest.raises(ArenaLockedError) as caught:
+            a.get_persistent("kv", (64,), "float32")
+        message = str(caught.value)
+        assert "create persistent buffers during warm-up, before lock()" in message
+        assert "lane 0" not in message
+        with a.ubatch(1), a.lane(0):  # the same lane: shared by lock(), found
+            a.get_persistent("kv", (64,), "float32")
