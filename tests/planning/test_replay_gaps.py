@@ -5,8 +5,12 @@ real code."""
 from __future__ import annotations
 
 import threading
+from typing import Any
+
+import pytest
 
 from arena import Arena, SlotError
+from arena.views.builder import ViewBuilder
 
 F32 = "float32"
 
@@ -58,3 +62,37 @@ def test_a_locked_replay_on_a_micro_batch_that_never_ran_the_step_raises_its_loa
             s.get_simultaneous(((1000,), F32))
         stats = ws.stats().slots
         assert stats[1].load == stats[0].load > 0
+
+
+def test_a_scope_request_served_by_the_hit_survives_the_sweep_of_a_full_cache(
+    hit_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remembered scope request the hit serves is marked used, so the sweep of a full
+    cache gives it a second chance and it keeps being served while cold requests come and
+    go (slip: the compiled scope hit not setting the entry's ``used``: the hot request is
+    swept as the oldest and built again)."""
+    placed = [0]
+    original = ViewBuilder.place
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        placed[0] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(ViewBuilder, "place", counted)
+    with Arena("cpu", framework="numpy", max_cached_layouts=8) as ws:
+        ws.reserve_bytes(1 << 20)
+        ws.lock()
+
+        def one(n: int) -> None:
+            with ws.scope() as s:
+                s.get_simultaneous(((n,), F32))
+
+        one(64)  # remembered
+        one(64)  # served by the hit: used
+        for cold in range(1, 40):
+            placed[0] = 0
+            one(64 + cold)  # new: placed, remembered, sweeping a full cache
+            assert placed[0] == 1
+            placed[0] = 0
+            one(64)
+            assert placed[0] == 0, f"the hot request was swept after {cold} cold ones"
