@@ -12,9 +12,7 @@ from arena.observe import snapshot
 from arena.observe.snapshot import CSV_HEADER, EventLog
 
 
-def test_the_event_log_stamps_microseconds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_event_log_stamps_microseconds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """RMM's ``Time`` column is ``HH:MM:SS:micros``: six digits of microseconds (slip:
     the fraction scaled by 1e3, milliseconds padded to six digits)."""
     monkeypatch.setattr(snapshot.time, "time", lambda: 3600 * 5 + 61.123456)
