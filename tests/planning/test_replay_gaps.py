@@ -96,3 +96,26 @@ def test_a_scope_request_served_by_the_hit_survives_the_sweep_of_a_full_cache(
             placed[0] = 0
             one(64)
             assert placed[0] == 0, f"the hot request was swept after {cold} cold ones"
+
+
+def test_a_scope_request_first_remembered_inside_a_step_counts_in_plain_high_outside(
+    hit_path: str,
+) -> None:
+    """A scope request remembered inside a locked step's replay counts above the step;
+    the same request at the same top outside every step counts in the slot's
+    ``plain_high`` (what planning never shrinks the slot below), on both hit paths (slip:
+    the compiled scope hit serving it without checking ``plain_high`` covers its reach)."""
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(2):  # record, then plan
+            with ws.step("layer"), ws.scope() as s:
+                s.get_simultaneous(((1000,), F32))
+        ws.lock()
+        for _ in range(2):  # locked replays: the scope's request is remembered
+            with ws.step("layer"), ws.scope() as s:
+                s.get_simultaneous(((1000,), F32))
+        slot = ws._table.slots[0]
+        assert slot.plain_high == 0
+        for _ in range(3):  # the same request at the same top, no step open
+            with ws.scope() as s:
+                s.get_simultaneous(((1000,), F32))
+        assert slot.plain_high == 4096
