@@ -819,6 +819,94 @@ static PyObject *planner_layout(PyObject *self, PyObject *specs) {
     return result;
 }
 
+/* NumPy views of `planned` (offsets from the start of `source`, a numpy.ndarray) over
+ * `source`'s writeable buffer: a new list; NULL without an exception where the Python path
+ * builds them (a read-only buffer or one shorter than `total`, too many dimensions), NULL
+ * with one on error. Each view is what numpy.ndarray(shape, native, buffer=source,
+ * offset=offset) makes. */
+static PyObject *planned_views(Planner *p, PlannedView *planned, Py_ssize_t count,
+                               PyObject *source, unsigned long long total) {
+    /* The buffer's address and length, as numpy.ndarray(buffer=source) takes them. */
+    Py_buffer memory;
+    if (PyObject_GetBuffer(source, &memory, PyBUF_WRITABLE) < 0) {
+        PyErr_Clear(); /* not writeable: the Python path */
+        return NULL;
+    }
+    if (memory.len < 0 || (unsigned long long)memory.len < total) {
+        PyBuffer_Release(&memory);
+        return NULL;
+    }
+    PyObject *out = PyList_New(count);
+    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
+        PyObject *shape = planned[i].shape;
+        Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
+        Py_ssize_t dims[PLAN_MAX_DIMS];
+        if (ndim > PLAN_MAX_DIMS) {
+            Py_CLEAR(out); /* no exception: the Python path */
+            break;
+        }
+        for (Py_ssize_t k = 0; k < ndim; k++) dims[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, k));
+        /* PyArray_NewFromDescr takes the dtype's reference; SetBaseObject the base's. */
+        Py_INCREF(planned[i].native);
+        PyObject *view = p->new_from_descr((PyTypeObject *)p->ndarray, planned[i].native,
+                                           (int)ndim, dims, NULL,
+                                           (char *)memory.buf + planned[i].offset,
+                                           NPY_CARRAY_FLAGS, NULL);
+        if (view == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        Py_INCREF(source);
+        if (p->set_base(view, source) < 0) {
+            Py_DECREF(view);
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, view);
+    }
+    PyBuffer_Release(&memory);
+    return out;
+}
+
+/* Planner.views(specs, source, capacity): the views of a request computed and built in C
+ * over `source` (the buffer's numpy.ndarray), as (total, views); the total alone where it
+ * is more than `capacity`; None where the request is left to Python (the same requests
+ * plan_serve leaves: a zero-size view, a dtype it does not know, a list...). The miss
+ * path's first sighting of a structure (arena.views.builder.ViewBuilder.miss). */
+static PyObject *planner_views(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "views(specs, source, capacity) takes 3 arguments");
+        return NULL;
+    }
+    Planner *p = (Planner *)self;
+    long long capacity = PyLong_AsLongLong(args[2]);
+    if (capacity == -1 && PyErr_Occurred()) return NULL;
+    PlannedView planned[PLAN_MAX_VIEWS];
+    Py_ssize_t count = 0;
+    unsigned long long total = 0;
+    int done = plan_layout(p, args[0], planned, &count, &total, 0);
+    if (done < 0) return NULL;
+    if (done == 0) Py_RETURN_NONE;
+    PyObject *result = NULL;
+    if (count == 0 || capacity < 0 || Py_TYPE(args[1]) != (PyTypeObject *)p->ndarray) {
+        result = Py_NewRef(Py_None);
+    } else if (total > (unsigned long long)capacity) {
+        result = PyLong_FromUnsignedLongLong(total);
+    } else {
+        PyObject *views = planned_views(p, planned, count, args[1], total);
+        if (views == NULL) {
+            if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
+        } else {
+            PyObject *whole = PyLong_FromUnsignedLongLong(total);
+            if (whole != NULL) result = PyTuple_Pack(2, whole, views);
+            Py_XDECREF(whole);
+            Py_DECREF(views);
+        }
+    }
+    release_planned(planned, count);
+    return result;
+}
+
 static int planner_traverse(Planner *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
     for (int i = 0; i < self->known; i++) {
@@ -858,6 +946,9 @@ static PyMethodDef planner_methods[] = {
     {"layout", (PyCFunction)planner_layout, METH_O,
      "layout(specs): (total, offsets, nbytes) computed in C, or None where the request is "
      "left to Python (arena.base.layout.compute_layout)."},
+    {"views", (PyCFunction)(void (*)(void))planner_views, METH_FASTCALL,
+     "views(specs, source, capacity): (total, views) built in C over source, the total "
+     "alone where it is more than capacity, or None where the request is left to Python."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -935,45 +1026,7 @@ static PyObject *plan_serve(HitBase *self, PyObject *slot, PyObject *specs) {
         total > (unsigned long long)high || plain < 0 || total > (unsigned long long)plain ||
         FIELD(slot, slot_buffer) != buffer || Py_TYPE(source) != (PyTypeObject *)p->ndarray)
         goto release;
-    /* The buffer's address and length, as numpy.ndarray(buffer=source) takes them. */
-    Py_buffer memory;
-    if (PyObject_GetBuffer(source, &memory, PyBUF_WRITABLE) < 0) {
-        PyErr_Clear(); /* not writeable: the Python path */
-        goto release;
-    }
-    if (memory.len < 0 || (unsigned long long)memory.len < total) {
-        PyBuffer_Release(&memory);
-        goto release;
-    }
-    out = PyList_New(count);
-    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
-        PyObject *shape = planned[i].shape;
-        Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
-        Py_ssize_t dims[PLAN_MAX_DIMS];
-        if (ndim > PLAN_MAX_DIMS) {
-            Py_CLEAR(out); /* no exception: the Python path */
-            break;
-        }
-        for (Py_ssize_t k = 0; k < ndim; k++) dims[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, k));
-        /* PyArray_NewFromDescr takes the dtype's reference; SetBaseObject the base's. */
-        Py_INCREF(planned[i].native);
-        PyObject *view = p->new_from_descr((PyTypeObject *)p->ndarray, planned[i].native,
-                                           (int)ndim, dims, NULL,
-                                           (char *)memory.buf + planned[i].offset,
-                                           NPY_CARRAY_FLAGS, NULL);
-        if (view == NULL) {
-            Py_CLEAR(out);
-            break;
-        }
-        Py_INCREF(source);
-        if (p->set_base(view, source) < 0) {
-            Py_DECREF(view);
-            Py_CLEAR(out);
-            break;
-        }
-        PyList_SET_ITEM(out, i, view);
-    }
-    PyBuffer_Release(&memory);
+    out = planned_views(p, planned, count, source, total);
     if (out != NULL) {
         PyObject *calls = FIELD(slot, slot_calls);
         if (calls != NULL) {
