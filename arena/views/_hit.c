@@ -675,11 +675,22 @@ static int plan_dtype(Planner *p, PyObject *dtype, unsigned long long *itemsize,
  * the Python path serves or explains it), -1 with an exception set. `allow_empty` admits
  * zero-size views (layout() does; a request with one takes the general path, which
  * validates it, as arena.views.plan does). On success the caller releases `out`. */
+static int plan_layout_into(Planner *p, PyObject *specs, PlannedView *out,
+                            Py_ssize_t room, Py_ssize_t *count_out,
+                            unsigned long long *total_out, int allow_empty);
+
 static int plan_layout(Planner *p, PyObject *specs, PlannedView *out, Py_ssize_t *count_out,
                        unsigned long long *total_out, int allow_empty) {
+    return plan_layout_into(p, specs, out, PLAN_MAX_VIEWS, count_out, total_out, allow_empty);
+}
+
+/* plan_layout into `out` of `room` entries (a request of more views is declined). */
+static int plan_layout_into(Planner *p, PyObject *specs, PlannedView *out,
+                            Py_ssize_t room, Py_ssize_t *count_out,
+                            unsigned long long *total_out, int allow_empty) {
     if (!PyTuple_CheckExact(specs)) return 0;
     Py_ssize_t count = PyTuple_GET_SIZE(specs);
-    if (count > PLAN_MAX_VIEWS) return 0;
+    if (count > room) return 0;
     const unsigned long long mask = p->alignment - 1;
     unsigned long long offset = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -871,8 +882,9 @@ static PyObject *planned_views(Planner *p, PlannedView *planned, Py_ssize_t coun
 /* Planner.views(specs, source, capacity): the views of a request computed and built in C
  * over `source` (the buffer's numpy.ndarray), as (total, views); the total alone where it
  * is more than `capacity`; None where the request is left to Python (the same requests
- * plan_serve leaves: a zero-size view, a dtype it does not know, a list...). The miss
- * path's first sighting of a structure (arena.views.builder.ViewBuilder.miss). */
+ * plan_serve leaves: a zero-size view, a dtype it does not know, a list...), of any
+ * number of views. The miss path's first sighting of a structure
+ * (arena.views.builder.ViewBuilder.miss). */
 static PyObject *planner_views(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "views(specs, source, capacity) takes 3 arguments");
@@ -881,12 +893,23 @@ static PyObject *planner_views(PyObject *self, PyObject *const *args, Py_ssize_t
     Planner *p = (Planner *)self;
     long long capacity = PyLong_AsLongLong(args[2]);
     if (capacity == -1 && PyErr_Occurred()) return NULL;
-    PlannedView planned[PLAN_MAX_VIEWS];
+    /* On the stack for up to PLAN_MAX_VIEWS views; a larger request's on the heap. */
+    PlannedView stack[PLAN_MAX_VIEWS];
+    PlannedView *planned = stack;
+    Py_ssize_t room = PLAN_MAX_VIEWS;
+    if (PyTuple_CheckExact(args[0]) && PyTuple_GET_SIZE(args[0]) > PLAN_MAX_VIEWS) {
+        room = PyTuple_GET_SIZE(args[0]);
+        planned = PyMem_New(PlannedView, (size_t)room);
+        if (planned == NULL) return PyErr_NoMemory();
+    }
     Py_ssize_t count = 0;
     unsigned long long total = 0;
-    int done = plan_layout(p, args[0], planned, &count, &total, 0);
-    if (done < 0) return NULL;
-    if (done == 0) Py_RETURN_NONE;
+    int done = plan_layout_into(p, args[0], planned, room, &count, &total, 0);
+    if (done <= 0) {
+        if (planned != stack) PyMem_Free(planned);
+        if (done < 0) return NULL;
+        Py_RETURN_NONE;
+    }
     PyObject *result = NULL;
     if (count == 0 || capacity < 0 || Py_TYPE(args[1]) != (PyTypeObject *)p->ndarray) {
         result = Py_NewRef(Py_None);
@@ -904,6 +927,7 @@ static PyObject *planner_views(PyObject *self, PyObject *const *args, Py_ssize_t
         }
     }
     release_planned(planned, count);
+    if (planned != stack) PyMem_Free(planned);
     return result;
 }
 

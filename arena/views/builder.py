@@ -31,7 +31,7 @@ from arena.views.plan import Plan, plan_for
 from arena.views.prepared import Prepared, guarded_server, plain_key, prepare, remember, server
 from arena.views.requests import RequestLog
 
-__all__ = ["ALWAYS", "NEVER", "ONCE", "PLANNER_MAX_VIEWS", "ViewBuilder"]
+__all__ = ["ALWAYS", "NEVER", "ONCE", "ViewBuilder"]
 
 #: How :meth:`ViewBuilder.place` keeps the views of a request: remembered for later
 #: identical requests (plain requests at offset 0), remembered from the request's second
@@ -40,9 +40,6 @@ __all__ = ["ALWAYS", "NEVER", "ONCE", "PLANNER_MAX_VIEWS", "ViewBuilder"]
 #: Plan-built views are remembered from a layout's second sighting
 #: (:meth:`ViewBuilder.deliver`).
 ALWAYS, ONCE, NEVER = 2, 1, 0
-#: The most views the compiled Planner builds (``PLAN_MAX_VIEWS`` in ``_hit.c``): a larger
-#: structure is planned at its first sighting.
-PLANNER_MAX_VIEWS = 64
 
 
 class ViewBuilder:
@@ -211,9 +208,7 @@ class ViewBuilder:
                 built = self._views.build(plan, buffer, specs)
             if built is None:  # another structure than last time
                 planner = self.planner
-                later = None
-                if planner is not None and len(specs) <= PLANNER_MAX_VIEWS:
-                    later = self._later
+                later = None if planner is None else self._later
                 planned = plan_for(
                     self._plans, specs, self._adapter, self._governor.alignment, later
                 )

@@ -35,8 +35,11 @@ _DTYPES = [np.dtype(n) for n in ("float32", "int8", "float64", "int16", "uint8")
 
 def _request(rng: random.Random) -> tuple[Any, ...]:
     specs = []
-    for _ in range(rng.randint(1, 5)):
-        shape = tuple(rng.choice([1, 2, 3, 7, 31, 65, 300]) for _ in range(rng.randint(0, 4)))
+    # Mostly a few views; now and then more than the Planner keeps on its stack (64).
+    many = rng.random() < 0.05
+    dims = [1, 2, 3, 7] if many else [1, 2, 3, 7, 31, 65, 300]
+    for _ in range(rng.randint(60, 300) if many else rng.randint(1, 5)):
+        shape = tuple(rng.choice(dims) for _ in range(rng.randint(0, 4)))
         if rng.random() < 0.05:
             shape = (*shape, 0)  # a zero-size view: the Python path validates it
         specs.append((shape, rng.choice(_DTYPES)))
@@ -88,7 +91,7 @@ def _stream(ws: Arena, requests: list[tuple[Any, ...]]) -> list[Any]:
         views = ws.get_simultaneous(*specs)
         start = slot.buffer.wrappers["numpy"].__array_interface__["data"][0]
         for i, view in enumerate(views):
-            view[...] = i + 1
+            view[...] = i % 100 + 1
         out.append(
             [(v.__array_interface__["data"][0] - start, v.shape, v.strides, v.dtype) for v in views]
         )
@@ -143,11 +146,12 @@ def test_a_first_sighting_is_planned_at_the_second() -> None:
 
 
 def test_planner_views_keep_reference_counts_flat() -> None:
-    specs = (((5, 7), np.dtype("float32")), ((3,), "int16"))
+    few = (((5, 7), np.dtype("float32")), ((3,), "int16"))
     with Arena("cpu", framework="numpy") as ws:
         planner = ws.numpy._planner
-        source = np.empty(1 << 12, np.uint8)
-        for capacity in (1 << 12, 64):
+        source = np.empty(1 << 16, np.uint8)
+        many = tuple(((3,), "int8") for _ in range(100))  # on the heap
+        for specs, capacity in ((few, 1 << 12), (few, 64), (many, 1 << 16), (many, 64)):
             planner.views(specs, source, capacity)
             watched = (specs, specs[0], specs[0][0], specs[0][1], specs[1][1], source)
             before = [sys.getrefcount(o) for o in watched]
