@@ -283,7 +283,7 @@ class ViewBuilder:
         remember, one observer branch (capture mark, request log), return.
         """
         governor = self._governor
-        required = layout if isinstance(layout, int) else layout.total
+        required = layout.total if isinstance(layout, Layout) else layout
         buffer, resizes = slot.ensure(required)  # counts the request it gives a buffer
         # At offset 0 nothing else is live (ensure() raised the high-water mark). A request
         # refused from here on never held bytes: it counts neither in LOAD nor as a call.
@@ -304,9 +304,9 @@ class ViewBuilder:
                     raise slot.locked_error(required, what)
                 return None
             if required > buffer.capacity:  # raises: a bug in arena
-                if layout.__class__ is int:
+                if not isinstance(layout, Layout):
                     layout = compute_layout(specs, governor.alignment)
-                check_in_bounds(slot, buffer, layout)  # type: ignore[arg-type]
+                check_in_bounds(slot, buffer, layout)
             views = self._views.typed(buffer, layout, specs, self.planner)
         except BaseException:
             if buffer is not None:

@@ -66,7 +66,7 @@ class FrameworkViews:
         front's compiled ``planner`` builds its views (``Planner.views``), or where it
         leaves them to Python, the adapter from the request's layout."""
         wrapper = self.wrapper(buffer)
-        if isinstance(layout, int):
+        if not isinstance(layout, Layout):  # the total alone
             made = None if planner is None else planner.views(specs, wrapper, buffer.capacity)
             if made.__class__ is tuple:
                 return made[1]  # type: ignore[no-any-return]
