@@ -14,17 +14,18 @@ and build views over that buffer only.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
-from arena.base.dtypes import resolve_dtype
+from arena.base.dtypes import resolve_native
 from arena.base.layout import compute_layout
 from arena.base.poison import poison_outgrown, poison_stale_bytes
 from arena.config import check_flag, load_adapter
-from arena.errors import ArenaError, ConfigError
+from arena.errors import ConfigError
 from arena.planning.scopes import Scope, scope_class
 from arena.planning.steps import Step, step_class
 from arena.slots.persistent import PersistentStore
@@ -425,7 +426,11 @@ class CompiledFront(Front[ViewT]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._planner = _planner(self._adapter, self._fresh_view, self._governor.alignment)
+        self._planner = planner = _planner(
+            self._adapter, self._fresh_view, self._governor.alignment
+        )
+        # The miss path builds a structure's first sighting with it (ViewBuilder.miss).
+        self._builder.planner = planner
 
     if compiled is not None:
         get_simultaneous = compiled.HitBase.get_simultaneous
@@ -459,13 +464,8 @@ def _planner(adapter: Any, fresh_view: Any, alignment: int) -> Any:
     if api is None:
         return None
 
-    def resolve(dtype: Any) -> tuple[int, Any] | None:
-        try:
-            resolved = resolve_dtype(dtype)
-            return resolved.itemsize, adapter.native_dtype(resolved)
-        except (ArenaError, TypeError, ValueError):
-            return None  # the Python path explains
-
+    # None where a dtype does not resolve: the Python path explains.
+    resolve = functools.partial(resolve_native, native=adapter.native_dtype)
     try:
         return compiled.Planner(
             resolve, api, numpy.ndarray, numpy.dtype, adapter.framework, alignment, PLANNER_HOT

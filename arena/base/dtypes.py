@@ -30,9 +30,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from arena.errors import DTypeError
+from arena.errors import ArenaError, DTypeError
 
-__all__ = ["KNOWN_DTYPES", "DType", "resolve_dtype"]
+__all__ = ["KNOWN_DTYPES", "DType", "resolve_dtype", "resolve_native"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +145,18 @@ def resolve_dtype(dtype: Any) -> DType:
         _CACHE.clear()
     _CACHE[key] = resolved
     return resolved
+
+
+def resolve_native(dtype: Any, native: Any) -> tuple[int, Any] | None:
+    """``(itemsize, native(resolved))`` of ``dtype``, or None where it does not resolve (the
+    caller's general path explains): the compiled Planner's dtype resolution
+    (``arena.views._hit``), given a framework's ``native_dtype`` as ``native``. Written
+    here, so that a first request passes this module once per dtype."""
+    try:
+        resolved = resolve_dtype(dtype)
+        return resolved.itemsize, native(resolved)
+    except (ArenaError, TypeError, ValueError):
+        return None
 
 
 def _resolve_uncached(dtype: Any) -> DType:

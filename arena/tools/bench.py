@@ -135,8 +135,12 @@ def _targets(
         paired(f"{framework}: 2-slot hit / 1-slot hit", figure, 1.05)
     for framework, figure in found["warm_up"].items():
         paired(f"{framework}: unlocked hit / locked hit", figure, 1.5)
-    for views, limit in ((3, 100.0), (2000, 50.0)):
-        paired(f"never-seen {views}-view request / np.empty per view", found[f"new_{views}"], limit)
+    # Issue 32 item 4: a never-seen structure's first request, presized or grown.
+    for views, limit in ((3, 30.0), (2000, 15.0)):
+        for case, key in (("presized", f"new_{views}"), ("grown", f"new_{views}_grown")):
+            if key in found:
+                name = f"never-seen {views}-view request, {case} / np.empty per view"
+                paired(name, found[key], limit)
     paired("10^4 layouts in rotation / the fixed request (arena)", found["rotation"], 2.0)
     for framework, modes in found.get("regions", {}).items():
         for mode, figures in modes.items():
@@ -242,8 +246,9 @@ def run_bench(
                     time_workload(workload, framework, device, steps=runs, repeat=repeat)
                 )
     say("timing never-seen requests, a second slot and the unlocked warm-up path")
-    found["new_3"] = checks.never_seen(3, 21 if quick else 101).record()
-    found["new_2000"] = checks.never_seen(2000, 2 if quick else 5).record()
+    for views, trials in ((3, 21 if quick else 101), (2000, 2 if quick else 5)):
+        for grown, key in ((False, f"new_{views}"), (True, f"new_{views}_grown")):
+            found[key] = checks.never_seen(views, trials, grown=grown).record()
     found["slots"] = {k: v.record() for k, v in checks.slots_cost(rounds, number // 10).items()}
     found["warm_up"] = {k: v.record() for k, v in checks.warm_up_cost(rounds, number // 10).items()}
     found["rotation"] = checks.rotation_cost(rounds // 2, 10_000 if not quick else 2_000).record()
@@ -349,11 +354,13 @@ def format_result(result: BenchResult) -> str:
             "unlocked (call sites recorded)"
         )
     for views in (3, 2000):
-        n = found[f"new_{views}"]
-        lines.append(
-            f"never-seen {views}-view request: {n['us']:.1f} us, np.empty per view "
-            f"{n['baseline_us']:.2f} us"
-        )
+        for case, key in (("presized", f"new_{views}"), ("grown", f"new_{views}_grown")):
+            n = found.get(key)
+            if n is not None:
+                lines.append(
+                    f"never-seen {views}-view request, {case}: {n['us']:.1f} us, np.empty per "
+                    f"view {n['baseline_us']:.2f} us"
+                )
     for figure in found.get("cache_memory", []):
         lines.append(
             f"{figure['framework']} view cache: {figure['bytes_per_layout'] / 1024:.2f} KiB "

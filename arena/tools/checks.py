@@ -141,17 +141,20 @@ def rotation_cost(rounds: int, steps: int) -> Paired:
     return figure
 
 
-def never_seen(views: int, trials: int, number: int = 200) -> Paired:
-    """The first request of a structure a presized NumPy arena never saw, against one
-    ``np.empty`` per view of the same request (its steady-state cost), per trial.
+def never_seen(views: int, trials: int, number: int = 200, *, grown: bool = False) -> Paired:
+    """The first request of a structure a NumPy arena never saw, against one ``np.empty``
+    per view of the same request (its steady-state cost), per trial.
 
     Each trial makes a new arena and a structure no arena saw in this process (its
-    dimension counts and dtypes drawn anew), so no cache of any kind helps.
+    dimension counts and dtypes drawn anew), so no cache of any kind helps. The arena is
+    presized for the request, or (``grown``) holds only the 256 bytes of a warm-up request,
+    so that the first request grows the slot (releases the old buffer, allocates one of
+    the request's size): issue 32 item 4 bounds both.
     """
     import numpy as np
 
     dtypes = [np.dtype(n) for n in ("float32", "int32", "float16", "int8", "uint16", "int64")]
-    rng = random.Random(views)
+    rng = random.Random(views + grown)
     namespace: dict[str, Any] = {}
     # One call site for every trial: a new site costs its own first naming.
     request = step_function(["return get(*specs)"], namespace)
@@ -162,7 +165,8 @@ def never_seen(views: int, trials: int, number: int = 200) -> Paired:
             ((4,) * rng.randint(1, 4), dtypes[rng.randrange(len(dtypes))]) for _ in range(views)
         )
         with Arena("cpu", framework="numpy") as arena:
-            arena.reserve_bytes(sum(4**4 * 8 for _ in range(views)) + views * 256)
+            if not grown:
+                arena.reserve_bytes(sum(4**4 * 8 for _ in range(views)) + views * 256)
             arena.get_simultaneous(((1,), np.uint8))  # the buffer's import, another plan
             namespace.update(get=arena.get_simultaneous, specs=specs)
             # No gc.collect() here: it leaves the CPU caches cold, which no request meets
@@ -179,6 +183,8 @@ def never_seen(views: int, trials: int, number: int = 200) -> Paired:
                 empty.append((time.perf_counter() - start) / number * 1e6)
             finally:
                 gc.enable()
+            if grown and arena.stats().allocations < 2:
+                raise AssertionError("the never-seen request did not grow the slot")
     per_trial = [f / e for f, e in zip(first, empty, strict=True)]
     return Paired(
         statistics.median(per_trial),

@@ -675,11 +675,22 @@ static int plan_dtype(Planner *p, PyObject *dtype, unsigned long long *itemsize,
  * the Python path serves or explains it), -1 with an exception set. `allow_empty` admits
  * zero-size views (layout() does; a request with one takes the general path, which
  * validates it, as arena.views.plan does). On success the caller releases `out`. */
+static int plan_layout_into(Planner *p, PyObject *specs, PlannedView *out,
+                            Py_ssize_t room, Py_ssize_t *count_out,
+                            unsigned long long *total_out, int allow_empty);
+
 static int plan_layout(Planner *p, PyObject *specs, PlannedView *out, Py_ssize_t *count_out,
                        unsigned long long *total_out, int allow_empty) {
+    return plan_layout_into(p, specs, out, PLAN_MAX_VIEWS, count_out, total_out, allow_empty);
+}
+
+/* plan_layout into `out` of `room` entries (a request of more views is declined). */
+static int plan_layout_into(Planner *p, PyObject *specs, PlannedView *out,
+                            Py_ssize_t room, Py_ssize_t *count_out,
+                            unsigned long long *total_out, int allow_empty) {
     if (!PyTuple_CheckExact(specs)) return 0;
     Py_ssize_t count = PyTuple_GET_SIZE(specs);
-    if (count > PLAN_MAX_VIEWS) return 0;
+    if (count > room) return 0;
     const unsigned long long mask = p->alignment - 1;
     unsigned long long offset = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -819,6 +830,107 @@ static PyObject *planner_layout(PyObject *self, PyObject *specs) {
     return result;
 }
 
+/* NumPy views of `planned` (offsets from the start of `source`, a numpy.ndarray) over
+ * `source`'s writeable buffer: a new list; NULL without an exception where the Python path
+ * builds them (a read-only buffer or one shorter than `total`, too many dimensions), NULL
+ * with one on error. Each view is what numpy.ndarray(shape, native, buffer=source,
+ * offset=offset) makes. */
+static PyObject *planned_views(Planner *p, PlannedView *planned, Py_ssize_t count,
+                               PyObject *source, unsigned long long total) {
+    /* The buffer's address and length, as numpy.ndarray(buffer=source) takes them. */
+    Py_buffer memory;
+    if (PyObject_GetBuffer(source, &memory, PyBUF_WRITABLE) < 0) {
+        PyErr_Clear(); /* not writeable: the Python path */
+        return NULL;
+    }
+    if (memory.len < 0 || (unsigned long long)memory.len < total) {
+        PyBuffer_Release(&memory);
+        return NULL;
+    }
+    PyObject *out = PyList_New(count);
+    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
+        PyObject *shape = planned[i].shape;
+        Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
+        Py_ssize_t dims[PLAN_MAX_DIMS];
+        if (ndim > PLAN_MAX_DIMS) {
+            Py_CLEAR(out); /* no exception: the Python path */
+            break;
+        }
+        for (Py_ssize_t k = 0; k < ndim; k++) dims[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, k));
+        /* PyArray_NewFromDescr takes the dtype's reference; SetBaseObject the base's. */
+        Py_INCREF(planned[i].native);
+        PyObject *view = p->new_from_descr((PyTypeObject *)p->ndarray, planned[i].native,
+                                           (int)ndim, dims, NULL,
+                                           (char *)memory.buf + planned[i].offset,
+                                           NPY_CARRAY_FLAGS, NULL);
+        if (view == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        Py_INCREF(source);
+        if (p->set_base(view, source) < 0) {
+            Py_DECREF(view);
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, view);
+    }
+    PyBuffer_Release(&memory);
+    return out;
+}
+
+/* Planner.views(specs, source, capacity): the views of a request computed and built in C
+ * over `source` (the buffer's numpy.ndarray), as (total, views); the total alone where it
+ * is more than `capacity`; None where the request is left to Python (the same requests
+ * plan_serve leaves: a zero-size view, a dtype it does not know, a list...), of any
+ * number of views. The miss path's first sighting of a structure
+ * (arena.views.builder.ViewBuilder.miss). */
+static PyObject *planner_views(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "views(specs, source, capacity) takes 3 arguments");
+        return NULL;
+    }
+    Planner *p = (Planner *)self;
+    long long capacity = PyLong_AsLongLong(args[2]);
+    if (capacity == -1 && PyErr_Occurred()) return NULL;
+    /* On the stack for up to PLAN_MAX_VIEWS views; a larger request's on the heap. */
+    PlannedView stack[PLAN_MAX_VIEWS];
+    PlannedView *planned = stack;
+    Py_ssize_t room = PLAN_MAX_VIEWS;
+    if (PyTuple_CheckExact(args[0]) && PyTuple_GET_SIZE(args[0]) > PLAN_MAX_VIEWS) {
+        room = PyTuple_GET_SIZE(args[0]);
+        planned = PyMem_New(PlannedView, (size_t)room);
+        if (planned == NULL) return PyErr_NoMemory();
+    }
+    Py_ssize_t count = 0;
+    unsigned long long total = 0;
+    int done = plan_layout_into(p, args[0], planned, room, &count, &total, 0);
+    if (done <= 0) {
+        if (planned != stack) PyMem_Free(planned);
+        if (done < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *result = NULL;
+    if (count == 0 || capacity < 0 || Py_TYPE(args[1]) != (PyTypeObject *)p->ndarray) {
+        result = Py_NewRef(Py_None);
+    } else if (total > (unsigned long long)capacity) {
+        result = PyLong_FromUnsignedLongLong(total);
+    } else {
+        PyObject *views = planned_views(p, planned, count, args[1], total);
+        if (views == NULL) {
+            if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
+        } else {
+            PyObject *whole = PyLong_FromUnsignedLongLong(total);
+            if (whole != NULL) result = PyTuple_Pack(2, whole, views);
+            Py_XDECREF(whole);
+            Py_DECREF(views);
+        }
+    }
+    release_planned(planned, count);
+    if (planned != stack) PyMem_Free(planned);
+    return result;
+}
+
 static int planner_traverse(Planner *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
     for (int i = 0; i < self->known; i++) {
@@ -858,6 +970,9 @@ static PyMethodDef planner_methods[] = {
     {"layout", (PyCFunction)planner_layout, METH_O,
      "layout(specs): (total, offsets, nbytes) computed in C, or None where the request is "
      "left to Python (arena.base.layout.compute_layout)."},
+    {"views", (PyCFunction)(void (*)(void))planner_views, METH_FASTCALL,
+     "views(specs, source, capacity): (total, views) built in C over source, the total "
+     "alone where it is more than capacity, or None where the request is left to Python."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -935,45 +1050,7 @@ static PyObject *plan_serve(HitBase *self, PyObject *slot, PyObject *specs) {
         total > (unsigned long long)high || plain < 0 || total > (unsigned long long)plain ||
         FIELD(slot, slot_buffer) != buffer || Py_TYPE(source) != (PyTypeObject *)p->ndarray)
         goto release;
-    /* The buffer's address and length, as numpy.ndarray(buffer=source) takes them. */
-    Py_buffer memory;
-    if (PyObject_GetBuffer(source, &memory, PyBUF_WRITABLE) < 0) {
-        PyErr_Clear(); /* not writeable: the Python path */
-        goto release;
-    }
-    if (memory.len < 0 || (unsigned long long)memory.len < total) {
-        PyBuffer_Release(&memory);
-        goto release;
-    }
-    out = PyList_New(count);
-    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
-        PyObject *shape = planned[i].shape;
-        Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
-        Py_ssize_t dims[PLAN_MAX_DIMS];
-        if (ndim > PLAN_MAX_DIMS) {
-            Py_CLEAR(out); /* no exception: the Python path */
-            break;
-        }
-        for (Py_ssize_t k = 0; k < ndim; k++) dims[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, k));
-        /* PyArray_NewFromDescr takes the dtype's reference; SetBaseObject the base's. */
-        Py_INCREF(planned[i].native);
-        PyObject *view = p->new_from_descr((PyTypeObject *)p->ndarray, planned[i].native,
-                                           (int)ndim, dims, NULL,
-                                           (char *)memory.buf + planned[i].offset,
-                                           NPY_CARRAY_FLAGS, NULL);
-        if (view == NULL) {
-            Py_CLEAR(out);
-            break;
-        }
-        Py_INCREF(source);
-        if (p->set_base(view, source) < 0) {
-            Py_DECREF(view);
-            Py_CLEAR(out);
-            break;
-        }
-        PyList_SET_ITEM(out, i, view);
-    }
-    PyBuffer_Release(&memory);
+    out = planned_views(p, planned, count, source, total);
     if (out != NULL) {
         PyObject *calls = FIELD(slot, slot_calls);
         if (calls != NULL) {

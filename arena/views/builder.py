@@ -31,13 +31,15 @@ from arena.views.plan import Plan, plan_for
 from arena.views.prepared import Prepared, guarded_server, plain_key, prepare, remember, server
 from arena.views.requests import RequestLog
 
-__all__ = ["ALWAYS", "NEVER", "ViewBuilder"]
+__all__ = ["ALWAYS", "NEVER", "ONCE", "ViewBuilder"]
 
 #: How :meth:`ViewBuilder.place` keeps the views of a request: remembered for later
-#: identical requests (plain requests at offset 0), or never (views placed above scopes
-#: and in steps: their offsets are not the request's). Plan-built views are remembered
-#: from a layout's second sighting (:meth:`ViewBuilder.deliver`).
-ALWAYS, NEVER = 2, 0
+#: identical requests (plain requests at offset 0), remembered from the request's second
+#: sighting (a plain request at offset 0 whose structure the front's planner saw first),
+#: or never (views placed above scopes and in steps: their offsets are not the request's).
+#: Plan-built views are remembered from a layout's second sighting
+#: (:meth:`ViewBuilder.deliver`).
+ALWAYS, ONCE, NEVER = 2, 1, 0
 
 
 class ViewBuilder:
@@ -65,6 +67,7 @@ class ViewBuilder:
         "_governor",
         "_guarded",
         "_last_plan",
+        "_later",
         "_max_cached",
         "_name",
         "_plans",
@@ -77,6 +80,7 @@ class ViewBuilder:
         "fresh_view",
         "key",
         "log",
+        "planner",
         "probe",
     )
 
@@ -102,6 +106,11 @@ class ViewBuilder:
         self.probe = governor.capture_probe
         self._plans: dict[Any, Plan | None] = {}
         self._last_plan: Plan | None = None
+        #: The compiled Planner (``arena.views._hit.Planner``) that builds a structure's
+        #: first sighting in C, or None (set by a compiled NumPy front, see miss).
+        self.planner: Any = None
+        # Structures the planner served once, planned at their second sighting.
+        self._later: dict[Any, bool] = {}
         # Layouts a plan served once and did not remember yet (see deliver).
         self._seen: dict[Any, Any] = {}
         # Cached fronts hand out the prepared objects themselves where the adapter allows
@@ -198,7 +207,32 @@ class ViewBuilder:
             if plan is not None:
                 built = self._views.build(plan, buffer, specs)
             if built is None:  # another structure than last time
-                plan = plan_for(self._plans, specs, self._adapter, self._governor.alignment)
+                planner = self.planner
+                later = None if planner is None else self._later
+                planned = plan_for(
+                    self._plans, specs, self._adapter, self._governor.alignment, later
+                )
+                if planned is False:  # a first sighting: the planner builds it in C
+                    source = buffer.wrappers.get(self._name)  # the buffer's import, if made
+                    if source is None:
+                        source = self._views.wrapper(buffer)
+                    made = planner.views(specs, source, buffer.capacity)
+                    if made.__class__ is tuple:
+                        return self.deliver(slot, buffer, specs, made[0], made[1], strict=strict)
+                    if made is not None:  # the total, more than the buffer holds
+                        # No reference to the buffer that growth replaces, nor its import.
+                        buffer = source = None
+                        # Seen once: remembered from the second sighting on, as deliver()
+                        # does (the planner's requests are hashable).
+                        seen = self._seen
+                        if len(seen) < self._max_cached:  # remember() once full
+                            seen[specs] = True
+                        else:
+                            remember(seen, specs, True, self._max_cached)
+                        return self.place(slot, made, specs, strict=strict, keep=ONCE)
+                    # A request the planner leaves to Python: its plan, made now.
+                    planned = plan_for(self._plans, specs, self._adapter, self._governor.alignment)
+                plan = planned if isinstance(planned, Plan) else None
                 if plan is not None:
                     built = self._views.build(plan, buffer, specs)
                     self._last_plan = plan
@@ -227,7 +261,7 @@ class ViewBuilder:
     def place(
         self,
         slot: Slot,
-        layout: Layout,
+        layout: Layout | int,
         specs: Any,
         *,
         strict: bool = True,
@@ -237,8 +271,10 @@ class ViewBuilder:
     ) -> list[Any] | None:
         """Views of ``layout`` (the placement: offsets from the buffer's start) in
         ``slot``, growing it to ``layout.total`` bytes if needed: the one way plain
-        requests, scopes and steps get views. ``keep`` says whether they are remembered as
-        a plain request at offset 0 (:data:`ALWAYS`, :data:`NEVER`); ``memo(buffer,
+        requests, scopes and steps get views. ``layout`` may be the total alone, of a plain
+        request at offset 0 whose views the front's planner builds (:meth:`miss`).
+        ``keep`` says whether they are remembered as a plain request at offset 0
+        (:data:`ALWAYS`, :data:`ONCE`, :data:`NEVER`); ``memo(buffer,
         entry)`` is given them as a :class:`Prepared` to keep instead (step replays);
         ``what`` names a scope or step request in the locked error (``strict``) that growth
         while locked raises.
@@ -247,14 +283,14 @@ class ViewBuilder:
         remember, one observer branch (capture mark, request log), return.
         """
         governor = self._governor
-        required = layout.total
+        required = layout.total if isinstance(layout, Layout) else layout
         buffer, resizes = slot.ensure(required)  # counts the request it gives a buffer
         # At offset 0 nothing else is live (ensure() raised the high-water mark). A request
         # refused from here on never held bytes: it counts neither in LOAD nor as a call.
         # Only a listener hearing of the resize (it may raise, or close the arena) or a
         # capture (no first import of a buffer then) can refuse it: LOAD waits for the
         # views where either may.
-        note = buffer is not None and keep == ALWAYS and required > slot.plain_high
+        note = buffer is not None and keep != NEVER and required > slot.plain_high
         watched = self.probe is not None or bool(resizes and self._table.listeners)
         if note and not watched:
             slot.note_load(required, reach=required)
@@ -267,29 +303,36 @@ class ViewBuilder:
                 if strict:
                     raise slot.locked_error(required, what)
                 return None
-            if required > buffer.capacity:
-                check_in_bounds(slot, buffer, layout)  # raises: a bug in arena
-            views = self._views.typed(buffer, layout)
+            if required > buffer.capacity:  # raises: a bug in arena
+                if not isinstance(layout, Layout):
+                    layout = compute_layout(specs, governor.alignment)
+                check_in_bounds(slot, buffer, layout)
+            views = self._views.typed(buffer, layout, specs, self.planner)
         except BaseException:
             if buffer is not None:
                 slot.count_call(-1)  # ensure() counted it; it was refused after all
             raise
         if note and watched:
             slot.note_load(required, reach=required)
-        if keep == ALWAYS:
-            cache = buffer.prepared.get(self.key)
-            if cache is None:
-                cache = buffer.prepared[self.key] = {}
-            prepare(
-                cache,
-                specs,
-                required,
-                views,
-                self.fresh,
-                limit=self._max_cached,
-                guarded=self._guarded,
-            )
-            handed = self.fresh(views)
+        if keep != NEVER:
+            if keep == ALWAYS:
+                cache = buffer.prepared.get(self.key)
+                if cache is None:
+                    cache = buffer.prepared[self.key] = {}
+                prepare(
+                    cache,
+                    specs,
+                    required,
+                    views,
+                    self.fresh,
+                    limit=self._max_cached,
+                    guarded=self._guarded,
+                )
+                handed = self.fresh(views)
+            else:  # ONCE: handed out as built, remembered from the second sighting on
+                if self._poison:
+                    self._adapter.fill(views)
+                handed = views
             if self.probe is not None:  # the observer branch: a capture mark, the log
                 return self.served(slot, buffer, specs, required, handed, strict=strict)
             log = self.log

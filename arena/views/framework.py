@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from arena.base.layout import Layout
+from arena.base.layout import Layout, compute_layout
 from arena.errors import GraphCaptureError
 from arena.slots.governor import Governor
 from arena.slots.slot import Buffer
@@ -57,9 +57,21 @@ class FrameworkViews:
             wrapper = buffer.wrappers[self.name] = self.adapter.wrap(allocation)
         return wrapper
 
-    def typed(self, buffer: Buffer, layout: Layout) -> list[Any]:
-        """One view per entry of ``layout``, over ``buffer`` (bounds checked by the caller)."""
-        return self.adapter.typed_views(self.wrapper(buffer), layout)  # type: ignore[no-any-return]
+    def typed(
+        self, buffer: Buffer, layout: Layout | int, specs: Any = None, planner: Any = None
+    ) -> list[Any]:
+        """One view per entry of ``layout``, over ``buffer`` (bounds checked by the caller).
+
+        ``layout`` may be the total alone of ``specs``, a plain request at offset 0: the
+        front's compiled ``planner`` builds its views (``Planner.views``), or where it
+        leaves them to Python, the adapter from the request's layout."""
+        wrapper = self.wrapper(buffer)
+        if not isinstance(layout, Layout):  # the total alone
+            made = None if planner is None else planner.views(specs, wrapper, buffer.capacity)
+            if made.__class__ is tuple:
+                return made[1]  # type: ignore[no-any-return]
+            layout = compute_layout(specs, self.governor.alignment)
+        return self.adapter.typed_views(wrapper, layout)  # type: ignore[no-any-return]
 
     def build(self, plan: Plan, buffer: Buffer, specs: Any) -> Any:
         """``plan.build`` over ``buffer``'s plan sources: None for another structure, False

@@ -121,10 +121,18 @@ class Plan:
 
 
 def plan_for(
-    plans: dict[Any, Plan | None], specs: Any, adapter: Any, alignment: int
-) -> Plan | None:
+    plans: dict[Any, Plan | None],
+    specs: Any,
+    adapter: Any,
+    alignment: int,
+    later: dict[Any, bool] | None = None,
+) -> Plan | bool | None:
     """The plan of ``specs``'s structure from ``plans`` (a front's), made and kept on first
-    sight; None when the request has no plan (the general path serves it)."""
+    sight; None when the request has no plan (the general path serves it).
+
+    With ``later`` (the structures seen once, kept by a front whose compiled Planner
+    serves a first sighting, :meth:`~arena.views.builder.ViewBuilder.miss`), a structure
+    is planned at its second sighting: the first is noted there, and False returned."""
     structure = structure_of(specs)
     if structure is None:
         return None
@@ -134,6 +142,12 @@ def plan_for(
         pass
     except TypeError:  # an unhashable dtype object
         return None
+    if later is not None and not later.pop(structure, False):
+        if len(later) < MAX_PLANS:  # remember() once full: no call on a first request
+            later[structure] = True
+        else:
+            remember(later, structure, True, MAX_PLANS)
+        return False
     plan = make_plan(structure, adapter, alignment)
     if len(plans) < MAX_PLANS:
         plans[structure] = plan  # hashable: the lookup above found no TypeError
