@@ -41,7 +41,7 @@ class Adapter(abc.ABC):
         guard against.
     fresh_view : callable or None
         ``fresh_view(view)`` -> a new view object over the same memory, with metadata of
-        its own (``torch.Tensor.detach``, ``numpy.ndarray.view``). The compiled hit path
+        its own (torch: the tensor's ``.data``; ``numpy.ndarray.view``). The compiled hit path
         calls it per view without running Python code. None where a fresh view needs more
         than one call (JAX: :meth:`fresh_views` checks for donated arrays first).
     plan_view : callable or None

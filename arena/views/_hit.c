@@ -1,6 +1,13 @@
 /* arena.views._hit: the compiled hit path of arena's fronts and replayed steps (optional;
- * CPython API only, but for the Planner's two calls into NumPy's C-API table, found at
- * run time: see the Planner section).
+ * CPython API only, but for the Planner's calls into NumPy's C-API table, found at run
+ * time (see the Planner section), and for the compiled step enter and exit reading the
+ * owner and count of the arena's `_thread.RLock` from its object layout, checked when the
+ * module binds and replaced by the lock's own methods where the check fails (see the
+ * step section)).
+ *
+ * It also builds a NumPy front's first sighting of a structure (Planner.views) and
+ * compiles a replayed step's construction, enter and exit (CompiledStep): each mirrors a
+ * Python path and hands every other case to it.
  *
  * A request an arena served before on the same slot buffer (a "hit") is one dictionary
  * lookup, a check that every dimension is a plain int, and one fresh view per tensor.
@@ -19,7 +26,7 @@
  *   _slots       tuple of slots, or None: selection the C way (see select_slot)
  *   _tls         the selector's per-thread micro-batch binding (a Binding), or None
  *   _key         the front's key into Buffer.prepared
- *   _fresh_view  per-view callable that makes a fresh view (torch.Tensor.detach,
+ *   _fresh_view  per-view callable that makes a fresh view (torch: the tensor's .data,
  *                numpy.ndarray.view); None: hand out the prepared view itself (cached
  *                fronts); False: this front takes the Python path for every request
  *   _debug       True: every request takes the Python path

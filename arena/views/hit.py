@@ -4,8 +4,9 @@ A *hit* is a request the front served before on the same slot buffer: one dictio
 lookup, a check that every dimension is a plain ``int``, and one fresh view per tensor.
 Two implementations serve it, with the same results:
 
-* **compiled**: ``arena.views._hit``, a small C extension (CPython's API only, no NumPy or
-  torch headers) built at install where a C compiler is found. Its ``HitBase`` is the
+* **compiled**: ``arena.views._hit``, a small C extension (CPython's API, no NumPy or
+  torch headers: its NumPy ``Planner`` finds NumPy's C-API table at run time) built at
+  install where a C compiler is found. Its ``HitBase`` is the
   base class of :class:`~arena.front.Front`, and its ``get_simultaneous`` and
   ``try_get_simultaneous`` serve a plain hit without running Python code: the slot (its
   ``Binding`` holds each thread's micro-batch in the thread state), the lookup, the
@@ -21,7 +22,10 @@ A replayed step's request (:mod:`arena.planning.steps`) has the same two paths: 
 compiled ``StepHitBase`` serves a request index whose views the replay remembered over the
 slot's current buffer (and a ``release`` of one of the last six requests' views, or of one
 the run indexed already), and
-hands everything else to the step's Python methods. So has a
+hands everything else to the step's Python methods; ``CompiledStep`` also builds, enters
+and exits a step in C where the replay is the usual one (locked, nothing else open on
+the slot, at its plan's height), mirroring ``Step._replay_locked`` and
+``Step._end_replay``. So has a
 scope's request (:mod:`arena.planning.scopes`): ``ScopeHitBase`` serves a request the
 slot's buffer remembers for the front's scopes at the slot's current top.
 
