@@ -458,28 +458,14 @@ def test_repairs_are_described_five_at_a_time_and_lines_kept_short() -> None:
 
 
 def _valid_profile() -> dict[str, object]:
-    return {
-        "format": "arena-profile",
-        "version": 1,
-        "device": "cpu",
-        "ubatches": 1,
-        "lanes": 1,
-        "alignment": 256,
-        "growth": "exact",
-        "runs": 1,
-        "ranks": [0],
-        "slots": [{"ubatch": 0, "lane": 0, "peak": 0, "capacity": 0, "growths": 0}],
-        "sites": [
-            {
-                "site": "a.py:1:f",
-                "ubatch": 0,
-                "lane": 0,
-                "peak": 256,
-                "layouts": [{"total": 256, "padding": 216, "views": [[[10], "float32"]]}],
-            }
-        ],
-        "timeline": [],
+    site = {
+        "site": "a.py:1:f",
+        "ubatch": 0,
+        "lane": 0,
+        "peak": 256,
+        "layouts": [{"total": 256, "padding": 216, "views": [[[10], "float32"]]}],
     }
+    return profile_data({"growths": 0}, growth="exact", sites=[site])
 
 
 BIG = 2**64

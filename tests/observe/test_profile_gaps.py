@@ -25,25 +25,12 @@ from arena.observe.profilefile import (
     write_atomically,
 )
 from arena.observe.profilepaths import sibling_profiles
+from tests.profiles import profile_data
 
 
 def _profile(**slot: Any) -> dict[str, Any]:
     """A valid one-slot profile; ``slot`` adds or replaces the slot's fields."""
-    return check_profile(
-        {
-            "format": "arena-profile",
-            "version": 1,
-            "device": "cpu",
-            "ubatches": 1,
-            "lanes": 1,
-            "alignment": 256,
-            "runs": 1,
-            "ranks": [0],
-            "slots": [{"ubatch": 0, "lane": 0, "peak": 512, "capacity": 512, "growths": 1, **slot}],
-            "sites": [],
-            "timeline": [],
-        }
-    )
+    return check_profile(profile_data({"peak": 512, "capacity": 512, **slot}))
 
 
 def _step(key: str | int, recorded_at: int) -> dict[str, Any]:

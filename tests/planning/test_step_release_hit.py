@@ -5,6 +5,7 @@ compiled release without indexing the run's views, with the Python release's out
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -55,9 +56,12 @@ def _layer(ws: Arena, log: list[Any]) -> None:
         )
 
 
-def test_the_compiled_release_serves_recent_views_with_the_python_outcome(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def _both_paths(
+    monkeypatch: pytest.MonkeyPatch, program: Callable[[Arena, list[Any]], None], ptrs: int
+) -> dict[str, tuple[list[Any], int]]:
+    """``program`` run on each hit path: three warm-up runs, lock, one locked run; per path
+    the log (entry ``ptrs`` holds pointers, made relative to the locked run's lowest) and
+    how many releases the locked run left to Python."""
     if hit.compiled is None:
         pytest.skip("the compiled hit path is not in use here")
     results = {}
@@ -68,15 +72,25 @@ def test_the_compiled_release_serves_recent_views_with_the_python_outcome(
         with Arena("cpu", framework="numpy") as ws:
             ws.reserve_bytes(1 << 16)
             for _ in range(3):
-                _layer(ws, log)
+                program(ws, log)
             ws.lock()
             python[0] = 0
-            _layer(ws, log)
-            origin = min(log[-1][2])
-            log = [(*entry[:2], [p - origin for p in entry[2]], *entry[3:]) for entry in log]
+            program(ws, log)
+            origin = min(log[-1][ptrs])
+            log = [
+                (*entry[:ptrs], [p - origin for p in entry[ptrs]], *entry[ptrs + 1 :])
+                for entry in log
+            ]
         results[path] = (log, python[0])
         monkeypatch.undo()
     assert results["compiled"][0] == results["python"][0]
+    return results
+
+
+def test_the_compiled_release_serves_recent_views_with_the_python_outcome(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    results = _both_paths(monkeypatch, _layer, 2)
     # Left to Python: the old view, the double release, the unknown view, the pair.
     assert results["compiled"][1] == 4
 
@@ -123,24 +137,6 @@ def _older(ws: Arena, log: list[Any]) -> None:
 def test_the_compiled_release_finds_old_views_in_the_runs_index(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    if hit.compiled is None:
-        pytest.skip("the compiled hit path is not in use here")
-    results = {}
-    for path in ("compiled", "python"):
-        monkeypatch.setattr(hit, "HIT_PATH", path)
-        python = _counting(monkeypatch)
-        log: list[Any] = []
-        with Arena("cpu", framework="numpy") as ws:
-            ws.reserve_bytes(1 << 16)
-            for _ in range(3):
-                _older(ws, log)
-            ws.lock()
-            python[0] = 0
-            _older(ws, log)
-            origin = min(log[-1][3])
-            log = [(*entry[:3], [p - origin for p in entry[3]], *entry[4:]) for entry in log]
-        results[path] = (log, python[0])
-        monkeypatch.undo()
-    assert results["compiled"][0] == results["python"][0]
+    results = _both_paths(monkeypatch, _older, 3)
     # Left to Python: the pair and the double release; the old views were indexed.
     assert results["compiled"][1] == 2
