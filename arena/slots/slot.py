@@ -131,6 +131,7 @@ class Slot:
         "plain_high",
         "regions",
         "retired",
+        "scratch_name",
         "steps",
         "stores",
         "top",
@@ -174,6 +175,8 @@ class Slot:
         self.growths = 0
         self.high_water = 0
         self.holder = SlotHolder()
+        #: What the ledger's trace names this slot's scratch blocks (formatted once).
+        self.scratch_name = f"the scratch buffer of slot {self.describe()}"
 
     def describe(self) -> str:
         """``"(ubatch 0, lane 1)"``, for messages."""
@@ -387,7 +390,10 @@ class Slot:
         governor = self.governor
         # First: the growth then calls nothing more of this module's until the new block
         # is held (the request path's call-backs, tests/views/test_request_path.py).
-        where = self.describe()
+        # Named only where a check that can fail is set: formatting it was a growth's own
+        # cost (issue 32 item 4); the allocation's name is the slot's, made once.
+        checked = governor.capture_probe is not None or governor.max_bytes is not None
+        where = self.describe() if checked else ""
         empty = Buffer(None, 0)
         capacity = governor.shrinking_to(target) if shrinking else governor.grown_size(target)
         # The governor's checks are called where they can fail (messages built there only).
@@ -419,7 +425,7 @@ class Slot:
             # From the ledger itself: what the governor's allocate() checks (a capture, the
             # cap) was checked above, before the old buffer went, and this path runs only
             # unlocked (a locked growth in place commits: _commit).
-            allocation = ledger.allocate(capacity, f"the scratch buffer of slot {where}")
+            allocation = ledger.allocate(capacity, self.scratch_name)
             # Installed by this one store: an interrupt before it leaves the block to
             # reclaim(), none after it leaves the block unheld.
             self.buffer = Buffer(allocation, capacity)
@@ -542,7 +548,7 @@ class Slot:
             return self._commit(target)
         mark = governor.ledger.allocations
         try:
-            allocation = governor.allocate(target, f"the scratch buffer of slot {self.describe()}")
+            allocation = governor.allocate(target, self.scratch_name)
             buffer = Buffer(allocation, target)
             retired = [*self.retired, old] if old.allocation is not None else self.retired
             self.buffer, self.retired = buffer, retired  # installed in one step

@@ -16,6 +16,8 @@ def test_host_source_is_page_aligned_and_exact() -> None:
     for nbytes in (1, 255, 4096, 10_000):
         block = source.allocate(nbytes)
         assert block.ptr % 4096 == 0
+        # The address is the owner's own (read through a ctypes view of its buffer).
+        assert block.ptr == block.owner.__array_interface__["data"][0]
         assert block.nbytes == block.owner.nbytes == nbytes
         assert block.owner.dtype == np.uint8
 
