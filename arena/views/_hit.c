@@ -1565,7 +1565,7 @@ static Py_ssize_t st_book, st_placer, st_select, st_key, st_poison, st_debug, st
 static Py_ssize_t st_moved, st_base, st_end, st_held, st_above, st_nested, st_inside;
 static Py_ssize_t st_memo, st_run;
 static Py_ssize_t run_released, run_handed, run_views, run_ended, run_lasts, run_nests;
-static Py_ssize_t run_broken;
+static Py_ssize_t run_broken, run_live;
 static Py_ssize_t book_offsets, book_running, book_stale, book_recorded_at, book_total;
 static Py_ssize_t book_load, book_version, book_settled, book_expiring, book_base;
 static Py_ssize_t book_above, book_above_runs, book_runs, book_top_level;
@@ -1623,8 +1623,11 @@ static int template_add(Template *t, Py_ssize_t offset, PyObject *a, PyObject *b
                                                  x == FIELD(ended_run, run_handed) ||
                                                  x == FIELD(ended_run, run_views) ||
                                                  x == FIELD(ended_run, run_ended) ||
-                                                 x == FIELD(ended_run, run_lasts))))) {
-        t->kind[i] = 'c'; /* immutable, or the run of steps not running and its fields */
+                                                 x == FIELD(ended_run, run_lasts) ||
+                                                 x == FIELD(ended_run, run_live))))) {
+        /* immutable, or the run of steps not running and its fields (its live: the
+         * read-only empty mapping every replay shares until it records) */
+        t->kind[i] = 'c';
         Py_INCREF(x);
         t->value[i] = x;
     } else if (x != y && Py_IS_TYPE(x, Py_TYPE(y)) &&
@@ -1840,10 +1843,10 @@ static PyObject *bind_steps(PyObject *module, PyObject *args) {
         &st_book,  &st_placer, &st_select, &st_key,    &st_poison, &st_debug,
         &st_replay, &st_moved, &st_base,   &st_end,    &st_held,   &st_above,
         &st_nested, &st_inside, &st_memo,  &st_run};
-    static const char *const run_names[] = {"released", "handed", "views", "ended",
-                                            "lasts",    "nests",  "broken", NULL};
+    static const char *const run_names[] = {"released", "handed", "views", "ended", "lasts",
+                                            "nests",    "broken", "live",  NULL};
     Py_ssize_t *const run_out[] = {&run_released, &run_handed, &run_views, &run_ended,
-                                   &run_lasts,    &run_nests,  &run_broken};
+                                   &run_lasts,    &run_nests,  &run_broken, &run_live};
     static const char *const book_names[] = {
         "offsets", "running", "stale", "recorded_at", "total", "load", "version", "settled",
         "expiring", "base", "above", "above_runs", "runs", "top_level", NULL};
