@@ -1338,7 +1338,7 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
         PyObject *key, *value;
         if (PyDict_Next(cache, &pos, &key, &value) && same_request(key, specs) == 1)
             found = value;
-        PyErr_Clear();
+        if (PyErr_Occurred()) PyErr_Clear(); /* looked up next: the lookup explains */
     }
     if (found == NULL) found = PyDict_GetItemWithError(cache, specs);
     Py_XINCREF(found);
@@ -1405,7 +1405,8 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     }
     Py_DECREF(views);
     PyObject *calls = out == NULL ? NULL : PyNumber_Add(FIELD(slot, slot_calls), one);
-    PyObject *next = calls == NULL ? NULL : PyNumber_Add(request, one);
+    /* request + 1 from r (request's value, an exact int): no generic addition */
+    PyObject *next = calls == NULL ? NULL : PyLong_FromSsize_t(r + 1);
     /* The blocks, then the views: both or neither (no Python code runs between). */
     int failed = next == NULL || PyList_Append(handed, blocks) < 0;
     if (!failed && PyList_Append(handed, out) < 0) {
