@@ -6,7 +6,8 @@ runs, and :mod:`arena.planning.steps` for how runs record and replay)."""
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import Any
+from types import MappingProxyType
+from typing import Any, cast
 
 from arena.errors import ArenaError
 from arena.views.aliases import origin_of
@@ -30,13 +31,21 @@ def merge_nests(*lists: Sequence[Nest]) -> list[Nest]:
     return [(r, key, lift, reached) for (r, key, lift), reached in most.items()]
 
 
+#: A replay's recording fields (counts, sizes, firsts, offsets; live): shared empties that
+#: cannot be written (an append or a store raises), so a replay makes none of its own; a
+#: run that records gets its own (:meth:`StepRun.start_recording`, :meth:`StepRun.adopt`).
+_NO_BLOCKS: tuple[int, ...] = ()
+_NO_LIVE: MappingProxyType[int, tuple[int, int]] = MappingProxyType({})
+
+
 class StepRun:
     """The blocks of one run, numbered in request order (a replay numbers them as its
     plan does).
 
     A recording run keeps each block's size, first use, offset and whether it is live. A
     replay keeps only what it handed out and what was released (its places are the
-    plan's); if it starts recording, it first adopts its plan's record of what it did.
+    plan's): its recording fields are shared empties that cannot be written, until it
+    starts recording, when it first adopts its plan's record of what it did.
     """
 
     __slots__ = (
@@ -56,14 +65,16 @@ class StepRun:
     )
 
     def __init__(self) -> None:
-        self.counts: list[int] = []
-        self.sizes: list[int] = []
-        self.firsts: list[int] = []
-        self.offsets: list[int] = []
+        # Recording: per request its block count; per block its size, first request and
+        # offset (a replay's: the shared empties until start_recording() or adopt()).
+        self.counts: list[int] = cast("list[int]", _NO_BLOCKS)
+        self.sizes: list[int] = cast("list[int]", _NO_BLOCKS)
+        self.firsts: list[int] = cast("list[int]", _NO_BLOCKS)
+        self.offsets: list[int] = cast("list[int]", _NO_BLOCKS)
         #: Block -> the last request it was live for (set at release and at the end).
         self.lasts: dict[int, int] = {}
         #: Recording: block -> (offset, size) while live.
-        self.live: dict[int, tuple[int, int]] = {}
+        self.live: dict[int, tuple[int, int]] = cast("dict[int, tuple[int, int]]", _NO_LIVE)
         #: id(view) -> (block, view) while live (the view kept: its id stays unique).
         self.views: dict[int, tuple[int, Any]] = {}
         #: Replay: per request its blocks and then its views (one flat list, two entries
@@ -79,6 +90,19 @@ class StepRun:
         self.nests: list[Nest] = []
         #: An interrupt stopped the bookkeeping of a request halfway: no record.
         self.broken = False
+
+    def start_recording(self) -> None:
+        """Give a run that records from its first request its own recording fields (a
+        run that has them keeps them). Each is made before any is installed, and each
+        install is one store: an interrupt leaves every field usable."""
+        if self.live is _NO_LIVE:
+            counts: list[int] = []
+            sizes: list[int] = []
+            firsts: list[int] = []
+            offsets: list[int] = []
+            live: dict[int, tuple[int, int]] = {}
+            self.counts, self.sizes, self.firsts, self.offsets = counts, sizes, firsts, offsets
+            self.live = live
 
     def add(self, request: int, offsets: list[int], sizes: list[int]) -> None:
         """Record one request's blocks (numbered from ``len(self.sizes)``)."""

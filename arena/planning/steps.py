@@ -331,6 +331,8 @@ class Step(StepHitBase, Generic[ViewT]):
         """Start ``run`` (a replay of the plan, or a recording): where the compiled hit
         and release read its records, and whether release() of one view may take the
         compiled hit."""
+        if not replay:
+            run.start_recording()
         self._released, self._handed = run.released, run.handed
         self._views, self._ended, self._lasts = run.views, run.ended, run.lasts
         self.replay = replay

@@ -12,7 +12,11 @@ runs four ways, written as a user writes them:
 * ``empty``: the framework's own allocation, an inline ``torch.empty`` (``np.empty``) per
   view;
 * ``floor``: the same arithmetic on tensors allocated once before the timed loop, where
-  nothing is allocated.
+  nothing is allocated;
+* ``views``: the floor's tensors, a new view object of each per use, made as the front
+  makes a replayed request's fresh views (``t.data``, ``a.view()``): what handing out a
+  new tensor object per request costs on top of the floor, with no allocator at all
+  (``steps/views`` is a step's cost beyond that).
 
 torch runs under ``no_grad`` and under ``inference_mode`` (the whole life in the mode,
 warm-up included, as an engine runs); NumPy once. A round times the four passes back to
@@ -41,7 +45,7 @@ __all__ = ["METHODS", "PASS_TARGETS", "TOKENS", "format_passes", "make_passes", 
 TOKENS = 8
 
 #: The passes, in the order a round times them.
-METHODS = ("steps", "scopes", "empty", "floor")
+METHODS = ("steps", "scopes", "empty", "floor", "views")
 
 #: (method, baseline, limit): issue 32's whole-pass targets, per framework and mode.
 PASS_TARGETS = (("steps", "floor", 1.03), ("scopes", "floor", 1.03))
@@ -124,7 +128,8 @@ class _TorchOps:
 
 
 def _kit(framework: str, shape: DecoderShape, tokens: int) -> tuple[Any, ...]:
-    """The framework's arithmetic, dtype, and its random, empty and copy functions."""
+    """The framework's arithmetic, dtype, and its random, empty, copy and alias (a new view
+    object of a whole tensor) functions."""
     if framework == "torch":
         import torch
 
@@ -140,6 +145,9 @@ def _kit(framework: str, shape: DecoderShape, tokens: int) -> tuple[Any, ...]:
 
         def copy(out: Any, x: Any) -> None:
             out.copy_(x)
+
+        def alias(x: Any) -> Any:
+            return x.data  # as the torch front makes a fresh view (adapters/torch.py)
 
     else:
         import numpy as np
@@ -157,7 +165,10 @@ def _kit(framework: str, shape: DecoderShape, tokens: int) -> tuple[Any, ...]:
         def copy(out: Any, x: Any) -> None:
             out[...] = x
 
-    return ops, dtype, random, empty, copy
+        def alias(x: Any) -> Any:
+            return x.view()  # as the NumPy front makes a fresh view (adapters/numpy.py)
+
+    return ops, dtype, random, empty, copy, alias
 
 
 def make_passes(
@@ -166,7 +177,7 @@ def make_passes(
     """The four passes of :data:`METHODS` on ``front`` (a locked arena's, for the figures),
     each returning its output (copied out of scratch), over one set of weights and tokens:
     every pass computes the same arithmetic, bitwise."""
-    ops, dtype, random, empty, copy = _kit(framework, shape, tokens)
+    ops, dtype, random, empty, copy, alias = _kit(framework, shape, tokens)
     s, t = shape, tokens
     weights = [
         {
@@ -244,7 +255,20 @@ def make_passes(
         copy(result, x)
         return result
 
-    return {"steps": steps, "scopes": scopes, "empty": allocated, "floor": floor}
+    def views() -> Any:
+        take = iter(held).__next__
+
+        def get(_size: tuple[int, int]) -> Any:
+            return alias(take())
+
+        x = get((t, s.hidden))
+        copy(x, tokens_in)
+        for w in weights:
+            x = layer_released(ops, get, none, x, w, shape=s, tokens=t)
+        copy(result, x)
+        return result
+
+    return {"steps": steps, "scopes": scopes, "empty": allocated, "floor": floor, "views": views}
 
 
 def _timed(passes: dict[str, Callable[[], Any]], rounds: int, reps: int) -> dict[str, list[float]]:
@@ -306,6 +330,8 @@ def _framework_figures(framework: str, rounds: int, reps: int) -> dict[str, Any]
             ("empty", "floor"),
             ("steps", "empty"),
             ("scopes", "empty"),
+            ("views", "floor"),
+            ("steps", "views"),
         ):
             figures[f"{top}_over_{bottom}"] = _ratio(t[top], t[bottom])
         figures["rounds"] = rounds
@@ -354,14 +380,20 @@ def format_passes(figures: dict[str, Any]) -> list[str]:
         f"whole passes: {DOCS_LAYERS.describe()}, {TOKENS} tokens, CPU (us per pass; "
         "median of per-round ratios, p10-p90)",
         f"{'framework':<10}{'mode':<11}{'steps/floor':>20}{'scopes/floor':>20}"
-        f"{'empty/floor':>20}{'steps us':>10}{'scopes us':>10}{'empty us':>10}{'floor us':>10}",
+        f"{'empty/floor':>20}{'views/floor':>20}{'steps/views':>20}{'steps us':>10}"
+        f"{'scopes us':>10}{'empty us':>10}{'floor us':>10}{'views us':>10}",
     ]
     for framework, modes in figures.items():
         for mode, f in modes.items():
             lines.append(
                 f"{framework:<10}{mode:<11}{cell(f['steps_over_floor']):>20}"
                 f"{cell(f['scopes_over_floor']):>20}{cell(f['empty_over_floor']):>20}"
+                f"{cell(f['views_over_floor']):>20}{cell(f['steps_over_views']):>20}"
                 f"{f['steps_us']:>10.1f}{f['scopes_us']:>10.1f}{f['empty_us']:>10.1f}"
-                f"{f['floor_us']:>10.1f}"
+                f"{f['floor_us']:>10.1f}{f['views_us']:>10.1f}"
             )
+    lines.append(
+        "views: the floor's tensors, a new view object of each per use as the front makes "
+        "one (no allocator): steps/views is a step's cost beyond handing out new objects"
+    )
     return lines

@@ -1345,7 +1345,7 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
         PyObject *key, *value;
         if (PyDict_Next(cache, &pos, &key, &value) && same_request(key, specs) == 1)
             found = value;
-        PyErr_Clear();
+        if (PyErr_Occurred()) PyErr_Clear(); /* looked up next: the lookup explains */
     }
     if (found == NULL) found = PyDict_GetItemWithError(cache, specs);
     Py_XINCREF(found);
@@ -1412,7 +1412,8 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     }
     Py_DECREF(views);
     PyObject *calls = out == NULL ? NULL : PyNumber_Add(FIELD(slot, slot_calls), one);
-    PyObject *next = calls == NULL ? NULL : PyNumber_Add(request, one);
+    /* request + 1 from r (request's value, an exact int): no generic addition */
+    PyObject *next = calls == NULL ? NULL : PyLong_FromSsize_t(r + 1);
     /* The blocks, then the views: both or neither (no Python code runs between). */
     int failed = next == NULL || PyList_Append(handed, blocks) < 0;
     if (!failed && PyList_Append(handed, out) < 0) {
@@ -1572,7 +1573,7 @@ static Py_ssize_t st_book, st_placer, st_select, st_key, st_poison, st_debug, st
 static Py_ssize_t st_moved, st_base, st_end, st_held, st_above, st_nested, st_inside;
 static Py_ssize_t st_memo, st_run;
 static Py_ssize_t run_released, run_handed, run_views, run_ended, run_lasts, run_nests;
-static Py_ssize_t run_broken;
+static Py_ssize_t run_broken, run_live;
 static Py_ssize_t book_offsets, book_running, book_stale, book_recorded_at, book_total;
 static Py_ssize_t book_load, book_version, book_settled, book_expiring, book_base;
 static Py_ssize_t book_above, book_above_runs, book_runs, book_top_level;
@@ -1630,8 +1631,11 @@ static int template_add(Template *t, Py_ssize_t offset, PyObject *a, PyObject *b
                                                  x == FIELD(ended_run, run_handed) ||
                                                  x == FIELD(ended_run, run_views) ||
                                                  x == FIELD(ended_run, run_ended) ||
-                                                 x == FIELD(ended_run, run_lasts))))) {
-        t->kind[i] = 'c'; /* immutable, or the run of steps not running and its fields */
+                                                 x == FIELD(ended_run, run_lasts) ||
+                                                 x == FIELD(ended_run, run_live))))) {
+        /* immutable, or the run of steps not running and its fields (its live: the
+         * read-only empty mapping every replay shares until it records) */
+        t->kind[i] = 'c';
         Py_INCREF(x);
         t->value[i] = x;
     } else if (x != y && Py_IS_TYPE(x, Py_TYPE(y)) &&
@@ -1847,10 +1851,10 @@ static PyObject *bind_steps(PyObject *module, PyObject *args) {
         &st_book,  &st_placer, &st_select, &st_key,    &st_poison, &st_debug,
         &st_replay, &st_moved, &st_base,   &st_end,    &st_held,   &st_above,
         &st_nested, &st_inside, &st_memo,  &st_run};
-    static const char *const run_names[] = {"released", "handed", "views", "ended",
-                                            "lasts",    "nests",  "broken", NULL};
+    static const char *const run_names[] = {"released", "handed", "views", "ended", "lasts",
+                                            "nests",    "broken", "live",  NULL};
     Py_ssize_t *const run_out[] = {&run_released, &run_handed, &run_views, &run_ended,
-                                   &run_lasts,    &run_nests,  &run_broken};
+                                   &run_lasts,    &run_nests,  &run_broken, &run_live};
     static const char *const book_names[] = {
         "offsets", "running", "stale", "recorded_at", "total", "load", "version", "settled",
         "expiring", "base", "above", "above_runs", "runs", "top_level", NULL};

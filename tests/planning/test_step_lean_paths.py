@@ -374,3 +374,46 @@ def test_the_compiled_init_enter_and_exit_keep_reference_counts_flat() -> None:
             assert tracemalloc.get_traced_memory()[0] - start < 4096
         finally:
             tracemalloc.stop()
+
+
+def test_a_replays_run_makes_no_recording_fields(hit_path: str) -> None:
+    """A replay's run shares read-only empties for the fields only a recording writes
+    (counts, sizes, firsts, offsets, live); a recording run, and a replay that diverges
+    into recording, has its own, and records as before."""
+    recording = ("counts", "sizes", "firsts", "offsets", "live")
+    spec = ((64,), F32)
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(3):  # record, plan, replay
+            with ws.step("k") as st:
+                (x,) = st.get_simultaneous(spec)
+                st.release(x)
+                st.get_simultaneous(spec)
+        with ws.step("diverging") as st:
+            st.get_simultaneous(spec)
+            assert isinstance(st.run.live, dict) and len(st.run.sizes) == 1
+        for _ in range(2):
+            with ws.step("diverging") as st:
+                st.get_simultaneous(spec)
+        with ws.step("diverging") as st:  # a replay, unlocked: a second request records
+            st.get_simultaneous(spec)
+            assert st.replay and st.run.live == {} and len(st.run.sizes) == 0
+            st.get_simultaneous(((16,), F32))
+            assert not st.replay and isinstance(st.run.live, dict)
+            assert len(st.run.live) == 2 and st.run.counts == [1, 1]
+        ws.lock()
+        runs = []
+        for _ in range(2):
+            with ws.step("k") as st:
+                (x,) = st.get_simultaneous(spec)
+                st.release(x)
+                st.get_simultaneous(spec)
+                runs.append(st.run)
+        a, b = runs
+        assert a is not b
+        for name in recording:
+            assert getattr(a, name) is getattr(b, name)
+            assert len(getattr(a, name)) == 0
+        with pytest.raises((AttributeError, TypeError)):
+            a.live[0] = (0, 64)
+        with pytest.raises(AttributeError):
+            a.counts.append(1)  # type: ignore[attr-defined]

@@ -43,8 +43,15 @@ def test_pass_figures_cover_every_framework_and_mode() -> None:
     for per_mode in figures.values():
         for figure in per_mode.values():
             assert all(figure[f"{name}_us"] > 0 for name in METHODS)
-            for name in ("steps_over_floor", "scopes_over_floor", "empty_over_floor"):
+            for name in (
+                "steps_over_floor",
+                "scopes_over_floor",
+                "empty_over_floor",
+                "views_over_floor",
+                "steps_over_views",
+            ):
                 f = figure[name]
                 assert 0 < f["p10"] <= f["median"] <= f["p90"]
     lines = format_passes(figures)
-    assert len(lines) == 3 + sum(len(m) for m in figures.values())
+    # a title, a header, a line per framework and mode, and the line naming the views pass
+    assert len(lines) == 4 + sum(len(m) for m in figures.values())

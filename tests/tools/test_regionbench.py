@@ -15,8 +15,17 @@ def test_region_figures_cover_every_framework_and_grad_mode() -> None:
     for per_mode in figures.values():
         for figure in per_mode.values():
             assert figure["plain_us"] > 0
-            for name in ("step_over_plain", "scope_over_plain", "step_enter_exit_us", "release_us"):
+            assert figure["kept_us"] > 0
+            for name in (
+                "step_over_plain",
+                "step_over_kept",
+                "scope_over_plain",
+                "step_enter_exit_us",
+                "release_us",
+            ):
                 f = figure[name]
                 assert f["p10"] <= f["median"] <= f["p90"]
     lines = format_regions(figures)
-    assert len(lines) == 3 + sum(len(m) for m in figures.values())
+    # a title, a header, a line per framework and mode, and the line naming the two ratios
+    assert len(lines) == 4 + sum(len(m) for m in figures.values())
+    assert any("step/kept plain" in line for line in lines)
