@@ -194,19 +194,24 @@ def make_passes(
     def none(*_views: Any) -> None:
         pass
 
+    def released(get: Callable[[tuple[int, int]], Any], release: Callable[..., Any]) -> Any:
+        """The pass with each tensor from ``get`` and given to ``release`` after its last
+        use; its output copied out."""
+        x = get((t, s.hidden))
+        copy(x, tokens_in)
+        for w in weights:
+            x = layer_released(ops, get, release, x, w, shape=s, tokens=t)
+        copy(result, x)
+        return result
+
     def steps() -> Any:
         with front.step("pass") as st:
-            request, release = st.get_simultaneous, st.release
+            request = st.get_simultaneous
 
             def get(size: tuple[int, int]) -> Any:
                 return request((size, dtype))[0]
 
-            x = get((t, s.hidden))
-            copy(x, tokens_in)
-            for w in weights:
-                x = layer_released(ops, get, release, x, w, shape=s, tokens=t)
-            copy(result, x)
-        return result
+            return released(get, st.release)
 
     def scopes() -> Any:
         scope = front.scope
@@ -222,12 +227,7 @@ def make_passes(
         def get(size: tuple[int, int]) -> Any:
             return empty(size)
 
-        x = get((t, s.hidden))
-        copy(x, tokens_in)
-        for w in weights:
-            x = layer_released(ops, get, none, x, w, shape=s, tokens=t)
-        copy(result, x)
-        return result
+        return released(get, none)
 
     # The floor: every tensor the pass uses, allocated once, in request order.
     sizes: list[tuple[int, int]] = []
@@ -236,10 +236,7 @@ def make_passes(
         sizes.append(size)
         return empty(size)
 
-    x = listing((t, s.hidden))
-    copy(x, tokens_in)
-    for w in weights:
-        x = layer_released(ops, listing, none, x, w, shape=s, tokens=t)
+    released(listing, none)
     held = [empty(size) for size in sizes]
 
     def floor() -> Any:
@@ -248,12 +245,7 @@ def make_passes(
         def get(_size: tuple[int, int]) -> Any:
             return take()
 
-        x = get((t, s.hidden))
-        copy(x, tokens_in)
-        for w in weights:
-            x = layer_released(ops, get, none, x, w, shape=s, tokens=t)
-        copy(result, x)
-        return result
+        return released(get, none)
 
     def views() -> Any:
         take = iter(held).__next__
@@ -261,12 +253,7 @@ def make_passes(
         def get(_size: tuple[int, int]) -> Any:
             return alias(take())
 
-        x = get((t, s.hidden))
-        copy(x, tokens_in)
-        for w in weights:
-            x = layer_released(ops, get, none, x, w, shape=s, tokens=t)
-        copy(result, x)
-        return result
+        return released(get, none)
 
     return {"steps": steps, "scopes": scopes, "empty": allocated, "floor": floor, "views": views}
 
