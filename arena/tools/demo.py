@@ -224,7 +224,7 @@ def run_demo(
 
 
 # Defined after run_demo so that the call-site lines the docs show (demo.py:84:attention,
-# demo.py:189:run_demo, ...) stay those of the torch, NumPy and CuPy consumers above.
+# demo.py:192:run_demo, ...) stay those of the torch, NumPy and CuPy consumers above.
 class _JaxModules(_Modules):
     """The same consumers for JAX, whose arrays have no in-place writes.
 

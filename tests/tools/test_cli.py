@@ -6,6 +6,7 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,20 @@ def test_demo_keeps_every_guarantee(framework: str) -> None:
     assert "growth after lock() is refused" in report.refused_growth_message
     text = format_report(report)
     assert "backend allocations after lock (must be 0)" in text and "OK:" in text
+    if framework == "jax":
+        return  # JAX's consumers are written apart, below the others (no in-place writes)
+    # The call sites the docs print are the demo's own (a line moved in demo.py leaves
+    # docs/lifecycle.md and docs/sizing.md showing another).
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    shown = {
+        site
+        for page in ("lifecycle.md", "sizing.md")
+        for site in re.findall(r"demo\.py:\d+:\w+", (docs / page).read_text())
+    }
+    printed = set(report.call_sites) | set(
+        re.findall(r"demo\.py:\d+:\w+", report.refused_growth_message)
+    )
+    assert shown and shown <= printed, sorted(shown - printed)
 
 
 def test_bench_quick_run_measures_every_method_and_target() -> None:
