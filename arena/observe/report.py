@@ -34,6 +34,7 @@ __all__ = [
     "format_spread",
     "main",
     "plot_problem",
+    "read_named_profile",
     "spread",
 ]
 
@@ -322,6 +323,27 @@ def format_spread(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def read_named_profile(path: str) -> tuple[dict[str, Any] | None, int, str]:
+    """The profile at ``path`` for a command; else None, the command's exit code (1: no
+    file, 2: not a usable profile) and a one-line message naming the file and the fix."""
+    try:
+        return read_profile(path), 0, ""
+    except FileNotFoundError:
+        beside = sibling_profiles(path)
+        also = (
+            f"; the profiles of arenas beside it: {', '.join(str(p) for p in beside)}"
+            if beside
+            else ""
+        )
+        return None, 1, f"no profile at {path!r}: run the engine with Arena(profile=PATH){also}"
+    except ProfileError as exc:
+        return (
+            None,
+            2,
+            f"{path!r} is not a usable profile: {exc}. Record a new one with Arena(profile=PATH)",
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point of ``python -m arena report``.
 
@@ -362,27 +384,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     profiles = []
     for path in args.path:
-        try:
-            profiles.append((path, read_profile(path)))
-        except FileNotFoundError:
-            beside = sibling_profiles(path)
-            also = (
-                f"; the profiles of arenas beside it: {', '.join(str(p) for p in beside)}"
-                if beside
-                else ""
-            )
-            print(
-                f"no profile at {path!r}: run the engine with profile=PATH{also}",
-                file=sys.stderr,
-            )
-            return 1
-        except ProfileError as exc:
-            print(
-                f"{path!r} is not a usable profile: {exc}. Record a new one with "
-                "Arena(profile=PATH)",
-                file=sys.stderr,
-            )
-            return 2
+        profile, code, message = read_named_profile(path)
+        if profile is None:
+            print(message, file=sys.stderr)
+            return code
+        profiles.append((path, profile))
     if len(profiles) > 1:
         try:
             ranks = spread(profiles)

@@ -19,11 +19,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from arena.errors import ConfigError
 from arena.observe.files import exclusive
 from arena.observe.profilefile import read_profile, write_atomically
-from arena.observe.profilepaths import sibling_profiles
-from arena.observe.profileschema import ProfileError, check_profile
-from arena.planning.offsets import plan_offsets
+from arena.observe.profileschema import check_profile
+from arena.observe.report import read_named_profile
+from arena.planning.offsets import check_time_limit, plan_offsets
 
 __all__ = ["main", "replan_profile"]
 
@@ -89,33 +90,20 @@ def main(argv: list[str]) -> int:
         help="seconds of exact search per step plan (default: 60)",
     )
     args = parser.parse_args(argv)
-    limit = args.time_limit
-    if not limit >= 0 or limit == float("inf"):  # NaN fails the first test
+    try:
+        limit = check_time_limit(args.time_limit)
+    except ConfigError:
         print(
             f"python -m arena plan: --time-limit must be a finite number of seconds, 0 or "
-            f"more (e.g. --time-limit 60); got {limit}",
+            f"more (e.g. --time-limit 60); got {args.time_limit}",
             file=sys.stderr,
         )
         return 2
     target = Path(os.path.realpath(args.profile))
-    try:
-        profile = read_profile(target)
-    except FileNotFoundError:
-        beside = sibling_profiles(args.profile)
-        also = f"; the profiles beside it: {', '.join(map(str, beside))}" if beside else ""
-        print(
-            f"python -m arena plan: no profile at {args.profile!r}: run the engine with "
-            f"Arena(profile=PATH){also}",
-            file=sys.stderr,
-        )
-        return 1
-    except ProfileError as exc:
-        print(
-            f"python -m arena plan: {args.profile!r} is not a usable profile: {exc}. "
-            "Record a new one with Arena(profile=PATH)",
-            file=sys.stderr,
-        )
-        return 2
+    profile, code, message = read_named_profile(args.profile)
+    if profile is None:
+        print(f"python -m arena plan: {message}", file=sys.stderr)
+        return code
     # Planned without the lock (it may take minutes); written only if nobody wrote since.
     new, rows = replan_profile(profile, limit)
     for slot, key, before, after, optimal in rows:
