@@ -512,12 +512,10 @@ class Step(StepHitBase, Generic[ViewT]):
             book.running = False
             self._quick = False
             self._buffer = self._caches = None
-            if slot.close_region(self, start, 0):  # close_region(self), nothing else open
-                self.slot = None
-                if slot.governor.debug:
-                    slot.leave()
-            else:
-                self.slot = None
+            closed = slot.close_region(self, start, 0)  # close_region(self), nothing else open
+            self.slot = None
+            if closed and slot.governor.debug:
+                slot.leave()
             self.nested = None
 
     def _finish(
