@@ -74,3 +74,20 @@ def run(target: Any, *args: Any) -> tuple[threading.Thread, list[Any]]:
     thread = threading.Thread(target=body, name=f"worker-{getattr(target, '__name__', 'call')}")
     thread.start()
     return thread, out
+
+
+def intrude(ws: Any) -> list[BaseException]:
+    """``ws.get_simultaneous(((4,), "float32"))`` from a thread named "intruder" (micro-batch
+    0: the same slot as the caller's); what it raised, if anything."""
+    errors: list[BaseException] = []
+
+    def intruder() -> None:
+        try:
+            ws.get_simultaneous(((4,), "float32"))
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=intruder, name="intruder")
+    thread.start()
+    thread.join(TIMEOUT)
+    return errors

@@ -4,30 +4,15 @@ real code."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
 
 from arena import Arena, SlotError
 from arena.views.builder import ViewBuilder
+from tests.gates import intrude
 
 F32 = "float32"
-
-
-def _intrude(ws: Arena) -> list[BaseException]:
-    errors: list[BaseException] = []
-
-    def intruder() -> None:
-        try:
-            ws.get_simultaneous(((4,), F32))  # same slot: micro-batch 0
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=intruder, name="intruder")
-    thread.start()
-    thread.join(10)
-    return errors
 
 
 def test_debug_mode_holds_the_slot_through_a_locked_replay_of_a_step() -> None:
@@ -42,10 +27,10 @@ def test_debug_mode_holds_the_slot_through_a_locked_replay_of_a_step() -> None:
         for _ in range(2):
             with ws.step("layer") as s:
                 s.get_simultaneous(((64,), F32))
-                errors = _intrude(ws)
+                errors = intrude(ws)
                 assert len(errors) == 1 and isinstance(errors[0], SlotError)
                 assert "intruder" in str(errors[0])
-            assert _intrude(ws) == []  # the step closed: the slot is free again
+            assert intrude(ws) == []  # the step closed: the slot is free again
 
 
 def test_a_locked_replay_on_a_micro_batch_that_never_ran_the_step_raises_its_load() -> None:

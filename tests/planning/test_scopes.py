@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from arena import Arena, ArenaError, ArenaLockedError
+from tests.gates import intrude
 from tests.sources import RecordingSource
 
 F32 = "float32"
@@ -198,17 +199,7 @@ def test_debug_mode_names_another_thread_using_a_slot_a_scope_holds() -> None:
         ws.reserve_bytes(1 << 16)
         with ws.scope() as s:
             s.get_simultaneous(((4,), F32))
-            errors: list[BaseException] = []
-
-            def intruder() -> None:
-                try:
-                    ws.get_simultaneous(((4,), F32))  # same slot: micro-batch 0
-                except BaseException as exc:
-                    errors.append(exc)
-
-            thread = threading.Thread(target=intruder, name="intruder")
-            thread.start()
-            thread.join(10)
+            errors = intrude(ws)  # same slot: micro-batch 0
             assert len(errors) == 1 and isinstance(errors[0], SlotError)
             assert "intruder" in str(errors[0])
         thread = threading.Thread(target=lambda: ws.get_simultaneous(((4,), F32)))
