@@ -20,7 +20,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any
 
@@ -34,9 +34,6 @@ __all__ = ["TRACE_LIMIT", "Ledger", "oom_hint"]
 
 #: The most recent events a ledger keeps in :attr:`Ledger.trace`.
 TRACE_LIMIT = 4096
-
-#: The context of an allocation without ``alloc_context``: stateless, so one serves all.
-_NO_CONTEXT: AbstractContextManager[None] = nullcontext()
 
 
 class Ledger:
@@ -161,36 +158,19 @@ class Ledger:
         if self.pending is not None:
             self.pending.collect()  # blocks whose streams are done go back first
         factory = self._alloc_context
-        # One nullcontext for every ledger (it keeps no state): making one per allocation
-        # was a twentieth of a growth's own cost (issue 32 item 4).
-        context = _NO_CONTEXT if factory is None else factory()
         allocation: Allocation | None = None
         try:
-            with context:
-                source: Any = self.source
-                allocation = source.reserve(nbytes) if grow else source.allocate(nbytes)
-                if allocation.nbytes < nbytes:
-                    short = allocation
-                    allocation = None
-                    self.source.release(short)
-                    raise ArenaError(
-                        f"the memory source {self.source!r} returned {short.nbytes} bytes "
-                        f"for {what}, which needs {nbytes}; a source must return at least "
-                        "the bytes asked for (this is a bug in the source)"
-                    )
-                key = id(allocation)
-                # Counted by plain stores with no call between them: a signal's handler
-                # runs at a call, so an interrupt finds the block counted or not at all.
-                self._live[key] = allocation
-                self.allocations += 1
-                self._handed = (self.allocations, allocation)
-                self.live_bytes += allocation.nbytes
-                self.allocated_total += allocation.nbytes
-                self.peak_bytes = max(self.peak_bytes, self.live_bytes)
-                self.peak_blocks = max(self.peak_blocks, len(self._live))
-                self.trace.append(("allocate", allocation.ptr, nbytes, what, time.time()))
+            # Without alloc_context no context at all: even a shared nullcontext cost its
+            # two Python calls on every growth (issue 32 item 4).
+            if factory is None:
+                allocation = self._take(nbytes, what, grow)
                 if self.observer is not None:
                     self.observer("allocate", allocation.ptr, nbytes, what)
+            else:
+                with factory():
+                    allocation = self._take(nbytes, what, grow)
+                    if self.observer is not None:
+                        self.observer("allocate", allocation.ptr, nbytes, what)
         except MemoryError as exc:
             if allocation is not None:  # the context's exit failed after the source gave it
                 self.release(allocation)
@@ -213,6 +193,39 @@ class Ledger:
                 else:
                     self.source.release(allocation)
             raise
+        return allocation
+
+    def _take(self, nbytes: int, what: str, grow: bool) -> Allocation:
+        """A block of ``nbytes`` from the source for ``what``, counted as live and traced
+        (:meth:`allocate` without the context, the observer and the error handling).
+
+        A block never counted goes back to the source here, whatever fails (a short block,
+        an interrupt); an interrupt after the count, before the caller holds the block,
+        leaves it to :meth:`reclaim`, as one arriving while :meth:`allocate` returns does."""
+        source: Any = self.source
+        allocation: Allocation = source.reserve(nbytes) if grow else source.allocate(nbytes)
+        try:
+            if allocation.nbytes < nbytes:
+                raise ArenaError(
+                    f"the memory source {source!r} returned {allocation.nbytes} bytes for "
+                    f"{what}, which needs {nbytes}; a source must return at least the bytes "
+                    "asked for (this is a bug in the source)"
+                )
+            key = id(allocation)
+        except BaseException:
+            source.release(allocation)
+            raise
+        live = self._live
+        # Counted by plain stores with no call between them: a signal's handler runs at a
+        # call, so an interrupt finds the block counted or not at all.
+        live[key] = allocation
+        self.allocations += 1
+        self._handed = (self.allocations, allocation)
+        self.live_bytes += allocation.nbytes
+        self.allocated_total += allocation.nbytes
+        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        self.peak_blocks = max(self.peak_blocks, len(live))
+        self.trace.append(("allocate", allocation.ptr, nbytes, what, time.time()))
         return allocation
 
     def reserve(self, nbytes: int, what: str) -> Allocation:

@@ -77,6 +77,28 @@ class Allocation:
     device: Device
 
 
+#: What HostSource.allocate builds an Allocation with: ``object.__new__`` and the slot
+#: descriptors' setters, which is all the frozen dataclass's generated __init__ does.
+_new_allocation = object.__new__
+_set_ptr = Allocation.__dict__["ptr"].__set__
+_set_nbytes = Allocation.__dict__["nbytes"].__set__
+_set_owner = Allocation.__dict__["owner"].__set__
+_set_device = Allocation.__dict__["device"].__set__
+
+#: ``(np.empty, np.dtype("uint8"))`` once NumPy is first needed (``import arena`` imports
+#: no framework); a list, so that filling it is one store.
+_HOST_EMPTY: list[Any] = []
+
+
+def _host_empty() -> Any:
+    """``np.empty``, with the dtype it allocates host blocks of kept beside it."""
+    import numpy as np
+
+    if not _HOST_EMPTY:
+        _HOST_EMPTY[:] = [np.empty, np.dtype(np.uint8)]
+    return np.empty
+
+
 @runtime_checkable
 class MemorySource(Protocol):
     """What the arena needs from a memory provider."""
@@ -182,18 +204,24 @@ class HostSource:
 
     def allocate(self, nbytes: int) -> Allocation:
         """Allocate ``nbytes`` of page-aligned host memory."""
-        import numpy as np
-
+        empty = _HOST_EMPTY[0] if _HOST_EMPTY else _host_empty()
         try:
-            raw = np.empty(nbytes + HOST_ALIGNMENT, dtype=np.uint8)
+            raw = empty(nbytes + HOST_ALIGNMENT, _HOST_EMPTY[1])
         except (ValueError, OverflowError) as exc:  # past what NumPy can index
             raise MemoryError(f"cannot allocate {nbytes} bytes of host memory: {exc}") from exc
         # The address through a ctypes view of the array's buffer: a third of the cost of
         # reading ``__array_interface__`` (a dictionary built per call) on a growth's path.
-        address = addressof(c_char.from_buffer(raw.data))
+        address = addressof(c_char.from_buffer(raw))
         start = -address % HOST_ALIGNMENT
-        block = raw[start : start + nbytes]
-        return Allocation(address + start, nbytes, block, CPU)
+        # Built as the dataclass's __init__ builds it, without its four object.__setattr__
+        # look-ups (a third of a host allocation's cost, issue 32 item 4): the same frozen
+        # Allocation (tests/memory/test_sources.py compares the two field by field).
+        allocation = _new_allocation(Allocation)
+        _set_ptr(allocation, address + start)
+        _set_nbytes(allocation, nbytes)
+        _set_owner(allocation, raw[start : start + nbytes])
+        _set_device(allocation, CPU)
+        return allocation
 
     def release(self, allocation: Allocation) -> None:
         """Nothing to do: NumPy frees the block once the last view of it is gone."""

@@ -433,7 +433,10 @@ class Slot:
             ledger.reclaim(mark)
             self._restore(old_capacity, kept, unreleased, exc)
             raise
-        self._install(self.buffer, count=not shrinking)
+        if not shrinking:
+            self.growths += 1
+        if self.pending or self._siblings:  # else nothing more to install (a call saved)
+            self._install(self.buffer, count=False)
         return self, old_capacity, capacity
 
     def _commit(self, capacity: int, *, count: bool = True) -> Resize:

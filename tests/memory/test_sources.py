@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -20,6 +22,30 @@ def test_host_source_is_page_aligned_and_exact() -> None:
         assert block.ptr == block.owner.__array_interface__["data"][0]
         assert block.nbytes == block.owner.nbytes == nbytes
         assert block.owner.dtype == np.uint8
+
+
+def test_a_host_block_is_the_frozen_dataclass_its_fields_build() -> None:
+    # HostSource.allocate builds its Allocation without the generated __init__ (issue 32
+    # item 4): the object must be the one Allocation(...) builds from the same fields.
+    block = HostSource().allocate(1000)
+    assert type(block) is arena.Allocation
+    assert [f.name for f in dataclasses.fields(block)] == ["ptr", "nbytes", "owner", "device"]
+    built = arena.Allocation(block.ptr, block.nbytes, block.owner, block.device)
+    assert block == built and built == block
+    assert repr(block) == repr(built)
+    assert dataclasses.astuple(block)[:2] == (block.ptr, 1000)
+    assert block.device is arena.memory.devices.CPU
+    assert dataclasses.replace(block, nbytes=10) == arena.Allocation(
+        block.ptr, 10, block.owner, block.device
+    )
+    assert not hasattr(block, "__dict__")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        block.nbytes = 1  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del block.ptr  # type: ignore[misc]
+    # The owner is exactly the block: a view of a larger array, starting at ptr.
+    assert block.owner.base is not None
+    assert block.owner.base.nbytes == 1000 + arena.memory.sources.HOST_ALIGNMENT
 
 
 def test_growth_releases_before_allocating_and_close_releases_all() -> None:
