@@ -1,16 +1,19 @@
-"""The requests a front's hot path does not serve, as one miss path.
+"""The requests a front's hit does not serve, as one miss path.
 
-:meth:`ViewBuilder.miss` picks the placement: a structure's plan serves a request in the
-slot's current buffer when it fits (:meth:`ViewBuilder.deliver`), else hands over its
-placement; a request without a plan gets its layout (at offset 0, or above the scopes and
-steps open on the slot). Scopes and steps pick theirs and come in at the same place.
-:meth:`ViewBuilder.place` then reads top to bottom, like vLLM's
-``_ensure_workspace_size``: ensure the capacity (the slot grows under the arena's mutex,
-:meth:`~arena.slots.slot.Slot.ensure`), build the views from the buffer and the placement
-(a :class:`~arena.base.layout.Layout`: per view its offset, shape, strides and dtype, and
+:meth:`ViewBuilder.miss` reads top to bottom, like vLLM's ``_ensure_workspace_size``:
+the placement (for a plain request, :meth:`ViewBuilder._placement`: the structure's plan
+serves it in the slot's current buffer when it fits, :meth:`ViewBuilder.deliver`, else
+hands over its placement; a first sighting the front's compiled planner places; else the
+request's layout, at offset 0 or above the scopes and steps open on the slot), ensure the
+capacity (the slot grows under the arena's mutex, :meth:`~arena.slots.slot.Slot.ensure`),
+build the views from the buffer and the placement (a
+:class:`~arena.base.layout.Layout`: per view its offset, shape, strides and dtype, and
 the total bytes), remember them for the hit, one observer branch (capture mark, request
-log), return. ``tests/views/test_request_path.py`` bounds how many functions and files a first
-request passes.
+log), return. Scopes and steps pick their own placement and come in through
+:meth:`ViewBuilder.place`. The structure's plan is found or made here, next to its one
+caller (:func:`plan_for`). ``tests/views/test_request_path.py`` bounds how many
+functions and files a first request passes, and how often it calls back into a file it
+had left.
 
 Every method reads the slot's buffer and builds views over that buffer only.
 """
@@ -18,6 +21,7 @@ Every method reads the slot's buffer and builds views over that buffer only.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from arena.base.layout import Layout, compute_layout, shifted
@@ -33,7 +37,7 @@ from arena.views.requests import RequestLog
 
 __all__ = ["ALWAYS", "NEVER", "ONCE", "ViewBuilder", "plan_for", "structure_of"]
 
-#: How :meth:`ViewBuilder.place` keeps the views of a request: remembered for later
+#: How :meth:`ViewBuilder.miss` keeps the views of a request: remembered for later
 #: identical requests (plain requests at offset 0), remembered from the request's second
 #: sighting (a plain request at offset 0 whose structure the front's planner saw first),
 #: or never (views placed above scopes and in steps: their offsets are not the request's).
@@ -308,9 +312,9 @@ class ViewBuilder:
                 self.log.note(required, slot.index, specs)
             return handed
 
-        def again() -> list[Any] | None:
-            return self.miss(slot, specs, strict, layout, keep=NEVER, what=what)
-
+        # Served again from the current buffer if a growth replaced it before the capture
+        # mark (a partial, not a closure: no cell for the locals of every request).
+        again = partial(self.miss, slot, specs, strict, layout, keep=NEVER, what=what)
         served = self.served(slot, buffer, specs, required, views, strict=strict, retry=again)
         if served is views:
             # Kept in any mode: typed views are built outside torch.inference_mode()
