@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
-from arena.base.dtypes import resolve_native
+from arena.base.dtypes import resolve_natives
 from arena.base.layout import compute_layout
 from arena.base.poison import poison_outgrown, poison_stale_bytes
 from arena.config import check_flag, load_adapter
@@ -465,7 +465,7 @@ def _planner(adapter: Any, fresh_view: Any, alignment: int) -> Any:
         return None
 
     # None where a dtype does not resolve: the Python path explains.
-    resolve = functools.partial(resolve_native, native=adapter.native_dtype)
+    resolve = functools.partial(resolve_natives, native=adapter.native_dtype)
     try:
         return compiled.Planner(
             resolve, api, numpy.ndarray, numpy.dtype, adapter.framework, alignment, PLANNER_HOT

@@ -27,12 +27,13 @@ from __future__ import annotations
 import numbers
 import reprlib
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from arena.errors import ArenaError, DTypeError
 
-__all__ = ["KNOWN_DTYPES", "DType", "resolve_dtype", "resolve_native"]
+__all__ = ["KNOWN_DTYPES", "DType", "resolve_dtype", "resolve_natives"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,16 +148,25 @@ def resolve_dtype(dtype: Any) -> DType:
     return resolved
 
 
-def resolve_native(dtype: Any, native: Any) -> tuple[int, Any] | None:
-    """``(itemsize, native(resolved))`` of ``dtype``, or None where it does not resolve (the
-    caller's general path explains): the compiled Planner's dtype resolution
-    (``arena.views._hit``), given a framework's ``native_dtype`` as ``native``. Written
-    here, so that a first request passes this module once per dtype."""
-    try:
-        resolved = resolve_dtype(dtype)
-        return resolved.itemsize, native(resolved)
-    except (ArenaError, TypeError, ValueError):
-        return None
+def resolve_natives(dtypes: Sequence[Any], native: Any) -> tuple[tuple[int, Any] | None, ...]:
+    """``(itemsize, native(resolved))`` of each of ``dtypes``, or None for one that does not
+    resolve (the caller's general path explains): the compiled Planner's dtype resolution
+    (``arena.views._hit``), given a framework's ``native_dtype`` as ``native``. Every dtype
+    is resolved first, then every native dtype, in loops: a first request passes this
+    module once and the framework's adapter once, however many new dtypes it names."""
+    resolved: list[DType | None] = []
+    for dtype in dtypes:
+        try:
+            resolved.append(resolve_dtype(dtype))
+        except (ArenaError, TypeError, ValueError):
+            resolved.append(None)
+    answers: list[tuple[int, Any] | None] = []
+    for one in resolved:
+        try:
+            answers.append(None if one is None else (one.itemsize, native(one)))
+        except (ArenaError, TypeError, ValueError):
+            answers.append(None)
+    return tuple(answers)
 
 
 def _resolve_uncached(dtype: Any) -> DType:

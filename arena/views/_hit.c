@@ -590,8 +590,10 @@ static int note_hit(HitBase *self, PyObject *log, PyObject *slot, PyObject *spec
  * path, so every error and message is layout.py's own.
  *
  * Its dtype table maps a dtype object, by identity, to its itemsize and the framework's
- * dtype, filled by `resolve(dtype)` -> (itemsize, native) or None (at most
- * PLAN_MAX_DTYPES objects; others take the Python path). */
+ * dtype, filled by `resolve(dtypes)` -> one (itemsize, native) or None per dtype (at most
+ * PLAN_MAX_DTYPES objects; others take the Python path): a request's dtypes the table
+ * lacks are resolved in one call, so a first request passes arena.base.dtypes once and
+ * the framework's adapter once, however many new dtypes it names. */
 
 #define PLAN_MAX_VIEWS 64
 #define PLAN_MAX_DIMS 32 /* NumPy 1's NPY_MAXDIMS */
@@ -631,51 +633,96 @@ static void release_planned(PlannedView *views, Py_ssize_t count) {
     for (Py_ssize_t i = 0; i < count; i++) Py_CLEAR(views[i].native);
 }
 
-/* The itemsize and framework dtype (a new reference) of `dtype`: 1, 0 when the Planner
- * does not know it (the Python path resolves or explains), -1 with an exception set. The
- * table is keyed by identity (an equal object is another key: resolutions are per object,
- * never per equality), and holds its dtype objects so that no address is reused. */
-static int plan_dtype(Planner *p, PyObject *dtype, unsigned long long *itemsize,
-                      PyObject **native) {
-    for (int i = 0; i < p->known; i++) {
-        if (p->dtypes[i] == dtype) {
-            *itemsize = p->itemsizes[i];
-            *native = p->natives[i];
-            Py_INCREF(*native);
-            return 1;
+/* The index of `dtype` in the table, or -1. */
+static int plan_known(Planner *p, PyObject *dtype) {
+    for (int i = 0; i < p->known; i++)
+        if (p->dtypes[i] == dtype) return i;
+    return -1;
+}
+
+/* Whether the table may learn `dtype`: a str subclass may equal a dtype name and mean
+ * another. */
+static int plan_learnable(PyObject *dtype) {
+    return !PyUnicode_Check(dtype) || PyUnicode_CheckExact(dtype);
+}
+
+/* Resolve, in one call of `resolve`, the dtypes of specs[first:] (an exact tuple) the table
+ * lacks, and add those that resolve: 0, or -1 with an exception set. Malformed specs are
+ * skipped (the layout declines them). */
+static int plan_resolve(Planner *p, PyObject *specs, Py_ssize_t first) {
+    PyObject *pending[PLAN_MAX_DTYPES];
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = first; i < PyTuple_GET_SIZE(specs); i++) {
+        PyObject *spec = PyTuple_GET_ITEM(specs, i);
+        if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 2) continue;
+        PyObject *dtype = PyTuple_GET_ITEM(spec, 1);
+        if (!plan_learnable(dtype) || plan_known(p, dtype) >= 0) continue;
+        int seen = 0;
+        for (Py_ssize_t k = 0; k < count && !seen; k++) seen = pending[k] == dtype;
+        if (seen) continue;
+        if (count + p->known == PLAN_MAX_DTYPES) break; /* the rest: the Python path */
+        pending[count++] = dtype;
+    }
+    if (count == 0) return 0;
+    PyObject *asked = PyTuple_New(count);
+    if (asked == NULL) return -1;
+    for (Py_ssize_t k = 0; k < count; k++) PyTuple_SET_ITEM(asked, k, Py_NewRef(pending[k]));
+    PyObject *answers = PyObject_CallOneArg(p->resolve, asked);
+    if (answers == NULL) {
+        Py_DECREF(asked);
+        return -1;
+    }
+    if (PyTuple_CheckExact(answers) && PyTuple_GET_SIZE(answers) == count) {
+        for (Py_ssize_t k = 0; k < count; k++) {
+            PyObject *answer = PyTuple_GET_ITEM(answers, k);
+            if (!PyTuple_CheckExact(answer) || PyTuple_GET_SIZE(answer) != 2 ||
+                !PyLong_CheckExact(PyTuple_GET_ITEM(answer, 0)))
+                continue;
+            long size = PyLong_AsLong(PyTuple_GET_ITEM(answer, 0));
+            if (size == -1 && PyErr_Occurred()) {
+                Py_DECREF(answers);
+                Py_DECREF(asked);
+                return -1;
+            }
+            PyObject *dtype = PyTuple_GET_ITEM(asked, k);
+            /* resolve() ran Python code: another thread may have added it meanwhile. */
+            if (size > 0 && size <= 64 && p->known < PLAN_MAX_DTYPES &&
+                plan_known(p, dtype) < 0 &&
+                PyObject_TypeCheck(PyTuple_GET_ITEM(answer, 1), p->descr_type)) {
+                int at = p->known;
+                p->dtypes[at] = Py_NewRef(dtype);
+                p->itemsizes[at] = (unsigned long long)size;
+                p->natives[at] = Py_NewRef(PyTuple_GET_ITEM(answer, 1));
+                p->known = at + 1;
+            }
         }
     }
-    /* A str subclass may equal a dtype name and mean another. */
-    if (PyUnicode_Check(dtype) && !PyUnicode_CheckExact(dtype)) return 0;
-    if (p->known == PLAN_MAX_DTYPES) return 0;
-    PyObject *resolved = PyObject_CallOneArg(p->resolve, dtype);
-    if (resolved == NULL) return -1;
-    int found = 0;
-    if (PyTuple_CheckExact(resolved) && PyTuple_GET_SIZE(resolved) == 2 &&
-        PyLong_CheckExact(PyTuple_GET_ITEM(resolved, 0))) {
-        long size = PyLong_AsLong(PyTuple_GET_ITEM(resolved, 0));
-        if (size == -1 && PyErr_Occurred()) {
-            Py_DECREF(resolved);
-            return -1;
-        }
-        /* resolve() ran Python code: another thread may have added it meanwhile. */
-        if (size > 0 && size <= 64 && p->known < PLAN_MAX_DTYPES &&
-            PyObject_TypeCheck(PyTuple_GET_ITEM(resolved, 1), p->descr_type)) {
-            int at = p->known;
-            Py_INCREF(dtype);
-            p->dtypes[at] = dtype;
-            p->itemsizes[at] = (unsigned long long)size;
-            p->natives[at] = PyTuple_GET_ITEM(resolved, 1);
-            Py_INCREF(p->natives[at]);
-            p->known = at + 1;
-            *itemsize = (unsigned long long)size;
-            *native = p->natives[at];
-            Py_INCREF(*native);
-            found = 1;
-        }
+    Py_DECREF(answers);
+    Py_DECREF(asked);
+    return 0;
+}
+
+/* The itemsize and framework dtype (a new reference) of `dtype`, the dtype of specs[at]
+ * (an exact tuple): 1, 0 when the Planner does not know it (the Python path resolves or
+ * explains), -1 with an exception set. A dtype the table lacks is resolved with every
+ * other new dtype of the request from `at` on (plan_resolve), once per request (`asked`).
+ * The table is keyed by
+ * identity (an equal object is another key: resolutions are per object, never per
+ * equality), and holds its dtype objects so that no address is reused. */
+static int plan_dtype(Planner *p, PyObject *specs, Py_ssize_t at, PyObject *dtype,
+                      int *asked, unsigned long long *itemsize, PyObject **native) {
+    int i = plan_known(p, dtype);
+    if (i < 0) {
+        /* Asked once per request: a dtype that did not resolve then is not asked again. */
+        if (*asked || !plan_learnable(dtype) || p->known == PLAN_MAX_DTYPES) return 0;
+        *asked = 1;
+        if (plan_resolve(p, specs, at) < 0) return -1;
+        i = plan_known(p, dtype);
+        if (i < 0) return 0;
     }
-    Py_DECREF(resolved);
-    return found;
+    *itemsize = p->itemsizes[i];
+    *native = Py_NewRef(p->natives[i]);
+    return 1;
 }
 
 /* The layout of `specs` (an exact tuple) into `out`: 1 computed, 0 declined (no exception:
@@ -700,6 +747,7 @@ static int plan_layout_into(Planner *p, PyObject *specs, PlannedView *out,
     if (count > room) return 0;
     const unsigned long long mask = p->alignment - 1;
     unsigned long long offset = 0;
+    int asked = 0; /* the new dtypes resolved (plan_dtype) */
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *spec = PyTuple_GET_ITEM(specs, i);
         if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 2) goto declined;
@@ -707,7 +755,8 @@ static int plan_layout_into(Planner *p, PyObject *specs, PlannedView *out,
         if (!PyTuple_CheckExact(shape)) goto declined;
         unsigned long long itemsize;
         PyObject *native;
-        int known = plan_dtype(p, PyTuple_GET_ITEM(spec, 1), &itemsize, &native);
+        int known =
+            plan_dtype(p, specs, i, PyTuple_GET_ITEM(spec, 1), &asked, &itemsize, &native);
         if (known <= 0) {
             release_planned(out, i);
             return known;

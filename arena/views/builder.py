@@ -1,16 +1,19 @@
-"""The requests a front's hot path does not serve, as one miss path.
+"""The requests a front's hit does not serve, as one miss path.
 
-:meth:`ViewBuilder.miss` picks the placement: a structure's plan serves a request in the
-slot's current buffer when it fits (:meth:`ViewBuilder.deliver`), else hands over its
-placement; a request without a plan gets its layout (at offset 0, or above the scopes and
-steps open on the slot). Scopes and steps pick theirs and come in at the same place.
-:meth:`ViewBuilder.place` then reads top to bottom, like vLLM's
-``_ensure_workspace_size``: ensure the capacity (the slot grows under the arena's mutex,
-:meth:`~arena.slots.slot.Slot.ensure`), build the views from the buffer and the placement
-(a :class:`~arena.base.layout.Layout`: per view its offset, shape, strides and dtype, and
-the total bytes), remember them for the hit, one observer branch (capture mark, request
-log), return. ``tests/views/test_request_path.py`` bounds how many functions and files a first
-request passes.
+:meth:`ViewBuilder.miss` reads top to bottom, like vLLM's ``_ensure_workspace_size``: the
+placement (for a plain request: the structure's plan serves it in the slot's current
+buffer when it fits, :meth:`ViewBuilder.deliver`, else hands over its placement; a first
+sighting the front's compiled planner places; else the request's layout, at offset 0 or
+above the scopes and steps open on the slot), ensure the capacity (the slot grows under
+the arena's mutex, :meth:`~arena.slots.slot.Slot.ensure`), build the views from the buffer
+and the placement (a :class:`~arena.base.layout.Layout`: per view its offset, shape,
+strides and dtype, and the total bytes), remember them for the hit, one observer branch
+(capture mark, request log), return. Scopes and steps pick their own placement and come in
+through :meth:`ViewBuilder.place`. The structure's plan is found or made here, next to its
+one caller (:func:`plan_for`). ``tests/views/test_request_path.py`` bounds how many
+functions and files a first request passes, and how often it calls back into a file it had
+left. ``miss`` is one function, not split to fit a statement count: split, every request a
+plan serves in the current buffer paid a frame more (5 %, measured).
 
 Every method reads the slot's buffer and builds views over that buffer only.
 """
@@ -18,6 +21,7 @@ Every method reads the slot's buffer and builds views over that buffer only.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from arena.base.layout import Layout, compute_layout, shifted
@@ -27,13 +31,13 @@ from arena.slots.regions import heal_regions
 from arena.slots.slot import Buffer, Resize, Slot, check_in_bounds
 from arena.slots.table import SlotTable
 from arena.views.framework import FrameworkViews
-from arena.views.plan import Plan, plan_for
+from arena.views.plan import MAX_PLANS, SEQUENCES, Plan, make_plan
 from arena.views.prepared import Prepared, guarded_server, plain_key, prepare, remember, server
 from arena.views.requests import RequestLog
 
-__all__ = ["ALWAYS", "NEVER", "ONCE", "ViewBuilder"]
+__all__ = ["ALWAYS", "NEVER", "ONCE", "ViewBuilder", "plan_for", "structure_of"]
 
-#: How :meth:`ViewBuilder.place` keeps the views of a request: remembered for later
+#: How :meth:`ViewBuilder.miss` keeps the views of a request: remembered for later
 #: identical requests (plain requests at offset 0), remembered from the request's second
 #: sighting (a plain request at offset 0 whose structure the front's planner saw first),
 #: or never (views placed above scopes and in steps: their offsets are not the request's).
@@ -192,72 +196,6 @@ class ViewBuilder:
             log.note(required, slot.index, specs)
         return views  # type: ignore[no-any-return]
 
-    def miss(self, slot: Slot, specs: Any, strict: bool) -> list[Any] | None:
-        """A request the hit did not serve, top to bottom: the structure's plan over the
-        slot's current buffer if it fits (:meth:`deliver`); else the placement (the plan's
-        where it has one, else the request's layout, at offset 0 or above the scopes and
-        steps open on the slot) and :meth:`place`: capacity, views, remember, the
-        observers, return."""
-        buffer: Buffer | None = slot.buffer
-        # A slot holding no memory (never sized, or closed) takes the general path, which
-        # serves zero-byte requests and raises ArenaClosedError.
-        if buffer is not None and buffer.allocation is not None and not slot.detour:
-            built: Any = None
-            plan = self._last_plan
-            if plan is not None:
-                built = self._views.build(plan, buffer, specs)
-            if built is None:  # another structure than last time
-                planner = self.planner
-                later = None if planner is None else self._later
-                planned = plan_for(
-                    self._plans, specs, self._adapter, self._governor.alignment, later
-                )
-                if planned is False:  # a first sighting: the planner builds it in C
-                    source = buffer.wrappers.get(self._name)  # the buffer's import, if made
-                    if source is None:
-                        source = self._views.wrapper(buffer)
-                    made = planner.views(specs, source, buffer.capacity)
-                    if made.__class__ is tuple:
-                        return self.deliver(slot, buffer, specs, made[0], made[1], strict=strict)
-                    if made is not None:  # the total, more than the buffer holds
-                        # No reference to the buffer that growth replaces, nor its import.
-                        buffer = source = None
-                        # Seen once: remembered from the second sighting on, as deliver()
-                        # does (the planner's requests are hashable).
-                        seen = self._seen
-                        if len(seen) < self._max_cached:  # remember() once full
-                            seen[specs] = True
-                        else:
-                            remember(seen, specs, True, self._max_cached)
-                        return self.place(slot, made, specs, strict=strict, keep=ONCE)
-                    # A request the planner leaves to Python: its plan, made now.
-                    planned = plan_for(self._plans, specs, self._adapter, self._governor.alignment)
-                plan = planned if isinstance(planned, Plan) else None
-                if plan is not None:
-                    built = self._views.build(plan, buffer, specs)
-                    self._last_plan = plan
-            if built.__class__ is Layout:  # the plan's placement: more than the buffer holds
-                buffer = None  # no reference to the buffer that growth replaces
-                return self.place(slot, built, specs, strict=strict, keep=ALWAYS)
-            if built:
-                plan.built()  # type: ignore[union-attr]
-                return self.deliver(slot, buffer, specs, built[0], built[1], strict=strict)
-        buffer = None  # see get_simultaneous: no reference to the buffer that may be replaced
-        # The placement: a plain request lives at offset 0, or above the scopes and steps
-        # open on the slot (then its views are not remembered: the base moves).
-        layout = compute_layout(specs, self._governor.alignment)
-        if slot.regions:
-            heal_regions(slot)  # one an interrupt left open, its owner gone
-        base = slot.top
-        if not (base or slot.regions):
-            return self.place(slot, layout, specs, strict=strict, keep=ALWAYS)
-        if base:
-            layout = shifted(layout, base)
-        views = self.place(slot, layout, specs, strict=strict)
-        if views is not None:
-            slot.note_load(slot.live + layout.total - base, reach=layout.total)
-        return views
-
     def place(
         self,
         slot: Slot,
@@ -269,20 +207,115 @@ class ViewBuilder:
         what: str = "",
         memo: Callable[[Buffer, Prepared], None] | None = None,
     ) -> list[Any] | None:
-        """Views of ``layout`` (the placement: offsets from the buffer's start) in
-        ``slot``, growing it to ``layout.total`` bytes if needed: the one way plain
-        requests, scopes and steps get views. ``layout`` may be the total alone, of a plain
-        request at offset 0 whose views the front's planner builds (:meth:`miss`).
-        ``keep`` says whether they are remembered as a plain request at offset 0
-        (:data:`ALWAYS`, :data:`ONCE`, :data:`NEVER`); ``memo(buffer,
-        entry)`` is given them as a :class:`Prepared` to keep instead (step replays);
-        ``what`` names a scope or step request in the locked error (``strict``) that growth
-        while locked raises.
+        """A scope's or a step's request, at the placement it picked: :meth:`miss`."""
+        return self.miss(slot, specs, strict, layout, keep=keep, what=what, memo=memo)
 
-        Top to bottom: capacity (the slot grows; its listeners hear of it), views,
-        remember, one observer branch (capture mark, request log), return.
+    def miss(  # noqa: PLR0915 (one path read top to bottom: split, a frame more per plan)
+        self,
+        slot: Slot,
+        specs: Any,
+        strict: bool = True,
+        layout: Layout | int | None = None,
+        *,
+        keep: int = ALWAYS,
+        what: str = "",
+        memo: Callable[[Buffer, Prepared], None] | None = None,
+    ) -> list[Any] | None:
+        """A request a hit did not serve: views of ``specs`` in ``slot`` at ``layout`` (the
+        placement: offsets from the buffer's start), growing the slot to ``layout.total``
+        bytes if needed. The one way plain requests, scopes and steps (:meth:`place`) get
+        views, read top to bottom, like vLLM's ``_ensure_workspace_size``.
+
+        1. *Placement.* ``layout`` None is a plain request: the
+           structure's plan over the slot's current buffer, which hands the views it
+           built to :meth:`deliver` where they fit, else its placement; a first sighting
+           the front's compiled planner places (the total alone, its views built after
+           the growth: remembered from the second sighting on, :data:`ONCE`); else the
+           request's layout, at offset 0, or above the scopes and steps open on the slot
+           (then not remembered: the base moves). Scopes and steps pass their own
+           placement, and ``keep``.
+        2. *Capacity*: the slot grows (under the arena's mutex,
+           :meth:`~arena.slots.slot.Slot.ensure`); its listeners hear of it.
+        3. *Views*, built over the buffer at the placement.
+        4. *Remember*: as a plain request at offset 0 (``keep``: :data:`ALWAYS`,
+           :data:`ONCE`, :data:`NEVER`), or as ``memo(buffer, entry)`` is given them as a
+           :class:`Prepared` (step replays).
+        5. *One observer branch*: a capture mark, the request log.
+        6. *Return* fresh views.
+
+        ``what`` names a scope or step request in the locked error (``strict``) that
+        growth while locked raises.
         """
-        governor = self._governor
+        # 1. The placement of a plain request. ``above``: None at offset 0, else the top of
+        # the scopes and steps open on the slot (the views' base).
+        above: int | None = None
+        if layout is None:
+            buffer: Buffer | None = slot.buffer
+            # A slot holding no memory (never sized, or closed) takes the general path,
+            # which serves zero-byte requests and raises ArenaClosedError.
+            if buffer is not None and buffer.allocation is not None and not slot.detour:
+                built: Any = None
+                plan = self._last_plan
+                if plan is not None:
+                    # The plan's sources over this buffer, if made (as the planner's
+                    # import below): the same structure as last time calls the plan itself.
+                    sources = buffer.wrappers.get(plan.key)
+                    if sources is None:
+                        built = self._views.build(plan, buffer, specs)
+                    else:
+                        built = plan.build(specs, buffer.capacity, sources)
+                if built is None:  # another structure than last time
+                    planner = self.planner
+                    later = None if planner is None else self._later
+                    planned = plan_for(
+                        self._plans, specs, self._adapter, self._governor.alignment, later
+                    )
+                    if planned is False:  # a first sighting: the planner builds it in C
+                        source = buffer.wrappers.get(self._name)  # the buffer's import
+                        if source is None:
+                            source = self._views.wrapper(buffer)
+                        made = planner.views(specs, source, buffer.capacity)
+                        if made.__class__ is tuple:
+                            return self.deliver(
+                                slot, buffer, specs, made[0], made[1], strict=strict
+                            )
+                        if made is not None:  # the total, more than the buffer holds
+                            # Seen once: remembered from the second sighting on, as
+                            # deliver() does (the planner's requests are hashable).
+                            seen = self._seen
+                            if len(seen) < self._max_cached:  # remember() once full
+                                seen[specs] = True
+                            else:
+                                remember(seen, specs, True, self._max_cached)
+                            built, keep = made, ONCE
+                        else:  # a request the planner leaves to Python: its plan, now
+                            planned = plan_for(
+                                self._plans, specs, self._adapter, self._governor.alignment
+                            )
+                    if keep != ONCE:
+                        plan = planned if isinstance(planned, Plan) else None
+                        if plan is not None:
+                            built = self._views.build(plan, buffer, specs)
+                            self._last_plan = plan
+                if built.__class__ is Layout or keep == ONCE:  # more than the buffer holds
+                    layout = built
+                elif built:
+                    plan.built()  # type: ignore[union-attr]
+                    return self.deliver(slot, buffer, specs, built[0], built[1], strict=strict)
+            # No reference to the buffer that growth may replace, nor to its imports: the
+            # old block must go back before the new one is allocated.
+            buffer = source = sources = None
+            if layout is None:
+                # A plain request lives at offset 0, or above the scopes and steps open
+                # on the slot (then its views are not remembered: the base moves).
+                layout = compute_layout(specs, self._governor.alignment)
+                if slot.regions:
+                    heal_regions(slot)  # one an interrupt left open, its owner gone
+                if slot.top or slot.regions:
+                    above = slot.top
+                    keep = NEVER
+                    if above:
+                        layout = shifted(layout, above)
         required = layout.total if isinstance(layout, Layout) else layout
         buffer, resizes = slot.ensure(required)  # counts the request it gives a buffer
         # At offset 0 nothing else is live (ensure() raised the high-water mark). A request
@@ -297,16 +330,20 @@ class ViewBuilder:
         try:
             if resizes:
                 self._table.announce("resize", resizes)
-                if governor.closed:  # a listener closed the arena
-                    governor.check_open()
+                if self._governor.closed:  # a listener closed the arena
+                    self._governor.check_open()
             if buffer is None:
                 if strict:
                     raise slot.locked_error(required, what)
                 return None
             if required > buffer.capacity:  # raises: a bug in arena
-                if not isinstance(layout, Layout):
-                    layout = compute_layout(specs, governor.alignment)
-                check_in_bounds(slot, buffer, layout)
+                check_in_bounds(
+                    slot,
+                    buffer,
+                    layout
+                    if isinstance(layout, Layout)
+                    else compute_layout(specs, self._governor.alignment),
+                )
             views = self._views.typed(buffer, layout, specs, self.planner)
         except BaseException:
             if buffer is not None:
@@ -316,15 +353,13 @@ class ViewBuilder:
             slot.note_load(required, reach=required)
         if keep != NEVER:
             if keep == ALWAYS:
-                cache = buffer.prepared.get(self.key)
-                if cache is None:
-                    cache = buffer.prepared[self.key] = {}
                 prepare(
-                    cache,
+                    buffer.prepared,
+                    self.key,
                     specs,
                     required,
                     views,
-                    self.fresh,
+                    fresh=self.fresh,
                     limit=self._max_cached,
                     guarded=self._guarded,
                 )
@@ -335,25 +370,28 @@ class ViewBuilder:
                 handed = views
             if self.probe is not None:  # the observer branch: a capture mark, the log
                 return self.served(slot, buffer, specs, required, handed, strict=strict)
-            log = self.log
-            if log is not None and not governor.locked:
-                log.note(required, slot.index, specs)
+            if self.log is not None and not self._governor.locked:
+                self.log.note(required, slot.index, specs)
             return handed
 
-        def again() -> list[Any] | None:
-            return self.place(slot, layout, specs, strict=strict, what=what)
-
+        # Served again from the current buffer if a growth replaced it before the capture
+        # mark (a partial, not a closure: no cell for the locals of every request).
+        again = partial(self.miss, slot, specs, strict, layout, keep=NEVER, what=what)
         served = self.served(slot, buffer, specs, required, views, strict=strict, retry=again)
-        if served is not views:
-            return served
-        # Kept in any mode: typed views are built outside torch.inference_mode() whatever
-        # the caller's mode (views_can_be_kept is about a plan's views, not these), so a
-        # replay run under inference mode is served by the hit like one under no_grad.
-        if memo is not None and plain_key(specs):
-            entry = Prepared(required, views, specs)
-            entry.serve = server(specs, views, self.fresh)
-            memo(buffer, entry)
-        return self.fresh(views)
+        if served is views:
+            # Kept in any mode: typed views are built outside torch.inference_mode()
+            # whatever the caller's mode (views_can_be_kept is about a plan's views, not
+            # these), so a replay run under inference mode is served by the hit like one
+            # under no_grad.
+            if memo is not None and plain_key(specs):
+                entry = Prepared(required, views, specs)
+                entry.serve = server(specs, views, self.fresh)
+                memo(buffer, entry)
+            served = self.fresh(views)
+        if above is not None and served is not None:
+            # Live from the slot's start: what the scopes and steps hold, and this request.
+            slot.note_load(slot.live + required - above, reach=required)
+        return served
 
     def remember(self, cache: dict[Any, Any], key: Any, entry: Prepared) -> None:
         """Keep ``entry`` in ``cache`` (bounded like every cache of prepared views)."""
@@ -417,3 +455,57 @@ class ViewBuilder:
             remember(cache, specs, entry, self._max_cached)
             handed = self.fresh(views)  # type: ignore[assignment]
         return self.served(slot, buffer, specs, required, handed, strict=strict)
+
+
+def plan_for(
+    plans: dict[Any, Plan | None],
+    specs: Any,
+    adapter: Any,
+    alignment: int,
+    later: dict[Any, bool] | None = None,
+) -> Plan | bool | None:
+    """The plan of ``specs``'s structure from ``plans`` (a front's), made and kept on first
+    sight; None when the request has no plan (the general path serves it).
+
+    With ``later`` (the structures seen once, kept by a front whose compiled Planner
+    serves a first sighting, :meth:`~arena.views.builder.ViewBuilder.miss`), a structure
+    is planned at its second sighting: the first is noted there, and False returned."""
+    structure = structure_of(specs)
+    if structure is None:
+        return None
+    try:
+        return plans[structure]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable dtype object
+        return None
+    if later is not None and not later.pop(structure, False):
+        if len(later) < MAX_PLANS:  # remember() once full: no call on a first request
+            later[structure] = True
+        else:
+            remember(later, structure, True, MAX_PLANS)
+        return False
+    plan = make_plan(structure, adapter, alignment)
+    if len(plans) < MAX_PLANS:
+        plans[structure] = plan  # hashable: the lookup above found no TypeError
+    else:
+        remember(plans, structure, plan, MAX_PLANS)
+    return plan
+
+
+def structure_of(specs: Any) -> tuple[Any, ...] | None:
+    """``((ndim, dtype), ...)`` of a request, or None when it is not a sequence of
+    ``(shape, dtype)`` pairs (tuples or lists) with tuple or list shapes (the general path
+    explains)."""
+    structure = []
+    try:
+        for spec in specs:
+            if not isinstance(spec, SEQUENCES) or len(spec) != 2:
+                return None
+            shape = spec[0]
+            if not isinstance(shape, SEQUENCES):
+                return None
+            structure.append((len(shape), spec[1]))
+    except TypeError:
+        return None
+    return tuple(structure)

@@ -40,7 +40,6 @@ from arena.base.dtypes import resolve_dtype
 from arena.base.layout import MAX_BYTES, Layout, ViewLayout
 from arena.errors import ArenaError
 from arena.ints import exact_dim_source, exact_dims
-from arena.views.prepared import remember
 
 __all__ = [
     "GENERATE_AFTER",
@@ -48,11 +47,10 @@ __all__ = [
     "MAX_GENERATED_VIEWS",
     "MAX_PLANS",
     "MAX_SOURCES",
+    "SEQUENCES",
     "Plan",
     "generated",
     "make_plan",
-    "plan_for",
-    "structure_of",
 ]
 
 #: Request structures whose plans a front keeps (oldest eighth dropped when full).
@@ -72,7 +70,8 @@ MAX_GENERATED_DIMS = 8
 #: (``Adapter.plan_source``).
 Builder = Callable[[Any, int, tuple[Any, ...]], "tuple[int, list[Any]] | Layout | bool | None"]
 
-_SEQUENCES = (tuple, list)
+#: What a request's ``(shape, dtype)`` pair and a shape may be: a tuple or a list.
+SEQUENCES = (tuple, list)
 
 
 class Plan:
@@ -118,60 +117,6 @@ class Plan:
             self.build, self.source = _generated_builder(
                 self.key[1], self.natives, self._adapter, self._alignment, self.build
             )
-
-
-def plan_for(
-    plans: dict[Any, Plan | None],
-    specs: Any,
-    adapter: Any,
-    alignment: int,
-    later: dict[Any, bool] | None = None,
-) -> Plan | bool | None:
-    """The plan of ``specs``'s structure from ``plans`` (a front's), made and kept on first
-    sight; None when the request has no plan (the general path serves it).
-
-    With ``later`` (the structures seen once, kept by a front whose compiled Planner
-    serves a first sighting, :meth:`~arena.views.builder.ViewBuilder.miss`), a structure
-    is planned at its second sighting: the first is noted there, and False returned."""
-    structure = structure_of(specs)
-    if structure is None:
-        return None
-    try:
-        return plans[structure]
-    except KeyError:
-        pass
-    except TypeError:  # an unhashable dtype object
-        return None
-    if later is not None and not later.pop(structure, False):
-        if len(later) < MAX_PLANS:  # remember() once full: no call on a first request
-            later[structure] = True
-        else:
-            remember(later, structure, True, MAX_PLANS)
-        return False
-    plan = make_plan(structure, adapter, alignment)
-    if len(plans) < MAX_PLANS:
-        plans[structure] = plan  # hashable: the lookup above found no TypeError
-    else:
-        remember(plans, structure, plan, MAX_PLANS)
-    return plan
-
-
-def structure_of(specs: Any) -> tuple[Any, ...] | None:
-    """``((ndim, dtype), ...)`` of a request, or None when it is not a sequence of
-    ``(shape, dtype)`` pairs (tuples or lists) with tuple or list shapes (the general path
-    explains)."""
-    structure = []
-    try:
-        for spec in specs:
-            if not isinstance(spec, _SEQUENCES) or len(spec) != 2:
-                return None
-            shape = spec[0]
-            if not isinstance(shape, _SEQUENCES):
-                return None
-            structure.append((len(shape), spec[1]))
-    except TypeError:
-        return None
-    return tuple(structure)
 
 
 def make_plan(structure: tuple[Any, ...], adapter: Any, alignment: int) -> Plan | None:
@@ -221,10 +166,10 @@ def _closure(
             return None
         sizes = []
         for spec, (ndim, want, _, _) in zip(specs, per_view, strict=True):
-            if spec.__class__ not in _SEQUENCES or len(spec) != 2:
+            if spec.__class__ not in SEQUENCES or len(spec) != 2:
                 return None
             shape, dtype = spec
-            if dtype is not want or shape.__class__ not in _SEQUENCES or len(shape) != ndim:
+            if dtype is not want or shape.__class__ not in SEQUENCES or len(shape) != ndim:
                 return None
             sizes.append(shape)
         offsets = []
@@ -357,7 +302,7 @@ def _generated_builder(
     lines.append(f"    return total, [{', '.join(views)}]")
     namespace: dict[str, Any] = {
         "view": adapter.plan_view,
-        "SEQUENCES": _SEQUENCES,
+        "SEQUENCES": SEQUENCES,
         "placement": placement,
     }
     namespace.update({f"native{i}": native for i, native in enumerate(natives)})

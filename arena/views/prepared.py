@@ -79,24 +79,29 @@ def _unset(specs: Any) -> None:
 
 
 def prepare(
-    cache: dict[Any, Any],
+    prepared: dict[str, dict[Any, Any]],
+    key: str,
     specs: Any,
     required: int,
     views: list[Any],
-    fresh: Callable[[Any], Any],
     *,
+    fresh: Callable[[Any], Any],
     limit: int,
     guarded: bool = False,
 ) -> None:
     """Remember ``views``, built for the request ``specs`` of ``required`` bytes, in
-    ``cache`` (a buffer's entries for one front; at most ``limit``), where ``specs`` may
-    key a remembered request (:func:`plain_key`). ``fresh`` makes the fresh views of every
-    hit; ``guarded``: debug mode's in-place guard (:func:`guarded_server`).
+    ``prepared[key]`` (a buffer's entries for the front ``key``, made at its first entry;
+    at most ``limit``), where ``specs`` may key a remembered request (:func:`plain_key`).
+    ``fresh`` makes the fresh views of every hit; ``guarded``: debug mode's in-place guard
+    (:func:`guarded_server`).
 
     The entry and its server are made first, then the key is checked, then the entry is
     stored: a first request calls this module's functions, then :mod:`arena.ints`, and
     nothing of this module's after (tests/views/test_request_path.py).
     """
+    cache = prepared.get(key)
+    if cache is None:
+        cache = prepared[key] = {}
     entry = Prepared(required, views, specs)
     entry.serve = (
         guarded_server(cache, specs, entry, fresh) if guarded else server(specs, views, fresh)

@@ -20,7 +20,8 @@ import pytest
 from arena import Arena
 from arena.base.layout import Layout
 from arena.views import hit
-from arena.views.plan import make_plan, structure_of
+from arena.views.builder import structure_of
+from arena.views.plan import make_plan
 
 pytestmark = pytest.mark.skipif(
     hit.compiled is None, reason="the compiled hit path is not in use here"

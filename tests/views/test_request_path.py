@@ -41,12 +41,13 @@ import numpy as np
 import pytest
 from arena.adapters.numpy import ADAPTER
 
+from arena.base.dtypes import resolve_natives
 from arena.base.layout import MAX_BYTES, Layout, compute_layout
 from arena.views import hit
 from arena.views.plan import make_plan
 
 #: (functions, files, call-backs) at most, on each hit path.
-LIMITS = {"compiled": (26, 13, 7), "python": (40, 17, 8)}
+LIMITS = {"compiled": (25, 12, 4), "python": (39, 17, 7)}
 
 _PROBE = r"""
 import json, sys
@@ -167,3 +168,49 @@ def test_a_plans_placement_is_the_layout_compute_layout_gives(generated: bool) -
         ((1,), "uint8"),
     )
     assert plan.build(huge, 0, ()) is False
+
+
+def test_the_planner_resolves_a_requests_new_dtypes_in_one_call() -> None:
+    """A first request passes the dtypes module and the adapter once each, however many
+    new dtypes it names: the compiled Planner asks ``resolve_natives`` once for the
+    dtypes its table lacks (each object once), and never again for those it learnt."""
+    if hit.compiled is None:
+        pytest.skip(f"the compiled hit path is not in use: {hit.WHY_PYTHON}")
+    core = sys.modules.get("numpy._core._multiarray_umath") or sys.modules.get(
+        "numpy.core._multiarray_umath"
+    )
+    asked: list[tuple[Any, ...]] = []
+
+    def resolve(dtypes: tuple[Any, ...]) -> Any:
+        asked.append(dtypes)
+        return resolve_natives(dtypes, ADAPTER.native_dtype)
+
+    planner = hit.compiled.Planner(
+        resolve,
+        core._ARRAY_API,
+        np.ndarray,
+        np.dtype,
+        "numpy",
+        256,
+        64,  # type: ignore[union-attr]
+    )
+    f16 = np.dtype("float16")
+    specs = (((3, 5), f16), ((7,), "int32"), ((2,), f16), ((4,), "float64"))
+    buffer = np.zeros(1 << 12, np.uint8)
+    total, views = planner.views(specs, buffer, buffer.nbytes)
+    assert asked == [(f16, "int32", "float64")]
+    assert total == compute_layout(specs, 256).total
+    assert [(v.shape, v.dtype) for v in views] == [
+        ((3, 5), f16),
+        ((7,), np.int32),
+        ((2,), f16),
+        ((4,), np.float64),
+    ]
+    planner.views(specs, buffer, buffer.nbytes)
+    assert len(asked) == 1  # learnt: not asked again
+    # One that does not resolve leaves the request to Python (which explains), and the
+    # others of the same call are learnt all the same.
+    assert planner.views((((2,), "uint8"), ((2,), "nonsense")), buffer, buffer.nbytes) is None
+    assert asked[1] == ("uint8", "nonsense")
+    planner.views((((2,), "uint8"),), buffer, buffer.nbytes)
+    assert len(asked) == 2
