@@ -592,7 +592,7 @@ class Step(StepHitBase, Generic[ViewT]):
             Layout(placed, extent, self._alignment),
             specs,
             what=f"step {self.key!r} request {r}",
-            memo=self._keep(r, specs, tuple(blocks)) if self.replay else None,
+            memo=self._keep(r, specs) if self.replay else None,
         )
         assert views is not None  # strict placement raises instead
         # An interrupt between here and the request's count leaves the run broken: it is
@@ -612,7 +612,7 @@ class Step(StepHitBase, Generic[ViewT]):
         self.request, run.broken = r + 1, False
         return views  # type: ignore[no-any-return]
 
-    def _keep(self, r: int, specs: Any, blocks: tuple[int, ...]) -> Callable[[Buffer, Any], None]:
+    def _keep(self, r: int, specs: Any) -> Callable[[Buffer, Any], None]:
         """Where a replayed request's views are remembered (see
         :func:`~arena.planning.replay.remembering`)."""
         book = self._book
@@ -623,7 +623,6 @@ class Step(StepHitBase, Generic[ViewT]):
             requests=len(book.counts),
             r=r,
             specs=specs,
-            blocks=blocks,
             install=self._hit_from,
         )
 
