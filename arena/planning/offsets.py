@@ -515,7 +515,9 @@ def plan_offsets(
         far the search got in that time, so on the machine's speed and load, not on hash
         seeds. First the limit pays for the placement orders the work budget left out
         (large instances), while it allows one more placement. Instances past
-        :data:`~arena.planning.search.MAX_SEARCH_BLOCKS` non-empty blocks are not searched.
+        :data:`~arena.planning.search.MAX_SEARCH_BLOCKS` non-empty blocks are not searched:
+        the limit pays for the local search instead, past the work budget, from the plan of
+        every order placed in turn (``limit_reached`` when the clock ended it).
 
     Returns
     -------
