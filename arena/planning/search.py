@@ -28,7 +28,8 @@ anew from the paper's ideas, runs (:data:`SEARCH_PATH` says which). Both share t
 Each search is a decision: does a plan within ``capacity`` exist? :func:`improve` probes the
 proven lower bound, then a ladder of capacities below the best plan so far (``hi - 4**k``,
 the lowest first, up to one unit below it), each round under a node limit, doubled after
-a round that moved neither end (a round that did runs again under the same limit); a plan
+a round that moved neither end (a round that did runs again under the same limit, without
+the decisions that hit that limit already: asked again, they would hit it again); a plan
 found lowers the upper end, a search that ends without one raises the lower end, and the
 two meeting proves the best plan optimal.
 Why this rather than a constraint solver: it needs nothing beyond NumPy (OR-Tools CP-SAT
@@ -376,6 +377,11 @@ def improve(
     nodes = 0
     timed_out = False
     progress = False
+    # Decisions that hit their node limit: one depends only on its capacity, preorder and
+    # node limit, so asked again it would hit it again. A round that moved a bound runs
+    # again under the same limit, and probes the bound again: skipping what it would
+    # only repeat leaves the outcomes as they were and the time to the new probes.
+    aborted: set[tuple[int, int, int]] = set()
     while lo < hi and not timed_out:
         if not progress:  # a round that moved a bound runs again under the same limit
             node_limit *= 2
@@ -384,8 +390,12 @@ def improve(
             if target < lo or target >= hi:  # a plan found this round lowered hi
                 continue
             for which in range(len(_HEURISTICS)):
+                if (target, which, node_limit) in aborted:
+                    continue
                 status, offsets, used = decider.decide(target, which, node_limit, deadline)
                 nodes += used
+                if status == _ABORT:
+                    aborted.add((target, which, node_limit))
                 if status == _FOUND:
                     best = offsets
                     hi = max(o + s for o, s in zip(best, size, strict=True))

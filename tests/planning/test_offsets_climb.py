@@ -1,0 +1,124 @@
+"""Past the search's size cap, a time limit pays for the local search (issue 31).
+
+Instances past ``MAX_SEARCH_BLOCKS`` are not searched, and past the work budget the local
+search made no move: a time limit went unspent there (idealloc's pangu_2.6B stayed at
+1.0076 of LOAD, which two moves bring to LOAD). Now the limit runs the local search from
+every order placed, in turn. The cap and the budget are set to 0 here so that small
+instances stand for the large ones.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Sequence
+
+import pytest
+
+from arena.planning import OffsetPlan, offsets, plan_offsets, search
+
+Block = tuple[int, int, int]
+ALIGN = 16
+
+
+def _check(blocks: Sequence[Block], plan: OffsetPlan) -> None:
+    """Co-live blocks never overlap; the total is the highest end."""
+    ends = [o + s for o, s in zip(plan.offsets, plan.sizes, strict=True)]
+    assert plan.total_bytes == max(ends, default=0)
+    for i, j in itertools.combinations(range(len(blocks)), 2):
+        a, b = blocks[i], blocks[j]
+        if plan.sizes[i] and plan.sizes[j] and a[1] <= b[2] and b[1] <= a[2]:
+            assert ends[i] <= plan.offsets[j] or ends[j] <= plan.offsets[i], (i, j)
+
+
+def _tiling(rng: random.Random, pieces: int, steps: int, height: int) -> list[Block]:
+    """A ``steps`` x ``height`` rectangle cut into ``pieces`` blocks: LOAD is reachable."""
+    rects = [(0, steps, 0, height)]
+    while len(rects) < pieces:
+        k = rng.randrange(len(rects))
+        t0, t1, y0, y1 = rects[k]
+        if t1 - t0 < 2 and y1 - y0 < 2:
+            continue
+        rects.pop(k)
+        if (rng.random() < 0.5 and t1 - t0 > 1) or y1 - y0 < 2:
+            cut = rng.randint(t0 + 1, t1 - 1)
+            rects += [(t0, cut, y0, y1), (cut, t1, y0, y1)]
+        else:
+            cut = rng.randint(y0 + 1, y1 - 1)
+            rects += [(t0, t1, y0, cut), (t0, t1, cut, y1)]
+    return [(ALIGN * (y1 - y0), t0, t1 - 1) for t0, t1, y0, y1 in rects]
+
+
+def _instances() -> list[list[Block]]:
+    rng = random.Random(31)
+    return [_tiling(rng, rng.randint(30, 60), 12, 48) for _ in range(120)]
+
+
+@pytest.fixture(params=["compiled", "python"])
+def past_the_cap(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As for instances too large to search, and past the work budget; on the compiled
+    placement (where it is in use) and on the Python one."""
+    if request.param == "python":
+        monkeypatch.setattr(offsets, "compiled", None)
+    elif offsets.compiled is None:
+        pytest.skip(f"the compiled placement is not in use here: {offsets.WHY_PYTHON}")
+    monkeypatch.setattr(offsets, "WORK_BUDGET", 0)
+    monkeypatch.setattr(search, "MAX_SEARCH_BLOCKS", 0)
+
+
+def test_a_limit_runs_the_local_search_past_the_cap(
+    past_the_cap: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given time, the plan is valid, never worse than without a limit, and at most the
+    plan of the local search run to its local optimum from the best order (what an
+    unlimited work budget gives): the climb from that plan runs the same moves, and the
+    climbs from the other orders can only add. It is better than both on some sets, and
+    it ends at LOAD (``optimal``) or at local optima, not by the clock."""
+    better_than_plain = better_than_budget = 0
+    for blocks in _instances():
+        plain = plan_offsets(blocks, alignment=ALIGN)
+        if plain.optimal:
+            continue
+        limited = plan_offsets(blocks, alignment=ALIGN, time_limit=60)
+        with monkeypatch.context() as m:
+            m.setattr(offsets, "WORK_BUDGET", 10**12)
+            unbudgeted = plan_offsets(blocks, alignment=ALIGN)
+        _check(blocks, limited)
+        assert limited.total_bytes <= min(plain.total_bytes, unbudgeted.total_bytes), blocks
+        assert limited.lower_bound == plain.lower_bound
+        assert not limited.limit_reached, blocks
+        assert limited.optimal == (limited.total_bytes == limited.lower_bound)
+        assert limited.moves > 0 or limited.total_bytes == unbudgeted.total_bytes
+        better_than_plain += limited.total_bytes < plain.total_bytes
+        better_than_budget += limited.total_bytes < unbudgeted.total_bytes
+    assert better_than_plain >= 20, better_than_plain
+    assert better_than_budget >= 3, better_than_budget
+
+
+def test_a_limit_too_short_for_a_placement_keeps_the_plan_and_says_so(
+    past_the_cap: None,
+) -> None:
+    """With no time for one more placement, the plan is the one without a limit, and
+    ``limit_reached`` says the clock ended it."""
+    seen = 0
+    for blocks in _instances()[:60]:
+        plain = plan_offsets(blocks, alignment=ALIGN)
+        if plain.optimal:
+            continue
+        seen += 1
+        limited = plan_offsets(blocks, alignment=ALIGN, time_limit=0)
+        assert limited.offsets == plain.offsets
+        assert limited.limit_reached and not limited.optimal
+    assert seen >= 10, seen
+
+
+def test_the_climb_is_the_same_whatever_the_order_of_equal_plans(past_the_cap: None) -> None:
+    """Ended by local optima, not the clock, the climb depends only on the input."""
+    for blocks in _instances()[:30]:
+        first = plan_offsets(blocks, alignment=ALIGN, time_limit=60)
+        again = plan_offsets(blocks, alignment=ALIGN, time_limit=60)
+        assert (first.offsets, first.strategy, first.moves) == (
+            again.offsets,
+            again.strategy,
+            again.moves,
+        )
