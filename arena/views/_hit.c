@@ -218,7 +218,7 @@ typedef struct {
 static PyTypeObject *slot_type, *buffer_type, *prepared_type, *governor_type, *log_type;
 static Py_ssize_t slot_buffer, slot_detour, slot_calls, slot_index, buffer_prepared;
 static Py_ssize_t prepared_views, prepared_used, prepared_required, prepared_key;
-static Py_ssize_t slot_regions, prepared_metadata;
+static Py_ssize_t slot_regions;
 static Py_ssize_t slot_top, slot_live, slot_load, slot_plain_high, slot_high_water;
 static Py_ssize_t buffer_capacity, buffer_wrappers, buffer_allocation;
 static Py_ssize_t governor_locked;
@@ -278,7 +278,6 @@ static PyObject *bind(PyObject *module, PyObject *args) {
         member_offset(types[2], "used", &prepared_used) < 0 ||
         member_offset(types[2], "required", &prepared_required) < 0 ||
         member_offset(types[2], "key", &prepared_key) < 0 ||
-        member_offset(types[2], "metadata", &prepared_metadata) < 0 ||
         member_offset(types[3], "locked", &governor_locked) < 0 ||
         member_offset(types[4], "peaks", &log_peaks) < 0 ||
         member_offset(types[4], "last_requests", &log_last_requests) < 0 ||
