@@ -25,8 +25,8 @@ import weakref
 from typing import Any, Protocol, TypeVar, cast
 
 from arena.base.events import caller_info, format_mb
-from arena.base.layout import Layout
-from arena.errors import ArenaError, ArenaLockedError
+from arena.base.layout import MAX_BYTES, Layout
+from arena.errors import ArenaError, ArenaLockedError, ArenaOutOfMemoryError
 from arena.memory.sources import Allocation
 from arena.slots.governor import Governor
 from arena.slots.holder import SlotHolder
@@ -373,10 +373,42 @@ class Slot:
             governor.check_open()
             if governor.locked or self.buffer.captured or governor.capturing() or self.regions:
                 return None
-            size = governor.grown_size(max(target, self.pending, 1))  # a sibling is larger
+            size = self.grown_size(max(target, self.pending, 1))  # a sibling is larger
             if size == self.buffer.capacity:
                 return None
             return self._grow(size, shrinking=True)
+
+    def grown_size(self, target: int) -> int:
+        """Bytes a buffer that must hold ``target`` is given under the arena's growth
+        policy (``governor.growth``, rounded to ``governor.alignment``).
+
+        The slot's own rule, not the governor's: a growth then leaves this module only
+        for the ledger (the request path's files, tests/views/test_request_path.py).
+
+        Raises
+        ------
+        ArenaOutOfMemoryError
+            When the policy would need more bytes than a buffer can address.
+        """
+        governor = self.governor
+        alignment = governor.alignment
+        target = max(target, alignment)
+        growth = governor.growth
+        # round_up (arena.base.layout) written out: a growth calls no helper of another
+        # module's (the request path's file count, tests/views/test_request_path.py).
+        if growth == "exact":
+            size = (target + alignment - 1) & -alignment
+        elif growth == "pow2":
+            size = 1 << (target - 1).bit_length()
+        else:
+            assert isinstance(growth, int)
+            size = (-(-target // growth) * growth + alignment - 1) & -alignment
+        if size > MAX_BYTES:
+            raise ArenaOutOfMemoryError(
+                f"a buffer of {target} bytes grows to {size} bytes under growth={growth!r}, "
+                f"more than the {MAX_BYTES} bytes a buffer can address; request less"
+            )
+        return size
 
     def reserve(self, nbytes: int) -> Resize | None:
         """Grow to hold ``nbytes`` (mutex held by the caller, lock already checked)."""
@@ -395,7 +427,7 @@ class Slot:
         checked = governor.capture_probe is not None or governor.max_bytes is not None
         where = self.describe() if checked else ""
         empty = Buffer(None, 0)
-        capacity = governor.shrinking_to(target) if shrinking else governor.grown_size(target)
+        capacity = governor.shrinking_to(target) if shrinking else self.grown_size(target)
         # The governor's checks are called where they can fail (messages built there only).
         if governor.capture_probe is not None:
             governor.check_not_capturing(f"growing slot {where} to {capacity} bytes")
