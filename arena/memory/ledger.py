@@ -174,16 +174,9 @@ class Ledger:
         except MemoryError as exc:
             if allocation is not None:  # the context's exit failed after the source gave it
                 self.release(allocation)
-            else:
-                self.trace.append(("allocate failure", 0, nbytes, what, time.time()))
-                if self.observer is not None:
-                    self.observer("allocate failure", 0, nbytes, what)
-            self.ooms += 1
-            raise ArenaOutOfMemoryError(
-                f"could not allocate {nbytes} bytes ({format_mb(nbytes)}) for {what} on "
-                f"{self.device} from {self.source!r}: {exc}; free memory elsewhere, request "
-                "less, or presize with reserve() earlier" + oom_hint(self.device)
-            ) from exc
+                self.ooms += 1
+                raise self._refused(nbytes, what, exc, traced=False) from exc
+            raise self._refused(nbytes, what, exc) from exc
         except BaseException:
             # Whatever failed (the context's exit, an interrupt), nothing stays half-counted
             # and the block goes back to the source, counted yet or not.
@@ -195,14 +188,66 @@ class Ledger:
             raise
         return allocation
 
-    def _take(self, nbytes: int, what: str, grow: bool) -> Allocation:
+    def replace(self, held: list[Allocation], nbytes: int, what: str) -> Allocation:
+        """Release the block in ``held`` (if any), then allocate ``nbytes`` for ``what``:
+        a slot's growth in one visit to the ledger.
+
+        ``held`` is a list of at most one block, the caller's only reference to it: the
+        ledger empties it once the block is counted freed, so no frame holds the old
+        memory while the new block is allocated (the peak is the new size, never old +
+        new). A block still in ``held`` after a failure was not released (an interrupt
+        came first): it is still counted live and the caller's again. The guarantees are
+        :meth:`release`'s then :meth:`allocate`'s, in that order.
+
+        Raises
+        ------
+        ArenaOutOfMemoryError
+            As :meth:`allocate`; the old block is released either way.
+        """
+        if self.pending is not None or self._alloc_context is not None or self.observer is not None:
+            # Stream-ordered sources, a context or an observer: the two calls as they are.
+            if held:
+                self.release(held[0])
+                held.clear()
+            return self.allocate(nbytes, what)
+        try:
+            return self._take(nbytes, what, False, held)
+        except MemoryError as exc:
+            raise self._refused(nbytes, what, exc) from exc
+
+    def _take(
+        self, nbytes: int, what: str, grow: bool, held: list[Allocation] | None = None
+    ) -> Allocation:
         """A block of ``nbytes`` from the source for ``what``, counted as live and traced
-        (:meth:`allocate` without the context, the observer and the error handling).
+        (:meth:`allocate` without the context, the observer and the error handling); the
+        block in ``held`` released to the source first, written out as :meth:`release`
+        writes it for a ledger without pending releases nor observer (:meth:`replace`: a
+        growth calls back into no file it left, tests/views/test_request_path.py).
 
         A block never counted goes back to the source here, whatever fails (a short block,
         an interrupt); an interrupt after the count, before the caller holds the block,
         leaves it to :meth:`reclaim`, as one arriving while :meth:`allocate` returns does."""
         source: Any = self.source
+        if held:
+            block = held[0]
+            key = id(block)
+            live = self._live
+            if live.get(key) is block:
+                # Uncounted by plain stores, as in release(): counted live or freed (no
+                # local holds the record of the last block handed out: it may be this).
+                del live[key]
+                if self._handed is not None and self._handed[1] is block:
+                    self._handed = None
+                self.frees += 1
+                self.live_bytes -= block.nbytes
+                self.freed_total += block.nbytes
+                try:
+                    held.clear()
+                    self.trace.append(("free", block.ptr, block.nbytes, "", time.time()))
+                finally:  # counted freed: the source gets it back, even if interrupted
+                    source.release(block)
+            held.clear()
+            del block  # the old memory goes before the new is asked for
         allocation: Allocation = source.reserve(nbytes) if grow else source.allocate(nbytes)
         try:
             if allocation.nbytes < nbytes:
@@ -227,6 +272,22 @@ class Ledger:
         self.peak_blocks = max(self.peak_blocks, len(live))
         self.trace.append(("allocate", allocation.ptr, nbytes, what, time.time()))
         return allocation
+
+    def _refused(
+        self, nbytes: int, what: str, exc: MemoryError, *, traced: bool = True
+    ) -> ArenaOutOfMemoryError:
+        """The error for a refused allocation of ``nbytes``, counted (``ooms``) and, where
+        ``traced``, logged as an ``"allocate failure"``."""
+        if traced:
+            self.ooms += 1
+            self.trace.append(("allocate failure", 0, nbytes, what, time.time()))
+            if self.observer is not None:
+                self.observer("allocate failure", 0, nbytes, what)
+        return ArenaOutOfMemoryError(
+            f"could not allocate {nbytes} bytes ({format_mb(nbytes)}) for {what} on "
+            f"{self.device} from {self.source!r}: {exc}; free memory elsewhere, request "
+            "less, or presize with reserve() earlier" + oom_hint(self.device)
+        )
 
     def reserve(self, nbytes: int, what: str) -> Allocation:
         """A growable block of ``nbytes`` from a fixed-address source (its ``reserve``),

@@ -1,5 +1,6 @@
 """What every slot of one arena shares: the mutex, lock and closed state, the counted memory
-source, the growth policy and the capture probe.
+source, the growth policy's settings (the size a buffer grows to is the slot's own rule,
+:meth:`~arena.slots.slot.Slot.grown_size`) and the capture probe.
 
 The concurrency model (docs/overview.md, "Threads and safety"):
 
@@ -23,7 +24,6 @@ from contextlib import contextmanager
 from typing import Any, Generic, Protocol, TypeVar
 
 from arena.base.events import caller_info, format_mb
-from arena.base.layout import MAX_BYTES
 from arena.errors import (
     ArenaAsleepError,
     ArenaClosedError,
@@ -258,33 +258,6 @@ class Governor:
         if self._empty is None:
             self._empty = empty_allocation(self.device)
         return self._empty
-
-    def grown_size(self, target: int) -> int:
-        """Bytes a buffer that must hold ``target`` is given under the growth policy.
-
-        Raises
-        ------
-        ArenaOutOfMemoryError
-            When the policy would need more bytes than a buffer can address.
-        """
-        alignment = self.alignment
-        target = max(target, alignment)
-        growth = self.growth
-        # round_up (arena.base.layout) written out: a growth calls no helper of another
-        # module's (the request path's file count, tests/views/test_request_path.py).
-        if growth == "exact":
-            size = (target + alignment - 1) & -alignment
-        elif growth == "pow2":
-            size = 1 << (target - 1).bit_length()
-        else:
-            assert isinstance(growth, int)
-            size = (-(-target // growth) * growth + alignment - 1) & -alignment
-        if size > MAX_BYTES:
-            raise ArenaOutOfMemoryError(
-                f"a buffer of {target} bytes grows to {size} bytes under growth={growth!r}, "
-                f"more than the {MAX_BYTES} bytes a buffer can address; request less"
-            )
-        return size
 
     def capturing(self) -> bool:
         """Whether the probe says a CUDA graph is being captured now (False without one)."""

@@ -25,8 +25,8 @@ import weakref
 from typing import Any, Protocol, TypeVar, cast
 
 from arena.base.events import caller_info, format_mb
-from arena.base.layout import Layout
-from arena.errors import ArenaError, ArenaLockedError
+from arena.base.layout import MAX_BYTES, Layout
+from arena.errors import ArenaError, ArenaLockedError, ArenaOutOfMemoryError
 from arena.memory.sources import Allocation
 from arena.slots.governor import Governor
 from arena.slots.holder import SlotHolder
@@ -373,10 +373,42 @@ class Slot:
             governor.check_open()
             if governor.locked or self.buffer.captured or governor.capturing() or self.regions:
                 return None
-            size = governor.grown_size(max(target, self.pending, 1))  # a sibling is larger
+            size = self.grown_size(max(target, self.pending, 1))  # a sibling is larger
             if size == self.buffer.capacity:
                 return None
             return self._grow(size, shrinking=True)
+
+    def grown_size(self, target: int) -> int:
+        """Bytes a buffer that must hold ``target`` is given under the arena's growth
+        policy (``governor.growth``, rounded to ``governor.alignment``).
+
+        The slot's own rule, not the governor's: a growth then leaves this module only
+        for the ledger (the request path's files, tests/views/test_request_path.py).
+
+        Raises
+        ------
+        ArenaOutOfMemoryError
+            When the policy would need more bytes than a buffer can address.
+        """
+        governor = self.governor
+        alignment = governor.alignment
+        target = max(target, alignment)
+        growth = governor.growth
+        # round_up (arena.base.layout) written out: a growth calls no helper of another
+        # module's (the request path's file count, tests/views/test_request_path.py).
+        if growth == "exact":
+            size = (target + alignment - 1) & -alignment
+        elif growth == "pow2":
+            size = 1 << (target - 1).bit_length()
+        else:
+            assert isinstance(growth, int)
+            size = (-(-target // growth) * growth + alignment - 1) & -alignment
+        if size > MAX_BYTES:
+            raise ArenaOutOfMemoryError(
+                f"a buffer of {target} bytes grows to {size} bytes under growth={growth!r}, "
+                f"more than the {MAX_BYTES} bytes a buffer can address; request less"
+            )
+        return size
 
     def reserve(self, nbytes: int) -> Resize | None:
         """Grow to hold ``nbytes`` (mutex held by the caller, lock already checked)."""
@@ -395,7 +427,7 @@ class Slot:
         checked = governor.capture_probe is not None or governor.max_bytes is not None
         where = self.describe() if checked else ""
         empty = Buffer(None, 0)
-        capacity = governor.shrinking_to(target) if shrinking else governor.grown_size(target)
+        capacity = governor.shrinking_to(target) if shrinking else self.grown_size(target)
         # The governor's checks are called where they can fail (messages built there only).
         if governor.capture_probe is not None:
             governor.check_not_capturing(f"growing slot {where} to {capacity} bytes")
@@ -408,30 +440,31 @@ class Slot:
         freed = 0 if kept is not None or old.allocation is None else old.allocation.nbytes
         if governor.max_bytes is not None:
             governor.check_budget(capacity, f"growing slot {where} to {capacity} bytes", freed)
-        self.buffer = empty  # concurrent readers take the slow path meanwhile
         ledger = governor.ledger
         mark = ledger.allocations
         block = old.allocation
+        # The slot's only hold on the old block while it is replaced: the ledger empties
+        # it once the block is counted freed (the old memory goes back before the new is
+        # asked for); one still there after a failure was never released.
+        held = [block] if kept is None and block is not None else []
+        self.buffer = empty  # concurrent readers take the slow path meanwhile
         if governor.poison and block is not None:
             self.outgrow(old)
-        unreleased: Buffer | None = old  # until its release returns (an interrupt may stop it)
-        del old
+        del old, block
         try:
             if kept is not None:
                 self.retired.append(kept)
-            elif block is not None:
-                ledger.release(block)
-            unreleased = block = None  # the old block goes back before the new one is asked for
-            # From the ledger itself: what the governor's allocate() checks (a capture, the
-            # cap) was checked above, before the old buffer went, and this path runs only
-            # unlocked (a locked growth in place commits: _commit).
-            allocation = ledger.allocate(capacity, self.scratch_name)
+            # From the ledger itself, in one visit (release, then allocate): what the
+            # governor's allocate() checks (a capture, the cap) was checked above, before
+            # the old buffer went, and this path runs only unlocked (a locked growth in
+            # place commits: _commit).
+            allocation = ledger.replace(held, capacity, self.scratch_name)
             # Installed by this one store: an interrupt before it leaves the block to
             # reclaim(), none after it leaves the block unheld.
             self.buffer = Buffer(allocation, capacity)
         except BaseException as exc:
             ledger.reclaim(mark)
-            self._restore(old_capacity, kept, unreleased, exc)
+            self._restore(old_capacity, kept, held, exc)
             raise
         if not shrinking:
             self.growths += 1
@@ -486,11 +519,12 @@ class Slot:
         self,
         old_capacity: int,
         kept: Buffer | None,
-        unreleased: Buffer | None,
+        held: list[Allocation],
         exc: BaseException,
     ) -> None:
         """After a failed growth, give the slot a buffer of its old capacity again: the
-        old one where it is still held (retired, or its release interrupted)."""
+        old one where it is still held (retired, or its release interrupted: the block
+        still in ``held``, see :meth:`~arena.memory.ledger.Ledger.replace`)."""
         if kept is not None:
             if kept in self.retired:
                 self.retired.remove(kept)
@@ -498,11 +532,15 @@ class Slot:
             return
         governor = self.governor
         ledger = governor.ledger
-        if unreleased is not None:
-            block = unreleased.allocation
-            if block is None or ledger.holds(block):
-                self.buffer = unreleased
-                return
+        if held and ledger.holds(held[0]):
+            block = held[0]
+            # The buffer poisoning keeps is the old one itself; else a new record of it.
+            for outgrown in self.outgrown:
+                if outgrown.allocation is block:
+                    self.buffer = outgrown
+                    return
+            self.buffer = Buffer(block, old_capacity)
+            return
         if old_capacity == 0:
             return
         mark = ledger.allocations

@@ -74,6 +74,7 @@ class SlotTable:
         "listeners",
         "slots",
         "ubatches",
+        "watched",
     )
 
     def __init__(
@@ -94,6 +95,10 @@ class SlotTable:
         self.ubatches = ubatches = config.ubatches
         self.lanes = lanes = config.lanes
         self.listeners: list[Callable[[ArenaEvent], None]] = []
+        #: Whether a resize is announced whatever the logging level: a listener waits for
+        #: it, or debug mode logs it (kept by add_listener and remove_listener; see
+        #: :meth:`announce` for when the request path may skip the call).
+        self.watched = governor.debug
         #: The lock hooks features registered (:meth:`add_hook`), in order.
         self.hooks: tuple[LockHook, ...] = ()
         self.slots = [
@@ -319,12 +324,14 @@ class SlotTable:
             raise ConfigError(f"listener must be callable, got {listener!r}")
         with self.governor.mutex:
             self.listeners.append(listener)
+            self.watched = True
 
     def remove_listener(self, listener: Callable[[ArenaEvent], None]) -> None:
         """Unregister ``listener`` (ignored if it was never added)."""
         with self.governor.mutex:
             if listener in self.listeners:
                 self.listeners.remove(listener)
+                self.watched = bool(self.listeners) or self.governor.debug
 
     def sizes(self) -> tuple[int, ...]:
         """Every slot's capacity, ubatch-major."""
@@ -332,7 +339,13 @@ class SlotTable:
 
     def announce(self, kind: str, resizes: Sequence[Resize] = ()) -> None:
         """Log and emit ``resizes`` then one ``kind`` event (skipped when ``kind`` is
-        ``"resize"``). Called with the mutex released, so a listener may use the arena."""
+        ``"resize"``). Called with the mutex released, so a listener may use the arena.
+
+        ``announce("resize", resizes)`` does nothing unless :attr:`watched` is set, the
+        governor holds notes of locked growths (``governor.notes``) or the ``arena``
+        logger logs ``DEBUG``: a request's growth tests these three and calls nothing
+        when none holds (the request path's files, tests/views/test_request_path.py).
+        """
         debug = self.governor.debug
         # The line is formatted only where it is logged, and the event made only where a
         # listener waits for it: a growth nobody watches calls nothing here.

@@ -20,10 +20,12 @@ Every method reads the slot's buffer and builds views over that buffer only.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
+from arena.base.events import logger
 from arena.base.layout import Layout, compute_layout, shifted
 from arena.base.poison import poisoned
 from arena.errors import GraphCaptureError
@@ -328,7 +330,10 @@ class ViewBuilder:
         if note and not watched:
             slot.note_load(required, reach=required)
         try:
-            if resizes:
+            # Announced where anyone hears of it (the rule: SlotTable.announce).
+            if resizes and (
+                self._table.watched or self._governor.notes or logger.isEnabledFor(logging.DEBUG)
+            ):
                 self._table.announce("resize", resizes)
                 if self._governor.closed:  # a listener closed the arena
                     self._governor.check_open()

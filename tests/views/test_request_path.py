@@ -47,7 +47,7 @@ from arena.views import hit
 from arena.views.plan import make_plan
 
 #: (functions, files, call-backs) at most, on each hit path.
-LIMITS = {"compiled": (25, 12, 4), "python": (39, 17, 7)}
+LIMITS = {"compiled": (23, 10, 2), "python": (37, 15, 5)}
 
 _PROBE = r"""
 import json, sys

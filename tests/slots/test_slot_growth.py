@@ -1,0 +1,45 @@
+"""A slot's growth (Slot._grow and _restore) around the ledger's one call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from arena import Arena
+from arena.memory.ledger import Ledger
+from tests.sources import check_books
+
+
+@pytest.mark.parametrize("poison", [False, True])
+def test_a_growth_interrupted_before_the_ledger_released_keeps_the_old_buffer(
+    poison: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An interrupt as the slot hands its old block to ``Ledger.replace``, before the
+    ledger counted it freed: the slot keeps its old block (the very buffer poisoning keeps,
+    with poison on), the books balance, and the next request grows (slip: _restore read
+    only a buffer the slot held itself, and left the slot empty with its block counted
+    live)."""
+    with Arena("cpu", framework="numpy", poison=poison) as a:
+        a.get_simultaneous(((4096,), "uint8"))
+        slot = a.numpy._select()
+        before = slot.buffer
+        ledger = a._table.governor.ledger
+
+        def interrupted(self: Ledger, held: list[Any], nbytes: int, what: str) -> Any:
+            raise KeyboardInterrupt("as the ledger was called")
+
+        monkeypatch.setattr(Ledger, "replace", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            a.get_simultaneous(((1 << 20,), "uint8"))
+        monkeypatch.undo()
+        assert slot.buffer.allocation is before.allocation
+        assert slot.buffer.capacity == before.capacity
+        if poison:
+            assert slot.buffer is before
+        assert ledger.holds(before.allocation)
+        assert ledger.allocations == ledger.frees + ledger.live_blocks == 1
+        check_books(a)
+        (view,) = a.get_simultaneous(((1 << 20,), "uint8"))
+        assert view.nbytes == 1 << 20
+        check_books(a)
