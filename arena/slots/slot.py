@@ -447,11 +447,15 @@ class Slot:
         # it once the block is counted freed (the old memory goes back before the new is
         # asked for); one still there after a failure was never released.
         held = [block] if kept is None and block is not None else []
-        self.buffer = empty  # concurrent readers take the slow path meanwhile
-        if governor.poison and block is not None:
-            self.outgrow(old)
+        poisoned = old if governor.poison and block is not None else None
         del old, block
         try:
+            # Inside the try: an interrupt as poisoning keeps the old buffer gives the
+            # slot its old block back (_restore), rather than leaving it empty.
+            self.buffer = empty  # concurrent readers take the slow path meanwhile
+            if poisoned is not None:
+                self.outgrow(poisoned)
+                poisoned = None
             if kept is not None:
                 self.retired.append(kept)
             # From the ledger itself, in one visit (release, then allocate): what the

@@ -43,3 +43,35 @@ def test_a_growth_interrupted_before_the_ledger_released_keeps_the_old_buffer(
         (view,) = a.get_simultaneous(((1 << 20,), "uint8"))
         assert view.nbytes == 1 << 20
         check_books(a)
+
+
+def test_a_growth_interrupted_as_poisoning_keeps_the_old_buffer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An interrupt as poisoning keeps the buffer a growth replaces (``Slot.outgrow``):
+    the slot keeps its old block, the books balance and the next request grows (slip: the
+    call ran before the growth's ``try``, so the slot was left empty with its old block
+    counted live and held by nobody)."""
+    from arena.slots.slot import Slot
+
+    with Arena("cpu", framework="numpy", poison=True) as a:
+        a.get_simultaneous(((4096,), "uint8"))
+        slot = a.numpy._select()
+        before = slot.buffer
+        ledger = a._table.governor.ledger
+
+        def interrupted(self: Slot, buffer: Any) -> None:
+            raise KeyboardInterrupt("as poisoning kept the old buffer")
+
+        monkeypatch.setattr(Slot, "outgrow", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            a.get_simultaneous(((1 << 20,), "uint8"))
+        monkeypatch.undo()
+        assert slot.buffer.allocation is before.allocation
+        assert slot.buffer.capacity == before.capacity
+        assert ledger.holds(before.allocation)
+        assert ledger.allocations == ledger.frees + ledger.live_blocks == 1
+        check_books(a)
+        (view,) = a.get_simultaneous(((1 << 20,), "uint8"))
+        assert view.nbytes == 1 << 20
+        check_books(a)
