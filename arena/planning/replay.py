@@ -102,20 +102,19 @@ def remembering(
     requests: int,
     r: int,
     specs: Any,
-    blocks: tuple[int, ...],
     install: Callable[[Buffer, list[dict[Any, Any]]], None],
 ) -> Callable[[Buffer, Any], None]:
     """Where the views of request ``r`` (of ``specs``) of a replay are remembered: in the
     buffer the placement served them from, under ``memo`` (front, key, start and plan
-    version), a dict per request index of the plan's ``requests``; the entry knows its
-    ``blocks``. ``install(buffer, caches)`` then tells the step where its next hit
-    looks."""
+    version), a dict per request index of the plan's ``requests`` (request ``r``'s blocks
+    are its plan's, in order: the run records them by position, see
+    :attr:`arena.planning.runs.StepRun.ids`). ``install(buffer, caches)`` then tells the
+    step where its next hit looks."""
 
     def store(buffer: Buffer, entry: Any) -> None:
         caches = buffer.prepared.get(memo)
         if caches is None:
             caches = buffer.prepared[memo] = [{} for _ in range(requests)]
-        entry.metadata = blocks
         placer.remember(caches[r], specs, entry)
         install(buffer, caches)
 

@@ -5,6 +5,7 @@ runs, and :mod:`arena.planning.steps` for how runs record and replay)."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Hashable, Sequence
 from types import MappingProxyType
 from typing import Any, cast
@@ -12,7 +13,10 @@ from typing import Any, cast
 from arena.errors import ArenaError
 from arena.views.aliases import origin_of
 
-__all__ = ["Nest", "StepRun", "merge_nests", "refused_release"]
+__all__ = ["POINTER", "Nest", "StepRun", "lean", "merge_nests", "refused_release", "same_view"]
+
+#: A view's address as a replay stores it (:attr:`StepRun.ids`): a native pointer.
+POINTER = struct.Struct("P")
 
 #: A step run inside another: (requests before it, its key, its place, bytes it reached).
 #: The place is an int (lifted that many bytes above the outer plan's end: in a scope) or
@@ -42,10 +46,20 @@ class StepRun:
     """The blocks of one run, numbered in request order (a replay numbers them as its
     plan does).
 
-    A recording run keeps each block's size, first use, offset and whether it is live. A
-    replay keeps only what it handed out and what was released (its places are the
-    plan's): its recording fields are shared empties that cannot be written, until it
-    starts recording, when it first adopts its plan's record of what it did.
+    A recording run keeps each block's size, first use, offset and whether it is live,
+    and holds its live views (by id) and the ones released. A replay keeps only what it
+    handed out and what was released (its places are the plan's): its recording fields
+    are shared empties that cannot be written, until it starts recording, when it first
+    adopts its plan's record of what it did.
+
+    A replay holds no view it handed out where it need not (see :attr:`handed`): a view
+    the caller drops is freed at once, as a plain request's is. It knows each view by its
+    address (:attr:`ids`) and by the view it is a fresh view of (its witness), and
+    ``release(view)`` takes the newest record at ``view``'s address whose witness is
+    ``view`` or has ``view``'s place, layout and type (:meth:`find`): an object at the
+    address of a view that died is refused unless it is a view of the same bytes with
+    the same layout as the one handed out for that block, made after it died (from a
+    view outside the run: this run's live views never share a block's bytes).
     """
 
     __slots__ = (
@@ -54,7 +68,7 @@ class StepRun:
         "ended",
         "firsts",
         "handed",
-        "indexed",
+        "ids",
         "lasts",
         "live",
         "nests",
@@ -75,16 +89,20 @@ class StepRun:
         self.lasts: dict[int, int] = {}
         #: Recording: block -> (offset, size) while live.
         self.live: dict[int, tuple[int, int]] = cast("dict[int, tuple[int, int]]", _NO_LIVE)
-        #: id(view) -> (block, view) while live (the view kept: its id stays unique).
+        #: Recording: id(view) -> (block, view) while live (the view kept: its id stays
+        #: unique).
         self.views: dict[int, tuple[int, Any]] = {}
-        #: Replay: per request its blocks and then its views (one flat list, two entries
-        #: a request: no pair to build per request), indexed into :attr:`views` when
-        #: needed.
-        self.handed: list[Any] = []
-        self.indexed = 0
+        #: Replay: per request its witnesses, a list per request: per view the view handed
+        #: out, or (a lean request: :func:`lean`) the remembered view it is a fresh view of.
+        self.handed: list[list[Any]] = []
+        #: Replay: the address of every view handed out (native pointers), block k's the
+        #: k-th (a replay's requests come in order, each its plan's blocks): room for the
+        #: plan's every block is made at its first request.
+        self.ids = bytearray()
         #: Replay: blocks released so far.
         self.released: set[int] = set()
-        #: id(view) -> view of the views released so far (kept: their ids stay unique).
+        #: Recording: id(view) -> view of the views released so far (kept: their ids stay
+        #: unique).
         self.ended: dict[int, Any] = {}
         #: Steps run inside this run (see :attr:`arena.planning.records.StepBook.nests`).
         self.nests: list[Nest] = []
@@ -111,25 +129,72 @@ class StepRun:
         self.offsets.extend(offsets)
         self.firsts.extend([request] * len(sizes))
 
-    def index(self) -> None:
-        """Index a replay's handed-out views by identity (for release and the end); the
-        views of blocks released already (by the compiled release, which does not index)
-        are not live."""
-        views, handed, released = self.views, self.handed, self.released
-        for index in range(self.indexed, len(handed) - 1, 2):
-            blocks, made = handed[index], handed[index + 1]
-            for block, view in zip(blocks, made, strict=True):
+    def hand(
+        self, request: int, starts: Sequence[int], witnesses: list[Any], made: list[Any]
+    ) -> None:
+        """Record request number ``request`` of a replay of a plan whose requests start at
+        blocks ``starts``: the ``made`` views it hands out, known by ``witnesses``. What
+        an interrupt left of an earlier call (a request recorded but not counted) is
+        dropped first; the addresses are stored at the request's blocks (room for every
+        block of the plan made at the first), then the witnesses, each in one call."""
+        size, ids, handed = POINTER.size, self.ids, self.handed
+        if len(handed) != request:
+            del handed[request:]
+        if len(ids) < starts[-1] * size:
+            ids.extend(bytes(starts[-1] * size - len(ids)))
+        first = starts[request] * size
+        ids[first : first + len(made) * size] = b"".join([POINTER.pack(id(v)) for v in made])
+        handed.append(witnesses)
+
+    def handed_blocks(self) -> int:
+        """How many views the replay handed out (its blocks 0 to that, less one)."""
+        return min(sum(map(len, self.handed)), len(self.ids) // POINTER.size)
+
+    def find(self, view: Any) -> tuple[int, Any] | None:
+        """The block a replayed request handed ``view`` out for and its witness: the newest
+        record at ``view``'s address, if its witness is ``view`` or a view of the same
+        bytes with the same layout (:func:`same_view`); else None."""
+        size, ids = POINTER.size, self.ids
+        key, end = POINTER.pack(id(view)), self.handed_blocks() * size
+        while True:
+            at = ids.rfind(key, 0, end)
+            if at < 0:
+                return None
+            if at % size == 0:
+                break
+            end = at + size - 1  # not at an entry's start: an aligned one ends before
+        block = at // size
+        first = 0
+        for witnesses in self.handed:
+            if block < first + len(witnesses):
+                witness = witnesses[block - first]
+                break
+            first += len(witnesses)
+        else:  # pragma: no cover (handed_blocks() bounds the search)
+            return None
+        if witness is view or same_view(view, witness):
+            return block, witness
+        return None
+
+    def live_witnesses(self) -> list[Any]:
+        """The views a replay handed out for its blocks not released (their witnesses: the
+        views themselves where it keeps them, as in debug mode), then the live views of a
+        recording."""
+        released, out, block = self.released, [], 0
+        for witnesses in self.handed:
+            for witness in witnesses:
                 if block not in released:
-                    views[id(view)] = (block, view)
-        self.indexed = len(handed)
+                    out.append(witness)
+                block += 1
+        return out + [view for _, view in self.views.values()]
 
     def live_extent(self, plan: Any) -> tuple[int, int, tuple[int, ...]]:
         """The end of the run's highest live view from its start, their bytes (at
         ``plan``'s places when it replays one) and their blocks: where a step opened right
         inside starts, and what it starts above."""
-        self.index()
         if plan is not None and plan.offsets is not None:
-            blocks = sorted(b for b, _ in self.views.values())
+            released = self.released
+            blocks = [b for b in range(self.handed_blocks()) if b not in released]
             live = [(plan.offsets[b], plan.sizes[b]) for b in blocks]
         else:
             blocks = sorted(self.live)
@@ -140,25 +205,39 @@ class StepRun:
     def adopt(self, book: Any, requests: int) -> None:
         """A replay that stops following its plan after ``requests`` requests: those
         requests' blocks are recorded as planned (their planned sizes, at least theirs),
-        and the ones not released are live at their planned offsets."""
+        and the ones not released are live at their planned offsets. Its records of the
+        views it handed out stay (:meth:`claim` finds them)."""
         assert book.offsets is not None
-        self.index()
         blocks = book.starts[requests]
+        handed = min(self.handed_blocks(), blocks)
         self.counts = book.counts[:requests]
         self.sizes = book.sizes[:blocks]
         self.firsts = book.firsts[:blocks]
         self.offsets = list(book.offsets[:blocks])
         self.live = {
             block: (book.offsets[block], book.sizes[block])
-            for block, _ in self.views.values()
+            for block in range(handed)
             if block not in self.released
         }
-        self.handed, self.indexed = [], 0
+
+    def holder(self, view: Any) -> tuple[int, Any, bool] | None:
+        """The block ``view`` was handed out for, the view handed out (or its witness) and
+        whether the block was released already; None where this run did not hand it out."""
+        found = self.views.get(id(view))
+        if found is not None:  # a recording's live view (kept: its id is its own)
+            return found[0], found[1], False
+        if id(view) in self.ended and self.ended[id(view)] is view:
+            return -1, view, True  # a recording's view released already
+        replayed = self.find(view)
+        if replayed is None:
+            return None
+        return replayed[0], replayed[1], replayed[0] in self.released
 
     def claim(self, views: Sequence[Any], key: Hashable) -> dict[int, tuple[Any, Any]]:
-        """The blocks ``release(*views)`` ends, each with the view handed out for it and
-        the view given (what a front's ``write_into`` returned stands for the view it was
-        written through). Nothing changes: every view is checked before any is released.
+        """The blocks ``release(*views)`` ends, each with the view handed out for it (or
+        its witness) and the view given (what a front's ``write_into`` returned stands for
+        the view it was written through). Nothing changes: every view is checked before
+        any is released.
 
         Raises
         ------
@@ -166,16 +245,15 @@ class StepRun:
             A view this run (of step ``key``) did not hand out, released already, or
             given twice.
         """
-        by_view = self.views
         blocks: dict[int, tuple[Any, Any]] = {}  # block -> (the view handed out, given)
         for view in views:
-            found = by_view.get(id(view))
-            target = view
-            if found is None:  # a live view's id is its own
-                target = origin_of(view)  # the view a write_into result was written through
-                found = by_view.get(id(target))
-            if found is None or found[0] in blocks:
-                raise refused_release(key, view, found is not None, id(target) in self.ended)
+            found = self.holder(view)
+            if found is None:  # the view a write_into result was written through
+                target = origin_of(view)
+                found = None if target is view else self.holder(target)
+            if found is None or found[2] or found[0] in blocks:
+                twice = found is not None and not found[2]
+                raise refused_release(key, view, twice, found is not None and found[2])
             blocks[found[0]] = (found[1], view)
         return blocks
 
@@ -206,4 +284,38 @@ def refused_release(key: Hashable, view: Any, twice: bool, ended: bool) -> Arena
     return ArenaError(
         f"release() takes views this run of step {key!r} handed out and has not "
         f"released yet; got {got} ({what}); nothing was released{fix}"
+    )
+
+
+def _is_ndarray(view: Any) -> bool:
+    kind = type(view)
+    return kind.__name__ == "ndarray" and kind.__module__ == "numpy"
+
+
+def lean(quick: bool, fresh_view: Any, witnesses: list[Any]) -> bool:
+    """Whether a replay's request keeps only its remembered views (``witnesses``) and the
+    addresses of the fresh views it hands out, not the fresh views (a view the caller
+    drops is freed at once): a quick replay (no poisoning, no debug mode) of a front that
+    makes fresh views (``fresh_view`` a callable), of NumPy arrays (exact
+    ``numpy.ndarray``: what release() compares cheaply, in C too, with
+    :func:`same_view`). The compiled hit decides the same (``arena/views/_hit.c``)."""
+    return (
+        quick
+        and fresh_view is not None
+        and fresh_view is not False
+        and bool(witnesses)
+        and _is_ndarray(witnesses[0])
+    )
+
+
+def same_view(view: Any, witness: Any) -> bool:
+    """Whether ``view`` has the type, bytes and layout of ``witness`` (a replay's
+    remembered view): exact NumPy arrays with the same address, shape, strides, dtype and
+    writeability, as a fresh view of it has."""
+    if not (_is_ndarray(view) and type(view) is type(witness)):
+        return False
+    return bool(
+        view.__array_interface__ == witness.__array_interface__
+        and view.dtype == witness.dtype
+        and view.flags.writeable == witness.flags.writeable
     )

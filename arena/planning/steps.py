@@ -80,7 +80,7 @@ whose pointers repeat, locked too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from threading import RLock
 from typing import Any, Generic, TypeVar
 
@@ -98,7 +98,7 @@ from arena.planning.replay import (
     remembering,
     served,
 )
-from arena.planning.runs import StepRun
+from arena.planning.runs import StepRun, lean
 from arena.planning.scopes import Placer, close_region, heal_regions, open_region
 from arena.slots.governor import Governor
 from arena.slots.slot import Buffer, Slot
@@ -114,6 +114,8 @@ ViewT = TypeVar("ViewT")
 
 #: The run of a step that is not running (never written: entering makes a new one).
 _ENDED = StepRun()
+#: A step's ``_starts`` outside a replay (a replay's: its plan's first block per request).
+_NO_STARTS: tuple[int, ...] = ()
 
 
 class Step(StepHitBase, Generic[ViewT]):
@@ -189,7 +191,8 @@ class Step(StepHitBase, Generic[ViewT]):
         self._watch = False
         run = _ENDED  # _bind(_ENDED, False), inline: nothing running reads or writes it
         self._released, self._handed = run.released, run.handed
-        self._views, self._ended, self._lasts = run.views, run.ended, run.lasts
+        self._starts: Sequence[int] = _NO_STARTS
+        self._ids, self._lasts = run.ids, run.lasts
         self._quick = False
 
     #: The Python __init__: CompiledStep's compiled one hands it what it does not make.
@@ -297,7 +300,7 @@ class Step(StepHitBase, Generic[ViewT]):
         placer = self._placer
         self._book, self.run = book, run
         self._released, self._handed = run.released, run.handed
-        self._views, self._ended, self._lasts = run.views, run.ended, run.lasts
+        self._ids, self._starts, self._lasts = run.ids, book.starts, run.lasts
         self.replay = True
         self._quick = not (self._poison or self._debug)
         self.request = self.above = 0
@@ -333,8 +336,10 @@ class Step(StepHitBase, Generic[ViewT]):
         compiled hit."""
         if not replay:
             run.start_recording()
+        book = self._book
+        starts = book.starts if replay and book is not None else _NO_STARTS
         self._released, self._handed = run.released, run.handed
-        self._views, self._ended, self._lasts = run.views, run.ended, run.lasts
+        self._ids, self._starts, self._lasts = run.ids, starts, run.lasts
         self.replay = replay
         self._quick = replay and not (self._poison or self._debug)
 
@@ -373,7 +378,10 @@ class Step(StepHitBase, Generic[ViewT]):
                     ):
                         entry.used = True
                         slot.count_call()
-                        self._handed.extend((entry.metadata, views))  # one call
+                        kept = entry.views
+                        if not lean(self._quick, self._fresh_view, kept):
+                            kept = views  # the views themselves (see StepRun.handed)
+                        self.run.hand(r, self._starts, kept, views)
                         self.request = r + 1
                         return views  # type: ignore[no-any-return]
         if slot is None:
@@ -403,26 +411,25 @@ class Step(StepHitBase, Generic[ViewT]):
         if slot is None:
             raise ArenaError(f"step {self.key!r} is not running: release inside its with block")
         run = self.run
-        if run.indexed < len(run.handed):
-            run.index()
-        by_view = run.views
-        if len(views) == 1 and self.replay and not (self._poison or self._debug):  # hot path
-            view = views[0]
-            found = by_view.pop(id(view), None)
-            if found is not None:
+        if len(views) == 1 and self._quick:  # hot path: a replay, no poisoning or debug mode
+            found = run.find(views[0])
+            if found is not None and found[0] not in run.released:
                 block = found[0]
-                run.ended[id(view)] = view
                 run.lasts[block] = self.request - 1  # a diverging replay records it
                 run.released.add(block)
                 return
         # All or nothing: every view is checked before any is released.
+        by_view = run.views
         for block, (handed, given) in run.claim(views, self.key).items():
-            del by_view[id(handed)]
-            run.ended[id(handed)] = handed
-            run.ended[id(given)] = given
             run.lasts[block] = self.request - 1  # a diverging replay records it
-            if self.replay:  # its place is the plan's; the plan's LOAD stays counted
+            recorded = by_view.get(id(handed))
+            if recorded is not None and recorded[1] is handed:  # a recording's view
+                del by_view[id(handed)]
+                run.ended[id(handed)] = handed
+                run.ended[id(given)] = given
+            else:  # a replay's (the run may record since: it adopted the plan's record)
                 run.released.add(block)
+            if self.replay:  # its place is the plan's; the plan's LOAD stays counted
                 if not (self._poison or self._debug):
                     continue
                 book = self._book
@@ -523,9 +530,7 @@ class Step(StepHitBase, Generic[ViewT]):
     ) -> list[Any]:
         """An ending run's record (ended normally, every request booked) and its reach in
         the step it ran inside; returns the views debug mode retires."""
-        if self._debug:
-            run.index()
-        handed = [view for _, view in run.views.values()] if self._debug else []
+        handed = run.live_witnesses() if self._debug else []
         start, end = self.base, self.end
         if kind is None and not run.broken:  # an interrupted run is not a record
             if not self.replay:
@@ -587,14 +592,14 @@ class Step(StepHitBase, Generic[ViewT]):
             Layout(placed, extent, self._alignment),
             specs,
             what=f"step {self.key!r} request {r}",
-            memo=self._keep(r, specs, tuple(blocks)) if self.replay else None,
+            memo=self._keep(r, specs) if self.replay else None,
         )
         assert views is not None  # strict placement raises instead
         # An interrupt between here and the request's count leaves the run broken: it is
         # no record (its blocks and requests may not match).
         run.broken = True
         if self.replay:
-            run.handed.extend((tuple(blocks), views))  # one call: never half a request
+            run.hand(r, book.starts, views, views)  # kept: the views themselves
             if extent > self.end:
                 slot.account(extent, 0)
         else:  # recorded once placed: a refused request is no block
@@ -607,7 +612,7 @@ class Step(StepHitBase, Generic[ViewT]):
         self.request, run.broken = r + 1, False
         return views  # type: ignore[no-any-return]
 
-    def _keep(self, r: int, specs: Any, blocks: tuple[int, ...]) -> Callable[[Buffer, Any], None]:
+    def _keep(self, r: int, specs: Any) -> Callable[[Buffer, Any], None]:
         """Where a replayed request's views are remembered (see
         :func:`~arena.planning.replay.remembering`)."""
         book = self._book
@@ -618,7 +623,6 @@ class Step(StepHitBase, Generic[ViewT]):
             requests=len(book.counts),
             r=r,
             specs=specs,
-            blocks=blocks,
             install=self._hit_from,
         )
 
@@ -643,7 +647,7 @@ class Step(StepHitBase, Generic[ViewT]):
         run.adopt(book, r)
         held = sum(size for _, size in run.live.values())
         self._quick = False
-        self._handed, self._caches, self.replay = run.handed, None, False
+        self._caches, self.replay = None, False
         slot.account(slot.top, held - self.held)
         self.held, run.broken = held, False
 

@@ -112,8 +112,8 @@ def _blocks(front: Any, spec: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
             plain(spec)
 
     def kept() -> None:
-        # Plain requests whose views live as long as a step keeps its own (to the block's
-        # end): the fair comparison, as a step's run holds every view it handed out.
+        # Plain requests whose views live to the block's end: what a replay that keeps the
+        # views it hands out costs (torch's; a NumPy replay keeps none).
         keep: list[Any] = []
         append = keep.append
         for _ in range(BATCH):
@@ -209,6 +209,6 @@ def format_regions(figures: dict[str, Any]) -> list[str]:
     lines.append(
         "step/plain: the target's ratio, against plain requests whose views are dropped at "
         "once; step/kept plain: against plain requests whose views are kept to the block's "
-        "end, as the step keeps its own (the like-for-like comparison)"
+        "end, as a torch replay keeps its own (a NumPy replay keeps none)"
     )
     return lines

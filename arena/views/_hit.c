@@ -1325,16 +1325,26 @@ static PyType_Spec hit_spec = {
  *   _caches      list, per request index, of {specs: Prepared} over _buffer; or None
  *   _expiring    list, per request index, of the blocks that must be released by then
  *   _released    the run's set of released blocks
- *   _handed      the run's list of what it handed out: per request its blocks (a tuple),
- *                then its views (a list)
+ *   _handed      the run's list of what it handed out: per request a list, per view the
+ *                view handed out or (a lean request) the remembered view it is a fresh
+ *                view of (its witness)
+ *   _ids         the run's bytearray of the addresses of the views handed out (native
+ *                pointers), block k's at the k-th (room for the plan's every block)
+ *   _starts      the plan's list of each request's first block (book.starts)
  *   _buffer      the buffer _caches belongs to
  *   _fresh_view  per-view callable for a fresh view; None: the prepared view itself;
  *                False: every request takes the Python path
  *   _watch       True when served requests need Python's bookkeeping
  *   _quick       True when release() of one view may take the hit (a replay, no
  *                poisoning, no debug mode)
- *   _views, _ended, _lasts  the run's views by id, views released by id, and last use
- *                per block (arena.planning.runs.StepRun)
+ *   _lasts       the run's last use per block (arena.planning.runs.StepRun)
+ *
+ * A lean request (arena.planning.runs.lean: a quick replay of a front making fresh views
+ * of exact numpy.ndarray) keeps the remembered views and the fresh views' addresses, not
+ * the fresh views: a view the caller drops is freed at once, as a plain request's is.
+ * release(view) takes the newest record at the view's address whose witness is the view,
+ * or an exact ndarray with its address, shape, strides, dtype object and writeability
+ * (same_ndarray; arena.planning.runs.same_view decides the rest in Python).
  *
  * Anything else goes to the step's Python method _python_get (_python_release). */
 
@@ -1350,10 +1360,50 @@ typedef struct {
     PyObject *fresh_view;
     PyObject *watch;
     PyObject *quick;
-    PyObject *views;
-    PyObject *ended;
+    PyObject *ids;
+    PyObject *starts;
     PyObject *lasts;
 } StepHitBase;
+
+/* The fields of a NumPy array an extension reads (PyArrayObject_fields: NumPy's ABI, the
+ * same in NumPy 1 and 2), read only from objects whose type is numpy.ndarray. */
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    int nd;
+    Py_ssize_t *dimensions;
+    Py_ssize_t *strides;
+    PyObject *base;
+    PyObject *descr;
+    int flags;
+} NdFields;
+#define ND_WRITEABLE 0x0400
+
+static PyTypeObject *ndarray_seen; /* numpy.ndarray, once an object of it was seen */
+
+/* Whether `object` is an exact numpy.ndarray (its type named so; as runs._is_ndarray). */
+static int is_ndarray(PyObject *object) {
+    PyTypeObject *type = Py_TYPE(object);
+    if (type == ndarray_seen) return 1;
+    if (strcmp(type->tp_name, "numpy.ndarray") != 0) return 0;
+    Py_INCREF(type);
+    Py_XSETREF(ndarray_seen, type);
+    return 1;
+}
+
+/* Whether `view` is a fresh view of `witness`: exact ndarrays with the same address,
+ * dimensions, strides, dtype object and writeability (a subset of what
+ * arena.planning.runs.same_view accepts: where this says no, Python decides). */
+static int same_ndarray(PyObject *view, PyObject *witness) {
+    if (Py_TYPE(view) != Py_TYPE(witness) || !is_ndarray(view)) return 0;
+    NdFields *a = (NdFields *)view, *b = (NdFields *)witness;
+    if (a->data != b->data || a->nd != b->nd || a->descr != b->descr ||
+        ((a->flags ^ b->flags) & ND_WRITEABLE) || a->nd < 0)
+        return 0;
+    size_t bytes = (size_t)a->nd * sizeof(Py_ssize_t);
+    return a->nd == 0 || (memcmp(a->dimensions, b->dimensions, bytes) == 0 &&
+                          memcmp(a->strides, b->strides, bytes) == 0);
+}
 
 /* Replace an object field with a new reference (consumed). */
 static void put(PyObject **target, PyObject *value) {
@@ -1439,14 +1489,29 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     }
     Py_ssize_t count = PyTuple_GET_SIZE(specs);
     PyObject *views = FIELD(entry, prepared_views);
-    PyObject *blocks = FIELD(entry, prepared_metadata);
-    PyObject *handed = self->handed, *fresh = self->fresh_view;
+    PyObject *handed = self->handed, *fresh = self->fresh_view, *ids = self->ids;
+    PyObject *starts = self->starts;
     if (views == NULL || !PyList_CheckExact(views) || PyList_GET_SIZE(views) != count ||
-        blocks == NULL || handed == NULL || !PyList_CheckExact(handed) || fresh == NULL ||
-        fresh == Py_False || FIELD(slot, slot_calls) == NULL) {
+        handed == NULL || !PyList_CheckExact(handed) || fresh == NULL || fresh == Py_False ||
+        FIELD(slot, slot_calls) == NULL || ids == NULL || !PyByteArray_CheckExact(ids) ||
+        starts == NULL || !PyList_CheckExact(starts) || r >= PyList_GET_SIZE(starts) ||
+        !PyLong_CheckExact(PyList_GET_ITEM(starts, r))) {
         Py_DECREF(entry);
         return NULL;
     }
+    /* Every earlier request recorded, and no later one (else an interrupt left one: the
+     * Python path drops it, StepRun.hand). */
+    PyObject *last = PyList_GET_ITEM(starts, PyList_GET_SIZE(starts) - 1);
+    Py_ssize_t first = PyLong_AsSsize_t(PyList_GET_ITEM(starts, r));
+    Py_ssize_t total = PyLong_CheckExact(last) ? PyLong_AsSsize_t(last) : -1;
+    if (first < 0 || total < first + count || PyList_GET_SIZE(handed) != r) {
+        PyErr_Clear();
+        Py_DECREF(entry);
+        return NULL;
+    }
+    Py_ssize_t at = first * (Py_ssize_t)sizeof(void *);
+    int lean = self->quick == Py_True && fresh != Py_None && count > 0 &&
+               is_ndarray(PyList_GET_ITEM(views, 0));
     Py_INCREF(views);
     PyObject *out = PyList_New(count);
     for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
@@ -1459,26 +1524,31 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
         }
         PyList_SET_ITEM(out, i, view);
     }
-    Py_DECREF(views);
     PyObject *calls = out == NULL ? NULL : PyNumber_Add(FIELD(slot, slot_calls), one);
     /* request + 1 from r (request's value, an exact int): no generic addition */
     PyObject *next = calls == NULL ? NULL : PyLong_FromSsize_t(r + 1);
-    /* The blocks, then the views: both or neither (no Python code runs between). */
-    int failed = next == NULL || PyList_Append(handed, blocks) < 0;
-    if (!failed && PyList_Append(handed, out) < 0) {
-        Py_ssize_t size = PyList_GET_SIZE(handed);
-        PyObject *error_type, *error_value, *error_trace;
-        PyErr_Fetch(&error_type, &error_value, &error_trace);
-        PyList_SetSlice(handed, size - 1, size, NULL); /* shrinks: cannot fail */
-        PyErr_Restore(error_type, error_value, error_trace);
-        failed = 1;
+    /* The addresses (at the request's first block: the plan's every block made room for
+     * once, at the run's first request), then the witnesses (the fresh views may have run
+     * Python code: the record is checked again; none runs from here to the last store). */
+    int failed = next == NULL || self->ids != ids || self->handed != handed ||
+                 PyList_GET_SIZE(handed) != r;
+    if (!failed && PyByteArray_GET_SIZE(ids) < total * (Py_ssize_t)sizeof(void *))
+        failed = PyByteArray_Resize(ids, total * (Py_ssize_t)sizeof(void *)) < 0;
+    if (!failed) {
+        char *raw = PyByteArray_AS_STRING(ids) + at;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            void *address = PyList_GET_ITEM(out, i);
+            memcpy(raw + i * (Py_ssize_t)sizeof address, &address, sizeof address);
+        }
+        failed = PyList_Append(handed, lean ? views : out) < 0;
     }
+    Py_DECREF(views);
     if (failed) {
         Py_XDECREF(next);
         Py_XDECREF(calls);
         Py_XDECREF(out);
         Py_DECREF(entry);
-        return NULL;
+        return NULL; /* with an exception where one was raised, else the Python path */
     }
     Py_INCREF(Py_True);
     put(&FIELD(entry, prepared_used), Py_True);
@@ -1488,83 +1558,64 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     return out;
 }
 
-/* How many of the latest requests release(view) looks through before the run's index. */
-#define RELEASE_WINDOW 6
-
-/* Release `view`, handed out for `block`: 1, or -1 with an exception set. */
-static int step_release_block(StepHitBase *self, PyObject *view, PyObject *block,
-                              PyObject *request) {
-    Py_INCREF(block);
-    PyObject *key = PyLong_FromVoidPtr(view);
-    PyObject *last = key == NULL ? NULL : PyNumber_Subtract(request, one);
-    int failed = last == NULL || PyDict_SetItem(self->ended, key, view) < 0 ||
-                 PyDict_SetItem(self->lasts, block, last) < 0 ||
+/* Release `block` (a new reference, consumed): 1, or -1 with an exception set. */
+static int step_release_block(StepHitBase *self, PyObject *block, PyObject *request) {
+    PyObject *last = PyNumber_Subtract(request, one);
+    int failed = last == NULL || PyDict_SetItem(self->lasts, block, last) < 0 ||
                  PySet_Add(self->released, block) < 0;
-    /* Indexed already (an earlier release indexed it): no longer live there. Looked up
-     * first: a KeyError made and cleared would cost what the rest of the release does. */
-    if (!failed && PyDict_GET_SIZE(self->views) > 0) {
-        int live = PyDict_Contains(self->views, key);
-        if (live < 0 || (live == 1 && PyDict_DelItem(self->views, key) < 0)) failed = 1;
-    }
     Py_XDECREF(last);
-    Py_XDECREF(key);
     Py_DECREF(block);
     return failed ? -1 : 1;
 }
 
-/* The hit of release(view): the view is one of the last RELEASE_WINDOW requests', or
- * live in the run's index (_views: id -> (block, view)), and not released yet. 1 when
- * released, 0 when the Python path must run, -1 with an exception set. */
+/* The hit of release(view) (Step.release's hot path): the newest record at the view's
+ * address, whose witness is the view or a fresh view of it, for a block not released
+ * yet. 1 when released, 0 when the Python path must run, -1 with an exception set. */
 static int step_release_one(StepHitBase *self, PyObject *view) {
     PyObject *handed = self->handed, *released = self->released, *request = self->request;
+    PyObject *ids = self->ids, *starts = self->starts;
     if (self->quick != Py_True || self->slot == NULL || self->slot == Py_None ||
         handed == NULL || !PyList_CheckExact(handed) || released == NULL ||
         !PySet_CheckExact(released) || request == NULL || !PyLong_CheckExact(request) ||
-        self->views == NULL || !PyDict_CheckExact(self->views) || self->ended == NULL ||
-        !PyDict_CheckExact(self->ended) || self->lasts == NULL || !PyDict_CheckExact(self->lasts))
+        ids == NULL || !PyByteArray_CheckExact(ids) || starts == NULL ||
+        !PyList_CheckExact(starts) || self->lasts == NULL || !PyDict_CheckExact(self->lasts))
         return 0;
-    Py_ssize_t size = PyList_GET_SIZE(handed);
-    if (size % 2) return 0; /* never half a request: Python explains */
-    Py_ssize_t count = size / 2; /* requests handed out */
-    Py_ssize_t low = count > RELEASE_WINDOW ? count - RELEASE_WINDOW : 0;
-    for (Py_ssize_t i = count - 1; i >= low; i--) {
-        PyObject *blocks = PyList_GET_ITEM(handed, 2 * i);
-        PyObject *made = PyList_GET_ITEM(handed, 2 * i + 1);
-        if (!PyTuple_CheckExact(blocks) || !PyList_CheckExact(made)) return 0;
-        Py_ssize_t n = PyList_GET_SIZE(made);
-        if (n > PyTuple_GET_SIZE(blocks)) return 0;
-        for (Py_ssize_t j = 0; j < n; j++) {
-            if (PyList_GET_ITEM(made, j) != view) continue;
-            PyObject *block = PyTuple_GET_ITEM(blocks, j);
-            int gone = PySet_Contains(released, block);
-            if (gone != 0) {
-                PyErr_Clear();
-                return 0; /* released already: the Python path names it */
-            }
-            return step_release_block(self, view, block, request);
-        }
-    }
-    /* Older: live in the run's index (its entries are never released ones), or Python
-     * indexes what it has not yet. */
-    if (low == 0 || PyDict_GET_SIZE(self->views) == 0) return 0;
-    PyObject *key = PyLong_FromVoidPtr(view);
-    if (key == NULL) return -1;
-    PyObject *found = PyDict_GetItemWithError(self->views, key); /* borrowed */
-    Py_DECREF(key);
-    if (found == NULL) {
+    /* Every request recorded whole (else Python reads what an interrupt left). */
+    Py_ssize_t r = PyLong_AsSsize_t(request);
+    if (r < 0 || r >= PyList_GET_SIZE(starts) || PyList_GET_SIZE(handed) != r ||
+        !PyLong_CheckExact(PyList_GET_ITEM(starts, r))) {
         PyErr_Clear();
         return 0;
     }
-    if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 2 ||
-        PyTuple_GET_ITEM(found, 1) != view)
+    Py_ssize_t k = PyLong_AsSsize_t(PyList_GET_ITEM(starts, r));
+    if (k < 0 || PyByteArray_GET_SIZE(ids) < k * (Py_ssize_t)sizeof(void *)) {
+        PyErr_Clear();
         return 0;
-    PyObject *block = PyTuple_GET_ITEM(found, 0);
-    Py_INCREF(found); /* the block's holder, while the dicts change */
-    int gone = PySet_Contains(released, block);
-    int done = gone != 0 ? 0 : step_release_block(self, view, block, request);
-    if (gone != 0) PyErr_Clear();
-    Py_DECREF(found);
-    return done;
+    }
+    const char *raw = PyByteArray_AS_STRING(ids);
+    for (Py_ssize_t i = r - 1; i >= 0; i--) {
+        PyObject *made = PyList_GET_ITEM(handed, i);
+        if (!PyList_CheckExact(made) || PyList_GET_SIZE(made) > k) return 0;
+        k -= PyList_GET_SIZE(made);
+        for (Py_ssize_t j = PyList_GET_SIZE(made) - 1; j >= 0; j--) {
+            void *address;
+            memcpy(&address, raw + (k + j) * (Py_ssize_t)sizeof address, sizeof address);
+            if (address != (void *)view) continue;
+            /* The newest record at this address: the view's, if any is. */
+            PyObject *witness = PyList_GET_ITEM(made, j);
+            if (witness != view && !same_ndarray(view, witness)) return 0;
+            PyObject *block = PyLong_FromSsize_t(k + j);
+            if (block == NULL) return -1;
+            int gone = PySet_Contains(released, block);
+            if (gone != 0) { /* released already (or an error): the Python path names it */
+                PyErr_Clear();
+                Py_DECREF(block);
+                return 0;
+            }
+            return step_release_block(self, block, request);
+        }
+    }
+    return 0;
 }
 
 static PyObject *step_release(PyObject *self, PyObject *args) {
@@ -1621,11 +1672,11 @@ static PyObject *ended_run; /* arena.planning.steps._ENDED: the run of a step no
 static Py_ssize_t st_book, st_placer, st_select, st_key, st_poison, st_debug, st_replay;
 static Py_ssize_t st_moved, st_base, st_end, st_held, st_above, st_nested, st_inside;
 static Py_ssize_t st_memo, st_run;
-static Py_ssize_t run_released, run_handed, run_views, run_ended, run_lasts, run_nests;
+static Py_ssize_t run_released, run_handed, run_ids, run_lasts, run_nests;
 static Py_ssize_t run_broken, run_live;
 static Py_ssize_t book_offsets, book_running, book_stale, book_recorded_at, book_total;
 static Py_ssize_t book_load, book_version, book_settled, book_expiring, book_base;
-static Py_ssize_t book_above, book_above_runs, book_runs, book_top_level;
+static Py_ssize_t book_above, book_above_runs, book_runs, book_top_level, book_starts;
 static Py_ssize_t slot_steps, slot_governor, slot_pending;
 static Py_ssize_t governor_debug, governor_closed, governor_mutex, governor_asleep;
 static Py_ssize_t placer_probe, placer_key;
@@ -1635,7 +1686,7 @@ static PyObject *init_names[4]; /* alignment, poison, debug, fresh_view */
 
 /* A template of fields: per field its offset and how it is made ('a': argument `index`,
  * 'c': the constant `value`, 'l': a new empty list, 'd': a new empty dict, 's': a new
- * empty set). */
+ * empty set, 'b': a new empty bytearray). */
 #define TEMPLATE_FIELDS 64
 typedef struct {
     Py_ssize_t count;
@@ -1678,8 +1729,7 @@ static int template_add(Template *t, Py_ssize_t offset, PyObject *a, PyObject *b
                           x == ended_run ||
                           (ended_run != NULL && (x == FIELD(ended_run, run_released) ||
                                                  x == FIELD(ended_run, run_handed) ||
-                                                 x == FIELD(ended_run, run_views) ||
-                                                 x == FIELD(ended_run, run_ended) ||
+                                                 x == FIELD(ended_run, run_ids) ||
                                                  x == FIELD(ended_run, run_lasts) ||
                                                  x == FIELD(ended_run, run_live))))) {
         /* immutable, or the run of steps not running and its fields (its live: the
@@ -1689,13 +1739,18 @@ static int template_add(Template *t, Py_ssize_t offset, PyObject *a, PyObject *b
         t->value[i] = x;
     } else if (x != y && Py_IS_TYPE(x, Py_TYPE(y)) &&
                ((PyList_CheckExact(x) && PyList_GET_SIZE(x) == 0 && PyList_GET_SIZE(y) == 0) ||
+                (PyByteArray_CheckExact(x) && PyByteArray_GET_SIZE(x) == 0 &&
+                 PyByteArray_GET_SIZE(y) == 0) ||
                 (PyDict_CheckExact(x) && PyDict_GET_SIZE(x) == 0 && PyDict_GET_SIZE(y) == 0) ||
                 (PySet_CheckExact(x) && PySet_GET_SIZE(x) == 0 && PySet_GET_SIZE(y) == 0))) {
-        t->kind[i] = PyList_CheckExact(x) ? 'l' : PyDict_CheckExact(x) ? 'd' : 's';
+        t->kind[i] = PyList_CheckExact(x)   ? 'l'
+                     : PyDict_CheckExact(x) ? 'd'
+                     : PySet_CheckExact(x)  ? 's'
+                                            : 'b';
     } else {
         PyErr_Format(PyExc_TypeError,
-                     "%s is neither an argument, a constant nor a new empty list, dict or "
-                     "set: it cannot be made in C",
+                     "%s is neither an argument, a constant nor a new empty list, dict, "
+                     "set or bytearray: it cannot be made in C",
                      name);
         return -1;
     }
@@ -1736,6 +1791,8 @@ static PyObject *template_value(Template *t, Py_ssize_t i, PyObject *const *args
         return PyDict_New();
     case 's':
         return PySet_New(NULL);
+    case 'b':
+        return PyByteArray_FromStringAndSize(NULL, 0);
     case 'a':
         value = args[t->index[i]];
         break;
@@ -1900,17 +1957,17 @@ static PyObject *bind_steps(PyObject *module, PyObject *args) {
         &st_book,  &st_placer, &st_select, &st_key,    &st_poison, &st_debug,
         &st_replay, &st_moved, &st_base,   &st_end,    &st_held,   &st_above,
         &st_nested, &st_inside, &st_memo,  &st_run};
-    static const char *const run_names[] = {"released", "handed", "views", "ended", "lasts",
-                                            "nests",    "broken", "live",  NULL};
-    Py_ssize_t *const run_out[] = {&run_released, &run_handed, &run_views, &run_ended,
-                                   &run_lasts,    &run_nests,  &run_broken, &run_live};
+    static const char *const run_names[] = {"released", "handed", "ids",  "lasts",
+                                            "nests",    "broken", "live", NULL};
+    Py_ssize_t *const run_out[] = {&run_released, &run_handed, &run_ids,  &run_lasts,
+                                   &run_nests,    &run_broken, &run_live};
     static const char *const book_names[] = {
         "offsets", "running", "stale", "recorded_at", "total", "load", "version", "settled",
-        "expiring", "base", "above", "above_runs", "runs", "top_level", NULL};
+        "expiring", "base", "above", "above_runs", "runs", "top_level", "starts", NULL};
     Py_ssize_t *const book_out[] = {
         &book_offsets, &book_running, &book_stale,   &book_recorded_at, &book_total,
         &book_load,    &book_version, &book_settled, &book_expiring,    &book_base,
-        &book_above,   &book_above_runs, &book_runs, &book_top_level};
+        &book_above,   &book_above_runs, &book_runs, &book_top_level, &book_starts};
     static const char *const slot_names[] = {"steps", "governor", "pending", NULL};
     Py_ssize_t *const slot_out[] = {&slot_steps, &slot_governor, &slot_pending};
     static const char *const governor_names[] = {"debug", "closed", "mutex", "asleep", NULL};
@@ -2021,7 +2078,7 @@ typedef struct {
     PyObject *regions, *steps, *governor, *buffer, *prepared, *top, *live, *load;
     PyObject *placer, *probe, *front, *poison, *debug, *offsets, *running, *stale;
     PyObject *recorded_at, *total, *held, *version, *settled, *expiring, *locked;
-    PyObject *strict, *closed, *mutex, *self_slot, *run, *key;
+    PyObject *strict, *closed, *mutex, *self_slot, *run, *key, *starts;
 } EnterView;
 
 /* Whether the enter of `self` on `slot` with `book` is the usual replay (1), not (0), or
@@ -2066,7 +2123,8 @@ static int enter_view(PyObject *self, PyObject *slot, PyObject *book, EnterView 
     v->version = FIELD(book, book_version);
     v->settled = FIELD(book, book_settled);
     v->expiring = FIELD(book, book_expiring);
-    if (v->prepared == NULL || !PyDict_CheckExact(v->prepared) || v->probe == NULL ||
+    v->starts = FIELD(book, book_starts);
+    if (v->starts == NULL || !PyList_CheckExact(v->starts) || v->prepared == NULL || !PyDict_CheckExact(v->prepared) || v->probe == NULL ||
         v->front == NULL || v->locked != Py_True || v->strict != Py_False ||
         v->closed != Py_False || v->mutex == NULL || v->offsets == NULL ||
         v->offsets == Py_None || v->running != Py_False || v->stale != Py_False ||
@@ -2131,8 +2189,8 @@ static PyObject *enter_replay(PyObject *self, PyObject *slot) {
     store(&stores, &FIELD(self, st_run), run);
     store(&stores, &step->released, FIELD(run, run_released));
     store(&stores, &step->handed, FIELD(run, run_handed));
-    store(&stores, &step->views, FIELD(run, run_views));
-    store(&stores, &step->ended, FIELD(run, run_ended));
+    store(&stores, &step->ids, FIELD(run, run_ids));
+    store(&stores, &step->starts, first.starts);
     store(&stores, &step->lasts, FIELD(run, run_lasts));
     store(&stores, &FIELD(self, st_replay), Py_True);
     store(&stores, &step->quick, yes_no[quick]);
@@ -2324,8 +2382,8 @@ static int step_traverse(StepHitBase *self, visitproc visit, void *arg) {
     Py_VISIT(self->fresh_view);
     Py_VISIT(self->watch);
     Py_VISIT(self->quick);
-    Py_VISIT(self->views);
-    Py_VISIT(self->ended);
+    Py_VISIT(self->ids);
+    Py_VISIT(self->starts);
     Py_VISIT(self->lasts);
     return 0;
 }
@@ -2341,8 +2399,8 @@ static int step_clear(StepHitBase *self) {
     Py_CLEAR(self->fresh_view);
     Py_CLEAR(self->watch);
     Py_CLEAR(self->quick);
-    Py_CLEAR(self->views);
-    Py_CLEAR(self->ended);
+    Py_CLEAR(self->ids);
+    Py_CLEAR(self->starts);
     Py_CLEAR(self->lasts);
     return 0;
 }
@@ -2380,8 +2438,8 @@ static PyMemberDef step_members[] = {
     STEP_MEMBER("_fresh_view", fresh_view),
     STEP_MEMBER("_watch", watch),
     STEP_MEMBER("_quick", quick),
-    STEP_MEMBER("_views", views),
-    STEP_MEMBER("_ended", ended),
+    STEP_MEMBER("_ids", ids),
+    STEP_MEMBER("_starts", starts),
     STEP_MEMBER("_lasts", lasts),
     {NULL, 0, 0, 0, NULL},
 };

@@ -113,9 +113,10 @@ class PyStepHitBase:
         Per request index, ``{specs: Prepared}`` over ``_buffer``; None outside a replay.
     _expiring
         Per request index, the blocks that must be released by then.
-    _released, _handed
-        The run's released blocks, and what it handed out: per request its blocks,
-        then its views (a flat list).
+    _released, _handed, _ids
+        The run's released blocks, and what it handed out: per request a list of its
+        views or of the remembered views they are fresh views of, and the addresses of
+        the views handed out, in order (:class:`arena.planning.runs.StepRun`).
     _buffer
         The buffer ``_caches`` belongs to.
     _fresh_view
@@ -126,22 +127,23 @@ class PyStepHitBase:
     _quick : bool
         ``release`` of one view may take the compiled hit (a replay, no poisoning, no
         debug mode).
-    _views, _ended, _lasts
-        The run's views by id, views released by id and last use per block
-        (:class:`arena.planning.runs.StepRun`).
+    _starts
+        Per request index of the plan, its first block; empty outside a replay.
+    _lasts
+        The run's last use per block.
     """
 
     __slots__ = (
         "_buffer",
         "_caches",
-        "_ended",
         "_expiring",
         "_fresh_view",
         "_handed",
+        "_ids",
         "_lasts",
         "_quick",
         "_released",
-        "_views",
+        "_starts",
         "_watch",
         "request",
         "slot",
