@@ -1,4 +1,5 @@
-"""Open findings of review34 (failing tests for the lead to fix)."""
+"""A replay releases the very view it handed out, whatever the caller changed in place
+(review34)."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ def test_a_replay_releases_the_view_it_handed_out_after_the_caller_changed_its_f
     (made it read-only, as a caller guarding its input does, or gave it another shape):
     release() of that very object is accepted on every run, as it is on the recording
     and the first replay (and was on every run before replays stopped keeping their
-    NumPy views). Today a lean replay (the third run on) compares it with the remembered
-    view's layout and writeability and refuses it: "not handed out by this run"."""
+    NumPy views). Slip: a lean replay (the third run on) compared it with the remembered
+    view's layout and writeability and refused it: "not handed out by this run"."""
     outcomes = []
     with Arena("cpu", framework="numpy") as ws:
         for run in range(5):
