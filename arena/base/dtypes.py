@@ -153,20 +153,24 @@ def resolve_natives(dtypes: Sequence[Any], native: Any) -> tuple[tuple[int, Any]
     resolve (the caller's general path explains): the compiled Planner's dtype resolution
     (``arena.views._hit``), given a framework's ``native_dtype`` as ``native``. Every dtype
     is resolved first, then every native dtype, in loops: a first request passes this
-    module once and the framework's adapter once, however many new dtypes it names."""
-    resolved: list[DType | None] = []
+    module once and the framework's adapter once, however many new dtypes it names.
+
+    Each loop stops at the first dtype that does not resolve (the rest answer None): the
+    caller's layout declines at that spec, and the general path names that dtype, so no
+    later one's resolution (which may raise anything) runs first."""
+    resolved: list[DType] = []
     for dtype in dtypes:
         try:
             resolved.append(resolve_dtype(dtype))
         except (ArenaError, TypeError, ValueError):
-            resolved.append(None)
+            break
     answers: list[tuple[int, Any] | None] = []
     for one in resolved:
         try:
-            answers.append(None if one is None else (one.itemsize, native(one)))
+            answers.append((one.itemsize, native(one)))
         except (ArenaError, TypeError, ValueError):
-            answers.append(None)
-    return tuple(answers)
+            break
+    return (*answers, *[None] * (len(dtypes) - len(answers)))
 
 
 def _resolve_uncached(dtype: Any) -> DType:

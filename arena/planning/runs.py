@@ -309,13 +309,12 @@ def lean(quick: bool, fresh_view: Any, witnesses: list[Any]) -> bool:
 
 
 def same_view(view: Any, witness: Any) -> bool:
-    """Whether ``view`` has the type, bytes and layout of ``witness`` (a replay's
-    remembered view): exact NumPy arrays with the same address, shape, strides, dtype and
-    writeability, as a fresh view of it has."""
+    """Whether ``view`` stands for a fresh view of ``witness`` (a replay's remembered
+    view): an exact NumPy array whose data starts where the witness's does. Its shape,
+    strides, dtype and writeability are not compared: the caller may have changed them in
+    place on the very view it was handed (``view.shape = ...``, ``view.flags.writeable =
+    False``), and an array starting at a live block's first byte can only stand for that
+    block (the run's live blocks never share bytes)."""
     if not (_is_ndarray(view) and type(view) is type(witness)):
         return False
-    return bool(
-        view.__array_interface__ == witness.__array_interface__
-        and view.dtype == witness.dtype
-        and view.flags.writeable == witness.flags.writeable
-    )
+    return bool(view.__array_interface__["data"][0] == witness.__array_interface__["data"][0])

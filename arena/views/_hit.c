@@ -1342,8 +1342,8 @@ static PyType_Spec hit_spec = {
  * of exact numpy.ndarray) keeps the remembered views and the fresh views' addresses, not
  * the fresh views: a view the caller drops is freed at once, as a plain request's is.
  * release(view) takes the newest record at the view's address whose witness is the view,
- * or an exact ndarray with its address, shape, strides, dtype object and writeability
- * (same_ndarray; arena.planning.runs.same_view decides the rest in Python).
+ * or an exact ndarray whose data start where the witness's do (same_ndarray, as
+ * arena.planning.runs.same_view).
  *
  * Anything else goes to the step's Python method _python_get (_python_release). */
 
@@ -1364,19 +1364,12 @@ typedef struct {
     PyObject *lasts;
 } StepHitBase;
 
-/* The fields of a NumPy array an extension reads (PyArrayObject_fields: NumPy's ABI, the
- * same in NumPy 1 and 2), read only from objects whose type is numpy.ndarray. */
+/* The first field of a NumPy array (PyArrayObject_fields: NumPy's ABI, the same in NumPy
+ * 1 and 2), the only one read, and only from objects whose type is numpy.ndarray. */
 typedef struct {
     PyObject_HEAD
     char *data;
-    int nd;
-    Py_ssize_t *dimensions;
-    Py_ssize_t *strides;
-    PyObject *base;
-    PyObject *descr;
-    int flags;
 } NdFields;
-#define ND_WRITEABLE 0x0400
 
 static PyTypeObject *ndarray_seen; /* numpy.ndarray, once an object of it was seen */
 
@@ -1390,18 +1383,13 @@ static int is_ndarray(PyObject *object) {
     return 1;
 }
 
-/* Whether `view` is a fresh view of `witness`: exact ndarrays with the same address,
- * dimensions, strides, dtype object and writeability (a subset of what
- * arena.planning.runs.same_view accepts: where this says no, Python decides). */
+/* Whether `view` stands for a fresh view of `witness`: exact ndarrays whose data start at
+ * the same address (as arena.planning.runs.same_view: the shape, strides, dtype and
+ * writeability a caller may change in place on the very view it was handed are not
+ * compared; an array starting at a live block's first byte stands for that block). */
 static int same_ndarray(PyObject *view, PyObject *witness) {
     if (Py_TYPE(view) != Py_TYPE(witness) || !is_ndarray(view)) return 0;
-    NdFields *a = (NdFields *)view, *b = (NdFields *)witness;
-    if (a->data != b->data || a->nd != b->nd || a->descr != b->descr ||
-        ((a->flags ^ b->flags) & ND_WRITEABLE) || a->nd < 0)
-        return 0;
-    size_t bytes = (size_t)a->nd * sizeof(Py_ssize_t);
-    return a->nd == 0 || (memcmp(a->dimensions, b->dimensions, bytes) == 0 &&
-                          memcmp(a->strides, b->strides, bytes) == 0);
+    return ((NdFields *)view)->data == ((NdFields *)witness)->data;
 }
 
 /* Replace an object field with a new reference (consumed). */

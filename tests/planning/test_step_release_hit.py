@@ -165,10 +165,10 @@ _PREVIOUS: list[Any] = []
 def _bad(ws: Arena, log: list[Any]) -> None:
     """Good and bad releases in a replay that keeps no view it handed out (NumPy): a view
     that died (its address reused, the record forged as CPython would reuse it) by an
-    array of another layout (refused) and by a view of the same bytes and layout made
-    after it died (accepted: it stands for the dead view); the previous run's views, a
-    slice, a double release, a view given twice, an object; and whether a dropped view
-    is freed at once."""
+    array whose data start elsewhere (refused) and by a view starting at its first byte,
+    in another shape, made after it died (accepted: it stands for the dead view's block);
+    the previous run's views, a slice, a double release, a view given twice, an object;
+    and whether a dropped view is freed at once."""
     with ws.step("bad") as st:
         (a,) = st.get_simultaneous(((16,), F32))
         (b,) = st.get_simultaneous(((32,), F32))
@@ -181,12 +181,14 @@ def _bad(ws: Arena, log: list[Any]) -> None:
         _PREVIOUS[:] = [ws, a, b, c]
         ids = st.run.ids
         if previous and st.replay:
-            # b died, and a slice of a (another layout) took its address: refused.
+            # b died, and a slice of a (its data start at a's byte) took its address:
+            # refused.
             other = a[:8]
             ids[8:16] = POINTER.pack(id(other))
             outcomes.append(_attempt(st, other))
-            # Then a view of b's bytes and layout made from the previous run's b.
-            standin = previous[1].view()
+            # Then a view starting at b's first byte, in another shape, made from the
+            # previous run's b.
+            standin = previous[1].reshape(4, 8)
             ids[8:16] = POINTER.pack(id(standin))
             outcomes.append(_attempt(st, standin))
             outcomes.append(_attempt(st, standin))  # released already
@@ -215,8 +217,8 @@ def test_bad_releases_have_one_outcome_on_both_paths(monkeypatch: pytest.MonkeyP
     # freed at once (the first replay places its views and keeps them).
     assert [entry[0][0] for entry in log] == [False, False, True, True]
     for outcomes, released, _ in log[1:]:  # the replays (the last one locked)
-        assert not_this_run in outcomes[1]  # another layout at a dead view's address
-        assert outcomes[2] == "released"  # the same bytes and layout stand for the dead view
+        assert not_this_run in outcomes[1]  # data elsewhere at a dead view's address
+        assert outcomes[2] == "released"  # data at its first byte stand for the dead view
         assert "(released already)" in outcomes[3]
         assert not_this_run in outcomes[4]  # the previous run's view
         assert not_this_run in outcomes[5]  # a slice
