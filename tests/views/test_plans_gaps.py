@@ -51,3 +51,24 @@ def test_a_step_of_a_debug_arena_retires_the_views_it_releases() -> None:
         step.release(view)
         assert isinstance(view, torch.Tensor) and view.numel() == 0
         assert kept.numel() == 4
+
+
+def test_the_largest_structure_that_gets_generated_code_gets_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # plan.py _small #5 (views counted from 2), #7 (a view of MAX_GENERATED_DIMS dims
+    # refused), #8 (MAX_GENERATED_VIEWS views refused): Round 6.
+    compiled: list[str] = []
+    real = plan.generated
+    monkeypatch.setattr(plan, "generated", lambda code, *a: (compiled.append(code), real(code, *a)))
+    deep = (1,) * (plan.MAX_GENERATED_DIMS - 1)
+    with Arena("cpu", framework="numpy") as a:
+        a.reserve_bytes(1 << 20)
+        for n in range(plan.GENERATE_AFTER + 1):
+            views = a.get_simultaneous(
+                *[((*deep, k + 1), "float32") for k in range(plan.MAX_GENERATED_VIEWS - 1)],
+                ((*deep, n + 1), "float32"),
+            )
+            assert [v.shape[-1] for v in views][-1] == n + 1
+        assert len(compiled) == 1 and compiled[0].startswith("def build(")
+        assert compiled[0].count("view(src") == plan.MAX_GENERATED_VIEWS
