@@ -72,3 +72,16 @@ def test_the_largest_structure_that_gets_generated_code_gets_it(
             assert [v.shape[-1] for v in views][-1] == n + 1
         assert len(compiled) == 1 and compiled[0].startswith("def build(")
         assert compiled[0].count("view(src") == plan.MAX_GENERATED_VIEWS
+
+
+def test_a_cached_fronts_replayed_step_hands_out_its_remembered_views(hit_path: str) -> None:
+    # builder.py ViewBuilder.remember #2 (kept under the key None): a step's replayed
+    # views were never found again, so every replay built new ones (a cached front hands
+    # out the same objects; on the compiled path every replay took the Python path).
+    with Arena("cpu", framework="numpy", cached_views=True) as a:
+        runs = []
+        for _ in range(5):
+            with a.step("s") as st:
+                runs.append(st.get_simultaneous(((4, 8), "float32"), ((16,), "int32")))
+        assert all(x is y for x, y in zip(runs[-2], runs[-1], strict=True))
+        assert all(x is y for x, y in zip(runs[-3], runs[-1], strict=True))
