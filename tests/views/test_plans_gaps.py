@@ -85,3 +85,23 @@ def test_a_cached_fronts_replayed_step_hands_out_its_remembered_views(hit_path: 
                 runs.append(st.get_simultaneous(((4, 8), "float32"), ((16,), "int32")))
         assert all(x is y for x, y in zip(runs[-2], runs[-1], strict=True))
         assert all(x is y for x, y in zip(runs[-3], runs[-1], strict=True))
+
+
+class _TrimmedMeanwhile(dict):  # type: ignore[type-arg]
+    """The generated-code registry as a thread sees it while another trims it: iterating
+    raises, as a dict changed during iteration does."""
+
+    def __iter__(self) -> Any:
+        raise RuntimeError("dictionary changed size during iteration")
+
+
+def test_generated_code_runs_when_another_thread_trims_the_registry_meanwhile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # plan.py generated #20 (accepted before: `return` for `break` when the trim races
+    # another thread's): the code was then never run, and its builder never defined.
+    monkeypatch.setattr(plan, "MAX_SOURCES", 0)
+    monkeypatch.setattr(plan, "_SOURCES", _TrimmedMeanwhile())
+    namespace: dict[str, Any] = {}
+    plan.generated("raced = 7\n", "probe", namespace)
+    assert namespace["raced"] == 7
