@@ -72,3 +72,36 @@ def test_a_locked_steps_hits_stay_off_the_python_request_path(
                 x, y = st.get_simultaneous(*SPECS)
                 assert (x.shape, y.shape) == ((4, 8), (16,))
         assert calls == []
+
+
+def test_a_locked_jax_request_that_must_grow_raises(hit_path: str) -> None:
+    # front.py Front._python_request #9 (strict None): on the compiled path a JAX front's
+    # requests go to Python whole, and a get_simultaneous that must grow while locked
+    # returned None instead of raising.
+    pytest.importorskip("jax")
+    from arena import ArenaLockedError
+
+    with Arena("cpu", framework="jax") as a:
+        a.get_simultaneous(((16,), "float32"))
+        a.lock()
+        with pytest.raises(ArenaLockedError):
+            a.get_simultaneous(((1 << 20,), "float32"))
+        assert a.try_get_simultaneous(((1 << 20,), "float32")) is None
+        (view,) = a.get_simultaneous(((16,), "float32"))
+        assert tuple(view.shape) == (16,)
+
+
+def test_a_front_without_numpys_c_api_table_serves_without_the_planner(
+    hit_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # front.py _planner #22 (getattr without a default): a NumPy whose core module is not
+    # where the Planner looks made every new front raise AttributeError instead of going
+    # without the Planner.
+    import sys
+
+    for name in ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath"):
+        monkeypatch.setitem(sys.modules, name, None)
+    with Arena("cpu", framework="numpy") as a:
+        for n in range(3):
+            (view,) = a.get_simultaneous(((n + 4,), "float32"))
+            assert view.shape == (n + 4,)
