@@ -60,3 +60,44 @@ def test_planned_bytes_keeps_the_plans_of_captured_slots_as_lock_does() -> None:
             warnings.simplefilter("ignore", ArenaWarning)
             ws.lock()
         assert ws.memory_stats()["reserved_bytes.all.current"] == planned
+
+
+def test_plan_steps_searches_each_new_plan_for_the_time_it_was_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # plan.py plan_table_steps #9, #12 (the time limit not passed on): plan_steps(1.5)
+    # planned with the default search.
+    from arena.planning import plan
+
+    limits: list[object] = []
+    real = plan.plan_offsets
+
+    def spy(*args: object, **kwargs: object) -> object:
+        limits.append(kwargs.get("time_limit"))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(plan, "plan_offsets", spy)
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+        for ubatch in (0, 1):
+            with ws.ubatch(ubatch), ws.step("s") as st:
+                (x,) = st.get_simultaneous(((64,), F32))
+                st.get_simultaneous(((128,), F32))
+                st.release(x)
+                st.get_simultaneous(((32,), F32))
+        assert set(ws.plan_steps(1.5)) == {"s"}
+    assert limits and set(limits) == {1.5}
+
+
+def test_plan_steps_while_asleep_is_refused_naming_it() -> None:
+    # plan.py plan_table_steps #4, #5, #6: the refusal named None or other words.
+    from arena import ArenaAsleepError
+
+    with Arena("cpu", source="virtual", framework="numpy") as ws:
+        with ws.step("s") as st:
+            st.get_simultaneous(((64,), F32))
+        ws.sleep()
+        with pytest.raises(ArenaAsleepError) as caught:
+            ws.plan_steps()
+        assert str(caught.value).startswith("plan_steps() from '")
+        ws.wake()
+        assert set(ws.plan_steps()) == {"s"}
