@@ -174,3 +174,28 @@ def test_the_local_search_reaches_the_lower_bound_no_starting_order_does(
     plan = plan_offsets(blocks, alignment=16)
     assert plan.moves >= 1
     assert plan.total_bytes == plan.lower_bound
+
+
+def test_lock_warns_of_a_captured_step_of_any_micro_batch() -> None:
+    # plan.py StepPlanHook.lock_warnings #3 (`break` for `continue`): a slot no graph
+    # captured ended the search, so micro-batch 1's captured step went unreported.
+    from arena import ArenaWarning
+    from tests.gates import Probe
+
+    probe = Probe()
+    with Arena("cpu", framework="numpy", ubatches=2, capture_probe=probe) as ws:
+        ws.reserve_bytes(1 << 16)
+
+        def run(ubatch: int, first: int, second: int) -> None:
+            with ws.ubatch(ubatch), ws.step("decode") as st:
+                st.get_simultaneous(((first,), F32))
+                st.get_simultaneous(((second,), F32))
+
+        for _ in range(2):
+            run(0, 1024, 64)
+            run(1, 64, 1024)
+        probe.capturing = True
+        run(1, 64, 1024)  # the graph of micro-batch 1 reads these bytes
+        probe.capturing = False
+        with pytest.warns(ArenaWarning, match=r"lock\(\) left step 'decode' of slot \(ubatch 1"):
+            ws.lock()
