@@ -183,9 +183,11 @@ class VirtualCudaSource:
         self.driver.copy_to_device(allocation.ptr, int(copy.ctypes.data), len(copy))
 
     def fill(self, allocation: Allocation, byte: int) -> None:
-        """``cuMemsetD8`` over the block."""
+        """``cuMemsetD8`` over every committed byte of the block's range: all that
+        :meth:`evict` discarded, the bytes past a block cut for the books included."""
+        space = self._range(allocation)
         self.driver.push(self.context)
-        self.driver.memset(allocation.ptr, byte, allocation.nbytes)
+        self.driver.memset(space.ptr, byte, space.committed)
         self.driver.synchronize()
 
     def __repr__(self) -> str:

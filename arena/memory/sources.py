@@ -181,7 +181,9 @@ class FixedAddressSource(MemorySource, Protocol):
         ...
 
     def fill(self, allocation: Allocation, byte: int) -> None:
-        """Set every byte of the block to ``byte``."""
+        """Set every byte :meth:`evict` discarded to ``byte``: the block's whole committed
+        range, past a size :meth:`commit` cut it to included (views handed out before
+        the cut still read those bytes)."""
         ...
 
 

@@ -196,8 +196,11 @@ class VirtualHostSource:
         allocation.owner[: len(copy)] = copy
 
     def fill(self, allocation: Allocation, byte: int) -> None:
-        """Set every byte of the block to ``byte``."""
-        allocation.owner.fill(byte)
+        """Set every committed byte of the block's range to ``byte``: all that
+        :meth:`evict` discarded, the bytes past a block cut for the books
+        (:meth:`commit`) included, which views handed out before the cut still read."""
+        space = self._range(allocation)
+        space.array[: space.committed].fill(byte)
 
     def __repr__(self) -> str:
         return f"VirtualHostSource(reserve={self.reserve_bytes})"

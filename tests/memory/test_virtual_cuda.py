@@ -460,3 +460,23 @@ def test_the_ctypes_driver_without_libcuda_names_the_fix() -> None:
 
     with pytest.raises(ArenaError, match="needs the CUDA driver"):
         CtypesDriver("libcuda-that-does-not-exist.so.1")
+
+
+def test_a_poisoned_wake_sets_every_committed_byte_of_a_cut_block(cupy: Any) -> None:
+    """A step's plan cut the slot's block for the books below what a recording view
+    still reads (nothing is unmapped by a cut): wake(poison=True) sets every committed
+    byte, the cut-off ones too (slip: cuMemsetD8 over the block's current size only, so a
+    stale view's tail read the zeros of a fresh mapping, not the sentinel)."""
+    driver = RecordingDriver()
+    a = Arena(source=_source(driver, cupy), framework="cupy")
+    # Recorded at 3 granules, planned to 16 bytes, then another step's record and plan.
+    for key, size in (("cut", 3 * GRANULARITY), ("cut", 16), ("next", 16), ("next", 16)):
+        with a.step(key):
+            a.cupy.get_simultaneous(((size,), "uint8"))
+    assert a.stats().slots[0].capacity < 3 * GRANULARITY
+    a.sleep(level=1)
+    driver.calls.clear()
+    a.wake(poison=True)
+    memsets = [c for c in driver.calls if c[0] == "memset"]
+    assert [size for _, _, size in memsets] == [3 * GRANULARITY]
+    a.close()

@@ -26,6 +26,7 @@ from arena import (
     ConfigError,
     GraphCaptureError,
 )
+from arena.base.poison import PATTERN_BYTE
 from arena.memory.sources import Allocation, FixedAddressSource, HostSource, fixed_address
 from arena.memory.virtual import PAGE, VirtualHostSource
 from tests.gates import Probe
@@ -396,3 +397,22 @@ def test_views_outlive_close_on_the_virtual_source() -> None:
     view[:] = 6
     a.close()
     assert (view == 6).all()
+
+
+def test_a_poisoned_wake_reaches_a_recording_view_past_the_planned_slot() -> None:
+    """Hypothesis' counterexample (tests/memory/test_virtual_stateful.py): step 0 records
+    a 257-byte view, its plan cuts the slot to 256 bytes for the books (nothing is
+    decommitted: the view still reads its bytes); after sleep and wake(poison=True) the
+    view's last byte read 0, a fresh page's zero, not the sentinel: the fill covered the
+    block's 256 bytes, not the committed page."""
+    with Arena("cpu", source="virtual", max_bytes=1 << 20, framework="numpy") as a:
+        with a.step(0):
+            (first,) = a.numpy.get_simultaneous(((257,), "uint8"))
+        for key in (0, 1, 1):  # its plan, then another step's record and plan
+            with a.step(key):
+                a.numpy.get_simultaneous(((1,), "uint8"))
+        assert a.stats().slots[0].capacity == 256
+        first[:] = 7
+        a.sleep(level=1)
+        a.wake(poison=True)
+        assert set(first.tolist()) == {PATTERN_BYTE}
