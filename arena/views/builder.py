@@ -41,10 +41,10 @@ __all__ = ["ALWAYS", "NEVER", "ONCE", "ViewBuilder", "plan_for", "structure_of"]
 
 #: How :meth:`ViewBuilder.miss` keeps the views of a request: remembered for later
 #: identical requests (plain requests at offset 0), remembered from the request's second
-#: sighting (a plain request at offset 0 whose structure the front's planner saw first),
-#: or never (views placed above scopes and in steps: their offsets are not the request's).
-#: Plan-built views are remembered from a layout's second sighting
-#: (:meth:`ViewBuilder.deliver`).
+#: sighting (a plain request at offset 0 placed by its structure's plan or by the front's
+#: planner, on a front that does not hand out the same objects: a plan-built request is
+#: remembered from its second sighting too, :meth:`ViewBuilder.deliver`), or never (views
+#: placed above scopes and in steps: their offsets are not the request's).
 ALWAYS, ONCE, NEVER = 2, 1, 0
 
 
@@ -230,9 +230,10 @@ class ViewBuilder:
 
         1. *Placement.* ``layout`` None is a plain request: the
            structure's plan over the slot's current buffer, which hands the views it
-           built to :meth:`deliver` where they fit, else its placement; a first sighting
-           the front's compiled planner places (the total alone, its views built after
-           the growth: remembered from the second sighting on, :data:`ONCE`); else the
+           built to :meth:`deliver` where they fit (making its sources over the buffer
+           only then), else its placement; a first sighting the front's compiled planner
+           places (the total alone); both are built after the growth and remembered from
+           the second sighting on (:data:`ONCE`; at once by a cached front); else the
            request's layout, at offset 0, or above the scopes and steps open on the slot
            (then not remembered: the base moves). Scopes and steps pass their own
            placement, and ``keep``.
@@ -259,13 +260,9 @@ class ViewBuilder:
                 built: Any = None
                 plan = self._last_plan
                 if plan is not None:
-                    # The plan's sources over this buffer, if made (as the planner's
-                    # import below): the same structure as last time calls the plan itself.
-                    sources = buffer.wrappers.get(plan.key)
-                    if sources is None:
-                        built = self._views.build(plan, buffer, specs)
-                    else:
-                        built = plan.build(specs, buffer.capacity, sources)
+                    # The same structure as last time calls the plan itself, with its
+                    # sources over this buffer where made (None: True where it fits).
+                    built = plan.build(specs, buffer.capacity, buffer.wrappers.get(plan.key))
                 if built is None:  # another structure than last time
                     planner = self.planner
                     later = None if planner is None else self._later
@@ -282,13 +279,6 @@ class ViewBuilder:
                                 slot, buffer, specs, made[0], made[1], strict=strict
                             )
                         if made is not None:  # the total, more than the buffer holds
-                            # Seen once: remembered from the second sighting on, as
-                            # deliver() does (the planner's requests are hashable).
-                            seen = self._seen
-                            if len(seen) < self._max_cached:  # remember() once full
-                                seen[specs] = True
-                            else:
-                                remember(seen, specs, True, self._max_cached)
                             built, keep = made, ONCE
                         else:  # a request the planner leaves to Python: its plan, now
                             planned = plan_for(
@@ -297,10 +287,25 @@ class ViewBuilder:
                     if keep != ONCE:
                         plan = planned if isinstance(planned, Plan) else None
                         if plan is not None:
-                            built = self._views.build(plan, buffer, specs)
+                            sources = buffer.wrappers.get(plan.key)  # None: True if it fits
+                            built = plan.build(specs, buffer.capacity, sources)
                             self._last_plan = plan
+                if built is True:  # it fits: the plan's sources over this buffer, then views
+                    built = self._views.build(plan, buffer, specs)  # type: ignore[arg-type]
                 if built.__class__ is Layout or keep == ONCE:  # more than the buffer holds
                     layout = built
+                    if not self._cached:
+                        # Seen once: remembered from the second sighting on, as deliver()
+                        # remembers what a plan builds (no entry for a one-off layout).
+                        keep = ONCE
+                        seen = self._seen
+                        if len(seen) < self._max_cached:  # remember() once full
+                            try:
+                                seen[specs] = True
+                            except TypeError:  # unhashable (list shapes): never remembered
+                                pass
+                        else:
+                            remember(seen, specs, True, self._max_cached)
                 elif built:
                     plan.built()  # type: ignore[union-attr]
                     return self.deliver(slot, buffer, specs, built[0], built[1], strict=strict)

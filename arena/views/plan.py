@@ -67,8 +67,12 @@ MAX_GENERATED_DIMS = 8
 #: :data:`~arena.base.layout.MAX_BYTES`); the request's placement, a
 #: :class:`~arena.base.layout.Layout`, when it needs more than ``capacity`` bytes (the
 #: caller grows the slot and places it). ``sources`` holds one view source per view
-#: (``Adapter.plan_source``).
-Builder = Callable[[Any, int, tuple[Any, ...]], "tuple[int, list[Any]] | Layout | bool | None"]
+#: (``Adapter.plan_source``), or is None where the caller has not made them over this
+#: buffer yet: then True where the request fits (the caller makes them and builds again),
+#: so no sources are made over a buffer the request is about to replace.
+Builder = Callable[
+    [Any, int, tuple[Any, ...] | None], "tuple[int, list[Any]] | Layout | bool | None"
+]
 
 #: What a request's ``(shape, dtype)`` pair and a shape may be: a tuple or a list.
 SEQUENCES = (tuple, list)
@@ -85,7 +89,8 @@ class Plan:
         The adapter's dtype per view.
     build : callable
         ``build(specs, capacity, sources)`` -> ``(total, views)``, None (another
-        structure) or False (take the general path); see :data:`Builder`.
+        structure), False (take the general path), the placement (more than
+        ``capacity``) or True (it fits, ``sources`` None); see :data:`Builder`.
     source : str
         The generated code, once there is some ("" while the plan is a closure).
     uses : int
@@ -161,7 +166,7 @@ def _closure(
     count = len(per_view)
     mask = alignment - 1
 
-    def build(specs: Any, capacity: int, sources: tuple[Any, ...]) -> Any:
+    def build(specs: Any, capacity: int, sources: tuple[Any, ...] | None) -> Any:
         if len(specs) != count:
             return None
         sizes = []
@@ -206,6 +211,8 @@ def _closure(
                 strides.reverse()
                 placed.append(ViewLayout(tuple(shape), resolved, offset, nbytes, tuple(strides)))
             return Layout(tuple(placed), total, alignment)
+        if sources is None:
+            return True
         views = []
         for shape, offset, (_, _, itemsize, native), source in zip(
             sizes, offsets, per_view, sources, strict=True
@@ -298,6 +305,7 @@ def _generated_builder(
     lines.append(f"    total = {offset}")
     # More than the buffer holds: the closure computes the placement (a rare case).
     lines.append("    if total > capacity:\n        return placement(specs, capacity, sources)")
+    lines.append("    if sources is None:\n        return True")
     lines.append(f"    ({', '.join(f'src{i}' for i in range(count))},) = sources")
     lines.append(f"    return total, [{', '.join(views)}]")
     namespace: dict[str, Any] = {

@@ -41,13 +41,14 @@ import numpy as np
 import pytest
 from arena.adapters.numpy import ADAPTER
 
+import arena
 from arena.base.dtypes import resolve_natives
 from arena.base.layout import MAX_BYTES, Layout, compute_layout
 from arena.views import hit
 from arena.views.plan import make_plan
 
 #: (functions, files, call-backs) at most, on each hit path.
-LIMITS = {"compiled": (23, 10, 2), "python": (37, 15, 5)}
+LIMITS = {"compiled": (23, 10, 2), "python": (31, 13, 3)}
 
 _PROBE = r"""
 import json, sys
@@ -214,3 +215,49 @@ def test_the_planner_resolves_a_requests_new_dtypes_in_one_call() -> None:
     assert asked[1] == ("uint8", "nonsense")
     planner.views((((2,), "uint8"),), buffer, buffer.nbytes)
     assert len(asked) == 2
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_a_plans_placement_that_grows_is_remembered_from_its_second_sighting(
+    cached: bool,
+) -> None:
+    """A request whose plan places it past the buffer is handed out as built after the
+    growth and remembered from its second sighting on, as the plan's own views are
+    (``ViewBuilder.deliver``) and the compiled Planner's first sightings are: the first
+    request makes no remembered entry. A cached front remembers at once."""
+    with arena.Arena("cpu", framework="numpy") as ws:
+        front = ws.front("numpy", cached=cached)
+        key = front._builder.key
+        front.get_simultaneous(((4, 2), "float32"), ((3,), "int32"))
+        front.get_simultaneous(((5, 2), "float32"), ((3,), "int32"))  # planned on both paths
+        big = (((1000, 17), "float32"), ((33,), "int32"))  # the plan's placement: it grows
+        first = front.get_simultaneous(*big)
+        slot = ws._table.slots[0]
+        assert slot.buffer.capacity >= compute_layout(big, 256).total
+        assert (big in slot.buffer.prepared.get(key, {})) is cached
+        second = front.get_simultaneous(*big)  # served by the plan, now remembered
+        assert big in slot.buffer.prepared[key]
+        third = front.get_simultaneous(*big)  # the hit
+        for views in (second, third):
+            assert [(v.shape, v.dtype, v.ctypes.data) for v in views] == [
+                (v.shape, v.dtype, v.ctypes.data) for v in first
+            ]
+
+
+@pytest.mark.parametrize("generated", [False, True])
+def test_a_plan_without_sources_makes_none_over_a_buffer_it_does_not_fit(
+    generated: bool,
+) -> None:
+    """Without its sources over the buffer (None), a plan answers True where the request
+    fits (the caller makes them, then builds) and its placement where it does not: no
+    sources are made over a buffer the request is about to replace."""
+    plan = make_plan(((2, "float16"), (1, "int32")), ADAPTER, 256)
+    assert plan is not None
+    if generated:
+        plan.generate()
+    specs = (((4, 3), "float16"), ((5,), "int32"))
+    total = compute_layout(specs, 256).total
+    assert plan.build(specs, total, None) is True
+    assert plan.build(specs, total - 1, None) == compute_layout(specs, 256)
+    assert plan.build((((4,), "float16"), ((5,), "int32")), total, None) is None
+    assert plan.build((((4, 3.0), "float16"), ((5,), "int32")), total, None) is False
