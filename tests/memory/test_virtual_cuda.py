@@ -13,12 +13,14 @@ from __future__ import annotations
 import ctypes
 import gc
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
 from arena import Arena, ArenaError, GraphCaptureError
+from arena.memory import devices
 from arena.memory.cudavm import VirtualCudaSource
 from arena.memory.devices import Device
 from tests.fakecupy import with_arrays
@@ -155,10 +157,15 @@ def _source(driver: RecordingDriver, cupy: Any, reserve: int = 8 * MiB) -> Virtu
 
 
 @pytest.fixture
-def cupy(monkeypatch: pytest.MonkeyPatch) -> Any:
+def cupy(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The stand-in CuPy for one test; the cached device counts are forgotten before and
+    after, so that no later test counts the stand-in's device (a page of GPU examples
+    in tests/test_docs.py then ran without a GPU)."""
     module = with_arrays(fake_cupy())
+    devices.forget_device_counts()
     _load_cupy_front(monkeypatch, module)
-    return module
+    yield module
+    devices.forget_device_counts()
 
 
 def test_the_driver_calls_come_in_order(cupy: Any) -> None:
