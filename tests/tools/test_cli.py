@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from arena.errors import ConfigError
+from arena.memory.devices import cuda_device_count
 from arena.tools.bench import format_result, run_bench
 from arena.tools.demo import format_report, run_demo
 
@@ -256,3 +257,14 @@ def test_demo_refuses_fewer_steps_than_micro_batch_threads() -> None:
     with pytest.raises(ConfigError, match=r"steps=1: .* at least 2 locked steps"):
         run_demo("cpu", "numpy", steps=1, max_tokens=8)
     assert run_demo("cpu", "numpy", steps=2, max_tokens=8).ok
+
+
+@pytest.mark.skipif(cuda_device_count() > 0, reason="a CUDA device is usable here")
+def test_bench_gpu_without_a_device_is_one_line_up_front() -> None:
+    """``bench --gpu`` on a host without CUDA ran the whole host part, then ended in
+    ``No module named 'cupy'``; it is refused before anything is timed, naming why."""
+    result = _run("bench", "--gpu", "--quick")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+    assert "gpu=True (--gpu) but no CUDA device is usable here (" in result.stderr
+    assert "... " not in result.stderr  # nothing was measured first
