@@ -35,7 +35,8 @@ from typing import Any
 
 from arena._version import __version__, active_hit_path
 from arena.base.events import MB
-from arena.memory.devices import cuda_device_count
+from arena.errors import DeviceUnavailableError
+from arena.memory.devices import cuda_device_count, cuda_unavailable_reason
 from arena.tools import checks
 from arena.tools.membench import fixed_address_figures, format_fixed_address
 from arena.tools.passbench import PASS_TARGETS, format_passes, pass_figures
@@ -238,7 +239,18 @@ def run_bench(
         Called with a line of text before each measurement.
     poison : bool
         Also measure what poisoning (``Arena(poison=True)``) costs a locked request.
+
+    Raises
+    ------
+    DeviceUnavailableError
+        When ``gpu`` is true and no CUDA device is usable (before anything is timed).
     """
+    if gpu and cuda_device_count() == 0:
+        raise DeviceUnavailableError(
+            f"gpu=True (--gpu) but no CUDA device is usable here ({cuda_unavailable_reason()});"
+            " run on a machine with a GPU, or leave it out: the bench runs the GPU part"
+            " wherever a device is usable"
+        )
     say = progress or (lambda _line: None)
     steps, repeat, number = (500, 5, 2000) if quick else (2000, 31, 20_000)
     rounds = 11 if quick else 41

@@ -136,15 +136,15 @@ def run_demo(
     With ``profile``, the arena records into (and is presized from) that profile file;
     without, it records nothing, whatever ``ARENA_PROFILE`` says (an operator's profile
     is the engine's, never the demo's).
-    """
-    resolved = default_device() if device is None else parse_device(device)
-    if framework is None:
-        import importlib.util
 
-        if importlib.util.find_spec("torch") is not None:
-            framework = "torch"
-        else:
-            framework = "cupy" if resolved.is_cuda else "numpy"
+    Raises
+    ------
+    ConfigError
+        When ``steps`` is under 2: each micro-batch thread checks its view in a step.
+    """
+    _check_steps(steps)
+    resolved = default_device() if device is None else parse_device(device)
+    framework = _default_framework(resolved.is_cuda) if framework is None else framework
     chosen = False if profile is None else profile
     with Arena(resolved, ubatches=2, framework=framework, profile=chosen) as arena:
         modules = (_JaxModules if framework == "jax" else _Modules)(arena, framework)
@@ -283,6 +283,27 @@ class _JaxModules(_Modules):
         return float(np.asarray(self.keys[ubatch])[0, 0])
 
 
+def _check_steps(steps: int) -> None:
+    """Refuse fewer locked steps than micro-batch threads (one would check nothing)."""
+    from arena.errors import ConfigError
+
+    if steps < 2:
+        raise ConfigError(
+            f"steps={steps}: the demo needs at least 2 locked steps, one per micro-batch "
+            "thread (each checks its long-lived view in a step of its own); pass steps=2 "
+            "or more"
+        )
+
+
+def _default_framework(cuda: bool) -> str:
+    """Torch where it is installed, else CuPy on a GPU and NumPy on the host."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        return "torch"
+    return "cupy" if cuda else "numpy"
+
+
 def _full(view: Any, value: float) -> Any:
     """A host array of ``view``'s shape and dtype holding ``value``: write_into copies
     exactly that (it never casts or broadcasts)."""
@@ -346,9 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--steps",
-        type=_at_least(0),
+        type=_at_least(2, "one per micro-batch thread"),
         default=2000,
-        help="locked steps to run, at least 1 (default: %(default)s)",
+        help="locked steps to run, at least 2: one per micro-batch thread (default: %(default)s)",
     )
     parser.add_argument(
         "--max-tokens",
@@ -365,8 +386,6 @@ def main(argv: list[str] | None = None) -> int:
         help="record into (and presize from) this profile (default: no profile)",
     )
     args = parser.parse_args(argv)
-    if args.steps == 0:  # the demo measures the locked steps: none would report FAILED
-        parser.error("argument --steps: 0 locked steps measure nothing; pass at least 1")
     report = run_demo(
         args.device, args.framework, args.steps, args.max_tokens, args.seed, profile=args.profile
     )
@@ -379,8 +398,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if report.ok and planning.ok else 1
 
 
-def _at_least(low: int) -> Any:
-    """An argparse type: an int of at least ``low``, else a one-line usage error."""
+def _at_least(low: int, why: str = "") -> Any:
+    """An argparse type: an int of at least ``low``, else a one-line usage error (saying
+    ``why`` where given)."""
 
     def parse(text: str) -> int:
         try:
@@ -388,7 +408,10 @@ def _at_least(low: int) -> Any:
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not an int") from None
         if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+            reason = f" ({why})" if why else ""
+            raise argparse.ArgumentTypeError(
+                f"must be at least {low}{reason}, got {value}; pass {low} or more"
+            )
         return value
 
     return parse

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from arena.errors import ConfigError
+from arena.memory.devices import cuda_device_count
 from arena.tools.bench import format_result, run_bench
 from arena.tools.demo import format_report, run_demo
 
@@ -230,7 +232,9 @@ def test_bench_render_of_a_missing_or_foreign_file_is_one_line(tmp_path: Path) -
     [
         (["demo", "--framework", "cupy", "--device", "cpu"], 2, "ConfigError"),
         (["demo", "--max-tokens", "0"], 2, "must be at least 1"),
-        (["demo", "--steps", "-1"], 2, "must be at least 0"),
+        (["demo", "--steps", "-1"], 2, "must be at least 2 (one per micro-batch thread)"),
+        # one step ran on micro-batch 0 only, and the demo reported FAILED (rc 1)
+        (["demo", "--steps", "1"], 2, "must be at least 2 (one per micro-batch thread)"),
     ],
 )
 def test_bad_demo_settings_end_in_one_line_not_a_traceback(
@@ -245,3 +249,22 @@ def test_bad_demo_settings_end_in_one_line_not_a_traceback(
     )
     assert result.returncode == code
     assert text in result.stderr and "Traceback" not in result.stderr
+
+
+def test_demo_refuses_fewer_steps_than_micro_batch_threads() -> None:
+    """One locked step runs on micro-batch 0 only: micro-batch 1's long-lived view would
+    be checked in no step and the demo would report a failure the arena did not have."""
+    with pytest.raises(ConfigError, match=r"steps=1: .* at least 2 locked steps"):
+        run_demo("cpu", "numpy", steps=1, max_tokens=8)
+    assert run_demo("cpu", "numpy", steps=2, max_tokens=8).ok
+
+
+@pytest.mark.skipif(cuda_device_count() > 0, reason="a CUDA device is usable here")
+def test_bench_gpu_without_a_device_is_one_line_up_front() -> None:
+    """``bench --gpu`` on a host without CUDA ran the whole host part, then ended in
+    ``No module named 'cupy'``; it is refused before anything is timed, naming why."""
+    result = _run("bench", "--gpu", "--quick")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+    assert "gpu=True (--gpu) but no CUDA device is usable here (" in result.stderr
+    assert "... " not in result.stderr  # nothing was measured first

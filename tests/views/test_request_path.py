@@ -35,6 +35,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,9 @@ from arena.views.plan import make_plan
 
 #: (functions, files, call-backs) at most, on each hit path.
 LIMITS = {"compiled": (23, 10, 2), "python": (31, 13, 3)}
+#: Issue 27's target: (functions, files, call-backs).
+TARGET = (30, 10, 3)
+ROOT = Path(__file__).resolve().parents[2]
 
 _PROBE = r"""
 import json, sys
@@ -136,6 +140,47 @@ def test_a_first_request_stays_within_its_bounds(path: str) -> None:
     assert functions <= most[0], f"{figures}:\n{shown}"
     assert files <= most[1], f"{figures}:\n{shown}"
     assert backs <= most[2], f"{figures}:\n{shown}"
+
+
+def _meets(bounds: tuple[int, int, int]) -> str:
+    """What docs/architecture.md says a path's bounds meet of :data:`TARGET`."""
+    met = [
+        name
+        for name, bound, aim in zip(
+            ("functions", "files", "call-backs"), bounds, TARGET, strict=True
+        )
+        if bound <= aim
+    ]
+    if len(met) == len(TARGET):
+        return "it"
+    return f"the {' and '.join(met)} only" if met else "none of the three"
+
+
+def test_the_docs_give_todays_bounds() -> None:
+    """docs/architecture.md and docs/performance.md state :data:`LIMITS` and what they
+    meet of issue 27's target (architecture.md said the pure-Python path met the functions
+    at 37 against 30)."""
+    compiled, python = LIMITS["compiled"], LIMITS["python"]
+    architecture = " ".join((ROOT / "docs" / "architecture.md").read_text().split())
+    assert (
+        f"passes {compiled[0]} functions in {compiled[1]} files with {compiled[2]} call-backs"
+        f" on the compiled path" in architecture
+    )
+    assert f"and {python[0]}, {python[1]} and {python[2]} in pure Python" in architecture
+    target = ", ".join(map(str, TARGET[:2])) + f" and {TARGET[2]}"
+    assert (
+        f"Issue 27's target is {target}: the compiled path meets {_meets(compiled)}; the"
+        f" pure-Python path meets {_meets(python)}." in architecture
+    )
+    performance = " ".join((ROOT / "docs" / "performance.md").read_text().split())
+    assert (
+        f"{compiled[0]} functions in {compiled[1]} files, {compiled[2]} calls back into a file"
+        in performance
+    )
+    assert (
+        f"{python[0]}, {python[1]} and {python[2]} in pure Python (issue 27's target: {target})"
+        in performance
+    )
 
 
 @pytest.mark.parametrize("generated", [False, True])
