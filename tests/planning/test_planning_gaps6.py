@@ -11,6 +11,14 @@ from arena import Arena, ArenaError
 F32 = "float32"
 
 
+def _decode(ws: Arena, ubatch: int, first: int, second: int) -> None:
+    """Step "decode" on micro-batch ``ubatch``: two requests of ``first`` and ``second``
+    float32 elements."""
+    with ws.ubatch(ubatch), ws.step("decode") as st:
+        st.get_simultaneous(((first,), F32))
+        st.get_simultaneous(((second,), F32))
+
+
 def test_a_view_given_twice_to_release_is_named_in_the_whole_message() -> None:
     # runs.py refused_release #4: the reason's words were changed around it ("XXreleased
     # twice in this callXX"); the step test matches only the words.
@@ -42,18 +50,12 @@ def test_planned_bytes_keeps_the_plans_of_captured_slots_as_lock_does() -> None:
 
     probe = Probe()
     with Arena("cpu", framework="numpy", ubatches=2, capture_probe=probe) as ws:
-
-        def run(ubatch: int, first: int, second: int) -> None:
-            with ws.ubatch(ubatch), ws.step("decode") as st:
-                st.get_simultaneous(((first,), F32))
-                st.get_simultaneous(((second,), F32))
-
         for _ in range(2):
-            run(0, 64, 1024)
-            run(1, 1024, 64)
+            _decode(ws, 0, 64, 1024)
+            _decode(ws, 1, 1024, 64)
         probe.capturing = True
-        run(0, 64, 1024)
-        run(1, 1024, 64)
+        _decode(ws, 0, 64, 1024)
+        _decode(ws, 1, 1024, 64)
         probe.capturing = False
         planned = ws.planned_bytes()
         with warnings.catch_warnings():
@@ -185,17 +187,11 @@ def test_lock_warns_of_a_captured_step_of_any_micro_batch() -> None:
     probe = Probe()
     with Arena("cpu", framework="numpy", ubatches=2, capture_probe=probe) as ws:
         ws.reserve_bytes(1 << 16)
-
-        def run(ubatch: int, first: int, second: int) -> None:
-            with ws.ubatch(ubatch), ws.step("decode") as st:
-                st.get_simultaneous(((first,), F32))
-                st.get_simultaneous(((second,), F32))
-
         for _ in range(2):
-            run(0, 1024, 64)
-            run(1, 64, 1024)
+            _decode(ws, 0, 1024, 64)
+            _decode(ws, 1, 64, 1024)
         probe.capturing = True
-        run(1, 64, 1024)  # the graph of micro-batch 1 reads these bytes
+        _decode(ws, 1, 64, 1024)  # the graph of micro-batch 1 reads these bytes
         probe.capturing = False
         with pytest.warns(ArenaWarning, match=r"lock\(\) left step 'decode' of slot \(ubatch 1"):
             ws.lock()

@@ -8,67 +8,41 @@ import pytest
 
 from arena import Arena
 from arena.memory.ledger import Ledger
+from arena.slots.slot import Slot
 from tests.sources import check_books
 
 
-@pytest.mark.parametrize("poison", [False, True])
-def test_a_growth_interrupted_before_the_ledger_released_keeps_the_old_buffer(
-    poison: bool, monkeypatch: pytest.MonkeyPatch
+def _interrupt(*args: Any) -> Any:
+    raise KeyboardInterrupt("inside a growth")
+
+
+@pytest.mark.parametrize(
+    ("where", "poison"),
+    [(Ledger, False), (Ledger, True), (Slot, True)],
+    ids=["Ledger.replace", "Ledger.replace-poison", "Slot.outgrow-poison"],
+)
+def test_an_interrupted_growth_keeps_the_old_buffer(
+    where: type, poison: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An interrupt as the slot hands its old block to ``Ledger.replace``, before the
-    ledger counted it freed: the slot keeps its old block (the very buffer poisoning keeps,
-    with poison on), the books balance, and the next request grows (slip: _restore read
-    only a buffer the slot held itself, and left the slot empty with its block counted
-    live)."""
+    """An interrupt as the slot hands its old block to ``Ledger.replace`` (before the
+    ledger counted it freed), or as poisoning keeps the buffer the growth replaces
+    (``Slot.outgrow``): the slot keeps its old block, the books balance, and the next
+    request grows. Slips: _restore read only a buffer the slot held itself, and left the
+    slot empty with its block counted live; ``outgrow`` ran before the growth's ``try``,
+    so the slot was left empty with its old block counted live and held by nobody."""
     with Arena("cpu", framework="numpy", poison=poison) as a:
         a.get_simultaneous(((4096,), "uint8"))
         slot = a.numpy._select()
         before = slot.buffer
         ledger = a._table.governor.ledger
-
-        def interrupted(self: Ledger, held: list[Any], nbytes: int, what: str) -> Any:
-            raise KeyboardInterrupt("as the ledger was called")
-
-        monkeypatch.setattr(Ledger, "replace", interrupted)
+        monkeypatch.setattr(where, "replace" if where is Ledger else "outgrow", _interrupt)
         with pytest.raises(KeyboardInterrupt):
             a.get_simultaneous(((1 << 20,), "uint8"))
         monkeypatch.undo()
         assert slot.buffer.allocation is before.allocation
         assert slot.buffer.capacity == before.capacity
-        if poison:
-            assert slot.buffer is before
-        assert ledger.holds(before.allocation)
-        assert ledger.allocations == ledger.frees + ledger.live_blocks == 1
-        check_books(a)
-        (view,) = a.get_simultaneous(((1 << 20,), "uint8"))
-        assert view.nbytes == 1 << 20
-        check_books(a)
-
-
-def test_a_growth_interrupted_as_poisoning_keeps_the_old_buffer(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """An interrupt as poisoning keeps the buffer a growth replaces (``Slot.outgrow``):
-    the slot keeps its old block, the books balance and the next request grows (slip: the
-    call ran before the growth's ``try``, so the slot was left empty with its old block
-    counted live and held by nobody)."""
-    from arena.slots.slot import Slot
-
-    with Arena("cpu", framework="numpy", poison=True) as a:
-        a.get_simultaneous(((4096,), "uint8"))
-        slot = a.numpy._select()
-        before = slot.buffer
-        ledger = a._table.governor.ledger
-
-        def interrupted(self: Slot, buffer: Any) -> None:
-            raise KeyboardInterrupt("as poisoning kept the old buffer")
-
-        monkeypatch.setattr(Slot, "outgrow", interrupted)
-        with pytest.raises(KeyboardInterrupt):
-            a.get_simultaneous(((1 << 20,), "uint8"))
-        monkeypatch.undo()
-        assert slot.buffer.allocation is before.allocation
-        assert slot.buffer.capacity == before.capacity
+        if poison and where is Ledger:
+            assert slot.buffer is before  # the very buffer poisoning keeps
         assert ledger.holds(before.allocation)
         assert ledger.allocations == ledger.frees + ledger.live_blocks == 1
         check_books(a)
