@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from arena import Arena
-from tests.gates import Probe
+from tests.gates import Probe, moving_only
 
 SPEC = ((64,), "float32")
 
@@ -54,6 +54,7 @@ def test_a_replays_requests_are_noted_unlocked_and_not_locked(hit_path: str) -> 
         assert set(_sites(ws)) == {"warm-up", "replay"}
 
 
+@moving_only("a growth in place keeps the captured buffer where it is, retiring nothing")
 def test_a_replay_served_during_a_capture_keeps_its_buffer_from_being_released(
     hit_path: str,
 ) -> None:

@@ -9,6 +9,7 @@ import pytest
 from arena import Arena
 from arena.memory.ledger import Ledger
 from arena.slots.slot import Slot
+from tests.gates import moving_only
 from tests.sources import check_books
 
 
@@ -16,6 +17,7 @@ def _interrupt(*args: Any) -> Any:
     raise KeyboardInterrupt("inside a growth")
 
 
+@moving_only("a growth in place neither replaces nor poisons the old buffer")
 @pytest.mark.parametrize(
     ("where", "poison"),
     [(Ledger, False), (Ledger, True), (Slot, True)],
