@@ -533,6 +533,8 @@ class Slot:
             if kept in self.retired:
                 self.retired.remove(kept)
             self.buffer = kept
+            # The slot's buffer again, not outgrown: its next views are not stale.
+            self.outgrown = [b for b in self.outgrown if b is not kept]
             return
         governor = self.governor
         ledger = governor.ledger
@@ -542,6 +544,7 @@ class Slot:
             for outgrown in self.outgrown:
                 if outgrown.allocation is block:
                     self.buffer = outgrown
+                    self.outgrown = [b for b in self.outgrown if b is not outgrown]
                     return
             self.buffer = Buffer(block, old_capacity)
             return

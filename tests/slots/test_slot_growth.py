@@ -51,3 +51,40 @@ def test_an_interrupted_growth_keeps_the_old_buffer(
         (view,) = a.get_simultaneous(((1 << 20,), "uint8"))
         assert view.nbytes == 1 << 20
         check_books(a)
+
+
+@pytest.mark.parametrize("captured", [False, True])
+def test_a_restored_buffer_is_not_poisoned_as_outgrown(
+    captured: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """review35: a growth interrupted as the slot calls Ledger.replace gives the slot its
+    old buffer back (the one poisoning kept, or the retired captured one); that buffer is
+    the slot's current one again, not outgrown. Slip: it stayed in ``slot.outgrown``, so
+    the next plain request's own views were poisoned as stale after they were filled:
+    an int32 view read 0xFF, not the 0xA5 pattern (docs: arena/base/poison.py)."""
+    from arena.base.poison import PATTERN_BYTE
+    from tests.gates import Probe
+
+    probe = Probe()
+    with Arena("cpu", framework="numpy", poison=True, capture_probe=probe) as a:
+        a.get_simultaneous(((4096,), "uint8"))
+        if captured:  # served during a capture: a growth retires it (kept), not releases
+            probe.capturing = True
+            a.get_simultaneous(((64,), "uint8"))
+            probe.capturing = False
+        slot = a.numpy._select()
+        before = slot.buffer
+
+        def interrupted(self: Ledger, held: Any, nbytes: int, what: str) -> Any:
+            raise KeyboardInterrupt("as the slot called Ledger.replace")
+
+        monkeypatch.setattr(Ledger, "replace", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            a.get_simultaneous(((1 << 20,), "uint8"))
+        monkeypatch.undo()
+        assert slot.buffer is before
+        assert all(b is not before for b in slot.outgrown)
+        check_books(a)
+        (view,) = a.get_simultaneous(((256,), "int32"))
+        assert set(view.view("uint8").tolist()) == {PATTERN_BYTE}
+        check_books(a)
