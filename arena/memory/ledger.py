@@ -210,13 +210,21 @@ class Ledger:
                 self.release(held[0])
                 held.clear()
             return self.allocate(nbytes, what)
+        asked: list[bool] = []  # filled once the source is asked for the new block
         try:
-            return self._take(nbytes, what, False, held)
+            return self._take(nbytes, what, False, held, asked)
         except MemoryError as exc:
+            if not asked:  # the source's release failed: its own error, as release() lets out
+                raise
             raise self._refused(nbytes, what, exc) from exc
 
     def _take(
-        self, nbytes: int, what: str, grow: bool, held: list[Allocation] | None = None
+        self,
+        nbytes: int,
+        what: str,
+        grow: bool,
+        held: list[Allocation] | None = None,
+        asked: list[bool] | None = None,
     ) -> Allocation:
         """A block of ``nbytes`` from the source for ``what``, counted as live and traced
         (:meth:`allocate` without the context, the observer and the error handling); the
@@ -226,7 +234,9 @@ class Ledger:
 
         A block never counted goes back to the source here, whatever fails (a short block,
         an interrupt); an interrupt after the count, before the caller holds the block,
-        leaves it to :meth:`reclaim`, as one arriving while :meth:`allocate` returns does."""
+        leaves it to :meth:`reclaim`, as one arriving while :meth:`allocate` returns does.
+        ``asked`` gets an item once the old block is released and the source is asked for
+        the new one (:meth:`replace` tells a failed release from a refused allocation)."""
         source: Any = self.source
         if held:
             block = held[0]
@@ -248,6 +258,8 @@ class Ledger:
                     source.release(block)
             held.clear()
             del block  # the old memory goes before the new is asked for
+        if asked is not None:
+            asked.append(True)
         allocation: Allocation = source.reserve(nbytes) if grow else source.allocate(nbytes)
         try:
             if allocation.nbytes < nbytes:

@@ -1,13 +1,9 @@
-"""review35: open finding on Ledger.replace (a growth in one visit to the ledger).
-
-A ``MemoryError`` the source raises while *releasing* the old block (a driver's free
-failing) is reported by the fast path (no observer, no alloc_context, no pending
-releases) as a refused *allocation* of the new size: ``ArenaOutOfMemoryError("could not
-allocate N bytes ...")`` for an allocation never attempted, counted in ``ooms`` and traced
-as an ``"allocate failure"``. The same growth with an ``alloc_context`` (the two calls as
-they are, and every growth before e6c49e5) raises the source's own ``MemoryError``, counts
-no OOM and traces no failure. Both paths must agree.
-"""
+"""A growth in one visit to the ledger (``Ledger.replace``) whose release of the old
+block fails (review35): the source's own ``MemoryError`` comes out, no OOM is counted and
+no allocation failure traced, as with an ``alloc_context`` (the two calls as they are).
+Slip: the fast path reported it as a refused allocation of the new size
+(``ArenaOutOfMemoryError``, ``ooms`` + 1, an ``"allocate failure"`` traced) for an
+allocation never attempted."""
 
 from __future__ import annotations
 
