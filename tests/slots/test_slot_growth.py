@@ -53,6 +53,7 @@ def test_an_interrupted_growth_keeps_the_old_buffer(
         check_books(a)
 
 
+@moving_only("a growth in place neither replaces nor poisons the old buffer")
 @pytest.mark.parametrize("captured", [False, True])
 def test_a_restored_buffer_is_not_poisoned_as_outgrown(
     captured: bool, monkeypatch: pytest.MonkeyPatch
