@@ -4,7 +4,7 @@ size (see :mod:`arena.planning.steps` for when it runs).
 As TensorFlow Lite's arena planner calculates offsets from lifetimes and then commits a
 size, a key's plan is made in two steps here. :func:`make_plan` gives each recorded block
 an offset (:func:`~arena.planning.plan_offsets` over the blocks' sizes and lifetimes, or
-the recording run's own first fit where that is no larger) and the book takes the plan in
+the recording run's own first fit where that is smaller) and the book takes the plan in
 one step. The slot is then sized for every planned key of it (:func:`fit_to_plans`), once,
 before the planned runs, so that those runs never grow it.
 
@@ -51,7 +51,7 @@ __all__ = [
 # ------------------------------------------------------------------ one key: offsets
 def make_plan(book: StepBook, alignment: int, time_limit: float | None = None) -> None:
     """Plan the blocks ``book`` recorded (the run's own first-fit placement kept when it
-    is no larger), searching up to ``time_limit`` seconds (see :func:`plan_offsets`).
+    is smaller), searching up to ``time_limit`` seconds (see :func:`plan_offsets`).
     Built in locals, installed by :meth:`StepBook.set_plan` in one step: an interrupt
     leaves the book planned entirely or not at all."""
     sizes, found = book.sizes, book.found
