@@ -110,10 +110,19 @@ def hit_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     from arena.views import hit
 
     path: str = request.param
-    if path == "compiled" and hit.compiled is None:
+    if path == "compiled":
+        need_compiled_hit()
+    monkeypatch.setattr(hit, "HIT_PATH", path)
+    return path
+
+
+def need_compiled_hit() -> None:
+    """Skip the calling test where the compiled hit path is not in use (not built, or
+    ``ARENA_PURE_PYTHON=1``); fail it instead under ``ARENA_REQUIRE_COMPILED=1``."""
+    from arena.views import hit
+
+    if hit.compiled is None:
         reason = "the compiled hit path is not in use here (not built, or ARENA_PURE_PYTHON=1)"
         if REQUIRE_COMPILED:
             pytest.fail(f"ARENA_REQUIRE_COMPILED=1 but {reason}")
         pytest.skip(reason)
-    monkeypatch.setattr(hit, "HIT_PATH", path)
-    return path

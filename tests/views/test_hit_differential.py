@@ -20,7 +20,7 @@ import pytest
 from arena import Arena
 from arena.front import CompiledFront
 from arena.views import hit
-from tests.conftest import REQUIRE_COMPILED
+from tests.conftest import need_compiled_hit
 
 SHAPES: list[tuple[Any, ...]] = [(4, 8), (16,), (), (3, 5, 2), (0, 7), (1, 64)]
 DTYPES = ["float32", "int32", "uint8"]
@@ -126,10 +126,7 @@ def test_both_hit_paths_agree_on_a_random_stream(
     seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("torch")
-    if hit.compiled is None:
-        if REQUIRE_COMPILED:
-            pytest.fail("ARENA_REQUIRE_COMPILED=1 but the compiled hit path is not in use")
-        pytest.skip("the compiled hit path is not in use here (not built, or ARENA_PURE_PYTHON=1)")
+    need_compiled_hit()
     ops = _program(seed, 300)
     python = _run("python", ops, monkeypatch)
     compiled = _run("compiled", ops, monkeypatch)

@@ -15,7 +15,7 @@ import pytest
 
 from arena import Arena
 from arena.views import hit
-from tests.conftest import REQUIRE_COMPILED
+from tests.conftest import need_compiled_hit
 
 DTYPES = ["float32", "int32", "uint8", "float64"]
 
@@ -107,10 +107,7 @@ def test_pure_and_compiled_first_requests_agree(
     seed: int, cached: bool, poison: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("torch")
-    if hit.compiled is None:
-        if REQUIRE_COMPILED:
-            pytest.fail("ARENA_REQUIRE_COMPILED=1 but the compiled hit path is not in use")
-        pytest.skip("the compiled hit path is not in use here")
+    need_compiled_hit()
     ops = _program(seed, 200)
     python = _run("python", ops, cached, poison, monkeypatch)
     compiled = _run("compiled", ops, cached, poison, monkeypatch)
