@@ -9,44 +9,26 @@ instances stand for the large ones.
 
 from __future__ import annotations
 
-import itertools
 import random
-from collections.abc import Sequence
 
 import pytest
 
-from arena.planning import OffsetPlan, offsets, plan_offsets, search
+from arena.planning import offsets, plan_offsets, search
+from tests.tilings import Block, Piece, blocks_of, check_plan, cut
 
-Block = tuple[int, int, int]
 ALIGN = 16
-
-
-def _check(blocks: Sequence[Block], plan: OffsetPlan) -> None:
-    """Co-live blocks never overlap; the total is the highest end."""
-    ends = [o + s for o, s in zip(plan.offsets, plan.sizes, strict=True)]
-    assert plan.total_bytes == max(ends, default=0)
-    for i, j in itertools.combinations(range(len(blocks)), 2):
-        a, b = blocks[i], blocks[j]
-        if plan.sizes[i] and plan.sizes[j] and a[1] <= b[2] and b[1] <= a[2]:
-            assert ends[i] <= plan.offsets[j] or ends[j] <= plan.offsets[i], (i, j)
 
 
 def _tiling(rng: random.Random, pieces: int, steps: int, height: int) -> list[Block]:
     """A ``steps`` x ``height`` rectangle cut into ``pieces`` blocks: LOAD is reachable."""
-    rects = [(0, steps, 0, height)]
+    rects: list[Piece] = [(0, steps, 0, height)]
     while len(rects) < pieces:
         k = rng.randrange(len(rects))
         t0, t1, y0, y1 = rects[k]
         if t1 - t0 < 2 and y1 - y0 < 2:
             continue
-        rects.pop(k)
-        if (rng.random() < 0.5 and t1 - t0 > 1) or y1 - y0 < 2:
-            cut = rng.randint(t0 + 1, t1 - 1)
-            rects += [(t0, cut, y0, y1), (cut, t1, y0, y1)]
-        else:
-            cut = rng.randint(y0 + 1, y1 - 1)
-            rects += [(t0, t1, y0, cut), (t0, t1, cut, y1)]
-    return [(ALIGN * (y1 - y0), t0, t1 - 1) for t0, t1, y0, y1 in rects]
+        rects += cut(rng, rects.pop(k))
+    return blocks_of(rects, ALIGN)
 
 
 def _instances() -> list[list[Block]]:
@@ -83,7 +65,7 @@ def test_a_limit_runs_the_local_search_past_the_cap(
         with monkeypatch.context() as m:
             m.setattr(offsets, "WORK_BUDGET", 10**12)
             unbudgeted = plan_offsets(blocks, alignment=ALIGN)
-        _check(blocks, limited)
+        check_plan(blocks, limited)
         assert limited.total_bytes <= min(plain.total_bytes, unbudgeted.total_bytes), blocks
         assert limited.lower_bound == plain.lower_bound
         assert not limited.limit_reached, blocks

@@ -9,7 +9,6 @@ tests run on both searches (the ``search_path`` fixture): the compiled one
 from __future__ import annotations
 
 import importlib.util
-import itertools
 import json
 import os
 import random
@@ -27,10 +26,10 @@ from arena import Arena
 from arena.__main__ import main as arena_main
 from arena.errors import ConfigError
 from arena.observe.profilefile import read_profile
-from arena.planning import OffsetPlan, plan_offsets, search
+from arena.planning import plan_offsets, search
 from tests.profiles import profile_data
+from tests.tilings import Block, blocks_of, check_plan, cut
 
-Block = tuple[int, int, int]
 ALIGN = 16
 REQUIRE_COMPILED = os.environ.get("ARENA_REQUIRE_COMPILED", "") == "1"
 
@@ -90,19 +89,6 @@ def _optimum(blocks: Sequence[Block]) -> int:
     return capacity * ALIGN
 
 
-def _check(blocks: Sequence[Block], plan: OffsetPlan) -> None:
-    ends = [o + s for o, s in zip(plan.offsets, plan.sizes, strict=True)]
-    assert plan.total_bytes == max(ends, default=0)
-    assert all(o % plan.alignment == 0 for o in plan.offsets)
-    for i, j in itertools.combinations(range(len(blocks)), 2):
-        if plan.sizes[i] and plan.sizes[j] and _co_live(blocks[i], blocks[j]):
-            assert ends[i] <= plan.offsets[j] or ends[j] <= plan.offsets[i], (i, j)
-    assert plan.lower_bound <= plan.proven_bound <= plan.total_bytes
-    if plan.optimal:
-        assert plan.proven_bound == plan.total_bytes
-        assert not plan.limit_reached
-
-
 def test_search_finds_and_proves_the_optimum_on_small_instances(search_path: str) -> None:
     """Where the heuristics miss the brute-force optimum (a few in thousands of tiny sets),
     the search must reach it and say it is optimal."""
@@ -121,7 +107,7 @@ def test_search_finds_and_proves_the_optimum_on_small_instances(search_path: str
         assert not plain.limit_reached
         missed += 1
         plan = plan_offsets(blocks, alignment=ALIGN, time_limit=30)
-        _check(blocks, plan)
+        check_plan(blocks, plan)
         assert plan.total_bytes == _optimum(blocks) < plain.total_bytes, blocks
         assert plan.optimal and not plan.limit_reached, blocks
     assert missed >= 3, missed
@@ -138,14 +124,8 @@ def _tiling(rng: random.Random, n: int, steps: int, height: int) -> list[Block]:
                 rng.random() * (pieces[i][1] - pieces[i][0]) * (pieces[i][3] - pieces[i][2])
             ),
         )
-        t0, t1, y0, y1 = pieces.pop(k)
-        if (rng.random() < 0.5 and t1 - t0 > 1) or y1 - y0 < 2:
-            cut = rng.randint(t0 + 1, t1 - 1)
-            pieces += [(t0, cut, y0, y1), (cut, t1, y0, y1)]
-        else:
-            cut = rng.randint(y0 + 1, y1 - 1)
-            pieces += [(t0, t1, y0, cut), (t0, t1, cut, y1)]
-    return [(ALIGN * (y1 - y0), t0, t1 - 1) for t0, t1, y0, y1 in pieces]
+        pieces += cut(rng, pieces.pop(k))
+    return blocks_of(pieces, ALIGN)
 
 
 def test_search_reaches_load_where_the_heuristics_miss(search_path: str) -> None:
@@ -161,7 +141,7 @@ def test_search_reaches_load_where_the_heuristics_miss(search_path: str) -> None
             continue
         missed += 1
         plan = plan_offsets(blocks, alignment=ALIGN, time_limit=30)
-        _check(blocks, plan)
+        check_plan(blocks, plan)
         assert plan.total_bytes == plan.lower_bound and plan.optimal, blocks
     assert missed >= 10, missed
 
@@ -181,7 +161,7 @@ def test_any_limit_gives_a_valid_plan_never_worse(
 ) -> None:
     plain = plan_offsets(blocks, alignment=ALIGN)
     plan = plan_offsets(blocks, alignment=ALIGN, time_limit=limit)
-    _check(blocks, plan)
+    check_plan(blocks, plan)
     assert plan.total_bytes <= plain.total_bytes
     assert plan.lower_bound == plain.lower_bound
     assert plan.optimal or plan.limit_reached
@@ -201,7 +181,7 @@ def test_a_limit_that_ends_the_search_is_reported(search_path: str) -> None:
     plain = plan_offsets(blocks, alignment=ALIGN)
     assert plain.total_bytes > plain.lower_bound
     plan = plan_offsets(blocks, alignment=ALIGN, time_limit=0.0)
-    _check(blocks, plan)
+    check_plan(blocks, plan)
     assert plan.limit_reached and not plan.optimal
     assert plan.gap == pytest.approx(plan.total_bytes / plan.lower_bound - 1)
 
@@ -386,7 +366,7 @@ def test_compiled_and_python_search_agree(monkeypatch: pytest.MonkeyPatch) -> No
         for module in (compiled, None):
             monkeypatch.setattr(search, "compiled", module)
             plan = plan_offsets(blocks, alignment=ALIGN, time_limit=30)
-            _check(blocks, plan)
+            check_plan(blocks, plan)
             assert plan.total_bytes == want and plan.optimal, (module, blocks)
             plans.append(plan)
         assert plans[0].proven_bound == plans[1].proven_bound == want
