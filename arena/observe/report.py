@@ -344,6 +344,11 @@ def read_named_profile(path: str) -> tuple[dict[str, Any] | None, int, str]:
         )
 
 
+def _fail(message: str) -> None:
+    """One line on stderr that names the command, as ``python -m arena plan``'s do."""
+    print(f"python -m arena report: {message}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point of ``python -m arena report``.
 
@@ -380,20 +385,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     problem = None if args.plot is None else plot_problem(args.plot)
     if problem is not None:
-        print(f"--plot {args.plot!r}: {problem}", file=sys.stderr)
+        _fail(f"--plot {args.plot!r}: {problem}")
         return 2
     profiles = []
     for path in args.path:
         profile, code, message = read_named_profile(path)
         if profile is None:
-            print(message, file=sys.stderr)
+            _fail(message)
             return code
         profiles.append((path, profile))
     if len(profiles) > 1:
         try:
             ranks = spread(profiles)
         except ValueError as exc:
-            print(f"cannot compare these profiles: {exc}", file=sys.stderr)
+            _fail(f"cannot compare these profiles: {exc}")
             return 2
         print(json.dumps(ranks, indent=1) if args.json else format_spread(ranks))
         return 0
@@ -401,10 +406,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = analyse(profile)
     except (ArithmeticError, LookupError, TypeError, ValueError) as exc:  # no traceback
-        print(
+        _fail(
             f"{args.path!r} is not a usable profile: the report cannot read it "
-            f"({type(exc).__name__}: {' '.join(str(exc).split())})",
-            file=sys.stderr,
+            f"({type(exc).__name__}: {' '.join(str(exc).split())})"
         )
         return 2
     report["path"] = args.path
@@ -420,15 +424,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             from arena.observe.plot import plot_report
         except ImportError as exc:
-            print(
-                f"--plot needs matplotlib ({exc}); pip install matplotlib",
-                file=sys.stderr,
-            )
+            _fail(f"--plot needs matplotlib ({exc}); pip install matplotlib")
             return 1
         try:
             plot_report(report, args.plot)
         except (OSError, ValueError) as exc:  # unwritable, or a type matplotlib refuses
-            print(f"--plot {args.plot!r}: cannot write it ({exc})", file=sys.stderr)
+            _fail(f"--plot {args.plot!r}: cannot write it ({exc})")
             return 1
         print(f"wrote {args.plot}", file=sys.stderr)
     return 0

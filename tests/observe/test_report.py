@@ -259,6 +259,49 @@ def test_a_plot_that_cannot_be_written_is_one_line_not_a_traceback(
     assert why in err and "Traceback" not in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing",
+        "not json",
+        "not a profile",
+        "alignment 3",
+        "two configurations",
+        "plot folder",
+        "plot type",
+        "plot unwritable",
+    ],
+)
+def test_every_report_error_is_one_line_that_names_the_command(
+    profile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    """As ``python -m arena plan``'s errors do, so that a line in an engine's log says
+    which command refused what (they read ``--plot 'x': ...`` or ``'p.json' is not ...``)."""
+    bad = tmp_path / "bad.json"
+    args = {
+        "missing": [str(tmp_path / "missing.json")],
+        "not json": [str(bad)],
+        "not a profile": [str(bad)],
+        "alignment 3": [str(profile)],
+        "two configurations": [str(profile), str(bad)],
+        "plot folder": [str(profile), "--plot", str(tmp_path / "none" / "r.png")],
+        "plot type": [str(profile), "--plot", str(tmp_path / "r.bmpx")],
+        "plot unwritable": [str(profile), "--plot", str(tmp_path / "dir.png")],
+    }[case]
+    bad.write_text({"not json": "{", "not a profile": '{"a": 1}'}.get(case, ""))
+    if case == "alignment 3":
+        profile.write_text(json.dumps({**json.loads(profile.read_text()), "alignment": 3}))
+    if case == "two configurations":
+        with arena.Arena("cpu", framework="numpy", profile=bad) as ws:
+            ws.get_simultaneous(((16,), "float32"))
+            ws.lock()
+    if case == "plot unwritable":
+        (tmp_path / "dir.png").mkdir()  # savefig cannot write over a directory
+    assert main(args) in (1, 2)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("python -m arena report: "), err
+
+
 def test_report_escapes_control_characters_of_a_profile(
     profile: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
