@@ -424,6 +424,11 @@ def format_result(result: BenchResult) -> str:
     return "\n".join(lines)
 
 
+def _fail(message: str) -> None:
+    """One line on stderr that names the command, as ``python -m arena plan``'s do."""
+    print(f"python -m arena bench: {message}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point of ``python -m arena bench``."""
     parser = argparse.ArgumentParser(
@@ -451,17 +456,20 @@ def main(argv: list[str] | None = None) -> int:
             figures = json.loads(Path(args.render).read_text())
             tables = render_markdown(figures)
         except OSError as exc:
-            print(f"--render {args.render!r}: cannot read it ({exc.strerror})", file=sys.stderr)
+            _fail(f"--render {args.render!r}: cannot read it ({exc.strerror})")
             return 2
         except (ValueError, LookupError, TypeError, AttributeError) as exc:  # not the bench's
-            print(
+            _fail(
                 f"--render {args.render!r}: not a file that `python -m arena bench --json "
-                f"PATH` wrote ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})",
-                file=sys.stderr,
+                f"PATH` wrote ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
             )
             return 2
         print(tables, end="")
         return 0
+    problem = None if args.json is None else _json_problem(args.json)
+    if problem is not None:  # before the run: the figures of minutes of timing need a home
+        _fail(f"--json {args.json!r}: {problem}")
+        return 2
     result = run_bench(
         args.quick,
         args.gpu,
@@ -470,8 +478,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(format_result(result))
     if args.json:
-        Path(args.json).write_text(json.dumps(asdict(result), indent=2, default=str))
+        try:
+            Path(args.json).write_text(json.dumps(asdict(result), indent=2, default=str))
+        except OSError as exc:  # e.g. the folder went away during the run
+            _fail(
+                f"--json {args.json!r}: cannot write it ({exc.strerror or exc}); "
+                "the tables above are the run's figures"
+            )
+            return 1
     return 0
+
+
+def _json_problem(path: str) -> str | None:
+    """Why ``--json path`` cannot be written (no such folder, a directory), or None."""
+    target = Path(path)
+    if target.is_dir():
+        return "is a directory; name a file in it (e.g. bench.json)"
+    if not target.parent.is_dir():
+        return f"the folder {str(target.parent)!r} does not exist; create it first or pick another"
+    return None
 
 
 if __name__ == "__main__":

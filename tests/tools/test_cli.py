@@ -215,8 +215,9 @@ def test_bench_render_of_a_missing_or_foreign_file_is_one_line(tmp_path: Path) -
     missing = tmp_path / "none.json"
     result = _run("bench", "--render", str(missing))
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert (
-        result.stderr == f"--render {str(missing)!r}: cannot read it (No such file or directory)\n"
+    assert result.stderr == (
+        f"python -m arena bench: --render {str(missing)!r}: cannot read it "
+        "(No such file or directory)\n"
     )
     for text in ("not json", "[1, 2]", '{"rows": 3}'):
         foreign = tmp_path / "foreign.json"
@@ -224,7 +225,54 @@ def test_bench_render_of_a_missing_or_foreign_file_is_one_line(tmp_path: Path) -
         result = _run("bench", "--render", str(foreign))
         assert result.returncode == 2 and "Traceback" not in result.stderr, text
         wrote = "not a file that `python -m arena bench --json PATH` wrote ("
-        assert result.stderr.startswith(f"--render {str(foreign)!r}: {wrote}"), text
+        assert result.stderr.startswith(
+            f"python -m arena bench: --render {str(foreign)!r}: {wrote}"
+        ), text
+        assert result.stderr.count("\n") == 1, text
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [("none/bench.json", "the folder "), (".", "is a directory; name a file in it")],
+)
+def test_bench_json_that_cannot_be_written_is_refused_before_the_run(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    why: str,
+) -> None:
+    """``bench --json none/out.json`` ran the whole bench (minutes), printed its tables and
+    then ended in a ``FileNotFoundError`` traceback, the JSON lost; it is refused first."""
+    from arena.tools import bench
+
+    ran: list[object] = []
+    monkeypatch.setattr(bench, "run_bench", lambda *args, **kwargs: ran.append(args))
+    target = str(tmp_path / name)
+    assert bench.main(["--quick", "--json", target]) == 2
+    err = capsys.readouterr().err
+    assert ran == [] and err.count("\n") == 1, err
+    assert err.startswith(f"python -m arena bench: --json {target!r}: {why}"), err
+
+
+def test_bench_json_that_fails_after_the_run_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from arena.tools import bench
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+
+    def run(*args: object, **kwargs: object) -> bench.BenchResult:
+        folder.rmdir()  # the folder goes away while the bench runs
+        return bench.BenchResult(meta={})
+
+    monkeypatch.setattr(bench, "run_bench", run)
+    monkeypatch.setattr(bench, "format_result", lambda result: "the tables")
+    assert bench.main(["--quick", "--json", str(folder / "b.json")]) == 1
+    out, err = capsys.readouterr()
+    assert out == "the tables\n" and err.count("\n") == 1, err
+    assert err.startswith("python -m arena bench: --json ") and "cannot write it (" in err
 
 
 @pytest.mark.parametrize(
