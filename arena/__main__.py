@@ -21,6 +21,9 @@ options:
   --version   print the arena version, the request hit path in use and Python's version
 """
 
+#: The sub-commands.
+COMMANDS = ("demo", "bench", "report", "plan")
+
 
 def version_line() -> str:
     """``arena 0.2.0 (hit path: compiled; Python 3.11.7)``: what ``--version`` prints; a
@@ -37,21 +40,23 @@ def version_line() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Dispatch to a sub-command; a missing framework or a closed pipe ends in one line."""
+    args = sys.argv[1:] if argv is None else argv
+    # Named as the command's own errors are (``python -m arena plan: ...``).
+    where = f"python -m arena {args[0]}" if args and args[0] in COMMANDS else "python -m arena"
     try:
-        return _dispatch(argv)
+        return _dispatch(args)
     except BrokenPipeError:  # e.g. piped into head: the reader left, nothing to report
         sys.stderr.close()
         return 0
     except ImportError as exc:  # FrameworkUnavailableError included
-        print(f"python -m arena: {exc}", file=sys.stderr)
+        print(f"{where}: {exc}", file=sys.stderr)
         return 1
     except ArenaError as exc:  # a device, a framework or a setting this machine refuses
-        print(f"python -m arena: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"{where}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
 
 
-def _dispatch(argv: list[str] | None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+def _dispatch(args: list[str]) -> int:
     if not args or args[0] in {"-h", "--help"}:
         print(USAGE)
         return 0 if args else 2

@@ -200,7 +200,7 @@ def test_the_command_line_ends_a_missing_framework_in_one_line() -> None:
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert run.returncode == 1
-    assert "Traceback" not in run.stderr and run.stderr.startswith("python -m arena:")
+    assert "Traceback" not in run.stderr and run.stderr.startswith("python -m arena demo: ")
 
 
 def test_cpu_with_an_ordinal_is_the_host() -> None:

@@ -297,6 +297,8 @@ def test_bad_demo_settings_end_in_one_line_not_a_traceback(
     )
     assert result.returncode == code
     assert text in result.stderr and "Traceback" not in result.stderr
+    # named as argparse's and plan's errors are
+    assert result.stderr.splitlines()[-1].startswith("python -m arena demo: "), result.stderr
 
 
 def test_demo_refuses_fewer_steps_than_micro_batch_threads() -> None:
