@@ -11,7 +11,9 @@ from arena.base.events import ArenaEvent
 from arena.base.layout import DEFAULT_ALIGNMENT, compute_layout
 from arena.config import FRAMEWORKS, check_flag, settings
 from arena.distributed import SyncReport, sync_table
+from arena.errors import SpecError
 from arena.front import Front
+from arena.ints import int_not_bool
 from arena.kernels import memstats
 from arena.kernels.budget import planned_bytes
 from arena.kernels.library import OnGrow
@@ -339,7 +341,19 @@ class Arena:
             The worst-case request.
         lane : int, optional
             Size only this lane's slots (every micro-batch); default every slot.
+
+        Raises
+        ------
+        ArenaLockedError, SpecError, DTypeError
+            A slot must grow while locked; a malformed spec (a byte count names
+            :meth:`reserve_bytes`).
         """
+        if len(specs) == 1 and int_not_bool(specs[0]):  # a byte count: reserve_bytes' job
+            raise SpecError(
+                f"reserve() takes (shape, dtype) specs, got the int {specs[0]}; for a size "
+                f"in bytes call reserve_bytes({specs[0]}), for a request write e.g. "
+                "reserve(((4, 128), 'float32'))"
+            )
         layout = compute_layout(specs, self.alignment)
         self.reserve_bytes(layout.total, lane=lane)
         return layout.total

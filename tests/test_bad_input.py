@@ -106,6 +106,8 @@ SLOT_CALLS: list[tuple[str, Callable[[Arena], Any], type[Exception], str]] = [
     ("lane out of range", lambda a: a.lane(5).__enter__(), SlotError, "lanes=6"),
     ("lane not int", lambda a: a.lane("1").__enter__(), SlotError, "str"),
     ("reserve negative", lambda a: a.reserve_bytes(-5), ConfigError, "-5"),
+    # a byte count given to reserve() (its spec error named only the spec)
+    ("reserve a byte count", lambda a: a.reserve(1 << 20), SpecError, r"reserve_bytes\(1048576\)"),
     ("persistent bad shape", lambda a: a.get_persistent("k", (-1,), F32), SpecError, "negative"),
     ("unknown front", lambda a: a.front("mxnet"), ConfigError, "mxnet"),
 ]
