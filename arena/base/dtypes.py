@@ -271,10 +271,39 @@ def _short_repr(value: Any) -> str:
     return shorten.repr(value)
 
 
+#: How a framework's dtype attribute reads when written as a string ("torch.bfloat16",
+#: what ``str(torch.bfloat16)`` gives): refused (a name is a name), but the message
+#: names the bare one.
+_FRAMEWORK_PREFIXES = (
+    "torch.",
+    "numpy.",
+    "np.",
+    "jax.numpy.",
+    "jnp.",
+    "cupy.",
+    "cp.",
+    "ml_dtypes.",
+)
+
+
+def _bare_name(text: str) -> str | None:
+    """The dtype name arena knows in ``text`` spelled with a framework's prefix
+    (``'torch.bfloat16'`` -> ``'bfloat16'``), or None."""
+    key = text.strip().lower()
+    for prefix in _FRAMEWORK_PREFIXES:
+        if key.startswith(prefix):
+            name = key.removeprefix(prefix)
+            name = _ALIASES.get(name, name)
+            return name if name in _TYPES else None
+    return None
+
+
 def _unknown_message(dtype: Any) -> str:
     names = ", ".join(sorted(KNOWN_DTYPES))
     aliases = ", ".join(f"{alias}={name}" for alias, name in sorted(_ALIASES.items()))
+    bare = _bare_name(dtype) if isinstance(dtype, str) else None
+    hint = f"; write {bare!r}: names take no framework prefix" if bare else ""
     return (
-        f"unknown dtype {dtype!r} ({type(dtype).__name__}); pass a NumPy, torch, JAX or "
+        f"unknown dtype {dtype!r} ({type(dtype).__name__}){hint}; pass a NumPy, torch, JAX or "
         f"ml_dtypes dtype, or one of the names: {names} (or the short names {aliases})"
     )

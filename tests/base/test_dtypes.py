@@ -131,3 +131,27 @@ def test_a_value_as_dtype_never_reaches_a_front(host: object) -> None:
             host.numpy.get_simultaneous(((4,), dtype))
     with pytest.raises(DTypeError, match="is a value"):
         host.numpy.get_simultaneous(((4,), np.zeros(3, np.int16)))
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("torch.bfloat16", "bfloat16"),  # str(torch.bfloat16)
+        ("np.float32", "float32"),
+        ("numpy.float8_e4m3fn", "float8_e4m3fn"),
+        ("jnp.int8", "int8"),
+        ("torch.half", "float16"),
+    ],
+)
+def test_a_framework_prefixed_name_is_refused_naming_the_bare_one(text: str, name: str) -> None:
+    """A name is a name: ``'torch.bfloat16'`` stays unknown, but the message says what to
+    write instead of leaving it to be found in the list of every name."""
+    with pytest.raises(DTypeError, match=rf"unknown dtype '{text}' \(str\); write '{name}': "):
+        resolve_dtype(text)
+
+
+@pytest.mark.parametrize("text", ["torch.float", "torch.float12", "float12"])
+def test_no_bare_name_is_offered_where_there_is_none(text: str) -> None:
+    """``torch.float`` is float32 in torch but ``'float'`` is ambiguous: no name offered."""
+    with pytest.raises(DTypeError, match=rf"unknown dtype '{text}' \(str\); pass a NumPy"):
+        resolve_dtype(text)
