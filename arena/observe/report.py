@@ -254,6 +254,12 @@ def format_analysis(report: dict[str, Any]) -> str:
         lines.append("  (none recorded: the arena had track_call_sites=False)")
     lines += [*_workspace_lines(report.get("workspaces", [])), "", "micro-batch duplication"]
     for lane in report["lanes_summary"]:
+        if lane["ubatches"] == 1:  # nothing to copy for: "1 micro-batch buffers hold ..."
+            lines.append(
+                f"  lane {lane['lane']}: one micro-batch buffer holds {_mb(lane['total'])} "
+                "MB, no copies (one micro-batch)"
+            )
+            continue
         lines.append(
             f"  lane {lane['lane']}: {lane['ubatches']} micro-batch buffers hold "
             f"{_mb(lane['total'])} MB, of which {_mb(lane['duplicated'])} MB are copies "

@@ -368,3 +368,19 @@ def test_demo_refuses_zero_steps_up_front(capsys: pytest.CaptureFixture[str]) ->
     # at least 2: one locked step per micro-batch thread (1 reported FAILED; see test_cli)
     err = capsys.readouterr().err
     assert "argument --steps: must be at least 2 (one per micro-batch thread), got 0" in err
+
+
+def test_one_micro_batch_reads_as_one_buffer_without_copies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It read "lane 0: 1 micro-batch buffers hold 0.00 MB, of which 0.00 MB are copies
+    for the other micro-batches"."""
+    path = tmp_path / "one.json"
+    with arena.Arena("cpu", framework="numpy", profile=path) as ws:
+        _big(ws)
+        ws.lock()
+    assert main([str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert (
+        lines[-1] == "  lane 0: one micro-batch buffer holds 0.38 MB, no copies (one micro-batch)"
+    )
