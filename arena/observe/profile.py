@@ -328,11 +328,7 @@ class Recorder:
                 if not folder.is_dir()
                 else f"{exc.strerror or exc}"
             )
-            message = (
-                f"cannot write the arena profile {str(self.path)!r} ({reason}); the engine "
-                "continues, but the next start will not be presized. Pass a writable path "
-                "as profile= (or ARENA_PROFILE)"
-            )
+            message = _cannot_write(self.path, reason)
             if message != self.failed:
                 self.failed = message
                 warn_user(message)
@@ -365,6 +361,15 @@ _MOVE_IT = (
 )
 
 
+def _cannot_write(path: Path, reason: str) -> str:
+    """The warning of a profile that cannot be written, for ``reason``."""
+    return (
+        f"cannot write the arena profile {str(path)!r} ({reason}); the engine continues, "
+        "but the next start will not be presized. Pass a writable path as profile= (or "
+        "ARENA_PROFILE)"
+    )
+
+
 def attach_profile(path: Any, slots: SlotTable, key: tuple[Any, ...], growth: str) -> Recorder:
     """Presize ``slots`` from the profile at ``path`` (when it matches ``key``) and record
     into it.
@@ -376,6 +381,11 @@ def attach_profile(path: Any, slots: SlotTable, key: tuple[Any, ...], growth: st
     profile = _load_matching(recorder)
     if profile is not None:
         _presize(slots, recorder, profile)
+    folder = recorder.path.parent
+    if not folder.is_dir():  # said at Arena(...), not first at lock() or at exit (a
+        # finalizer's warning names weakref.py); save() does not say it again
+        recorder.failed = _cannot_write(recorder.path, f"its folder {str(folder)!r} does not exist")
+        warn_user(recorder.failed)
     recorder.watch(slots)
     slots.add_listener(recorder.on_event)
     return recorder

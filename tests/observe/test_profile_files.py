@@ -478,3 +478,16 @@ def test_a_profile_in_a_missing_folder_warns_once_naming_the_folder(tmp_path: Pa
     messages = [str(w.message) for w in caught]
     assert len(messages) == 1, messages
     assert f"its folder {str(path.parent)!r} does not exist" in messages[0]
+
+
+def test_a_missing_folder_is_said_at_construction_at_the_callers_line(tmp_path: Path) -> None:
+    """With ARENA_PROFILE and no lock(), the warning came first at exit, from the arena's
+    finalizer: ``weakref.py:590: ArenaWarning: ...``, not a line of the program."""
+    path = tmp_path / "missing" / "profile.json"
+    with pytest.warns(arena.ArenaWarning, match="does not exist") as caught:
+        ws = arena.Arena("cpu", framework="numpy", profile=path)
+    assert len(caught) == 1 and caught[0].filename == __file__
+    ws.get_simultaneous(((4,), "float32"))
+    path.parent.mkdir()  # made after all: the save goes through
+    ws.close()
+    assert path.is_file()
