@@ -108,6 +108,13 @@ SLOT_CALLS: list[tuple[str, Callable[[Arena], Any], type[Exception], str]] = [
     ("reserve negative", lambda a: a.reserve_bytes(-5), ConfigError, "-5"),
     # a byte count given to reserve() (its spec error named only the spec)
     ("reserve a byte count", lambda a: a.reserve(1 << 20), SpecError, r"reserve_bytes\(1048576\)"),
+    # a spec given to reserve_bytes() (its error named only the value)
+    (
+        "reserve_bytes a spec",
+        lambda a: a.reserve_bytes(((4,), "float32")),
+        ConfigError,
+        r"call reserve\(\) with the same specs",
+    ),
     ("persistent bad shape", lambda a: a.get_persistent("k", (-1,), F32), SpecError, "negative"),
     ("unknown front", lambda a: a.front("mxnet"), ConfigError, "mxnet"),
 ]

@@ -155,7 +155,13 @@ class SlotTable:
         """Grow every slot (or ``lane``'s slots) to hold ``nbytes``; see
         :meth:`arena.Arena.reserve_bytes` for the errors."""
         if not int_not_bool(nbytes) or nbytes < 0:
-            raise ConfigError(f"nbytes must be an int >= 0, got {nbytes!r}")
+            # A (shape, dtype) spec here is reserve()'s job: say so.
+            hint = (
+                "; to reserve room for views call reserve() with the same specs"
+                if isinstance(nbytes, tuple)
+                else ""
+            )
+            raise ConfigError(f"nbytes must be an int >= 0, got {nbytes!r}{hint}")
         if nbytes > MAX_BYTES:
             raise SpecError(
                 f"nbytes={nbytes} is more than the {MAX_BYTES} bytes a buffer can address"
