@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 import sys
 
-from arena.errors import ArenaError
+from arena.errors import ArenaError, DeviceUnavailableError
 
 USAGE = """usage: python -m arena COMMAND [options]
        python -m arena --version
@@ -52,7 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{where}: {exc}", file=sys.stderr)
         return 1
     except ArenaError as exc:  # a device, a framework or a setting this machine refuses
-        print(f"{where}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        # The library's advice is Python's (device='cpu'); give the flag beside it.
+        flag = isinstance(exc, DeviceUnavailableError) and "device='cpu'" in str(exc)
+        tail = " (on the command line: --device cpu, or leave --device out)" if flag else ""
+        print(f"{where}: {type(exc).__name__}: {exc}{tail}", file=sys.stderr)
         return 2
 
 

@@ -318,3 +318,14 @@ def test_bench_gpu_without_a_device_is_one_line_up_front() -> None:
     assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
     assert "gpu=True (--gpu) but no CUDA device is usable here (" in result.stderr
     assert "... " not in result.stderr  # nothing was measured first
+
+
+@pytest.mark.skipif(cuda_device_count() > 0, reason="a CUDA device is usable here")
+def test_demo_on_a_missing_gpu_names_the_flag_not_only_the_keyword() -> None:
+    """``demo --device cuda`` on a host: the library's advice is ``device='cpu'``, which a
+    command-line user cannot type; the line also names ``--device cpu``."""
+    result = _run("demo", "--device", "cuda")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+    assert result.stderr.startswith("python -m arena demo: DeviceUnavailableError: ")
+    assert "(on the command line: --device cpu, or leave --device out)" in result.stderr
