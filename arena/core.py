@@ -274,23 +274,33 @@ class Arena:
         return self.front("jax")
 
     def _default(self) -> Front[Any]:
-        if self._default_front is None:
-            self._default_front = self.front(self._framework)
-        return self._default_front
+        front = self._default_front
+        if front is None:
+            front = self._default_front = self.front(self._framework)
+            if type(self).get_simultaneous is Arena.get_simultaneous:
+                # Made once, the default front serves the arena's requests itself: its
+                # own methods, bound on this arena, so a request runs no frame of the
+                # arena's (a subclass that overrides them keeps its own).
+                vars(self).update(
+                    get_simultaneous=front.get_simultaneous,
+                    try_get_simultaneous=front.try_get_simultaneous,
+                )
+        return front
 
     def get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any]:
         """Views in :attr:`framework` for several ``(shape, dtype)`` requests, valid until
         the next request on the same slot; see :meth:`Front.get_simultaneous`.
+
+        The first request makes the default front; from then on ``ws.get_simultaneous``
+        is that front's own method (bound on the arena once), as ``ws.try_get_simultaneous``
+        is.
 
         Raises
         ------
         ArenaLockedError, ArenaClosedError, SpecError, DTypeError
             Locked and too small, closed, or a malformed request.
         """
-        front = self._default_front  # read here: a request calls no helper to find it
-        if front is None:
-            front = self._default()
-        return front.get_simultaneous(*specs)
+        return self._default().get_simultaneous(*specs)
 
     def try_get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any] | None:
         """Like :meth:`get_simultaneous`, but ``None`` where it raises ArenaLockedError

@@ -92,6 +92,10 @@ class Front(HitBase, Generic[ViewT]):
         # Debug mode and poisoning take the checked path (_debug_request), off the hot one.
         self._debug = governor.debug or poison
         self._fresh_view = builder.fresh_view
+        if _numpy_fresh(adapter, builder.fresh_view) is not None:
+            # A first sighting is placed from the request, its structure planned at its
+            # second sighting: in C by the compiled Planner (CompiledFront), else in Python.
+            builder.later = {}
 
     @property
     def cached(self) -> bool:
@@ -452,11 +456,9 @@ def _planner(adapter: Any, fresh_view: Any, alignment: int) -> Any:
     (remembered ones no longer fit the CPU's caches). A torch view built from a request
     (``as_strided`` of a typed alias) costs more than a fresh view (``t.data``) of a
     remembered one, so torch fronts keep remembering."""
-    numpy = sys.modules.get("numpy")
-    if compiled is None or adapter.framework != "numpy" or numpy is None:
+    numpy = _numpy_fresh(adapter, fresh_view)
+    if compiled is None or numpy is None:
         return None
-    if fresh_view is not numpy.ndarray.view:
-        return None  # a cached front (the same objects), or poisoning / debug mode
     core = sys.modules.get("numpy._core._multiarray_umath") or sys.modules.get(
         "numpy.core._multiarray_umath"
     )
@@ -472,6 +474,17 @@ def _planner(adapter: Any, fresh_view: Any, alignment: int) -> Any:
         )
     except TypeError:  # a NumPy whose C-API table is not the one the Planner knows
         return None
+
+
+def _numpy_fresh(adapter: Any, fresh_view: Any) -> Any:
+    """NumPy, where ``adapter`` is NumPy's and the front hands out fresh views
+    (``numpy.ndarray.view``: not a cached front, which hands out the same objects, nor
+    poisoning or debug mode); else None. Such a front places a structure's first sighting
+    from the request (:attr:`~arena.views.builder.ViewBuilder.later`)."""
+    numpy = sys.modules.get("numpy")
+    if adapter.framework != "numpy" or numpy is None or fresh_view is not numpy.ndarray.view:
+        return None
+    return numpy
 
 
 def front_class() -> type[Front[Any]]:

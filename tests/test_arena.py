@@ -481,3 +481,34 @@ def test_lock_twice_and_unlock_unlocked_change_nothing() -> None:
         ws.unlock()
         assert not ws.is_locked
         ws.get_simultaneous(((512,), "float32"))  # grows: unlocked
+
+
+def test_the_arena_serves_through_its_default_fronts_own_methods() -> None:
+    """Once made, the default front serves ``ws.get_simultaneous`` and
+    ``ws.try_get_simultaneous`` itself (no frame of the arena's per request), with the
+    same views and errors; a subclass that overrides them keeps its own."""
+    with Arena("cpu", framework="numpy") as ws:
+        first = ws.get_simultaneous(((4,), "float32"))
+        front = ws.front("numpy")
+        assert ws.get_simultaneous == front.get_simultaneous
+        assert ws.try_get_simultaneous == front.try_get_simultaneous
+        again = ws.get_simultaneous(((4,), "float32"))
+        assert again[0].ctypes.data == first[0].ctypes.data
+        with ws.locked():
+            assert ws.try_get_simultaneous(((1 << 20,), "float32")) is None
+            with pytest.raises(ArenaLockedError):
+                ws.get_simultaneous(((1 << 20,), "float32"))
+    with pytest.raises(ArenaClosedError):
+        ws.get_simultaneous(((4,), "float32"))
+
+    class Counting(Arena):
+        calls = 0
+
+        def get_simultaneous(self, *specs: tuple[object, object]) -> list[object]:
+            Counting.calls += 1
+            return super().get_simultaneous(*specs)
+
+    with Counting("cpu", framework="numpy") as counting:
+        counting.get_simultaneous(((4,), "float32"))
+        counting.get_simultaneous(((4,), "float32"))
+    assert Counting.calls == 2

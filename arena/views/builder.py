@@ -1,19 +1,20 @@
 """The requests a front's hit does not serve, as one miss path.
 
 :meth:`ViewBuilder.miss` reads top to bottom, like vLLM's ``_ensure_workspace_size``: the
-placement (for a plain request: the structure's plan serves it in the slot's current
-buffer when it fits, :meth:`ViewBuilder.deliver`, else hands over its placement; a first
-sighting the front's compiled planner places; else the request's layout, at offset 0 or
-above the scopes and steps open on the slot), ensure the capacity (the slot grows under
-the arena's mutex, :meth:`~arena.slots.slot.Slot.ensure`), build the views from the buffer
-and the placement (a :class:`~arena.base.layout.Layout`: per view its offset, shape,
-strides and dtype, and the total bytes), remember them for the hit, one observer branch
-(capture mark, request log), return. Scopes and steps pick their own placement and come in
-through :meth:`ViewBuilder.place`. The structure's plan is found or made here, next to its
-one caller (:func:`plan_for`). ``tests/views/test_request_path.py`` bounds how many
-functions and files a first request passes, and how often it calls back into a file it had
-left. ``miss`` is one function, not split to fit a statement count: split, every request a
-plan serves in the current buffer paid a frame more (5 %, measured).
+placement (for a plain request: the structure's plan serves it in the slot's current buffer
+when it fits, :meth:`ViewBuilder.deliver`, else hands over its placement; a first sighting
+on a NumPy front handing out fresh views is placed from the request, by the front's
+compiled planner or by ``compute_layout``, and planned at its second; else the request's
+layout, at offset 0 or above the scopes and steps open on the slot), ensure the capacity
+(the slot grows under the arena's mutex, :meth:`~arena.slots.slot.Slot.ensure`), build the
+views from the buffer and the placement (a :class:`~arena.base.layout.Layout`: per view its
+offset, shape, strides and dtype, and the total bytes), remember them for the hit, one
+observer branch (capture mark, request log), return. Scopes and steps pick their own
+placement and come in through :meth:`ViewBuilder.place`. The structure's plan is found or
+made here, next to its one caller (:func:`plan_for`). ``tests/views/test_request_path.py``
+bounds how many functions and files a first request passes, and how often it calls back
+into a file it had left. ``miss`` is one function, not split to fit a statement count:
+split, every request a plan serves in the current buffer paid a frame more (5 %, measured).
 
 Every method reads the slot's buffer and builds views over that buffer only.
 """
@@ -73,7 +74,6 @@ class ViewBuilder:
         "_governor",
         "_guarded",
         "_last_plan",
-        "_later",
         "_max_cached",
         "_name",
         "_plans",
@@ -85,6 +85,7 @@ class ViewBuilder:
         "fresh",
         "fresh_view",
         "key",
+        "later",
         "log",
         "planner",
         "probe",
@@ -115,8 +116,11 @@ class ViewBuilder:
         #: The compiled Planner (``arena.views._hit.Planner``) that builds a structure's
         #: first sighting in C, or None (set by a compiled NumPy front, see miss).
         self.planner: Any = None
-        # Structures the planner served once, planned at their second sighting.
-        self._later: dict[Any, bool] = {}
+        #: The structures seen once, planned at their second sighting, where the front
+        #: places a first sighting from the request (a NumPy front handing out fresh
+        #: views: in C by :attr:`planner`, else by ``compute_layout``); None where a
+        #: structure is planned at its first sighting (set by the front).
+        self.later: dict[Any, bool] | None = None
         # Layouts a plan served once and did not remember yet (see deliver).
         self._seen: dict[Any, Any] = {}
         # Cached fronts hand out the prepared objects themselves where the adapter allows
@@ -231,8 +235,10 @@ class ViewBuilder:
         1. *Placement.* ``layout`` None is a plain request: the
            structure's plan over the slot's current buffer, which hands the views it
            built to :meth:`deliver` where they fit (making its sources over the buffer
-           only then), else its placement; a first sighting the front's compiled planner
-           places (the total alone); both are built after the growth and remembered from
+           only then), else its placement; a first sighting on a front that plans
+           structures :attr:`later` is placed from the request (by the compiled
+           :attr:`planner`: the total alone; in Python: its layout), built at once where it
+           fits; both are built after the growth and remembered from
            the second sighting on (:data:`ONCE`; at once by a cached front); else the
            request's layout, at offset 0, or above the scopes and steps open on the slot
            (then not remembered: the base moves). Scopes and steps pass their own
@@ -264,12 +270,21 @@ class ViewBuilder:
                     # sources over this buffer where made (None: True where it fits).
                     built = plan.build(specs, buffer.capacity, buffer.wrappers.get(plan.key))
                 if built is None:  # another structure than last time
-                    planner = self.planner
-                    later = None if planner is None else self._later
                     planned = plan_for(
-                        self._plans, specs, self._adapter, self._governor.alignment, later
+                        self._plans, specs, self._adapter, self._governor.alignment, self.later
                     )
-                    if planned is False:  # a first sighting: the planner builds it in C
+                    planner = self.planner
+                    if planned is False and planner is None:  # a first sighting, in Python
+                        # Its layout (what the Planner computes in C); built here where it
+                        # fits, else after the growth; remembered from the second sighting.
+                        built = compute_layout(specs, self._governor.alignment)
+                        if built.total <= buffer.capacity:
+                            views = self._views.typed(buffer, built)
+                            return self.deliver(
+                                slot, buffer, specs, built.total, views, strict=strict
+                            )
+                        keep = ONCE
+                    elif planned is False:  # a first sighting: the planner builds it in C
                         source = buffer.wrappers.get(self._name)  # the buffer's import
                         if source is None:
                             source = self._views.wrapper(buffer)
@@ -477,8 +492,8 @@ def plan_for(
     """The plan of ``specs``'s structure from ``plans`` (a front's), made and kept on first
     sight; None when the request has no plan (the general path serves it).
 
-    With ``later`` (the structures seen once, kept by a front whose compiled Planner
-    serves a first sighting, :meth:`~arena.views.builder.ViewBuilder.miss`), a structure
+    With ``later`` (the structures seen once, kept by a front that places a first sighting
+    from the request, :attr:`ViewBuilder.later`), a structure
     is planned at its second sighting: the first is noted there, and False returned."""
     structure = structure_of(specs)
     if structure is None:

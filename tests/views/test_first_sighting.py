@@ -3,10 +3,10 @@
 Its views are built in C by the front's Planner (``Planner.views``), grown or presized,
 and its structure is planned at the second sighting (``ViewBuilder.miss``). Differential:
 ``Planner.views`` against the structure's Python plan on random requests, and a stream of
-requests on a front whose builder has the planner against the same front without it (the
-path every other front takes, and the pure-Python path): the same views, bytes and
-figures. The pure-Python path has no Planner, so these tests run where the extension is
-in use."""
+requests on a front whose builder has the planner against the same front without it (a
+first sighting then placed by ``compute_layout``, as on the pure-Python path): the same
+views, bytes and figures. The pure-Python path has no Planner, so these tests run where
+the extension is in use."""
 
 from __future__ import annotations
 
