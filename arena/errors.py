@@ -38,7 +38,8 @@ class SpecError(ArenaError, ValueError):
 
 
 class DTypeError(ArenaError, TypeError):
-    """A dtype is unknown to arena or cannot be represented by the requested framework."""
+    """A dtype is unknown to arena or cannot be represented by the requested framework, or
+    an array of another framework was given where a front takes its own."""
 
 
 class ConfigError(ArenaError, ValueError):

@@ -25,7 +25,7 @@ from arena.base.dtypes import resolve_natives
 from arena.base.layout import compute_layout
 from arena.base.poison import poison_outgrown, poison_stale_bytes
 from arena.config import check_flag, load_adapter
-from arena.errors import ConfigError
+from arena.errors import ConfigError, DTypeError
 from arena.planning.scopes import Scope, scope_class
 from arena.planning.steps import Step, step_class
 from arena.slots.persistent import PersistentStore
@@ -378,8 +378,25 @@ class Front(HitBase, Generic[ViewT]):
         return view
 
     def data_ptr(self, view: Any) -> int:
-        """Address of a view's first element."""
-        return int(self._adapter.data_ptr(view))
+        """Address of a view's first element.
+
+        Raises
+        ------
+        DTypeError
+            ``view`` is not an array of this front's framework (a torch tensor given to
+            the NumPy front, say): use the front of the view's framework.
+        """
+        try:
+            return int(self._adapter.data_ptr(view))
+        except (AttributeError, TypeError) as exc:  # each framework says it its own way
+            module = type(view).__module__
+            root = {"jaxlib": "jax"}.get(module.split(".")[0], module.split(".")[0])
+            front = f"ws.{root}" if root in {"numpy", "torch", "cupy", "jax"} else "the front"
+            raise DTypeError(
+                f"the {self._name} front takes {self._name} arrays, got a "
+                f"{module}.{type(view).__qualname__}; call {front}.data_ptr or "
+                f"{front}.write_into (the front of the view's framework)"
+            ) from exc
 
     def write_into(self, view: Any, value: Any) -> Any:
         """Copy ``value`` into the arena memory behind ``view``.
@@ -404,10 +421,12 @@ class Front(HitBase, Generic[ViewT]):
         Raises
         ------
         DTypeError
-            ``value`` has another dtype than ``view``, or none (a number, a list).
+            ``value`` has another dtype than ``view``, or none (a number, a list);
+            ``view`` is not an array of this front's framework (see :meth:`data_ptr`).
         SpecError
             ``value`` has another shape than ``view``.
         """
+        self.data_ptr(view)  # a foreign view is named here, not by the framework's copy
         written = self._adapter.write_into(view, value)
         note_alias(written, view)  # a step's release() takes it for the view
         return written

@@ -6,6 +6,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 
 import arena
@@ -457,3 +458,28 @@ def test_cupy_views_of_a_host_arena_say_they_need_a_cuda_arena() -> None:
         with pytest.raises(FrameworkUnavailableError, match="CuPy views need a CUDA arena") as e:
             ws.cupy  # noqa: B018 (the property raises)
         assert "pip install" not in str(e.value)  # installing CuPy cannot help
+
+
+@pytest.mark.parametrize("method", ["data_ptr", "write_into"])
+def test_a_view_of_another_framework_is_named_with_the_front_to_use(method: str) -> None:
+    """``ws.numpy.data_ptr(tensor)`` ended in the framework's own error (an AttributeError
+    on ``__array_interface__``; a TypeError from ``np.copyto`` for ``write_into``); it is one
+    DTypeError naming what was given and the front that takes it."""
+    torch = pytest.importorskip("torch")
+    with Arena("cpu", framework="numpy") as ws:
+        call = getattr(ws.numpy, method)
+        args = (torch.zeros(3),) if method == "data_ptr" else (torch.zeros(3), np.zeros(3))
+        with pytest.raises(
+            DTypeError,
+            match=r"numpy front takes numpy arrays, got a torch\.Tensor; call ws\.torch\.",
+        ):
+            call(*args)
+        view = ws.torch.get_simultaneous(((3,), "float32"))[0]
+        call = getattr(ws.torch, method)
+        args = (np.zeros(3),) if method == "data_ptr" else (np.zeros(3), np.zeros(3, np.float32))
+        with pytest.raises(
+            DTypeError,
+            match=r"torch front takes torch arrays, got a numpy\.ndarray; call ws\.numpy\.",
+        ):
+            call(*args)
+        assert ws.torch.data_ptr(view) == view.data_ptr()  # its own views still answer
