@@ -24,6 +24,7 @@ from ctypes import addressof, c_char
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from arena.base.extensions import load_extension
 from arena.errors import ArenaError
 from arena.memory.devices import CPU, Device
 
@@ -35,6 +36,7 @@ __all__ = [
     "MemorySource",
     "empty_allocation",
     "fixed_address",
+    "python_host_block",
     "reserved_range",
 ]
 
@@ -85,18 +87,46 @@ _set_nbytes = Allocation.__dict__["nbytes"].__set__
 _set_owner = Allocation.__dict__["owner"].__set__
 _set_device = Allocation.__dict__["device"].__set__
 
-#: ``(np.empty, np.dtype("uint8"))`` once NumPy is first needed (``import arena`` imports
-#: no framework); a list, so that filling it is one store.
+#: The compiled host allocation (arena/memory/_host.c), or None where it is not in use
+#: (not built, or ``ARENA_PURE_PYTHON`` set); and why.
+compiled, WHY_PYTHON = load_extension("arena.memory._host")
+
+#: ``(np.empty, np.dtype("uint8"), allocate)`` once NumPy is first needed (``import
+#: arena`` imports no framework): ``allocate`` the compiled ``HostAllocator.allocate``, or
+#: None (the Python version below); a list, so that filling it is one store.
 _HOST_EMPTY: list[Any] = []
 
 
 def _host_empty() -> Any:
-    """``np.empty``, with the dtype it allocates host blocks of kept beside it."""
+    """``np.empty``, with the dtype it allocates host blocks of and the compiled allocation
+    kept beside it."""
     import numpy as np
 
     if not _HOST_EMPTY:
-        _HOST_EMPTY[:] = [np.empty, np.dtype(np.uint8)]
+        _HOST_EMPTY[:] = [np.empty, np.dtype(np.uint8), _host_allocator(np)]
     return np.empty
+
+
+def _host_allocator(np: Any) -> Any:
+    """The compiled ``HostAllocator(...).allocate`` over NumPy's C-API table, or None where
+    the extension is not in use or this NumPy's table is not the one it knows."""
+    if compiled is None:
+        return None
+    import sys
+
+    core = sys.modules.get("numpy._core._multiarray_umath") or sys.modules.get(
+        "numpy.core._multiarray_umath"
+    )
+    api = getattr(core, "_ARRAY_API", None)
+    if api is None:
+        return None
+    try:
+        allocator = compiled.HostAllocator(
+            Allocation, CPU, api, np.ndarray, np.dtype, np.dtype(np.uint8), HOST_ALIGNMENT
+        )
+    except TypeError:  # a NumPy whose C-API table is not the one the extension knows
+        return None
+    return allocator.allocate
 
 
 @runtime_checkable
@@ -205,31 +235,47 @@ class HostSource:
         return CPU
 
     def allocate(self, nbytes: int) -> Allocation:
-        """Allocate ``nbytes`` of page-aligned host memory."""
+        """Allocate ``nbytes`` of page-aligned host memory.
+
+        Made in C where the extension ``arena.memory._host`` is in use (the same calls,
+        the same object: tests/memory/test_host_compiled.py compares the two), else, and
+        wherever the C version declines (every refusal: its error is this one's), below.
+        """
         empty = _HOST_EMPTY[0] if _HOST_EMPTY else _host_empty()
-        try:
-            raw = empty(nbytes + HOST_ALIGNMENT, _HOST_EMPTY[1])
-        except (ValueError, OverflowError) as exc:  # past what NumPy can index
-            raise MemoryError(f"cannot allocate {nbytes} bytes of host memory: {exc}") from exc
-        # The address through a ctypes view of the array's buffer: a third of the cost of
-        # reading ``__array_interface__`` (a dictionary built per call) on a growth's path.
-        address = addressof(c_char.from_buffer(raw))
-        start = -address % HOST_ALIGNMENT
-        # Built as the dataclass's __init__ builds it, without its four object.__setattr__
-        # look-ups (a third of a host allocation's cost, issue 32 item 4): the same frozen
-        # Allocation (tests/memory/test_sources.py compares the two field by field).
-        allocation = _new_allocation(Allocation)
-        _set_ptr(allocation, address + start)
-        _set_nbytes(allocation, nbytes)
-        _set_owner(allocation, raw[start : start + nbytes])
-        _set_device(allocation, CPU)
-        return allocation
+        made = _HOST_EMPTY[2]
+        if made is not None:
+            block = made(nbytes)
+            if block is not None:
+                return block  # type: ignore[no-any-return]
+        return python_host_block(empty, nbytes)
 
     def release(self, allocation: Allocation) -> None:
         """Nothing to do: NumPy frees the block once the last view of it is gone."""
 
     def __repr__(self) -> str:
         return "HostSource()"
+
+
+def python_host_block(empty: Any, nbytes: int) -> Allocation:
+    """:meth:`HostSource.allocate` in Python, ``empty`` being ``np.empty``: the version
+    the compiled one mirrors, run where it is not in use or declines."""
+    try:
+        raw = empty(nbytes + HOST_ALIGNMENT, _HOST_EMPTY[1])
+    except (ValueError, OverflowError) as exc:  # past what NumPy can index
+        raise MemoryError(f"cannot allocate {nbytes} bytes of host memory: {exc}") from exc
+    # The address through a ctypes view of the array's buffer: a third of the cost of
+    # reading ``__array_interface__`` (a dictionary built per call) on a growth's path.
+    address = addressof(c_char.from_buffer(raw))
+    start = -address % HOST_ALIGNMENT
+    # Built as the dataclass's __init__ builds it, without its four object.__setattr__
+    # look-ups (a third of a host allocation's cost, issue 32 item 4): the same frozen
+    # Allocation (tests/memory/test_sources.py compares the two field by field).
+    allocation = _new_allocation(Allocation)
+    _set_ptr(allocation, address + start)
+    _set_nbytes(allocation, nbytes)
+    _set_owner(allocation, raw[start : start + nbytes])
+    _set_device(allocation, CPU)
+    return allocation
 
 
 def empty_allocation(device: Device) -> Allocation:
