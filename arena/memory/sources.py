@@ -36,7 +36,6 @@ __all__ = [
     "MemorySource",
     "empty_allocation",
     "fixed_address",
-    "python_host_block",
     "reserved_range",
 ]
 
@@ -93,7 +92,8 @@ compiled, WHY_PYTHON = load_extension("arena.memory._host")
 
 #: ``(np.empty, np.dtype("uint8"), allocate)`` once NumPy is first needed (``import
 #: arena`` imports no framework): ``allocate`` the compiled ``HostAllocator.allocate``, or
-#: None (the Python version below); a list, so that filling it is one store.
+#: None (:meth:`HostSource.allocate` then runs its Python version; a test sets it None to
+#: compare the two); a list, so that filling it is one store.
 _HOST_EMPTY: list[Any] = []
 
 
@@ -238,8 +238,9 @@ class HostSource:
         """Allocate ``nbytes`` of page-aligned host memory.
 
         Made in C where the extension ``arena.memory._host`` is in use (the same calls,
-        the same object: tests/memory/test_host_compiled.py compares the two), else, and
-        wherever the C version declines (every refusal: its error is this one's), below.
+        the same object: tests/memory/test_host_compiled.py compares the two); else, and
+        wherever the C version declines (every refusal: its error is this one's), by the
+        Python below, which it mirrors.
         """
         empty = _HOST_EMPTY[0] if _HOST_EMPTY else _host_empty()
         made = _HOST_EMPTY[2]
@@ -247,35 +248,29 @@ class HostSource:
             block = made(nbytes)
             if block is not None:
                 return block  # type: ignore[no-any-return]
-        return python_host_block(empty, nbytes)
+        try:
+            raw = empty(nbytes + HOST_ALIGNMENT, _HOST_EMPTY[1])
+        except (ValueError, OverflowError) as exc:  # past what NumPy can index
+            raise MemoryError(f"cannot allocate {nbytes} bytes of host memory: {exc}") from exc
+        # The address through a ctypes view of the array's buffer: a third of the cost of
+        # reading ``__array_interface__`` (a dictionary built per call) on a growth's path.
+        address = addressof(c_char.from_buffer(raw))
+        start = -address % HOST_ALIGNMENT
+        # Built as the dataclass's __init__ builds it, without its four object.__setattr__
+        # look-ups (a third of a host allocation's cost, issue 32 item 4): the same frozen
+        # Allocation (tests/memory/test_sources.py compares the two field by field).
+        allocation = _new_allocation(Allocation)
+        _set_ptr(allocation, address + start)
+        _set_nbytes(allocation, nbytes)
+        _set_owner(allocation, raw[start : start + nbytes])
+        _set_device(allocation, CPU)
+        return allocation
 
     def release(self, allocation: Allocation) -> None:
         """Nothing to do: NumPy frees the block once the last view of it is gone."""
 
     def __repr__(self) -> str:
         return "HostSource()"
-
-
-def python_host_block(empty: Any, nbytes: int) -> Allocation:
-    """:meth:`HostSource.allocate` in Python, ``empty`` being ``np.empty``: the version
-    the compiled one mirrors, run where it is not in use or declines."""
-    try:
-        raw = empty(nbytes + HOST_ALIGNMENT, _HOST_EMPTY[1])
-    except (ValueError, OverflowError) as exc:  # past what NumPy can index
-        raise MemoryError(f"cannot allocate {nbytes} bytes of host memory: {exc}") from exc
-    # The address through a ctypes view of the array's buffer: a third of the cost of
-    # reading ``__array_interface__`` (a dictionary built per call) on a growth's path.
-    address = addressof(c_char.from_buffer(raw))
-    start = -address % HOST_ALIGNMENT
-    # Built as the dataclass's __init__ builds it, without its four object.__setattr__
-    # look-ups (a third of a host allocation's cost, issue 32 item 4): the same frozen
-    # Allocation (tests/memory/test_sources.py compares the two field by field).
-    allocation = _new_allocation(Allocation)
-    _set_ptr(allocation, address + start)
-    _set_nbytes(allocation, nbytes)
-    _set_owner(allocation, raw[start : start + nbytes])
-    _set_device(allocation, CPU)
-    return allocation
 
 
 def empty_allocation(device: Device) -> Allocation:

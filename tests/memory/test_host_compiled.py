@@ -1,6 +1,6 @@
 """The compiled host allocation (arena/memory/_host.c) against its pure-Python mirror
-(``arena.memory.sources.python_host_block``): the same object, the same errors, flat
-reference counts; and ``ARENA_PURE_PYTHON=1`` runs the mirror."""
+(``HostSource.allocate`` with the compiled one set aside): the same object, the same
+errors, flat reference counts; and ``ARENA_PURE_PYTHON=1`` runs the mirror."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from arena import Arena
 from arena.memory import sources
 from arena.memory.devices import CPU
-from arena.memory.sources import HOST_ALIGNMENT, Allocation, HostSource, python_host_block
+from arena.memory.sources import HOST_ALIGNMENT, Allocation, HostSource
 
 REQUIRE_COMPILED = os.environ.get("ARENA_REQUIRE_COMPILED", "") == "1"
 SIZES = (1, 255, 4096, 4097, 10_000, 1 << 20, (1 << 22) + 3)
@@ -34,6 +34,16 @@ def _compiled() -> Any:
             pytest.fail(f"ARENA_REQUIRE_COMPILED=1 but {reason}")
         pytest.skip(reason)
     return made
+
+
+def python_host_block(nbytes: Any) -> Allocation:
+    """``HostSource.allocate``'s Python version: the compiled one set aside for the call."""
+    made = sources._HOST_EMPTY[2]
+    sources._HOST_EMPTY[2] = None
+    try:
+        return HostSource().allocate(nbytes)
+    finally:
+        sources._HOST_EMPTY[2] = made
 
 
 def _described(block: Allocation) -> dict[str, Any]:
@@ -64,7 +74,7 @@ def _flags(array: Any) -> dict[str, bool]:
 def test_the_compiled_host_block_is_the_python_one(nbytes: int) -> None:
     made = _compiled()
     block = made(nbytes)
-    mirror = python_host_block(np.empty, nbytes)
+    mirror = python_host_block(nbytes)
     assert _described(block) == _described(mirror)
     assert block.device is CPU
     assert block.owner.base.nbytes == nbytes + HOST_ALIGNMENT
@@ -89,7 +99,7 @@ def test_the_compiled_allocation_declines_to_the_python_version(nbytes: Any) -> 
     made = _compiled()
     assert made(nbytes) is None
     try:
-        mirror = python_host_block(np.empty, nbytes)
+        mirror = python_host_block(nbytes)
     except Exception as exc:  # any error: the same one must come out
         with pytest.raises(type(exc)) as caught:
             HostSource().allocate(nbytes)
@@ -117,7 +127,7 @@ def test_the_compiled_allocation_keeps_reference_counts_flat() -> None:
     assert [sys.getrefcount(o) for o in watched] == before
     # The block holds one reference to its owner, which holds one to its raw array, as
     # the Python version's do.
-    block, mirror = made(nbytes), python_host_block(np.empty, nbytes)
+    block, mirror = made(nbytes), python_host_block(nbytes)
     counts = [sys.getrefcount(o) for o in (block, block.owner, block.owner.base)]
     assert counts == [sys.getrefcount(o) for o in (mirror, mirror.owner, mirror.owner.base)]
 
