@@ -135,7 +135,8 @@ def test_the_compiled_allocation_keeps_reference_counts_flat() -> None:
 def test_growth_serves_from_compiled_blocks() -> None:
     made = _compiled()
     assert made is sources._HOST_EMPTY[2]
-    with Arena("cpu", framework="numpy") as arena:
+    # A HostSource named: ARENA_SOURCE=virtual makes the fixed-address source the default.
+    with Arena("cpu", framework="numpy", source=HostSource()) as arena:
         arena.reserve_bytes(1000)
         small = arena.get_simultaneous(((10,), "float32"))[0]
         small[:] = 1.0
