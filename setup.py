@@ -2,7 +2,8 @@
 
 ``arena/views/_hit.c`` is the compiled hit path; ``arena/planning/_search.c`` the compiled
 offset search behind ``plan_offsets(time_limit=...)`` (MiniMalloc's solver ported to C);
-``arena/planning/_place.c`` the compiled best-fit placement behind ``plan_offsets``. All
+``arena/planning/_place.c`` the compiled best-fit placement behind ``plan_offsets``;
+``arena/memory/_host.c`` the compiled host allocation behind ``HostSource.allocate``. All
 are built where a C compiler and Python's headers are found; ``optional=True`` lets
 the install go on without them, and arena then runs their pure-Python versions
 (``python -m arena --version`` says which hit path is in use).
@@ -15,5 +16,6 @@ setup(
         Extension("arena.views._hit", ["arena/views/_hit.c"], optional=True),
         Extension("arena.planning._search", ["arena/planning/_search.c"], optional=True),
         Extension("arena.planning._place", ["arena/planning/_place.c"], optional=True),
+        Extension("arena.memory._host", ["arena/memory/_host.c"], optional=True),
     ]
 )

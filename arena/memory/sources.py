@@ -24,6 +24,7 @@ from ctypes import addressof, c_char
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from arena.base.extensions import load_extension
 from arena.errors import ArenaError
 from arena.memory.devices import CPU, Device
 
@@ -85,18 +86,47 @@ _set_nbytes = Allocation.__dict__["nbytes"].__set__
 _set_owner = Allocation.__dict__["owner"].__set__
 _set_device = Allocation.__dict__["device"].__set__
 
-#: ``(np.empty, np.dtype("uint8"))`` once NumPy is first needed (``import arena`` imports
-#: no framework); a list, so that filling it is one store.
+#: The compiled host allocation (arena/memory/_host.c), or None where it is not in use
+#: (not built, or ``ARENA_PURE_PYTHON`` set); and why.
+compiled, WHY_PYTHON = load_extension("arena.memory._host")
+
+#: ``(np.empty, np.dtype("uint8"), allocate)`` once NumPy is first needed (``import
+#: arena`` imports no framework): ``allocate`` the compiled ``HostAllocator.allocate``, or
+#: None (:meth:`HostSource.allocate` then runs its Python version; a test sets it None to
+#: compare the two); a list, so that filling it is one store.
 _HOST_EMPTY: list[Any] = []
 
 
 def _host_empty() -> Any:
-    """``np.empty``, with the dtype it allocates host blocks of kept beside it."""
+    """``np.empty``, with the dtype it allocates host blocks of and the compiled allocation
+    kept beside it."""
     import numpy as np
 
     if not _HOST_EMPTY:
-        _HOST_EMPTY[:] = [np.empty, np.dtype(np.uint8)]
+        _HOST_EMPTY[:] = [np.empty, np.dtype(np.uint8), _host_allocator(np)]
     return np.empty
+
+
+def _host_allocator(np: Any) -> Any:
+    """The compiled ``HostAllocator(...).allocate`` over NumPy's C-API table, or None where
+    the extension is not in use or this NumPy's table is not the one it knows."""
+    if compiled is None:
+        return None
+    import sys
+
+    core = sys.modules.get("numpy._core._multiarray_umath") or sys.modules.get(
+        "numpy.core._multiarray_umath"
+    )
+    api = getattr(core, "_ARRAY_API", None)
+    if api is None:
+        return None
+    try:
+        allocator = compiled.HostAllocator(
+            Allocation, CPU, api, np.ndarray, np.dtype, np.dtype(np.uint8), HOST_ALIGNMENT
+        )
+    except TypeError:  # a NumPy whose C-API table is not the one the extension knows
+        return None
+    return allocator.allocate
 
 
 @runtime_checkable
@@ -205,8 +235,19 @@ class HostSource:
         return CPU
 
     def allocate(self, nbytes: int) -> Allocation:
-        """Allocate ``nbytes`` of page-aligned host memory."""
+        """Allocate ``nbytes`` of page-aligned host memory.
+
+        Made in C where the extension ``arena.memory._host`` is in use (the same calls,
+        the same object: tests/memory/test_host_compiled.py compares the two); else, and
+        wherever the C version declines (every refusal: its error is this one's), by the
+        Python below, which it mirrors.
+        """
         empty = _HOST_EMPTY[0] if _HOST_EMPTY else _host_empty()
+        made = _HOST_EMPTY[2]
+        if made is not None:
+            block = made(nbytes)
+            if block is not None:
+                return block  # type: ignore[no-any-return]
         try:
             raw = empty(nbytes + HOST_ALIGNMENT, _HOST_EMPTY[1])
         except (ValueError, OverflowError) as exc:  # past what NumPy can index

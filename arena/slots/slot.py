@@ -427,7 +427,16 @@ class Slot:
         checked = governor.capture_probe is not None or governor.max_bytes is not None
         where = self.describe() if checked else ""
         empty = Buffer(None, 0)
-        capacity = governor.shrinking_to(target) if shrinking else self.grown_size(target)
+        if shrinking:
+            capacity = governor.shrinking_to(target)
+        else:
+            # The default policy ("exact": rounded up to the alignment) written out, as
+            # grown_size() computes it: a growth's frame less (issue 32 item 4: each
+            # frame a fresh arena's first growth runs costs about a microsecond cold).
+            alignment = governor.alignment
+            capacity = (max(target, alignment) + alignment - 1) & -alignment
+            if governor.growth != "exact" or capacity > MAX_BYTES:
+                capacity = self.grown_size(target)  # another policy, or its error
         # The governor's checks are called where they can fail (messages built there only).
         if governor.capture_probe is not None:
             governor.check_not_capturing(f"growing slot {where} to {capacity} bytes")

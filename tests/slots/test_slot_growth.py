@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 
 from arena import Arena
+from arena.base.layout import MAX_BYTES
+from arena.errors import ArenaOutOfMemoryError
 from arena.memory.ledger import Ledger
 from arena.slots.slot import Slot
 from tests.gates import moving_only
@@ -89,3 +91,24 @@ def test_a_restored_buffer_is_not_poisoned_as_outgrown(
         (view,) = a.get_simultaneous(((256,), "int32"))
         assert set(view.view("uint8").tolist()) == {PATTERN_BYTE}
         check_books(a)
+
+
+@moving_only("a growth in place commits the fixed-address source's own granularity")
+@pytest.mark.parametrize("growth", ["exact", "pow2", 1000, 4096])
+def test_a_growth_sizes_the_buffer_as_grown_size_says(growth: str | int) -> None:
+    """_grow writes the default policy ("exact") out, without calling grown_size(): the
+    capacity is grown_size's for every policy and target, and past what a buffer can
+    address the error is grown_size's."""
+    with Arena("cpu", framework="numpy", growth=growth) as a:
+        slot = a.numpy._select()
+        governor = a._table.governor
+        for target in (1, 255, 256, 257, 1000, 4097, 65_536, 1_000_003):
+            with governor.mutex:
+                slot._grow(target)
+            assert slot.buffer.capacity == slot.grown_size(target), (growth, target)
+        with pytest.raises(ArenaOutOfMemoryError) as expected:
+            slot.grown_size(MAX_BYTES)
+        with governor.mutex, pytest.raises(ArenaOutOfMemoryError) as raised:
+            slot._grow(MAX_BYTES)
+        assert str(raised.value) == str(expected.value)
+        assert slot.buffer.capacity == slot.grown_size(1_000_003)  # kept
