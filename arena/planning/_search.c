@@ -12,8 +12,9 @@
  * canonical and dominance rules before sorting) instead of a re-sorted full ordering; a
  * placement whose own sections overflow fails before the minimum offsets are raised; the
  * section check tries the section that failed last first; a section's unallocated floor
- * is recomputed only where it may rise; the clock is read every 256 nodes. None of these
- * changes which nodes are visited.
+ * is recomputed only where it may rise and could fail a check; the clock is read every
+ * 256 nodes. None of these visits a node the original does not (the floors left as they
+ * were could fail no check, and floors worked out later may only be higher).
  *
  * The search decides whether every buffer fits below a capacity. It places buffers in
  * non-decreasing offset order, each at its minimum offset (the highest top among the
@@ -417,14 +418,19 @@ static int search(State *S, const Part *P, int64_t min_off, int32_t min_pidx) {
            raised buffer is unplaced in each of its sections at minimum offset top, so only
            floors below top may rise, in the raised buffers' sections outside b's (where
            the floor is top already). Each raised buffer's sections meet b's, so together
-           they are the sections from span_lo to span_hi outside b's. */
+           they are the sections from span_lo to span_hi outside b's. A section whose
+           unplaced total fits above top is left as it is: no floor up to top fails it,
+           here or below this node (totals only drop there), and a later raise works its
+           floor out from the minimum offsets of then, never lower than now. Scanning them
+           all took 85% of the time of the TAW preorder on Inception v3's training step
+           (2.0 against 0.3 CPU s for 2,256 nodes). */
         for (int32_t s = span_lo; s < span_hi && !S->oom && !full; s++) {
             if (s == w->slo[b]) {
                 s = w->shi[b] - 1;
                 continue;
             }
             int64_t fl = S->floor[s];
-            if (fl >= top) continue;
+            if (fl >= top || top + S->total[s] <= S->capacity) continue;
             int32_t seen = S->witness[s];
             if (S->off[seen] < 0 && S->minoff[seen] <= fl) continue; /* it stays */
             int64_t low = INT64_MAX;
