@@ -567,11 +567,12 @@ def plan_offsets(
         ``limit_reached`` when the limit ended it first. ``None`` (default) runs the
         heuristics alone, deterministic in the input. Under a limit the plan depends on how
         far the search got in that time, so on the machine's speed and load, not on hash
-        seeds. First the limit pays for the placement orders the work budget left out
-        (large instances), while it allows one more placement. Instances past
-        :data:`~arena.planning.search.MAX_SEARCH_BLOCKS` non-empty blocks are not searched:
-        the limit pays for the local search instead, past the work budget, from the plan of
-        every order placed in turn (``limit_reached`` when the clock ended it).
+        seeds. First the limit pays for the orders of :data:`LIMIT_STRATEGIES` and those
+        the work budget left out (large instances), while it allows one more placement.
+        Instances past :data:`~arena.planning.search.MAX_SEARCH_BLOCKS` non-empty blocks
+        are not searched: the limit pays for the local search instead, past the work
+        budget, from the plan of every order placed in turn (``limit_reached`` when the
+        clock ended it).
 
     Returns
     -------
