@@ -12,8 +12,10 @@
  * canonical and dominance rules before sorting) instead of a re-sorted full ordering; a
  * placement whose own sections overflow fails before the minimum offsets are raised; the
  * section check tries the section that failed last first; a section's unallocated floor
- * is recomputed only where it may rise; the clock is read every 256 nodes. None of these
- * changes which nodes are visited.
+ * is recomputed only where it may rise and could fail a check; the clock is read every
+ * 256 nodes. None of these visits a node the original does not (the floors left as they
+ * were could fail no check, and floors worked out later may only be higher). One addition: a fourth key for the preorders, E (the
+ * end, latest first), beside MiniMalloc's W, A and T.
  *
  * The search decides whether every buffer fits below a capacity. It places buffers in
  * non-decreasing offset order, each at its minimum offset (the highest top among the
@@ -417,14 +419,19 @@ static int search(State *S, const Part *P, int64_t min_off, int32_t min_pidx) {
            raised buffer is unplaced in each of its sections at minimum offset top, so only
            floors below top may rise, in the raised buffers' sections outside b's (where
            the floor is top already). Each raised buffer's sections meet b's, so together
-           they are the sections from span_lo to span_hi outside b's. */
+           they are the sections from span_lo to span_hi outside b's. A section whose
+           unplaced total fits above top is left as it is: no floor up to top fails it,
+           here or below this node (totals only drop there), and a later raise works its
+           floor out from the minimum offsets of then, never lower than now. Scanning them
+           all took 85% of the time of the TAW preorder on Inception v3's training step
+           (2.0 against 0.3 CPU s for 2,256 nodes). */
         for (int32_t s = span_lo; s < span_hi && !S->oom && !full; s++) {
             if (s == w->slo[b]) {
                 s = w->shi[b] - 1;
                 continue;
             }
             int64_t fl = S->floor[s];
-            if (fl >= top) continue;
+            if (fl >= top || top + S->total[s] <= S->capacity) continue;
             int32_t seen = S->witness[s];
             if (S->off[seen] < 0 && S->minoff[seen] <= fl) continue; /* it stays */
             int64_t low = INT64_MAX;
@@ -468,8 +475,9 @@ static int search(State *S, const Part *P, int64_t min_off, int32_t min_pidx) {
     return status;
 }
 
-/* One partition under the state's preorder: width (W), area (A) and the largest total
-   of unplaced sizes over the buffer's sections (T), descending, in the heuristic's order. */
+/* One partition under the state's preorder: width (W), area (A), the largest total of
+   unplaced sizes over the buffer's sections (T) and the end (E, not MiniMalloc's: the
+   latest end first), descending, in the heuristic's order. */
 static int subsolve(State *S, const Part *P) {
     const Sweep *w = S->w;
     Pre *pre = malloc(sizeof(Pre) * (size_t)P->nb);
@@ -489,7 +497,7 @@ static int subsolve(State *S, const Part *P) {
         int64_t area = w->size[b] > INT64_MAX / width ? INT64_MAX : w->size[b] * width;
         for (int c = 0; c < 3; c++) {
             char h = S->heur[c];
-            pre[i].k[c] = h == 'W' ? width : h == 'A' ? area : total;
+            pre[i].k[c] = h == 'W' ? width : h == 'A' ? area : h == 'E' ? w->end[b] : total;
         }
         pre[i].b = b;
     }
@@ -610,8 +618,8 @@ static PyObject *py_decide(PyObject *self, PyObject *args) {
         return NULL;
     const Sweep *w = PyCapsule_GetPointer(capsule, CAPSULE_NAME);
     if (w == NULL) return NULL;
-    if (heur_len != 3 || strspn(heur, "WAT") != 3) {
-        PyErr_Format(PyExc_ValueError, "heuristic must be 3 of W, A, T, got %R",
+    if (heur_len != 3 || strspn(heur, "WATE") != 3) {
+        PyErr_Format(PyExc_ValueError, "heuristic must be 3 of W, A, T, E, got %R",
                      PyTuple_GET_ITEM(args, 2));
         return NULL;
     }

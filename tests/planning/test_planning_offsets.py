@@ -426,16 +426,18 @@ def test_both_placement_paths_are_greedy_best_fit(blocks: list[Block], rng: rand
 @settings(max_examples=200, deadline=None)
 @given(blocks_st.filter(bool))
 def test_peaks_are_the_largest_live_total_in_each_lifetime(blocks: list[Block]) -> None:
-    """The key of the "peak" order and the lower bound, against per-index sums."""
+    """The key of the "peak" order, the lower bound and the busiest step (the first first
+    use where the live total is the lower bound), against per-index sums."""
     size = np.array([_aligned(b[0], 256) for b in blocks], dtype=np.int64)
     first = np.array([b[1] for b in blocks])
     last = np.array([b[2] for b in blocks])
-    peak, lower = planner._peaks(size, first, last)
+    peak, lower, busiest = planner._peaks(size, first, last)
     live = [
         sum(int(s) for s, (_, f, la) in zip(size, blocks, strict=True) if f <= t <= la)
         for t in range(int(last.max()) + 1)
     ]
     assert lower == max(live)
+    assert busiest == min(f for _, f, _ in blocks if live[f] == lower)
     assert peak.tolist() == [max(live[f : la + 1]) for _, f, la in blocks]
 
 

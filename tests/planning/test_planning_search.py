@@ -14,6 +14,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -452,7 +453,7 @@ def test_compiled_search_stops_at_its_node_and_time_limits(
     assert module.decide(sweep, load, "TAW", 10**15, 0.0) == (3, None, 256)
 
 
-@pytest.mark.parametrize("heuristic", ["WAT", "TAW", "TWA"])
+@pytest.mark.parametrize("heuristic", ["WAT", "TAW", "TWA", "ETW"])
 def test_preorders_rank_by_real_lifetimes(search_path: str, heuristic: str) -> None:
     """Width and area are the lifetimes' real lengths, as in MiniMalloc, on both searches.
     The compiled search sweeps the ranks of the time points: here both blocks span two of
@@ -468,6 +469,63 @@ def test_preorders_rank_by_real_lifetimes(search_path: str, heuristic: str) -> N
     assert nodes > 0
     with pytest.raises(ValueError, match="heuristic"):
         search.decide(*blocks, 2, heuristic="WWW", node_limit=100, time_limit=30)
+
+
+def test_the_etw_preorder_ranks_by_last_use_first(search_path: str) -> None:
+    """``ETW`` puts the blocks whose lives end last first, where MiniMalloc's three put the
+    longer-lived ones first: blocks 0, 1 and 2 live to steps 50, 60 and 55 (51, 21 and 11
+    steps; their peak totals tie), so ETW stacks 1, 2, 0 from offset 0 and the others 0,
+    1, 2 (by first use, latest first, it would be 2, 1, 0)."""
+    blocks = ([1, 1, 1], [0, 40, 45], [50, 60, 55])
+    for heuristic, want in (
+        ("ETW", [2, 0, 1]),
+        ("WAT", [0, 1, 2]),
+        ("TAW", [0, 1, 2]),
+        ("TWA", [0, 1, 2]),
+    ):
+        status, offsets, _ = search.decide(
+            *blocks, 3, heuristic=heuristic, node_limit=100, time_limit=30
+        )
+        assert (status, offsets) == (0, want), heuristic
+
+
+class _Preorders:
+    """A decider that finds a plan at the bound only under the ``ETW`` preorder, and
+    records what it was asked."""
+
+    def __init__(self, *blocks: object) -> None:
+        self.asked: list[tuple[int, str]] = []
+
+    def decide(
+        self, capacity: int, which: int, node_limit: int, deadline: float
+    ) -> tuple[int, list[int], int]:
+        if time.perf_counter() > deadline:
+            return 3, [], 0  # the clock, so that a round robin without ETW ends
+        heuristic = search._HEURISTICS[which]
+        self.asked.append((capacity, heuristic))
+        if heuristic == "ETW":
+            return 0, [0, 1, 2], 3
+        return 2, [], node_limit  # the node limit, as MiniMalloc's three on Inception
+
+
+def test_improve_asks_the_etw_preorder_after_minimalloc_s_three(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each capacity is asked under WAT, TAW, TWA, then ETW, until one decides: on
+    Inception v3's training step at batch 1 only ETW finds its plan at LOAD (in one node a
+    block), so the round robin must reach it."""
+    deciders: list[_Preorders] = []
+
+    def make(*args: object) -> _Preorders:
+        deciders.append(_Preorders(*args))
+        return deciders[-1]
+
+    monkeypatch.setattr(search, "compiled", None)
+    monkeypatch.setattr(search, "_PythonDecider", make)
+    out = search.improve([1, 1, 1], [0, 0, 0], [0, 0, 0], [0, 1, 3], lower=3, time_limit=2)
+    assert (out.total, out.optimal, out.limit_reached) == (3, True, False)
+    (decider,) = deciders
+    assert decider.asked == [(3, "WAT"), (3, "TAW"), (3, "TWA"), (3, "ETW")]
 
 
 def test_improve_counts_its_nodes(search_path: str) -> None:
