@@ -1,0 +1,88 @@
+"""Gaps left by the mutation run of issue 26, Round 7 (replay.py, runs.py, records.py,
+plan.py, scopes.py): each test was seen to fail with its mutant planted by hand in the
+sources of ce13eb1 and to pass on the code. Public API wherever the behaviour shows
+there."""
+
+from __future__ import annotations
+
+from arena import Arena
+from tests.gates import Probe, moving_only
+
+SPEC = ((64,), "float32")
+
+
+def _replay(ws: Arena) -> None:
+    with ws.step("captured") as st:
+        st.get_simultaneous(SPEC)
+
+
+@moving_only("a growth in place keeps the captured buffer where it is, retiring nothing")
+def test_a_locked_replay_captured_by_a_graph_keeps_its_buffer_after_unlock(
+    hit_path: str,
+) -> None:
+    # replay.py served #2 (`placer.probe and ...`): a locked replay's hit under a capture
+    # probe skipped the capture mark, so once unlocked a growth released the buffer the
+    # graph replays.
+    probe = Probe()
+    with Arena("cpu", framework="numpy", capture_probe=probe) as ws:
+        for _ in range(2):  # record, then plan and the first replay
+            _replay(ws)
+        ws.lock()
+        probe.capturing = True
+        _replay(ws)  # the locked replay's hit, captured
+        probe.capturing = False
+        ws.unlock()
+        assert ws.stats().slots[0].retired_buffers == 0
+        ws.get_simultaneous(((1 << 20,), "uint8"))  # grows the slot
+        assert ws.stats().slots[0].retired_buffers == 1
+
+
+def test_a_cached_replay_locked_inside_its_step_hands_out_its_remembered_views(
+    hit_path: str,
+) -> None:
+    # replay.py served #5 (`return False` where the watched hit needs no bookkeeping): a
+    # replay entered unlocked (its hit watched for the request log) and locked before its
+    # request left the hit for the checked path, which builds new view objects.
+    with Arena("cpu", framework="numpy", cached_views=True) as ws:
+        handed = []
+        for _ in range(4):  # record, plan, then replays that remember and serve
+            with ws.step("k") as st:
+                handed.append(st.get_simultaneous(SPEC)[0])
+        assert handed[3] is handed[2]
+        with ws.step("k") as st:
+            ws.lock()  # locked inside the run: the request log is no longer told
+            (view,) = st.get_simultaneous(SPEC)
+        assert view is handed[3]
+
+
+def test_a_cached_replay_hands_out_every_requests_remembered_views(hit_path: str) -> None:
+    # replay.py remembering #1, #2 (each request's views remembered in a list of their
+    # own, which replaced the list of the requests before): a replay of two requests
+    # never served its first request from memory.
+    with Arena("cpu", framework="numpy", cached_views=True) as ws:
+        runs = []
+        for _ in range(5):
+            with ws.step("two") as st:
+                (a,) = st.get_simultaneous(((64,), "float32"))
+                (b,) = st.get_simultaneous(((32,), "float32"))
+                runs.append((a, b))
+        assert runs[4][0] is runs[3][0] is runs[2][0]
+        assert runs[4][1] is runs[3][1] is runs[2][1]
+
+
+def test_a_replay_that_misses_one_request_still_serves_the_next_from_memory(
+    hit_path: str,
+) -> None:
+    # replay.py remembering #13 (`install(buffer, None)`): a request the replay's memory
+    # did not hold (a smaller view the plan fits) switched the hit off for the rest of
+    # the run, so the next request, remembered, got new view objects.
+    with Arena("cpu", framework="numpy", cached_views=True) as ws:
+        runs = []
+        for first in (64, 64, 64, 64, 48):
+            with ws.step("two") as st:
+                (a,) = st.get_simultaneous(((first,), "float32"))
+                (b,) = st.get_simultaneous(((32,), "float32"))
+                runs.append((a, b))
+        assert runs[3][1] is runs[2][1]
+        assert runs[4][0].shape == (48,)
+        assert runs[4][1] is runs[3][1]
