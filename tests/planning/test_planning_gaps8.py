@@ -5,8 +5,13 @@ there."""
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 from arena import Arena
-from tests.gates import Probe, moving_only
+from tests.gates import Probe, moving_only, run
+
+TIMEOUT = 30.0
 
 SPEC = ((64,), "float32")
 
@@ -86,3 +91,52 @@ def test_a_replay_that_misses_one_request_still_serves_the_next_from_memory(
         assert runs[3][1] is runs[2][1]
         assert runs[4][0].shape == (48,)
         assert runs[4][1] is runs[3][1]
+
+
+class _ArmedProbe:
+    """A capture probe that says "capturing" to one thread only and, once armed, holds
+    that thread inside its next call until released (the window between a replayed
+    hit's views and their capture mark)."""
+
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+        self.armed = False
+        self.inside = threading.Event()
+        self.go = threading.Event()
+
+    def __call__(self) -> bool:
+        if threading.current_thread() is not self.thread:
+            return False
+        if self.armed:
+            self.armed = False
+            self.inside.set()
+            assert self.go.wait(TIMEOUT)
+        return True
+
+
+@moving_only("a growth in place keeps the buffer: nothing races the capture mark")
+def test_a_replayed_hit_raced_by_a_growth_is_noted_once_at_its_own_size(hit_path: str) -> None:
+    # replay.py served #13, #20 (no `retry`: the plain request path): a growth from
+    # another thread between a captured replay's hit and its capture mark served the
+    # request again as a plain request above the step (noted in the request log at 512
+    # bytes) before the step placed it at its planned offset.
+    probe = _ArmedProbe()
+    with Arena("cpu", framework="numpy", capture_probe=probe) as ws:
+        for _ in range(3):
+            _replay(ws)
+
+        def capture() -> Any:
+            probe.thread = threading.current_thread()
+            with ws.step("captured") as st:
+                probe.armed = True
+                return st.get_simultaneous(SPEC)
+
+        thread, out = run(capture)
+        assert probe.inside.wait(TIMEOUT)
+        ws.get_simultaneous(((1 << 18,), "float32"))  # grows the slot in the window
+        probe.go.set()
+        thread.join(TIMEOUT)
+        (view,) = out[0]
+        assert view.shape == (64,)
+        sites = {site: peak for site, peak in ws.stats().call_sites.items() if "capture" in site}
+        assert list(sites.values()) == [256]
