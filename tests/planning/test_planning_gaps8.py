@@ -6,9 +6,11 @@ there."""
 from __future__ import annotations
 
 import threading
+import warnings
+from pathlib import Path
 from typing import Any
 
-from arena import Arena
+from arena import Arena, ArenaWarning
 from tests.gates import Probe, moving_only, run
 
 TIMEOUT = 30.0
@@ -140,3 +142,37 @@ def test_a_replayed_hit_raced_by_a_growth_is_noted_once_at_its_own_size(hit_path
         assert view.shape == (64,)
         sites = {site: peak for site, peak in ws.stats().call_sites.items() if "capture" in site}
         assert list(sites.values()) == [256]
+
+
+def _nesting(ws: Arena, *, later: bool) -> None:
+    """An outer step whose live views, where the inner step opens, end higher in its
+    recording run's first fit than in its plan (``later``: 2304 and 1792 bytes)."""
+    with ws.step("outer") as outer:
+        (a,) = outer.get_simultaneous(((128 if later else 64,), "float32"))
+        outer.get_simultaneous(((256,), "float32"))
+        outer.release(a)
+        if later:
+            outer.get_simultaneous(((192,), "float32"))
+        with ws.step("inner") as inner:
+            inner.get_simultaneous(((128,), "float32"))
+
+
+def test_a_restored_step_recorded_anew_and_planned_at_lock_moves_its_inner_step_quietly(
+    tmp_path: Path,
+) -> None:
+    # records.py set_plan #2 (`version - 1`): a plan restored from a profile has version
+    # 1, so the plan made after the key recorded anew got version 0, the version its
+    # last replay had "settled": the first locked replay of the new plan did not count as
+    # moved, and the step inside it, now lower (its outer's plan, not the recording's
+    # first fit), warned that it starts away from its plan.
+    profile = tmp_path / "profile.json"
+    with Arena("cpu", framework="numpy", profile=profile) as ws:
+        for _ in range(3):
+            _nesting(ws, later=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ArenaWarning)
+        with Arena("cpu", framework="numpy", profile=profile) as ws:
+            _nesting(ws, later=True)  # request 0 outgrows the stored plan: records anew
+            ws.lock()  # plans it
+            for _ in range(2):
+                _nesting(ws, later=True)  # the plan's first replay, then a later one
