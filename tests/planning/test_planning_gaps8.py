@@ -176,3 +176,29 @@ def test_a_restored_step_recorded_anew_and_planned_at_lock_moves_its_inner_step_
             ws.lock()  # plans it
             for _ in range(2):
                 _nesting(ws, later=True)  # the plan's first replay, then a later one
+
+
+def _pair(ws: Arena, first: int, second: int) -> None:
+    with ws.step("pair") as st:
+        st.get_simultaneous(((first,), "float32"), ((second,), "float32"))
+
+
+def test_lock_again_plans_each_micro_batchs_new_steps_on_their_own(hit_path: str) -> None:
+    # plan.py StepPlanHook.lane_need #7 (`merge` not passed on: True): lock() while locked
+    # merged the micro-batches' plans of a key recorded since, each block at its largest
+    # size, 8192 bytes where each slot holds 6144, so both replays were refused.
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+        for ubatch in (0, 1):
+            with ws.ubatch(ubatch):
+                ws.get_simultaneous(((1536,), "float32"))  # 6144 bytes per slot
+        ws.lock()
+        sizes = {0: (1024, 256), 1: (256, 1024)}  # 5120 bytes each, 8192 merged
+        for ubatch, (first, second) in sizes.items():
+            with ws.ubatch(ubatch):
+                for _ in range(2):  # recorded while locked, within the slot
+                    _pair(ws, first, second)
+        ws.lock()  # again: nothing may grow, the steps recorded since are planned
+        for ubatch, (first, second) in sizes.items():
+            with ws.ubatch(ubatch):
+                _pair(ws, first, second)
+        assert [s.capacity for s in ws.stats().slots] == [6144, 6144]
