@@ -202,3 +202,29 @@ def test_lock_again_plans_each_micro_batchs_new_steps_on_their_own(hit_path: str
             with ws.ubatch(ubatch):
                 _pair(ws, first, second)
         assert [s.capacity for s in ws.stats().slots] == [6144, 6144]
+
+
+def _three_deep(ws: Arena, first: int, second: int) -> None:
+    with ws.step("outer") as outer:
+        outer.get_simultaneous(((256,), "float32"))
+        with ws.step("middle") as middle:
+            middle.get_simultaneous(((64,), "float32"))
+            with ws.step("inner") as inner:
+                inner.get_simultaneous(((first,), "float32"), ((second,), "float32"))
+
+
+def test_lock_sizes_the_lane_for_a_merged_plan_two_steps_down(hit_path: str) -> None:
+    # plan.py _slot_lifts #39 (`-` for `+`), #45 (`lift(None, ...)`): what a merged plan
+    # adds two levels down (inner, in middle, in outer) was not passed up to the outer
+    # step, so lock() sized the slots 5632 bytes and both locked runs were refused.
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+        sizes = {0: (1024, 64), 1: (64, 1024)}  # the merged inner plan holds 1024 + 1024
+        for ubatch, (first, second) in sizes.items():
+            with ws.ubatch(ubatch):
+                for _ in range(3):
+                    _three_deep(ws, first, second)
+        ws.lock()
+        for ubatch, (first, second) in sizes.items():
+            with ws.ubatch(ubatch):
+                _three_deep(ws, first, second)
+        assert [s.capacity for s in ws.stats().slots] == [9472, 9472]
