@@ -10,6 +10,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from arena import Arena, ArenaWarning
 from tests.gates import Probe, moving_only, run
 
@@ -228,3 +230,22 @@ def test_lock_sizes_the_lane_for_a_merged_plan_two_steps_down(hit_path: str) -> 
             with ws.ubatch(ubatch):
                 _three_deep(ws, first, second)
         assert [s.capacity for s in ws.stats().slots] == [9472, 9472]
+
+
+def _nest(ws: Arena, outer: str, inner: str) -> None:
+    with ws.step(outer) as o:
+        o.get_simultaneous(((64,), "float32"))
+        with ws.step(inner) as i:
+            i.get_simultaneous(((32,), "float32"))
+
+
+def test_lock_plans_steps_run_inside_each_other_both_ways() -> None:
+    # plan.py _slot_lifts #49 (`path & {c}`: the keys on the way down forgotten): keys
+    # nested both ways (a in b, b in a) made lock() recurse until RecursionError.
+    with Arena("cpu", framework="numpy") as ws:
+        for outer, inner in (("a", "b"), ("a", "b"), ("b", "a"), ("b", "a")):
+            _nest(ws, outer, inner)
+        with pytest.warns(ArenaWarning, match="its plan at byte"):  # two heights each
+            ws.lock()
+            _nest(ws, "b", "a")
+            _nest(ws, "a", "b")
