@@ -219,16 +219,22 @@ def test_lock_sizes_the_lane_for_a_merged_plan_two_steps_down(hit_path: str) -> 
     # plan.py _slot_lifts #39 (`-` for `+`), #45 (`lift(None, ...)`): what a merged plan
     # adds two levels down (inner, in middle, in outer) was not passed up to the outer
     # step, so lock() sized the slots 5632 bytes and both locked runs were refused.
+    # lift_outer_steps #20 (`is not b`): the outer books were looked for in every slot,
+    # also one without the key, and lock() raised KeyError.
     with Arena("cpu", framework="numpy", ubatches=2) as ws:
         sizes = {0: (1024, 64), 1: (64, 1024)}  # the merged inner plan holds 1024 + 1024
         for ubatch, (first, second) in sizes.items():
             with ws.ubatch(ubatch):
                 for _ in range(3):
                     _three_deep(ws, first, second)
+        with ws.ubatch(0):  # a key one micro-batch ran: the other gets a copy of its plan
+            for _ in range(2):
+                _replay(ws)
         ws.lock()
         for ubatch, (first, second) in sizes.items():
             with ws.ubatch(ubatch):
                 _three_deep(ws, first, second)
+                _replay(ws)
         assert [s.capacity for s in ws.stats().slots] == [9472, 9472]
 
 
