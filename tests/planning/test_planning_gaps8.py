@@ -255,3 +255,23 @@ def test_lock_plans_steps_run_inside_each_other_both_ways() -> None:
             ws.lock()
             _nest(ws, "b", "a")
             _nest(ws, "a", "b")
+
+
+def test_lock_during_a_micro_batchs_first_run_keeps_that_run_as_its_record(
+    hit_path: str,
+) -> None:
+    # plan.py share_plans #38 (`runs and running`): lock() during micro-batch 1's first
+    # run of a key gave its slot a copy of micro-batch 0's plan in place of the book the
+    # run was recording into, so its next run, locked, was refused as diverging.
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+        with ws.ubatch(0):
+            for _ in range(2):
+                with ws.step("k") as st:
+                    st.get_simultaneous(((64,), "float32"))
+        with ws.ubatch(1):
+            with ws.step("k") as st:  # its first run, recording
+                st.get_simultaneous(((512,), "float32"))
+                ws.lock()
+            with ws.step("k") as st:
+                (view,) = st.get_simultaneous(((512,), "float32"))
+        assert view.shape == (512,)
