@@ -275,3 +275,18 @@ def test_lock_during_a_micro_batchs_first_run_keeps_that_run_as_its_record(
             with ws.step("k") as st:
                 (view,) = st.get_simultaneous(((512,), "float32"))
         assert view.shape == (512,)
+
+
+def test_a_step_inside_a_scope_replays_from_its_second_run(hit_path: str) -> None:
+    # plan.py plan_for_run #7 (`book.planned and ...`): a step entered under an open scope
+    # was never planned there, so every run recorded anew (new view objects each run,
+    # where a cached front's replay hands out the ones it remembered).
+    with Arena("cpu", framework="numpy", cached_views=True) as ws:
+        handed = []
+        for _ in range(4):
+            with ws.scope() as scope:
+                scope.get_simultaneous(((64,), "float32"))
+                with ws.step("in a scope") as st:
+                    handed.append(st.get_simultaneous(((32,), "float32"), ((16,), "float32")))
+        assert handed[3][0] is handed[2][0]
+        assert handed[3][1] is handed[2][1]
