@@ -157,6 +157,8 @@ def _nesting(ws: Arena, *, later: bool) -> None:
             outer.get_simultaneous(((192,), "float32"))
         with ws.step("inner") as inner:
             inner.get_simultaneous(((128,), "float32"))
+            with ws.step("innermost") as innermost:
+                innermost.get_simultaneous(((32,), "float32"))
 
 
 def test_a_restored_step_recorded_anew_and_planned_at_lock_moves_its_inner_step_quietly(
@@ -166,7 +168,9 @@ def test_a_restored_step_recorded_anew_and_planned_at_lock_moves_its_inner_step_
     # 1, so the plan made after the key recorded anew got version 0, the version its
     # last replay had "settled": the first locked replay of the new plan did not count as
     # moved, and the step inside it, now lower (its outer's plan, not the recording's
-    # first fit), warned that it starts away from its plan.
+    # first fit), warned that it starts away from its plan. settle #6 (`moved` False for
+    # a replay settled at a new start): the inner step moved down, but the step inside
+    # it was not told and warned the same.
     profile = tmp_path / "profile.json"
     with Arena("cpu", framework="numpy", profile=profile) as ws:
         for _ in range(3):
