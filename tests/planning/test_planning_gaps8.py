@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from arena import Arena, ArenaWarning
+from arena import Arena, ArenaError, ArenaWarning
 from tests.gates import Probe, moving_only, run
 
 TIMEOUT = 30.0
@@ -294,3 +294,23 @@ def test_a_step_inside_a_scope_replays_from_its_second_run(hit_path: str) -> Non
                     handed.append(st.get_simultaneous(((32,), "float32"), ((16,), "float32")))
         assert handed[3][0] is handed[2][0]
         assert handed[3][1] is handed[2][1]
+
+
+def test_a_remembered_scope_request_under_an_inner_scope_is_refused(hit_path: str) -> None:
+    # scopes.py Scope.get_simultaneous #3 (`slot is not None or ...`): the scope's hit
+    # served a remembered request through a scope that is not the innermost open one
+    # (its views would outlive the inner scope's, above them), where the request path
+    # refuses it.
+    with Arena("cpu", framework="numpy") as ws:
+        for locked in (False, True):  # unlocked, the request log watches every request
+            if locked:
+                ws.lock()
+            for _ in range(2):  # locked: the request at the scope's start is remembered
+                with ws.scope() as scope:
+                    scope.get_simultaneous(SPEC)
+        with (
+            ws.scope() as outer,
+            ws.scope(),
+            pytest.raises(ArenaError, match="not the innermost one open"),
+        ):
+            outer.get_simultaneous(SPEC)
