@@ -314,3 +314,20 @@ def test_a_remembered_scope_request_under_an_inner_scope_is_refused(hit_path: st
             pytest.raises(ArenaError, match="not the innermost one open"),
         ):
             outer.get_simultaneous(SPEC)
+
+
+def test_each_fronts_scopes_remember_their_own_views() -> None:
+    # scopes.py Scope.__init__ #9 (`memo is not None`), #10 (the memo key stored as None):
+    # every front's scopes remembered their views under one key, so a NumPy scope's
+    # request was served the tensors a torch scope's identical request had remembered.
+    pytest.importorskip("torch")
+    with Arena("cpu", framework="numpy") as ws:
+        ws.get_simultaneous(((1024,), "float32"))
+        ws.lock()  # unlocked, the request log watches every scope request
+        for _ in range(3):
+            with ws.torch.scope() as scope:
+                (tensor,) = scope.get_simultaneous(SPEC)
+            with ws.scope() as scope:
+                (array,) = scope.get_simultaneous(SPEC)
+        assert type(tensor).__module__ == "torch"
+        assert type(array).__module__ == "numpy"
