@@ -136,10 +136,12 @@ def test_a_replayed_hit_raced_by_a_growth_is_noted_once_at_its_own_size(hit_path
                 return st.get_simultaneous(SPEC)
 
         thread, out = run(capture)
-        assert probe.inside.wait(TIMEOUT)
-        ws.get_simultaneous(((1 << 18,), "float32"))  # grows the slot in the window
-        probe.go.set()
-        thread.join(TIMEOUT)
+        try:
+            assert probe.inside.wait(TIMEOUT)
+            ws.get_simultaneous(((1 << 18,), "float32"))  # grows the slot in the window
+        finally:
+            probe.go.set()
+            thread.join(TIMEOUT)
         (view,) = out[0]
         assert view.shape == (64,)
         sites = {site: peak for site, peak in ws.stats().call_sites.items() if "capture" in site}
