@@ -157,14 +157,15 @@ def close_region(region: Any) -> None:
     if slot is None:
         return
     # The regions still open keep what they reach (a step opened right inside a step starts
-    # below the outer one's end; one closed out of order may have others above it).
-    top = max([region.base, *(r.end for r in slot.regions if r is not region)])
-    # What stays live is what the regions still open hold: a sum, not the slot's figure
-    # less this region's, so that an interrupt between a region's bookkeeping and the
-    # slot's (Slot.account, then the region's own stores) heals when the region closes.
-    live = 0
+    # below the outer one's end; one closed out of order may have others above it). What
+    # stays live is what they hold: a sum, not the slot's figure less this region's, so
+    # that an interrupt between a region's bookkeeping and the slot's (Slot.account, then
+    # the region's own stores) heals when the region closes. One loop, no generator.
+    top, live = region.base, 0
     for other in slot.regions:
         if other is not region:
+            if other.end > top:  # noqa: PLR1730 (a compare, no call)
+                top = other.end
             live += other.held
     closed = slot.close_region(region, top, live)
     region.slot = None
@@ -191,7 +192,10 @@ class Scope(Region, Generic[ViewT]):
         poison: bool,
         debug: bool,
     ) -> None:
-        super().__init__()
+        # Region.__init__'s fields, inline (a scope is made per ``with`` block).
+        self.slot: Slot | None = None
+        self.base = self.end = self.held = 0
+        self._watch = True
         self._placer = placer
         self._select = select
         self._alignment = alignment
@@ -215,13 +219,21 @@ class Scope(Region, Generic[ViewT]):
         # Debug mode, poisoning, a capture probe or a request log while unlocked: requests
         # need their bookkeeping (decided per block: the hot path reads one flag).
         placer = self._placer
+        governor = slot.governor
         self._watch = (
             self._debug
             or self._poison
             or placer.probe is not None
-            or (placer.log is not None and not slot.governor.locked)
+            or (placer.log is not None and not governor.locked)
         )
-        self.open_on(slot)
+        # open_region(self, slot), inline (a scope is opened per ``with`` block).
+        governor.check_open()
+        if governor.debug:
+            slot.enter()
+        self.slot = slot
+        self.base = self.end = slot.top
+        self.held = 0
+        slot.open_region(self)  # last, and all or nothing: see close_region
         return self
 
     def get_simultaneous(self, *specs: tuple[Any, Any]) -> list[ViewT]:
