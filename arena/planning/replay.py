@@ -129,4 +129,9 @@ def served(placer: Placer, slot: Slot, entry: Any, specs: Any, views: Any) -> bo
     done = placer.served(
         slot, slot.buffer, specs, entry.required, views, strict=True, retry=lambda: None
     )
-    return done is views
+    if done is not views:
+        # served() took back the count of a request it serves again; a replay's hit counts
+        # only once served, so give it back: the checked path counts the request once.
+        slot.count_call()
+        return False
+    return True

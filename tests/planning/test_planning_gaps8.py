@@ -135,6 +135,7 @@ def test_a_replayed_hit_raced_by_a_growth_is_noted_once_at_its_own_size(hit_path
                 probe.armed = True
                 return st.get_simultaneous(SPEC)
 
+        before = ws.stats().calls
         thread, out = run(capture)
         try:
             assert probe.inside.wait(TIMEOUT)
@@ -146,6 +147,9 @@ def test_a_replayed_hit_raced_by_a_growth_is_noted_once_at_its_own_size(hit_path
         assert view.shape == (64,)
         sites = {site: peak for site, peak in ws.stats().call_sites.items() if "capture" in site}
         assert list(sites.values()) == [256]
+        # Two requests served (the growing one and the raced replay's), each counted once:
+        # the raced hit's count was taken back by the capture mark's retry, never made.
+        assert ws.stats().calls == before + 2
 
 
 def _nesting(ws: Arena, *, later: bool) -> None:
