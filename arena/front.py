@@ -22,6 +22,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
 from arena.base.dtypes import resolve_natives
+from arena.base.extensions import numpy_array_api
 from arena.base.layout import compute_layout
 from arena.base.poison import poison_outgrown, poison_stale_bytes
 from arena.config import check_flag, load_adapter
@@ -478,10 +479,7 @@ def _planner(adapter: Any, fresh_view: Any, alignment: int) -> Any:
     numpy = _numpy_fresh(adapter, fresh_view)
     if compiled is None or numpy is None:
         return None
-    core = sys.modules.get("numpy._core._multiarray_umath") or sys.modules.get(
-        "numpy.core._multiarray_umath"
-    )
-    api = getattr(core, "_ARRAY_API", None)
+    api = numpy_array_api()
     if api is None:
         return None
 

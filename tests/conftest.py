@@ -126,3 +126,30 @@ def need_compiled_hit() -> None:
         if REQUIRE_COMPILED:
             pytest.fail(f"ARENA_REQUIRE_COMPILED=1 but {reason}")
         pytest.skip(reason)
+
+
+def check_pure_python_switch(code: str, extension: str, compiled: str, python: str) -> None:
+    """Run ``code`` (which prints the path in use, then why Python runs) in a fresh
+    interpreter with ``ARENA_PURE_PYTHON=1`` and without it: set, the Python twin runs and
+    says so (``python``); unset, ``extension`` runs wherever it was built (``compiled``),
+    and must have been built under ``ARENA_REQUIRE_COMPILED=1``."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "ARENA_PURE_PYTHON"}
+    pure = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "ARENA_PURE_PYTHON": "1"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert pure.stdout.split(maxsplit=1) == [python, "ARENA_PURE_PYTHON is set\n"]
+    default = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    built = importlib.util.find_spec(extension) is not None
+    assert default.stdout.split()[0] == (compiled if built else python)
+    if REQUIRE_COMPILED:
+        assert built, f"ARENA_REQUIRE_COMPILED=1 but {extension} is not built"

@@ -8,11 +8,13 @@ twin of the same algorithm, and says why.
 from __future__ import annotations
 
 import importlib
+import sys
 from types import ModuleType
+from typing import Any
 
 from arena.environment import flag_from_env
 
-__all__ = ["load_extension"]
+__all__ = ["load_extension", "numpy_array_api"]
 
 
 def load_extension(name: str) -> tuple[ModuleType | None, str]:
@@ -31,3 +33,13 @@ def load_extension(name: str) -> tuple[ModuleType | None, str]:
     except ImportError:  # not built (no compiler at install): the pure-Python twin
         return None, f"the extension {name} is not built"
     return module, ""
+
+
+def numpy_array_api() -> Any:
+    """NumPy's C-API table (the ``_ARRAY_API`` capsule the compiled paths make arrays
+    through), or None where NumPy is not imported or keeps it elsewhere (the callers then
+    run Python). NumPy 2 keeps it in ``numpy._core``, NumPy 1 in ``numpy.core``."""
+    core = sys.modules.get("numpy._core._multiarray_umath") or sys.modules.get(
+        "numpy.core._multiarray_umath"
+    )
+    return getattr(core, "_ARRAY_API", None)

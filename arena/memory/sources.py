@@ -24,7 +24,7 @@ from ctypes import addressof, c_char
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from arena.base.extensions import load_extension
+from arena.base.extensions import load_extension, numpy_array_api
 from arena.errors import ArenaError
 from arena.memory.devices import CPU, Device
 
@@ -112,12 +112,7 @@ def _host_allocator(np: Any) -> Any:
     the extension is not in use or this NumPy's table is not the one it knows."""
     if compiled is None:
         return None
-    import sys
-
-    core = sys.modules.get("numpy._core._multiarray_umath") or sys.modules.get(
-        "numpy.core._multiarray_umath"
-    )
-    api = getattr(core, "_ARRAY_API", None)
+    api = numpy_array_api()
     if api is None:
         return None
     try:

@@ -5,9 +5,7 @@ errors, flat reference counts; and ``ARENA_PURE_PYTHON=1`` runs the mirror."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import os
-import subprocess
 import sys
 from typing import Any
 
@@ -18,6 +16,7 @@ from arena import Arena
 from arena.memory import sources
 from arena.memory.devices import CPU
 from arena.memory.sources import HOST_ALIGNMENT, Allocation, HostSource
+from tests.conftest import check_pure_python_switch
 
 REQUIRE_COMPILED = os.environ.get("ARENA_REQUIRE_COMPILED", "") == "1"
 SIZES = (1, 255, 4096, 4097, 10_000, 1 << 20, (1 << 22) + 3)
@@ -152,19 +151,4 @@ def test_arena_pure_python_runs_the_python_host_allocation() -> None:
         "from arena.memory import sources; sources.HostSource().allocate(1); "
         "print(sources._HOST_EMPTY[2] is None, sources.WHY_PYTHON or '-')"
     )
-    env = {k: v for k, v in os.environ.items() if k != "ARENA_PURE_PYTHON"}
-    pure = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**env, "ARENA_PURE_PYTHON": "1"},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert pure.stdout.split(maxsplit=1) == ["True", "ARENA_PURE_PYTHON is set\n"]
-    default = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    )
-    built = importlib.util.find_spec("arena.memory._host") is not None
-    assert default.stdout.split()[0] == ("False" if built else "True")
-    if REQUIRE_COMPILED:
-        assert built
+    check_pure_python_switch(code, "arena.memory._host", compiled="False", python="True")

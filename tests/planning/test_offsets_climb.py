@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from arena.planning import offsets, plan_offsets, search
+from arena.planning import offsets, plan_offsets
 from tests.tilings import Block, Piece, blocks_of, check_plan, cut
 
 ALIGN = 16
@@ -34,18 +34,6 @@ def _tiling(rng: random.Random, pieces: int, steps: int, height: int) -> list[Bl
 def _instances() -> list[list[Block]]:
     rng = random.Random(31)
     return [_tiling(rng, rng.randint(30, 60), 12, 48) for _ in range(120)]
-
-
-@pytest.fixture(params=["compiled", "python"])
-def past_the_cap(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """As for instances too large to search, and past the work budget; on the compiled
-    placement (where it is in use) and on the Python one."""
-    if request.param == "python":
-        monkeypatch.setattr(offsets, "compiled", None)
-    elif offsets.compiled is None:
-        pytest.skip(f"the compiled placement is not in use here: {offsets.WHY_PYTHON}")
-    monkeypatch.setattr(offsets, "WORK_BUDGET", 0)
-    monkeypatch.setattr(search, "MAX_SEARCH_BLOCKS", 0)
 
 
 def test_a_limit_runs_the_local_search_past_the_cap(

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import random
 
-import pytest
-
-from arena.planning import STRATEGIES, offsets, plan_offsets, search
+from arena.planning import STRATEGIES, offsets, plan_offsets
 from tests.tilings import Block, check_plan
 
 ALIGN = 16
@@ -61,18 +59,6 @@ def _stacked(rng: random.Random, count: int, steps: int) -> list[Block]:
 def _instances() -> list[list[Block]]:
     rng = random.Random(31)
     return [_stacked(rng, rng.randint(5, 25), rng.randint(8, 30)) for _ in range(40)]
-
-
-@pytest.fixture(params=["compiled", "python"])
-def past_the_cap(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """As for instances too large to search, and past the work budget; on the compiled
-    placement (where it is in use) and on the Python one."""
-    if request.param == "python":
-        monkeypatch.setattr(offsets, "compiled", None)
-    elif offsets.compiled is None:
-        pytest.skip(f"the compiled placement is not in use here: {offsets.WHY_PYTHON}")
-    monkeypatch.setattr(offsets, "WORK_BUDGET", 0)
-    monkeypatch.setattr(search, "MAX_SEARCH_BLOCKS", 0)
 
 
 def test_the_sides_order_reaches_load_where_the_other_orders_do_not(

@@ -8,7 +8,6 @@ tests run on both searches (the ``search_path`` fixture): the compiled one
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import random
@@ -28,6 +27,7 @@ from arena.__main__ import main as arena_main
 from arena.errors import ConfigError
 from arena.observe.profilefile import read_profile
 from arena.planning import plan_offsets, search
+from tests.conftest import check_pure_python_switch
 from tests.profiles import profile_data
 from tests.tilings import Block, blocks_of, check_plan, cut
 
@@ -377,22 +377,7 @@ def test_arena_pure_python_forces_the_python_search() -> None:
     """ARENA_PURE_PYTHON=1 runs the Python search, as it runs the Python hit path; unset,
     the compiled search is used wherever it was built."""
     code = "from arena.planning import search; print(search.SEARCH_PATH, search.WHY_PYTHON)"
-    env = {k: v for k, v in os.environ.items() if k != "ARENA_PURE_PYTHON"}
-    pure = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**env, "ARENA_PURE_PYTHON": "1"},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert pure.stdout.split(maxsplit=1) == ["python", "ARENA_PURE_PYTHON is set\n"]
-    default = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    )
-    built = importlib.util.find_spec("arena.planning._search") is not None
-    assert default.stdout.split()[0] == ("compiled" if built else "python")
-    if REQUIRE_COMPILED:
-        assert built
+    check_pure_python_switch(code, "arena.planning._search", compiled="compiled", python="python")
 
 
 def _module(monkeypatch: pytest.MonkeyPatch) -> Any:
