@@ -277,14 +277,14 @@ class Arena:
         front = self._default_front
         if front is None:
             front = self._default_front = self.front(self._framework)
-            if type(self).get_simultaneous is Arena.get_simultaneous:
-                # Made once, the default front serves the arena's requests itself: its
-                # own methods, bound on this arena, so a request runs no frame of the
-                # arena's (a subclass that overrides them keeps its own).
-                vars(self).update(
-                    get_simultaneous=front.get_simultaneous,
-                    try_get_simultaneous=front.try_get_simultaneous,
-                )
+            # Made once, the default front serves the arena's requests itself: its own
+            # methods, bound on this arena, so a request runs no frame of the arena's (a
+            # subclass that overrides either keeps its own: each is looked at alone).
+            cls = type(self)
+            if cls.get_simultaneous is Arena.get_simultaneous:
+                vars(self)["get_simultaneous"] = front.get_simultaneous
+            if cls.try_get_simultaneous is Arena.try_get_simultaneous:
+                vars(self)["try_get_simultaneous"] = front.try_get_simultaneous
         return front
 
     def get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any]:
