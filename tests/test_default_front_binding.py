@@ -4,6 +4,7 @@ front's ``get_simultaneous``/``try_get_simultaneous`` on the instance once made)
 from __future__ import annotations
 
 import gc
+import inspect
 import threading
 import weakref
 
@@ -86,3 +87,18 @@ def test_two_threads_making_the_default_front_bind_the_one_it_keeps() -> None:
         assert ws.get_simultaneous == front.get_simultaneous
         assert ws.try_get_simultaneous == front.try_get_simultaneous
         ws.close()
+
+
+def test_the_bound_methods_keep_a_signature(hit_path: str) -> None:
+    """``inspect.signature(ws.get_simultaneous)`` (help(), IDEs, notebooks) answered before
+    the first request and raised ValueError after it on the compiled path: the bound
+    method is the C one, which had no text signature."""
+    with Arena("cpu", framework="numpy") as ws:
+        before = str(inspect.signature(ws.get_simultaneous))
+        ws.get_simultaneous(((4,), "float32"))
+        for method in (ws.get_simultaneous, ws.try_get_simultaneous):
+            parameters = list(inspect.signature(method).parameters.values())
+            assert [(p.name, p.kind) for p in parameters] == [
+                ("specs", inspect.Parameter.VAR_POSITIONAL)
+            ], before
+            assert method.__doc__
