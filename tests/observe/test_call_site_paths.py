@@ -5,7 +5,10 @@ reads the caller's frame itself)."""
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from arena import Arena
 
@@ -28,8 +31,14 @@ def _sites(ws: Arena) -> dict[int, int]:
     return out
 
 
-def test_each_kind_of_request_is_named_by_its_own_line(hit_path: str) -> None:
-    with Arena("cpu", framework="numpy") as ws:
+@pytest.mark.parametrize("profiled", [False, True])
+def test_each_kind_of_request_is_named_by_its_own_line(
+    hit_path: str, profiled: bool, tmp_path: Path
+) -> None:
+    """With a profile the compiled hit leaves every note to Python; without, it names a
+    known site itself."""
+    profile = tmp_path / "p.json" if profiled else None
+    with Arena("cpu", framework="numpy", profile=profile) as ws:
         lines: dict[str, int] = {}
         views: Any
         for _ in range(3):  # the first pass grows; later ones are hits
