@@ -70,12 +70,12 @@ def test_two_threads_making_the_default_front_bind_the_one_it_keeps() -> None:
         barrier = threading.Barrier(4)
         errors: list[BaseException] = []
 
-        def first() -> None:
+        def first(ws: Arena = ws, barrier: threading.Barrier = barrier) -> None:
             try:
                 barrier.wait()
                 ws.get_simultaneous(((8,), "float32"))
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
+            except BaseException as exc:  # reported below
+                errors.append(exc)  # noqa: B023 - read before the next round
 
         threads = [threading.Thread(target=first) for _ in range(4)]
         for thread in threads:

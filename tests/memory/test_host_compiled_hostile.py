@@ -6,6 +6,7 @@ allocating at once get disjoint blocks."""
 from __future__ import annotations
 
 import gc
+import itertools
 import random
 import sys
 import threading
@@ -100,6 +101,6 @@ def test_threads_allocating_at_once_get_disjoint_aligned_blocks() -> None:
     spans = sorted((b.ptr, b.ptr + b.nbytes) for mine in blocks for b in mine)
     assert len(spans) == 1200
     assert all(ptr % HOST_ALIGNMENT == 0 for ptr, _ in spans)
-    for (_, end), (begin, _) in zip(spans, spans[1:]):
+    for (_, end), (begin, _) in itertools.pairwise(spans):
         assert end <= begin
     assert sources._HOST_EMPTY[2] is not None

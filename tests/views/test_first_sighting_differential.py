@@ -5,6 +5,7 @@ request never overlap."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from typing import Any
 
@@ -69,7 +70,7 @@ def _run(path: str, seed: int, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
                     assert ptr + view.nbytes <= start + base.nbytes
                 out.append((ptr - start if view.nbytes else None, view.strides))
             spans.sort()
-            for (_, end), (begin, _) in zip(spans, spans[1:]):
+            for (_, end), (begin, _) in itertools.pairwise(spans):
                 assert end <= begin, f"views of one request overlap: {spans}"
             record.append(("ok", out))
         record.append(("capacity", [s.capacity for s in ws.stats().slots]))
