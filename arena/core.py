@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
+from numbers import Integral
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from arena.assembly import assemble, close_when_collected, describe_arena
@@ -13,7 +14,6 @@ from arena.config import FRAMEWORKS, check_flag, settings
 from arena.distributed import SyncReport, sync_table
 from arena.errors import SpecError
 from arena.front import Front
-from arena.ints import int_not_bool
 from arena.kernels import memstats
 from arena.kernels.budget import planned_bytes
 from arena.kernels.library import OnGrow
@@ -358,7 +358,9 @@ class Arena:
             A slot must grow while locked; a malformed spec (a byte count names
             :meth:`reserve_bytes`).
         """
-        if len(specs) == 1 and int_not_bool(specs[0]):  # a byte count: reserve_bytes' job
+        count = specs[0] if len(specs) == 1 else None
+        # A byte count (an int, a NumPy integer: numbers.Integral) is reserve_bytes' job.
+        if isinstance(count, Integral) and not isinstance(count, bool):
             raise SpecError(
                 f"reserve() takes (shape, dtype) specs, got the int {specs[0]}; for a size "
                 f"in bytes call reserve_bytes({specs[0]}), for a request write e.g. "

@@ -116,6 +116,19 @@ SLOT_CALLS: list[tuple[str, Callable[[Arena], Any], type[Exception], str]] = [
         ConfigError,
         r"call reserve\(\) with the same specs",
     ),
+    # the same hints for a NumPy integer byte count and a spec written as a list
+    (
+        "reserve a NumPy byte count",
+        lambda a: a.reserve(np.int64(1 << 20)),
+        SpecError,
+        r"reserve_bytes\(1048576\)",
+    ),
+    (
+        "reserve_bytes a list spec",
+        lambda a: a.reserve_bytes([(4,), "float32"]),
+        ConfigError,
+        r"call reserve\(\) with the same specs",
+    ),
     ("persistent bad shape", lambda a: a.get_persistent("k", (-1,), F32), SpecError, "negative"),
     ("unknown front", lambda a: a.front("mxnet"), ConfigError, "mxnet"),
 ]
