@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
+from numbers import Integral
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from arena.assembly import assemble, close_when_collected, describe_arena
@@ -13,7 +14,6 @@ from arena.config import FRAMEWORKS, check_flag, settings
 from arena.distributed import SyncReport, sync_table
 from arena.errors import SpecError
 from arena.front import Front
-from arena.ints import int_not_bool
 from arena.kernels import memstats
 from arena.kernels.budget import planned_bytes
 from arena.kernels.library import OnGrow
@@ -277,14 +277,14 @@ class Arena:
         front = self._default_front
         if front is None:
             front = self._default_front = self.front(self._framework)
-            if type(self).get_simultaneous is Arena.get_simultaneous:
-                # Made once, the default front serves the arena's requests itself: its
-                # own methods, bound on this arena, so a request runs no frame of the
-                # arena's (a subclass that overrides them keeps its own).
-                vars(self).update(
-                    get_simultaneous=front.get_simultaneous,
-                    try_get_simultaneous=front.try_get_simultaneous,
-                )
+            # Made once, the default front serves the arena's requests itself: its own
+            # methods, bound on this arena, so a request runs no frame of the arena's (a
+            # subclass that overrides either keeps its own: each is looked at alone).
+            cls = type(self)
+            if cls.get_simultaneous is Arena.get_simultaneous:
+                vars(self)["get_simultaneous"] = front.get_simultaneous
+            if cls.try_get_simultaneous is Arena.try_get_simultaneous:
+                vars(self)["try_get_simultaneous"] = front.try_get_simultaneous
         return front
 
     def get_simultaneous(self, *specs: tuple[Any, Any]) -> list[Any]:
@@ -358,7 +358,9 @@ class Arena:
             A slot must grow while locked; a malformed spec (a byte count names
             :meth:`reserve_bytes`).
         """
-        if len(specs) == 1 and int_not_bool(specs[0]):  # a byte count: reserve_bytes' job
+        count = specs[0] if len(specs) == 1 else None
+        # A byte count (an int, a NumPy integer: numbers.Integral) is reserve_bytes' job.
+        if isinstance(count, Integral) and not isinstance(count, bool):
             raise SpecError(
                 f"reserve() takes (shape, dtype) specs, got the int {specs[0]}; for a size "
                 f"in bytes call reserve_bytes({specs[0]}), for a request write e.g. "

@@ -392,12 +392,14 @@ class Front(HitBase, Generic[ViewT]):
         except (AttributeError, TypeError) as exc:  # each framework says it its own way
             module = type(view).__module__
             root = {"jaxlib": "jax"}.get(module.split(".")[0], module.split(".")[0])
-            front = f"ws.{root}" if root in {"numpy", "torch", "cupy", "jax"} else "the front"
-            raise DTypeError(
-                f"the {self._name} front takes {self._name} arrays, got a "
-                f"{module}.{type(view).__qualname__}; call {front}.data_ptr or "
-                f"{front}.write_into (the front of the view's framework)"
-            ) from exc
+            given = f"the {self._name} front takes {self._name} arrays, got a "
+            given += f"{module}.{type(view).__qualname__}"
+            if root in {"numpy", "torch", "cupy", "jax"}:
+                fix = f"call ws.{root}.data_ptr or ws.{root}.write_into (the front of the "
+                fix += "view's framework)"
+            else:  # no framework's array at all: no other front takes it either
+                fix = f"pass a view this arena handed out (ws.{self._name}.get_simultaneous)"
+            raise DTypeError(f"{given}; {fix}") from exc
 
     def write_into(self, view: Any, value: Any) -> Any:
         """Copy ``value`` into the arena memory behind ``view``.

@@ -116,6 +116,19 @@ SLOT_CALLS: list[tuple[str, Callable[[Arena], Any], type[Exception], str]] = [
         ConfigError,
         r"call reserve\(\) with the same specs",
     ),
+    # the same hints for a NumPy integer byte count and a spec written as a list
+    (
+        "reserve a NumPy byte count",
+        lambda a: a.reserve(np.int64(1 << 20)),
+        SpecError,
+        r"reserve_bytes\(1048576\)",
+    ),
+    (
+        "reserve_bytes a list spec",
+        lambda a: a.reserve_bytes([(4,), "float32"]),
+        ConfigError,
+        r"call reserve\(\) with the same specs",
+    ),
     ("persistent bad shape", lambda a: a.get_persistent("k", (-1,), F32), SpecError, "negative"),
     ("unknown front", lambda a: a.front("mxnet"), ConfigError, "mxnet"),
 ]
@@ -483,3 +496,18 @@ def test_a_view_of_another_framework_is_named_with_the_front_to_use(method: str)
         ):
             call(*args)
         assert ws.torch.data_ptr(view) == view.data_ptr()  # its own views still answer
+
+
+@pytest.mark.parametrize("given", [[1.0, 2.0], None, 5, memoryview(b"abcd")])
+def test_an_object_of_no_framework_is_not_sent_to_another_front(given: object) -> None:
+    """A list, None, a number or a memoryview at ``data_ptr``/``write_into`` is refused as
+    what it is; the message does not tell the user to 'call the front.data_ptr' (there is
+    no front of its framework) but to pass a view the arena handed out."""
+    with Arena("cpu", framework="numpy") as ws:
+        view = ws.get_simultaneous(((2,), "float32"))[0]
+        for call in (lambda: ws.numpy.data_ptr(given), lambda: ws.numpy.write_into(given, view)):
+            with pytest.raises(DTypeError) as caught:
+                call()
+            message = str(caught.value)
+            assert "got a builtins." in message and "the front." not in message, message
+            assert "pass a view this arena handed out (ws.numpy.get_simultaneous)" in message

@@ -158,7 +158,7 @@ class SlotTable:
             # A (shape, dtype) spec here is reserve()'s job: say so.
             hint = (
                 "; to reserve room for views call reserve() with the same specs"
-                if isinstance(nbytes, tuple)
+                if isinstance(nbytes, (tuple, list))  # a spec may be a 2-item list
                 else ""
             )
             raise ConfigError(f"nbytes must be an int >= 0, got {nbytes!r}{hint}")

@@ -491,6 +491,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _json_problem(path: str) -> str | None:
     """Why ``--json path`` cannot be written (no such folder, a directory), or None."""
+    if not path:  # Path("") is the current folder: say what was given
+        return "an empty path; name a file (e.g. bench.json)"
     target = Path(path)
     if target.is_dir():
         return "is a directory; name a file in it (e.g. bench.json)"

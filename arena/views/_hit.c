@@ -1272,9 +1272,11 @@ static void dealloc(HitBase *self) {
 
 static PyMethodDef hit_methods[] = {
     {"get_simultaneous", (PyCFunction)get_simultaneous, METH_VARARGS,
-     "get_simultaneous(*specs): the compiled hit path of Front.get_simultaneous."},
+     "get_simultaneous($self, /, *specs)\n--\n\n"
+     "The compiled hit path of Front.get_simultaneous (the signature is for inspect)."},
     {"try_get_simultaneous", (PyCFunction)try_get_simultaneous, METH_VARARGS,
-     "try_get_simultaneous(*specs): the compiled hit path of Front.try_get_simultaneous."},
+     "try_get_simultaneous($self, /, *specs)\n--\n\n"
+     "The compiled hit path of Front.try_get_simultaneous (the signature is for inspect)."},
     {NULL, NULL, 0, NULL},
 };
 

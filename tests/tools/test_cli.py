@@ -255,6 +255,18 @@ def test_bench_json_that_cannot_be_written_is_refused_before_the_run(
     assert err.startswith(f"python -m arena bench: --json {target!r}: {why}"), err
 
 
+def test_bench_json_given_an_empty_path_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--json ''`` was refused as 'is a directory' (Path('') is the current folder)."""
+    from arena.tools import bench
+
+    monkeypatch.setattr(bench, "run_bench", lambda *args, **kwargs: None)
+    assert bench.main(["--quick", "--json", ""]) == 2
+    err = capsys.readouterr().err
+    assert err == "python -m arena bench: --json '': an empty path; name a file (e.g. bench.json)\n"
+
+
 def test_bench_json_that_fails_after_the_run_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
