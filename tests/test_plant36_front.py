@@ -4,7 +4,7 @@ passes on the code."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -15,7 +15,12 @@ class _BufferBacked:
     """An object of the array interface whose bytes are behind the buffer protocol:
     ``data`` is None (NumPy's array interface allows it)."""
 
-    __array_interface__: Any = {"shape": (2,), "typestr": "<f4", "version": 3, "data": None}
+    __array_interface__: ClassVar[dict[str, Any]] = {
+        "shape": (2,),
+        "typestr": "<f4",
+        "version": 3,
+        "data": None,
+    }
 
 
 def test_data_ptr_names_the_front_for_an_array_interface_without_an_address() -> None:

@@ -10,18 +10,6 @@ import pytest
 from arena import Arena, SpecError
 
 
-def test_planned_bytes_of_a_closed_arena_are_zero() -> None:
-    # Plant B1: planned_bytes() of a closed arena added what lock() would allocate (a
-    # sibling micro-batch brought to the largest) although a closed arena holds nothing
-    # and never allocates again.
-    ws = Arena("cpu", framework="numpy", ubatches=2)
-    ws.get_simultaneous(((4096,), "float32"))
-    assert ws.planned_bytes() > ws.memory_stats()["reserved_bytes.all.current"]
-    ws.close()
-    assert ws.planned_bytes() == 0
-    assert ws.memory_stats()["arena.planned_bytes"] == 0
-
-
 def test_an_on_grow_interrupted_by_keyboardinterrupt_is_told_again() -> None:
     # Plant K3: the library workspace owed its on_grow call only after an Exception; a
     # KeyboardInterrupt (or any BaseException from a signal handler) inside on_grow left
