@@ -1399,6 +1399,42 @@ static void put(PyObject **target, PyObject *value) {
     Py_XDECREF(old);
 }
 
+static Py_ssize_t plain_size_slow(PyObject *value) {
+    Py_ssize_t found = PyLong_AsSsize_t(value);
+    if (found == -1 && PyErr_Occurred()) PyErr_Clear();
+    return found < 0 ? -1 : found;
+}
+
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+/* An exact int's value, or -1 where it is not one (or is negative, or past Py_ssize_t).
+ * A one-digit int (below 2**30) is read in place. */
+static ALWAYS_INLINE Py_ssize_t plain_size(PyObject *value) {
+    if (value == NULL || !PyLong_CheckExact(value)) return -1;
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyUnstable_Long_IsCompact((PyLongObject *)value)) {
+        Py_ssize_t found = (Py_ssize_t)PyUnstable_Long_CompactValue((PyLongObject *)value);
+        return found < 0 ? -1 : found;
+    }
+#else
+    if (Py_SIZE(value) == 0) return 0;
+    if (Py_SIZE(value) == 1) return (Py_ssize_t)((PyLongObject *)value)->ob_digit[0];
+#endif
+    return plain_size_slow(value);
+}
+
+/* `calls` + 1: in place of PyNumber_Add for an exact int below 2**30 (a slot's call count),
+ * the same value; NULL with an exception set on error. */
+static PyObject *plus_one(PyObject *calls) {
+    Py_ssize_t value = plain_size(calls);
+    if (value >= 0 && value < ((Py_ssize_t)1 << 30)) return PyLong_FromSsize_t(value + 1);
+    return PyNumber_Add(calls, one);
+}
+
 /* The replay's hit: fresh views (a new reference); NULL without an exception when the
  * Python path serves the request, NULL with one on error. */
 static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
@@ -1412,11 +1448,8 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     Py_ssize_t depth = PyList_GET_SIZE(regions);
     if (depth == 0 || PyList_GET_ITEM(regions, depth - 1) != (PyObject *)self) return NULL;
     if (FIELD(slot, slot_buffer) != self->buffer) return NULL;
-    Py_ssize_t r = PyLong_AsSsize_t(request);
-    if (r < 0 || r >= PyList_GET_SIZE(caches)) {
-        PyErr_Clear();
-        return NULL;
-    }
+    Py_ssize_t r = plain_size(request);
+    if (r < 0 || r >= PyList_GET_SIZE(caches)) return NULL;
     /* Plain requests only (exact tuples of exact ints): 4.0 hashes like 4. */
     if (digest_of(specs) == 0) return NULL;
     PyObject *cache = PyList_GET_ITEM(caches, r);
@@ -1489,10 +1522,9 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     /* Every earlier request recorded, and no later one (else an interrupt left one: the
      * Python path drops it, StepRun.hand). */
     PyObject *last = PyList_GET_ITEM(starts, PyList_GET_SIZE(starts) - 1);
-    Py_ssize_t first = PyLong_AsSsize_t(PyList_GET_ITEM(starts, r));
-    Py_ssize_t total = PyLong_CheckExact(last) ? PyLong_AsSsize_t(last) : -1;
+    Py_ssize_t first = plain_size(PyList_GET_ITEM(starts, r));
+    Py_ssize_t total = plain_size(last);
     if (first < 0 || total < first + count || PyList_GET_SIZE(handed) != r) {
-        PyErr_Clear();
         Py_DECREF(entry);
         return NULL;
     }
@@ -1511,7 +1543,7 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
         }
         PyList_SET_ITEM(out, i, view);
     }
-    PyObject *calls = out == NULL ? NULL : PyNumber_Add(FIELD(slot, slot_calls), one);
+    PyObject *calls = out == NULL ? NULL : plus_one(FIELD(slot, slot_calls));
     /* request + 1 from r (request's value, an exact int): no generic addition */
     PyObject *next = calls == NULL ? NULL : PyLong_FromSsize_t(r + 1);
     /* The addresses (at the request's first block: the plan's every block made room for
@@ -1568,17 +1600,10 @@ static int step_release_one(StepHitBase *self, PyObject *view) {
         !PyList_CheckExact(starts) || self->lasts == NULL || !PyDict_CheckExact(self->lasts))
         return 0;
     /* Every request recorded whole (else Python reads what an interrupt left). */
-    Py_ssize_t r = PyLong_AsSsize_t(request);
-    if (r < 0 || r >= PyList_GET_SIZE(starts) || PyList_GET_SIZE(handed) != r ||
-        !PyLong_CheckExact(PyList_GET_ITEM(starts, r))) {
-        PyErr_Clear();
-        return 0;
-    }
-    Py_ssize_t k = PyLong_AsSsize_t(PyList_GET_ITEM(starts, r));
-    if (k < 0 || PyByteArray_GET_SIZE(ids) < k * (Py_ssize_t)sizeof(void *)) {
-        PyErr_Clear();
-        return 0;
-    }
+    Py_ssize_t r = plain_size(request);
+    if (r < 0 || r >= PyList_GET_SIZE(starts) || PyList_GET_SIZE(handed) != r) return 0;
+    Py_ssize_t k = plain_size(PyList_GET_ITEM(starts, r));
+    if (k < 0 || PyByteArray_GET_SIZE(ids) < k * (Py_ssize_t)sizeof(void *)) return 0;
     const char *raw = PyByteArray_AS_STRING(ids);
     for (Py_ssize_t i = r - 1; i >= 0; i--) {
         PyObject *made = PyList_GET_ITEM(handed, i);
@@ -2513,34 +2538,6 @@ static ScopeMemo scope_memo[SCOPE_MEMO_SIZE] __attribute__((aligned(64)));
 #else
 static ScopeMemo scope_memo[SCOPE_MEMO_SIZE];
 #endif
-
-static Py_ssize_t plain_size_slow(PyObject *value) {
-    Py_ssize_t found = PyLong_AsSsize_t(value);
-    if (found == -1 && PyErr_Occurred()) PyErr_Clear();
-    return found < 0 ? -1 : found;
-}
-
-#if defined(__GNUC__)
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#else
-#define ALWAYS_INLINE inline
-#endif
-
-/* An exact int's value, or -1 where it is not one (or is negative, or past Py_ssize_t).
- * A one-digit int (below 2**30) is read in place. */
-static ALWAYS_INLINE Py_ssize_t plain_size(PyObject *value) {
-    if (value == NULL || !PyLong_CheckExact(value)) return -1;
-#if PY_VERSION_HEX >= 0x030C0000
-    if (PyUnstable_Long_IsCompact((PyLongObject *)value)) {
-        Py_ssize_t found = (Py_ssize_t)PyUnstable_Long_CompactValue((PyLongObject *)value);
-        return found < 0 ? -1 : found;
-    }
-#else
-    if (Py_SIZE(value) == 0) return 0;
-    if (Py_SIZE(value) == 1) return (Py_ssize_t)((PyLongObject *)value)->ob_digit[0];
-#endif
-    return plain_size_slow(value);
-}
 
 /* Whether `specs` is the plain request `key` (a remembered key's request: exact tuples of
  * (exact tuple of exact ints, dtype)): exact tuples of the same sizes, exact ints of the
