@@ -1435,6 +1435,36 @@ static PyObject *plus_one(PyObject *calls) {
     return PyNumber_Add(calls, one);
 }
 
+/* Where a request index's hit last found its entry in a cache of one request: the cache
+ * dict, the state it had then, the key it held and the entry it mapped the key to. While
+ * the request index's cache is that dict in that state, the dict still maps that key to
+ * that entry (it holds both: the pointers are alive), so the hit compares the request with
+ * the key without walking the dict (PyDict_Next reads its table, one more object per
+ * request index of a step). A dict's state is its ma_version_tag: up to CPython 3.11,
+ * every new dict and every change of any dict takes the next value of one process-wide
+ * counter, so an address and a tag name one state of one dict. CPython 3.12 deprecates
+ * the tag: there the hit walks the dict every time. The memo holds no references and
+ * changes which memory is read, never the outcome: PyDict_Next of that dict in that state
+ * yields that very key and entry. One memo per dict address (hashed), for every step. */
+#if PY_VERSION_HEX < 0x030C0000
+#define STEP_MEMO 1
+#define STEP_MEMO_SIZE 4096
+typedef struct {
+    PyObject *cache;
+    uint64_t version;
+    PyObject *key;
+    PyObject *entry;
+} StepMemo;
+static StepMemo step_memo[STEP_MEMO_SIZE];
+
+static inline StepMemo *step_memo_of(PyObject *cache) {
+    uintptr_t at = (uintptr_t)cache;
+    return &step_memo[((at >> 4) ^ (at >> 16)) % STEP_MEMO_SIZE];
+}
+#else
+#define STEP_MEMO 0
+#endif
+
 /* The replay's hit: fresh views (a new reference); NULL without an exception when the
  * Python path serves the request, NULL with one on error. */
 static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
@@ -1457,13 +1487,27 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     /* Held across the lookup, which may run a dtype's Python __hash__ or __eq__. */
     Py_INCREF(cache);
     PyObject *found = NULL;
+#if STEP_MEMO
+    /* This dict in the state it had at a hit that noted it: its one key and entry. */
+    uint64_t seen = ((PyDictObject *)cache)->ma_version_tag;
+    StepMemo *memo = step_memo_of(cache);
+    PyObject *noted = NULL; /* the dict's key to note, where PyDict_Next found it */
+    if (memo->cache == cache && memo->version == seen) {
+        if (same_request(memo->key, specs) == 1) found = memo->entry;
+        if (PyErr_Occurred()) PyErr_Clear(); /* looked up next: the lookup explains */
+    } else
+#endif
     if (PyDict_GET_SIZE(cache) == 1) {
         /* One request remembered at this index (the usual case): compared element by
          * element (the same shape and dtype objects), without hashing the request. */
         Py_ssize_t pos = 0;
         PyObject *key, *value;
-        if (PyDict_Next(cache, &pos, &key, &value) && same_request(key, specs) == 1)
+        if (PyDict_Next(cache, &pos, &key, &value) && same_request(key, specs) == 1) {
             found = value;
+#if STEP_MEMO
+            noted = key;
+#endif
+        }
         if (PyErr_Occurred()) PyErr_Clear(); /* looked up next: the lookup explains */
     }
     if (found == NULL) found = PyDict_GetItemWithError(cache, specs);
@@ -1573,6 +1617,18 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     put(&FIELD(entry, prepared_used), Py_True);
     put(&FIELD(slot, slot_calls), calls);
     put(&self->request, next);
+#if STEP_MEMO
+    /* Noted where the dict is still the one walked, in the state walked (the step's
+     * caches, held by it, still hold it): plain stores, no Python code. */
+    if (noted != NULL && self->caches == caches && r < PyList_GET_SIZE(caches) &&
+        PyList_GET_ITEM(caches, r) == cache && ((PyDictObject *)cache)->ma_version_tag == seen) {
+        memo = step_memo_of(cache);
+        memo->cache = cache;
+        memo->version = seen;
+        memo->key = noted;
+        memo->entry = entry;
+    }
+#endif
     Py_DECREF(entry);
     return out;
 }
