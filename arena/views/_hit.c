@@ -1427,11 +1427,17 @@ static ALWAYS_INLINE Py_ssize_t plain_size(PyObject *value) {
     return plain_size_slow(value);
 }
 
+/* The int `value` (at least 0): PyLong_FromLong below 2**30 (one digit: CPython 3.11
+ * builds it directly, where PyLong_FromSsize_t takes its general loop). */
+static inline PyObject *small_int(Py_ssize_t value) {
+    return value < ((Py_ssize_t)1 << 30) ? PyLong_FromLong((long)value) : PyLong_FromSsize_t(value);
+}
+
 /* `calls` + 1: in place of PyNumber_Add for an exact int below 2**30 (a slot's call count),
  * the same value; NULL with an exception set on error. */
 static PyObject *plus_one(PyObject *calls) {
     Py_ssize_t value = plain_size(calls);
-    if (value >= 0 && value < ((Py_ssize_t)1 << 30)) return PyLong_FromSsize_t(value + 1);
+    if (value >= 0 && value < ((Py_ssize_t)1 << 30)) return small_int(value + 1);
     return PyNumber_Add(calls, one);
 }
 
@@ -1589,7 +1595,7 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     }
     PyObject *calls = out == NULL ? NULL : plus_one(FIELD(slot, slot_calls));
     /* request + 1 from r (request's value, an exact int): no generic addition */
-    PyObject *next = calls == NULL ? NULL : PyLong_FromSsize_t(r + 1);
+    PyObject *next = calls == NULL ? NULL : small_int(r + 1);
     /* The addresses (at the request's first block: the plan's every block made room for
      * once, at the run's first request), then the witnesses (the fresh views may have run
      * Python code: the record is checked again; none runs from here to the last store). */
