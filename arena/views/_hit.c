@@ -1401,6 +1401,78 @@ static void put(PyObject **target, PyObject *value) {
     Py_XDECREF(old);
 }
 
+static Py_ssize_t plain_size_slow(PyObject *value) {
+    Py_ssize_t found = PyLong_AsSsize_t(value);
+    if (found == -1 && PyErr_Occurred()) PyErr_Clear();
+    return found < 0 ? -1 : found;
+}
+
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+/* An exact int's value, or -1 where it is not one (or is negative, or past Py_ssize_t).
+ * A one-digit int (below 2**30) is read in place. */
+static ALWAYS_INLINE Py_ssize_t plain_size(PyObject *value) {
+    if (value == NULL || !PyLong_CheckExact(value)) return -1;
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyUnstable_Long_IsCompact((PyLongObject *)value)) {
+        Py_ssize_t found = (Py_ssize_t)PyUnstable_Long_CompactValue((PyLongObject *)value);
+        return found < 0 ? -1 : found;
+    }
+#else
+    if (Py_SIZE(value) == 0) return 0;
+    if (Py_SIZE(value) == 1) return (Py_ssize_t)((PyLongObject *)value)->ob_digit[0];
+#endif
+    return plain_size_slow(value);
+}
+
+/* The int `value` (at least 0): PyLong_FromLong below 2**30 (one digit: CPython 3.11
+ * builds it directly, where PyLong_FromSsize_t takes its general loop). */
+static inline PyObject *small_int(Py_ssize_t value) {
+    return value < ((Py_ssize_t)1 << 30) ? PyLong_FromLong((long)value) : PyLong_FromSsize_t(value);
+}
+
+/* `calls` + 1: in place of PyNumber_Add for an exact int below 2**30 (a slot's call count),
+ * the same value; NULL with an exception set on error. */
+static PyObject *plus_one(PyObject *calls) {
+    Py_ssize_t value = plain_size(calls);
+    if (value >= 0 && value < ((Py_ssize_t)1 << 30)) return small_int(value + 1);
+    return PyNumber_Add(calls, one);
+}
+
+/* Where a request index's hit last found its entry in a cache of one request: the cache
+ * dict, the state it had then, the key it held and the entry it mapped the key to. While
+ * the request index's cache is that dict in that state, the dict still maps that key to
+ * that entry (it holds both: the pointers are alive), so the hit compares the request with
+ * the key without walking the dict (PyDict_Next reads its table, one more object per
+ * request index of a step). A dict's state is its ma_version_tag: up to CPython 3.11,
+ * every new dict and every change of any dict takes the next value of one process-wide
+ * counter, so an address and a tag name one state of one dict. CPython 3.12 deprecates
+ * the tag: there the hit walks the dict every time. The memo holds no references and
+ * changes which memory is read, never the outcome: PyDict_Next of that dict in that state
+ * yields that very key and entry. One memo per dict address (hashed), for every step. */
+#if PY_VERSION_HEX < 0x030C0000
+#define STEP_MEMO 1
+#define STEP_MEMO_SIZE 4096
+typedef struct {
+    PyObject *cache;
+    uint64_t version;
+    PyObject *key;
+    PyObject *entry;
+} StepMemo;
+static StepMemo step_memo[STEP_MEMO_SIZE];
+
+static inline StepMemo *step_memo_of(PyObject *cache) {
+    uintptr_t at = (uintptr_t)cache;
+    return &step_memo[((at >> 4) ^ (at >> 16)) % STEP_MEMO_SIZE];
+}
+#else
+#define STEP_MEMO 0
+#endif
+
 /* The replay's hit: fresh views (a new reference); NULL without an exception when the
  * Python path serves the request, NULL with one on error. */
 static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
@@ -1414,11 +1486,8 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     Py_ssize_t depth = PyList_GET_SIZE(regions);
     if (depth == 0 || PyList_GET_ITEM(regions, depth - 1) != (PyObject *)self) return NULL;
     if (FIELD(slot, slot_buffer) != self->buffer) return NULL;
-    Py_ssize_t r = PyLong_AsSsize_t(request);
-    if (r < 0 || r >= PyList_GET_SIZE(caches)) {
-        PyErr_Clear();
-        return NULL;
-    }
+    Py_ssize_t r = plain_size(request);
+    if (r < 0 || r >= PyList_GET_SIZE(caches)) return NULL;
     /* Plain requests only (exact tuples of exact ints): 4.0 hashes like 4. */
     if (digest_of(specs) == 0) return NULL;
     PyObject *cache = PyList_GET_ITEM(caches, r);
@@ -1426,13 +1495,27 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     /* Held across the lookup, which may run a dtype's Python __hash__ or __eq__. */
     Py_INCREF(cache);
     PyObject *found = NULL;
+#if STEP_MEMO
+    /* This dict in the state it had at a hit that noted it: its one key and entry. */
+    uint64_t seen = ((PyDictObject *)cache)->ma_version_tag;
+    StepMemo *memo = step_memo_of(cache);
+    PyObject *noted = NULL; /* the dict's key to note, where PyDict_Next found it */
+    if (memo->cache == cache && memo->version == seen) {
+        if (same_request(memo->key, specs) == 1) found = memo->entry;
+        if (PyErr_Occurred()) PyErr_Clear(); /* looked up next: the lookup explains */
+    } else
+#endif
     if (PyDict_GET_SIZE(cache) == 1) {
         /* One request remembered at this index (the usual case): compared element by
          * element (the same shape and dtype objects), without hashing the request. */
         Py_ssize_t pos = 0;
         PyObject *key, *value;
-        if (PyDict_Next(cache, &pos, &key, &value) && same_request(key, specs) == 1)
+        if (PyDict_Next(cache, &pos, &key, &value) && same_request(key, specs) == 1) {
             found = value;
+#if STEP_MEMO
+            noted = key;
+#endif
+        }
         if (PyErr_Occurred()) PyErr_Clear(); /* looked up next: the lookup explains */
     }
     if (found == NULL) found = PyDict_GetItemWithError(cache, specs);
@@ -1491,10 +1574,9 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     /* Every earlier request recorded, and no later one (else an interrupt left one: the
      * Python path drops it, StepRun.hand). */
     PyObject *last = PyList_GET_ITEM(starts, PyList_GET_SIZE(starts) - 1);
-    Py_ssize_t first = PyLong_AsSsize_t(PyList_GET_ITEM(starts, r));
-    Py_ssize_t total = PyLong_CheckExact(last) ? PyLong_AsSsize_t(last) : -1;
+    Py_ssize_t first = plain_size(PyList_GET_ITEM(starts, r));
+    Py_ssize_t total = plain_size(last);
     if (first < 0 || total < first + count || PyList_GET_SIZE(handed) != r) {
-        PyErr_Clear();
         Py_DECREF(entry);
         return NULL;
     }
@@ -1513,9 +1595,9 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
         }
         PyList_SET_ITEM(out, i, view);
     }
-    PyObject *calls = out == NULL ? NULL : PyNumber_Add(FIELD(slot, slot_calls), one);
+    PyObject *calls = out == NULL ? NULL : plus_one(FIELD(slot, slot_calls));
     /* request + 1 from r (request's value, an exact int): no generic addition */
-    PyObject *next = calls == NULL ? NULL : PyLong_FromSsize_t(r + 1);
+    PyObject *next = calls == NULL ? NULL : small_int(r + 1);
     /* The addresses (at the request's first block: the plan's every block made room for
      * once, at the run's first request), then the witnesses (the fresh views may have run
      * Python code: the record is checked again; none runs from here to the last store). */
@@ -1543,6 +1625,18 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     put(&FIELD(entry, prepared_used), Py_True);
     put(&FIELD(slot, slot_calls), calls);
     put(&self->request, next);
+#if STEP_MEMO
+    /* Noted where the dict is still the one walked, in the state walked (the step's
+     * caches, held by it, still hold it): plain stores, no Python code. */
+    if (noted != NULL && self->caches == caches && r < PyList_GET_SIZE(caches) &&
+        PyList_GET_ITEM(caches, r) == cache && ((PyDictObject *)cache)->ma_version_tag == seen) {
+        memo = step_memo_of(cache);
+        memo->cache = cache;
+        memo->version = seen;
+        memo->key = noted;
+        memo->entry = entry;
+    }
+#endif
     Py_DECREF(entry);
     return out;
 }
@@ -1570,17 +1664,10 @@ static int step_release_one(StepHitBase *self, PyObject *view) {
         !PyList_CheckExact(starts) || self->lasts == NULL || !PyDict_CheckExact(self->lasts))
         return 0;
     /* Every request recorded whole (else Python reads what an interrupt left). */
-    Py_ssize_t r = PyLong_AsSsize_t(request);
-    if (r < 0 || r >= PyList_GET_SIZE(starts) || PyList_GET_SIZE(handed) != r ||
-        !PyLong_CheckExact(PyList_GET_ITEM(starts, r))) {
-        PyErr_Clear();
-        return 0;
-    }
-    Py_ssize_t k = PyLong_AsSsize_t(PyList_GET_ITEM(starts, r));
-    if (k < 0 || PyByteArray_GET_SIZE(ids) < k * (Py_ssize_t)sizeof(void *)) {
-        PyErr_Clear();
-        return 0;
-    }
+    Py_ssize_t r = plain_size(request);
+    if (r < 0 || r >= PyList_GET_SIZE(starts) || PyList_GET_SIZE(handed) != r) return 0;
+    Py_ssize_t k = plain_size(PyList_GET_ITEM(starts, r));
+    if (k < 0 || PyByteArray_GET_SIZE(ids) < k * (Py_ssize_t)sizeof(void *)) return 0;
     const char *raw = PyByteArray_AS_STRING(ids);
     for (Py_ssize_t i = r - 1; i >= 0; i--) {
         PyObject *made = PyList_GET_ITEM(handed, i);
@@ -2515,34 +2602,6 @@ static ScopeMemo scope_memo[SCOPE_MEMO_SIZE] __attribute__((aligned(64)));
 #else
 static ScopeMemo scope_memo[SCOPE_MEMO_SIZE];
 #endif
-
-static Py_ssize_t plain_size_slow(PyObject *value) {
-    Py_ssize_t found = PyLong_AsSsize_t(value);
-    if (found == -1 && PyErr_Occurred()) PyErr_Clear();
-    return found < 0 ? -1 : found;
-}
-
-#if defined(__GNUC__)
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#else
-#define ALWAYS_INLINE inline
-#endif
-
-/* An exact int's value, or -1 where it is not one (or is negative, or past Py_ssize_t).
- * A one-digit int (below 2**30) is read in place. */
-static ALWAYS_INLINE Py_ssize_t plain_size(PyObject *value) {
-    if (value == NULL || !PyLong_CheckExact(value)) return -1;
-#if PY_VERSION_HEX >= 0x030C0000
-    if (PyUnstable_Long_IsCompact((PyLongObject *)value)) {
-        Py_ssize_t found = (Py_ssize_t)PyUnstable_Long_CompactValue((PyLongObject *)value);
-        return found < 0 ? -1 : found;
-    }
-#else
-    if (Py_SIZE(value) == 0) return 0;
-    if (Py_SIZE(value) == 1) return (Py_ssize_t)((PyLongObject *)value)->ob_digit[0];
-#endif
-    return plain_size_slow(value);
-}
 
 /* Whether `specs` is the plain request `key` (a remembered key's request: exact tuples of
  * (exact tuple of exact ints, dtype)): exact tuples of the same sizes, exact ints of the
