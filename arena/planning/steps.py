@@ -111,6 +111,9 @@ __all__ = ["CompiledStep", "Step", "step_class"]
 
 ViewT = TypeVar("ViewT")
 
+#: Most views one ``release(*views)`` serves on the hot path (``STEP_RELEASE_MAX`` in
+#: ``_hit.c``); more go through the checked path, which does the same.
+RELEASE_MAX = 8
 
 #: The run of a step that is not running (never written: entering makes a new one).
 _ENDED = StepRun()
@@ -411,12 +414,21 @@ class Step(StepHitBase, Generic[ViewT]):
         if slot is None:
             raise ArenaError(f"step {self.key!r} is not running: release inside its with block")
         run = self.run
-        if len(views) == 1 and self._quick:  # hot path: a replay, no poisoning or debug mode
-            found = run.find(views[0])
-            if found is not None and found[0] not in run.released:
-                block = found[0]
-                run.lasts[block] = self.request - 1  # a diverging replay records it
-                run.released.add(block)
+        if self._quick and 0 < len(views) <= RELEASE_MAX:
+            # Hot path (a replay, no poisoning or debug mode): every view's block found,
+            # distinct and live, before any is released; else the checked path names it.
+            released = run.released
+            blocks: list[int] = []
+            for view in views:
+                found = run.find(view)
+                if found is None or found[0] in released or found[0] in blocks:
+                    break
+                blocks.append(found[0])
+            else:
+                last = self.request - 1  # a diverging replay records it
+                for block in blocks:
+                    run.lasts[block] = last
+                    released.add(block)
                 return
         # All or nothing: every view is checked before any is released.
         by_view = run.views

@@ -1651,10 +1651,11 @@ static int step_release_block(StepHitBase *self, PyObject *block, PyObject *requ
     return failed ? -1 : 1;
 }
 
-/* The hit of release(view) (Step.release's hot path): the newest record at the view's
- * address, whose witness is the view or a fresh view of it, for a block not released
- * yet. 1 when released, 0 when the Python path must run, -1 with an exception set. */
-static int step_release_one(StepHitBase *self, PyObject *view) {
+/* The block of `view` for release(view) (Step.release's hot path): the newest record at
+ * the view's address, whose witness is the view or a fresh view of it, for a block not
+ * released yet. A new reference; NULL without an exception when the Python path must run
+ * (it names what is wrong), NULL with one on error. Runs no Python code. */
+static PyObject *step_find_block(StepHitBase *self, PyObject *view) {
     PyObject *handed = self->handed, *released = self->released, *request = self->request;
     PyObject *ids = self->ids, *starts = self->starts;
     if (self->quick != Py_True || self->slot == NULL || self->slot == Py_None ||
@@ -1662,16 +1663,16 @@ static int step_release_one(StepHitBase *self, PyObject *view) {
         !PySet_CheckExact(released) || request == NULL || !PyLong_CheckExact(request) ||
         ids == NULL || !PyByteArray_CheckExact(ids) || starts == NULL ||
         !PyList_CheckExact(starts) || self->lasts == NULL || !PyDict_CheckExact(self->lasts))
-        return 0;
+        return NULL;
     /* Every request recorded whole (else Python reads what an interrupt left). */
     Py_ssize_t r = plain_size(request);
-    if (r < 0 || r >= PyList_GET_SIZE(starts) || PyList_GET_SIZE(handed) != r) return 0;
+    if (r < 0 || r >= PyList_GET_SIZE(starts) || PyList_GET_SIZE(handed) != r) return NULL;
     Py_ssize_t k = plain_size(PyList_GET_ITEM(starts, r));
-    if (k < 0 || PyByteArray_GET_SIZE(ids) < k * (Py_ssize_t)sizeof(void *)) return 0;
+    if (k < 0 || PyByteArray_GET_SIZE(ids) < k * (Py_ssize_t)sizeof(void *)) return NULL;
     const char *raw = PyByteArray_AS_STRING(ids);
     for (Py_ssize_t i = r - 1; i >= 0; i--) {
         PyObject *made = PyList_GET_ITEM(handed, i);
-        if (!PyList_CheckExact(made) || PyList_GET_SIZE(made) > k) return 0;
+        if (!PyList_CheckExact(made) || PyList_GET_SIZE(made) > k) return NULL;
         k -= PyList_GET_SIZE(made);
         for (Py_ssize_t j = PyList_GET_SIZE(made) - 1; j >= 0; j--) {
             void *address;
@@ -1679,27 +1680,64 @@ static int step_release_one(StepHitBase *self, PyObject *view) {
             if (address != (void *)view) continue;
             /* The newest record at this address: the view's, if any is. */
             PyObject *witness = PyList_GET_ITEM(made, j);
-            if (witness != view && !same_ndarray(view, witness)) return 0;
+            if (witness != view && !same_ndarray(view, witness)) return NULL;
             PyObject *block = PyLong_FromSsize_t(k + j);
-            if (block == NULL) return -1;
+            if (block == NULL) return NULL;
             int gone = PySet_Contains(released, block);
             if (gone != 0) { /* released already (or an error): the Python path names it */
                 PyErr_Clear();
                 Py_DECREF(block);
-                return 0;
+                return NULL;
             }
-            return step_release_block(self, block, request);
+            return block;
         }
     }
-    return 0;
+    return NULL;
+}
+
+/* Most views one release(*views) call serves compiled; more go to the Python path. */
+#define STEP_RELEASE_MAX 8
+
+/* The hit of release(*views): 1 when every view was released, 0 when the Python path
+ * must run (nothing released), -1 with an exception set. All or nothing, as in Python:
+ * every view's block is found (and found distinct) before any is released. */
+static int step_release_views(StepHitBase *self, PyObject *args) {
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (n < 1 || n > STEP_RELEASE_MAX) return 0;
+    PyObject *blocks[STEP_RELEASE_MAX];
+    Py_ssize_t found = 0;
+    int outcome = 1;
+    for (; found < n; found++) {
+        PyObject *block = step_find_block(self, PyTuple_GET_ITEM(args, found));
+        if (block == NULL) {
+            outcome = PyErr_Occurred() ? -1 : 0;
+            break;
+        }
+        for (Py_ssize_t i = 0; i < found && outcome == 1; i++)
+            if (plain_size(blocks[i]) == plain_size(block)) outcome = 0; /* given twice */
+        blocks[found] = block;
+        if (outcome != 1) {
+            found++;
+            break;
+        }
+    }
+    /* Nothing in the search ran Python code: the step's fields are those it read. */
+    PyObject *request = self->request;
+    Py_ssize_t i = 0;
+    if (outcome == 1) {
+        Py_INCREF(request);
+        for (; i < found && outcome == 1; i++)
+            outcome = step_release_block(self, blocks[i], request); /* consumes blocks[i] */
+        Py_DECREF(request);
+    }
+    for (; i < found; i++) Py_DECREF(blocks[i]);
+    return outcome;
 }
 
 static PyObject *step_release(PyObject *self, PyObject *args) {
-    if (PyTuple_GET_SIZE(args) == 1) {
-        int done = step_release_one((StepHitBase *)self, PyTuple_GET_ITEM(args, 0));
-        if (done < 0) return NULL;
-        if (done) Py_RETURN_NONE;
-    }
+    int done = step_release_views((StepHitBase *)self, args);
+    if (done < 0) return NULL;
+    if (done) Py_RETURN_NONE;
     PyObject *method = PyObject_GetAttr(self, str_python_release);
     if (method == NULL) return NULL;
     PyObject *out = PyObject_Call(method, args, NULL);
