@@ -89,15 +89,21 @@ def _run(ws: Arena) -> tuple[tuple[int, ...], tuple[int, ...], Any]:
     return a.shape, b.shape, caches
 
 
+def _hits(ws: Arena) -> Any:
+    """Record, plan and replay the step, lock, and hit it twice; its caches."""
+    for _ in range(3):  # record, plan, replay (remembered)
+        _run(ws)
+    ws.lock()  # locked: no request log to tell, the compiled hit serves
+    for _ in range(2):  # hits (the compiled one notes where it found the entry)
+        first, second, caches = _run(ws)
+    assert (first, second) == ((4, 8), (16,))
+    return caches
+
+
 @pytest.mark.parametrize("change", sorted(CHANGES))
 def test_the_step_hit_follows_a_changed_cache(hit_path: str, change: str) -> None:
     with Arena("cpu", framework="numpy") as ws:
-        for _ in range(3):  # record, plan, replay (remembered)
-            _run(ws)
-        ws.lock()  # locked: no request log to tell, the compiled hit serves
-        for _ in range(2):  # hits (the compiled one notes where it found the entry)
-            first, second, caches = _run(ws)
-        assert (first, second) == ((4, 8), (16,))
+        caches = _hits(ws)
         assert caches is not None and all(len(cache) == 1 for cache in caches)
         CHANGES[change](caches)
         try:
@@ -111,11 +117,7 @@ def test_the_step_hit_follows_a_changed_cache(hit_path: str, change: str) -> Non
 
 def test_the_step_hit_follows_a_removed_entry(hit_path: str) -> None:
     with Arena("cpu", framework="numpy") as ws:
-        for _ in range(3):
-            _run(ws)
-        ws.lock()
-        for _ in range(2):
-            _, _, caches = _run(ws)
+        caches = _hits(ws)
         entry = caches[0][(SPEC,)]
         caches[0].clear()  # the checked path serves the request and remembers it again
         entry.views[0] = entry.views[0].reshape(8, 4)  # what a stale note would hand out
@@ -126,11 +128,7 @@ def test_the_step_hit_follows_a_removed_entry(hit_path: str) -> None:
 
 def test_the_step_hit_holds_no_note(hit_path: str) -> None:
     with Arena("cpu", framework="numpy") as ws:
-        for _ in range(3):
-            _run(ws)
-        ws.lock()
-        for _ in range(2):
-            _, _, caches = _run(ws)
+        caches = _hits(ws)
         cache = caches[0]
         ((key, entry),) = cache.items()
         watched = [cache, key, entry, entry.views]
