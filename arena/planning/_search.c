@@ -14,8 +14,9 @@
  * section check tries the section that failed last first; a section's unallocated floor
  * is recomputed only where it may rise and could fail a check; the clock is read every
  * 256 nodes. None of these visits a node the original does not (the floors left as they
- * were could fail no check, and floors worked out later may only be higher). One addition: a fourth key for the preorders, E (the
- * end, latest first), beside MiniMalloc's W, A and T.
+ * were could fail no check, and floors worked out later may only be higher). One
+ * addition: a fourth key for the preorders, E (the end, latest first), beside
+ * MiniMalloc's W, A and T.
  *
  * The search decides whether every buffer fits below a capacity. It places buffers in
  * non-decreasing offset order, each at its minimum offset (the highest top among the

@@ -1641,13 +1641,10 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     return out;
 }
 
-/* Release `block` (a new reference, consumed): 1, or -1 with an exception set. */
-static int step_release_block(StepHitBase *self, PyObject *block, PyObject *request) {
-    PyObject *last = PyNumber_Subtract(request, one);
-    int failed = last == NULL || PyDict_SetItem(self->lasts, block, last) < 0 ||
+/* Release `block`, whose last request is `last`: 1, or -1 with an exception set. */
+static int step_release_block(StepHitBase *self, PyObject *block, PyObject *last) {
+    int failed = PyDict_SetItem(self->lasts, block, last) < 0 ||
                  PySet_Add(self->released, block) < 0;
-    Py_XDECREF(last);
-    Py_DECREF(block);
     return failed ? -1 : 1;
 }
 
@@ -1707,30 +1704,27 @@ static int step_release_views(StepHitBase *self, PyObject *args) {
     PyObject *blocks[STEP_RELEASE_MAX];
     Py_ssize_t found = 0;
     int outcome = 1;
-    for (; found < n; found++) {
+    while (outcome == 1 && found < n) {
         PyObject *block = step_find_block(self, PyTuple_GET_ITEM(args, found));
         if (block == NULL) {
             outcome = PyErr_Occurred() ? -1 : 0;
             break;
         }
-        for (Py_ssize_t i = 0; i < found && outcome == 1; i++)
+        for (Py_ssize_t i = 0; i < found; i++)
             if (plain_size(blocks[i]) == plain_size(block)) outcome = 0; /* given twice */
-        blocks[found] = block;
-        if (outcome != 1) {
-            found++;
-            break;
-        }
+        blocks[found++] = block;
     }
-    /* Nothing in the search ran Python code: the step's fields are those it read. */
-    PyObject *request = self->request;
-    Py_ssize_t i = 0;
     if (outcome == 1) {
-        Py_INCREF(request);
-        for (; i < found && outcome == 1; i++)
-            outcome = step_release_block(self, blocks[i], request); /* consumes blocks[i] */
-        Py_DECREF(request);
+        /* Nothing in the search ran Python code: the step's request is the one it read.
+         * Each released block's last request is the one before it (a diverging replay
+         * records it). */
+        PyObject *last = PyNumber_Subtract(self->request, one);
+        if (last == NULL) outcome = -1;
+        for (Py_ssize_t i = 0; i < found && outcome == 1; i++)
+            outcome = step_release_block(self, blocks[i], last);
+        Py_XDECREF(last);
     }
-    for (; i < found; i++) Py_DECREF(blocks[i]);
+    for (Py_ssize_t i = 0; i < found; i++) Py_DECREF(blocks[i]);
     return outcome;
 }
 
