@@ -13,6 +13,7 @@ import pytest
 
 from arena import Arena, ArenaError
 from arena.planning import offsets, plan_offsets
+from arena.planning.scopes import CompiledScope, Scope
 from arena.planning.steps import CompiledStep, Step
 from tests.tilings import Piece, blocks_of, cut
 
@@ -224,3 +225,29 @@ def test_blocks_with_exactly_sparse_pairs_co_live_pairs_each_walk_the_graph() ->
     plan = plan_offsets([(256, 0, 0)] * n)
     assert plan.total_bytes == plan.lower_bound == 256 * n
     assert sorted(plan.offsets) == [256 * i for i in range(n)]
+
+
+def test_scopes_take_the_hit_path_the_front_was_made_for(hit_path: str) -> None:
+    # scopes.py scope_class #1, #5, #7 (no compiled scopes at all) and #4 (`HIT_PATH !=
+    # "compiled"`): the compiled scope hit went unused, or served the Python runs; the
+    # scope tests pass on either class, so only the class tells.
+    with Arena("cpu", framework="numpy") as ws:
+        scope = ws.numpy.scope()
+        assert (type(scope) is CompiledScope) == (hit_path == "compiled")
+        assert isinstance(scope, Scope)
+
+
+def test_closing_a_scope_keeps_every_outer_scopes_live_bytes_in_load(hit_path: str) -> None:
+    # scopes.py close_region #8 (`live = other.held`): closing a region left only the
+    # innermost of the regions still open counted live, so a later request's LOAD missed
+    # the bytes the outer scopes hold.
+    kib = ((256,), "float32")
+    with Arena("cpu", framework="numpy") as ws:
+        with ws.scope() as a:
+            a.get_simultaneous(*[kib] * 4)  # 4 KiB
+            with ws.scope() as b:
+                b.get_simultaneous(kib)  # 1 KiB
+                with ws.scope() as c:
+                    c.get_simultaneous(kib)
+                b.get_simultaneous(*[kib] * 8)  # 8 KiB: 13 KiB live with a's and b's
+        assert ws.stats().slots[0].load == 13 * 1024
