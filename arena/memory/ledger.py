@@ -28,7 +28,7 @@ from arena.base.events import format_mb
 from arena.errors import ArenaError, ArenaOutOfMemoryError
 from arena.memory.deferred import PendingReleases, StreamEvents
 from arena.memory.devices import Device
-from arena.memory.sources import Allocation, MemorySource
+from arena.memory.sources import Allocation, HostSource, MemorySource, compiled, host_allocator
 
 __all__ = ["TRACE_LIMIT", "Ledger", "oom_hint"]
 
@@ -210,6 +210,15 @@ class Ledger:
                 self.release(held[0])
                 held.clear()
             return self.allocate(nbytes, what)
+        if self.source.__class__ is HostSource:
+            # In C where the compiled host allocation is in use: _take's stores for a
+            # HostSource, in one call (None: it stopped where the Python version goes on;
+            # the block in held, if any, is released then or still there).
+            books = _HOST_BOOKS[0] if _HOST_BOOKS else _host_books()
+            if books is not None:
+                allocation = books(self, held, nbytes, what)
+                if allocation is not None:
+                    return allocation  # type: ignore[no-any-return]
         asked: list[bool] = []  # filled once the source is asked for the new block
         try:
             return self._take(nbytes, what, False, held, asked)
@@ -522,6 +531,24 @@ def _release_leftovers(
         pending.flush()
     if first is not None:
         raise first
+
+
+#: ``[replace]``: the compiled growth of a host ledger (``HostBooks.replace``,
+#: arena/memory/_host.c, the mirror of :meth:`Ledger.replace` over :meth:`Ledger._take`
+#: for a :class:`~arena.memory.sources.HostSource`), or ``[None]`` where the compiled host
+#: allocation is not in use; filled at the first growth on a HostSource (one store).
+_HOST_BOOKS: list[Any] = []
+
+
+def _host_books() -> Any:
+    """``HostBooks(Ledger, allocator, time.time).replace``, or None (see _HOST_BOOKS)."""
+    if not _HOST_BOOKS:
+        allocator = host_allocator()
+        books = None
+        if allocator is not None and compiled is not None:
+            books = compiled.HostBooks(Ledger, allocator, time.time).replace
+        _HOST_BOOKS[:] = [books]
+    return _HOST_BOOKS[0]
 
 
 def oom_hint(device: Device) -> str:
