@@ -249,10 +249,11 @@ static PyType_Spec allocator_spec = {
 
 /* ------------------------------------------------------------------ HostBooks
  *
- * HostBooks(ledger, allocator, clock).replace(ledger, held, nbytes, what): a slot's growth
- * on a host ledger in one call, what Ledger.replace -> Ledger._take (arena/memory/ledger.py)
- * do for a HostSource where the ledger has no pending releases, no alloc_context and no
- * observer: the block in `held` (a list of at most one Allocation, the caller's only
+ * HostBooks(ledger, allocator, clock, source).replace(ledger, held, nbytes, what): a
+ * slot's growth on a host ledger in one call (Slot._grow calls it, then Ledger.replace
+ * where it declines), what Ledger.replace -> Ledger._take (arena/memory/ledger.py) do for
+ * a HostSource (`source`, the class itself) where the ledger has no pending releases, no
+ * alloc_context and no observer: the block in `held` (a list of at most one Allocation, the caller's only
  * reference to it) counted freed, `held` emptied and the block traced ("free", ptr,
  * nbytes, "", clock()); HostSource.release, whose body is empty, is not called; then a
  * block of `nbytes` from the HostAllocator above, counted live (the ledger's _live,
@@ -264,11 +265,12 @@ static PyType_Spec allocator_spec = {
  *
  * It returns the new Allocation, or None, with no exception, where the Python version is
  * to run from where this one stopped: before anything was done (not an exact Ledger, list,
- * Allocation or positive int), or after the old block was released (`held` empty then)
+ * Allocation or positive int; a ledger with pending releases, a context or an observer, or
+ * whose source is not a HostSource itself), or after the old block was released (`held` empty then)
  * where the allocator declined (NumPy refused the array: Ledger._take then asks the
  * source, whose Python version raises the error). A growth costs its Python frames and
- * their cold memory on a fresh arena (issue 32 item 4): this is two of them and most of
- * their statements. tests/memory/test_host_books.py compares its books with the Python
+ * their cold memory on a fresh arena (issue 32 item 4): this is three of them (replace,
+ * _take, the source's allocate) and most of their statements. tests/memory/test_host_books.py compares its books with the Python
  * version's. */
 
 enum {
@@ -282,18 +284,24 @@ enum {
     BOOK_PEAK_BYTES,
     BOOK_PEAK_BLOCKS,
     BOOK_TRACE,
+    BOOK_PENDING,
+    BOOK_CONTEXT,
+    BOOK_OBSERVER,
+    BOOK_SOURCE,
     BOOK_COUNT
 };
 
 static const char *book_names[BOOK_COUNT] = {
     "_live",           "_handed",     "allocations", "frees",       "live_bytes",
-    "allocated_total", "freed_total", "peak_bytes",  "peak_blocks", "trace"};
+    "allocated_total", "freed_total", "peak_bytes",  "peak_blocks", "trace",
+    "pending",         "_alloc_context", "observer", "source"};
 
 typedef struct {
     PyObject_HEAD
     PyTypeObject *ledger;     /* arena.memory.ledger.Ledger */
     PyObject *books[BOOK_COUNT]; /* its slot descriptors */
     HostAllocator *allocator; /* the HostAllocator blocks come from */
+    PyTypeObject *source;     /* arena.memory.sources.HostSource */
     PyObject *clock;          /* time.time */
     PyObject *append;         /* "append" */
     PyObject *free_word, *allocate_word, *empty; /* "free", "allocate", "" */
@@ -316,14 +324,16 @@ static PyObject *field_get(HostAllocator *allocator, PyObject *block, int which)
 }
 
 static PyObject *books_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    static char *names[] = {"ledger", "allocator", "clock", NULL};
-    PyObject *ledger, *allocator, *clock;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO", names, &ledger, &allocator, &clock))
+    static char *names[] = {"ledger", "allocator", "clock", "source", NULL};
+    PyObject *ledger, *allocator, *clock, *source;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO", names, &ledger, &allocator, &clock,
+                                     &source))
         return NULL;
-    if (!PyType_Check(ledger) || !PyObject_TypeCheck(allocator, (PyTypeObject *)host_allocator_type) ||
+    if (!PyType_Check(ledger) || !PyType_Check(source) ||
+        !PyObject_TypeCheck(allocator, (PyTypeObject *)host_allocator_type) ||
         !PyCallable_Check(clock)) {
-        PyErr_SetString(PyExc_TypeError,
-                        "HostBooks needs the Ledger class, a HostAllocator and a clock");
+        PyErr_SetString(PyExc_TypeError, "HostBooks needs the Ledger class, a HostAllocator, "
+                                         "a clock and the HostSource class");
         return NULL;
     }
     PyObject *books[BOOK_COUNT] = {NULL};
@@ -350,6 +360,7 @@ static PyObject *books_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->ledger = (PyTypeObject *)Py_NewRef(ledger);
     for (int k = 0; k < BOOK_COUNT; k++) self->books[k] = books[k];
     self->allocator = (HostAllocator *)Py_NewRef(allocator);
+    self->source = (PyTypeObject *)Py_NewRef(source);
     self->clock = Py_NewRef(clock);
     self->append = words[0];
     self->free_word = words[1];
@@ -448,6 +459,15 @@ static PyObject *books_replace(PyObject *op, PyObject *const *args, Py_ssize_t n
         PyErr_Clear();
         Py_RETURN_NONE;
     }
+    /* Only where Ledger.replace would call _take for a HostSource: no pending releases,
+     * no alloc_context, no observer, the source a HostSource itself. */
+    for (int which = BOOK_PENDING; which <= BOOK_SOURCE; which++) {
+        PyObject *value = book_get(self, ledger, which);
+        if (value == NULL) return NULL;
+        int other = which == BOOK_SOURCE ? !Py_IS_TYPE(value, self->source) : value != Py_None;
+        Py_DECREF(value);
+        if (other) Py_RETURN_NONE;
+    }
     PyObject *live = book_get(self, ledger, BOOK_LIVE);
     if (live == NULL) return NULL;
     if (!PyDict_CheckExact(live)) {
@@ -519,6 +539,7 @@ static int books_traverse(HostBooks *self, visitproc visit, void *arg) {
     Py_VISIT(self->ledger);
     for (int k = 0; k < BOOK_COUNT; k++) Py_VISIT(self->books[k]);
     Py_VISIT(self->allocator);
+    Py_VISIT(self->source);
     Py_VISIT(self->clock);
     return 0;
 }
@@ -527,6 +548,7 @@ static int books_clear(HostBooks *self) {
     Py_CLEAR(self->ledger);
     for (int k = 0; k < BOOK_COUNT; k++) Py_CLEAR(self->books[k]);
     Py_CLEAR(self->allocator);
+    Py_CLEAR(self->source);
     Py_CLEAR(self->clock);
     Py_CLEAR(self->append);
     Py_CLEAR(self->free_word);
@@ -556,7 +578,7 @@ static PyType_Slot books_slots[] = {
     {Py_tp_traverse, books_traverse},
     {Py_tp_clear, books_clear},
     {Py_tp_methods, books_methods},
-    {Py_tp_doc, "HostBooks(ledger, allocator, clock): a host ledger's growth in C "
+    {Py_tp_doc, "HostBooks(ledger, allocator, clock, source): a host ledger's growth in C "
                 "(arena/memory/_host.c)."},
     {0, NULL},
 };

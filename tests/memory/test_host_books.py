@@ -1,10 +1,12 @@
-"""The compiled growth of a host ledger (``HostBooks.replace``, arena/memory/_host.c)
-against its pure-Python mirror (``Ledger.replace`` over ``Ledger._take`` with the compiled
-one set aside): the same books, the same trace, the same errors, flat reference counts;
-and ``ARENA_PURE_PYTHON=1`` runs the mirror."""
+"""The compiled growth of a host ledger (``compiled_replace()``: ``HostBooks.replace``,
+arena/memory/_host.c), then ``Ledger.replace`` where it declines, as a slot's growth calls
+them, against its pure-Python mirror (``Ledger.replace`` over ``Ledger._take``): the same
+books, the same trace, the same errors, flat reference counts; and ``ARENA_PURE_PYTHON=1``
+runs the mirror."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
@@ -14,9 +16,9 @@ import pytest
 
 from arena import Arena
 from arena.errors import ArenaOutOfMemoryError
-from arena.memory import ledger as ledgers
-from arena.memory.ledger import Ledger
+from arena.memory.ledger import Ledger, compiled_replace
 from arena.memory.sources import Allocation, HostSource
+from arena.slots import slot as slots
 from tests.conftest import check_pure_python_switch
 
 REQUIRE_COMPILED = os.environ.get("ARENA_REQUIRE_COMPILED", "") == "1"
@@ -25,7 +27,7 @@ WHAT = "the scratch buffer of slot (ubatch 0, lane 0)"
 
 def _books() -> Any:
     """The compiled ``replace``; the test skips where it is not in use."""
-    books = ledgers._HOST_BOOKS[0] if ledgers._HOST_BOOKS else ledgers._host_books()
+    books = compiled_replace()
     if books is None:
         reason = "the compiled host allocation is not in use here"
         if REQUIRE_COMPILED and os.environ.get("ARENA_PURE_PYTHON") != "1":
@@ -54,7 +56,14 @@ def _state(ledger: Ledger, held: list[Allocation], block: Allocation | None) -> 
     }
 
 
-def _growths(steps: list[tuple[int, str]]) -> list[dict[str, Any]]:
+def _grow(ledger: Ledger, held: list[Allocation], nbytes: int, compiled: bool) -> Allocation:
+    """A slot's growth's call: the compiled replace, then Ledger.replace where it declines
+    (``compiled`` False: Ledger.replace alone, the mirror)."""
+    block = compiled_replace()(ledger, held, nbytes, WHAT) if compiled else None
+    return ledger.replace(held, nbytes, WHAT) if block is None else block
+
+
+def _growths(steps: list[tuple[int, str]], compiled: bool) -> list[dict[str, Any]]:
     """A ledger over a HostSource grown along ``steps`` (bytes, how), its state after each.
 
     How: ``"held"`` the last block handed in ``held``; ``"none"`` nothing held; ``"foreign"``
@@ -74,7 +83,7 @@ def _growths(steps: list[tuple[int, str]]) -> list[dict[str, Any]]:
         else:
             held = []
         last = None
-        block = ledger.replace(held, nbytes, WHAT)
+        block = _grow(ledger, held, nbytes, compiled)
         last = block
         states.append(_state(ledger, held, block))
     return states
@@ -93,32 +102,29 @@ STEPS = [
 
 
 def test_the_compiled_growth_keeps_the_books_the_python_one_keeps() -> None:
-    books = _books()
-    ledgers._HOST_BOOKS[0] = None  # Ledger.replace's Python version
-    try:
-        mirror = _growths(STEPS)
-    finally:
-        ledgers._HOST_BOOKS[0] = books
-    assert _growths(STEPS) == mirror
+    _books()
+    assert _growths(STEPS, compiled=True) == _growths(STEPS, compiled=False)
 
 
-def test_the_compiled_growth_is_the_one_a_host_ledger_takes() -> None:
+def test_a_slots_growth_takes_it() -> None:
     books = _books()
-    ledger = Ledger(HostSource())
     calls = []
 
     def counted(*args: Any) -> Any:
         calls.append(args[2])
         return books(*args)
 
-    ledgers._HOST_BOOKS[0] = counted
+    kept = slots._REPLACE[:]
+    slots._REPLACE[:] = [counted]
     try:
-        block = ledger.replace([], 100, WHAT)
-        ledger.replace([block], 200, WHAT)
+        with Arena("cpu", framework="numpy", source=HostSource()) as arena:
+            arena.get_simultaneous(((10,), "float32"))
+            arena.get_simultaneous(((1000,), "float32"))
+            stats = arena.stats()
     finally:
-        ledgers._HOST_BOOKS[0] = books
-    assert calls == [100, 200]
-    assert ledger.allocations == 2 and ledger.frees == 1 and ledger.live_blocks == 1
+        slots._REPLACE[:] = kept
+    assert calls == [256, 4096]
+    assert (stats.allocations, stats.frees) == (2, 1)
 
 
 def test_it_declines_what_it_does_not_know_with_nothing_done() -> None:
@@ -131,6 +137,20 @@ def test_it_declines_what_it_does_not_know_with_nothing_done() -> None:
         __slots__ = ()
 
     other = Other(HostSource())
+
+    class OtherSource(HostSource):
+        pass
+
+    observed = Ledger(HostSource(), observer=lambda *event: None)
+    in_context = Ledger(HostSource(), alloc_context=contextlib.nullcontext)
+    subclassed = Ledger(OtherSource())
+    for args in (
+        (observed, [], 10, WHAT),  # an observer: Ledger.replace calls it
+        (in_context, [], 10, WHAT),  # an allocation context
+        (subclassed, [], 10, WHAT),  # a HostSource's subclass may allocate otherwise
+    ):
+        assert books(*args) is None
+        assert args[0].allocations == 0
     for args in (
         (other, [block], 10, WHAT),  # not the Ledger class itself
         (ledger, (block,), 10, WHAT),  # not a list
@@ -157,14 +177,8 @@ def _refused(use_compiled: bool) -> tuple[str, dict[str, Any]]:
     ledger = Ledger(HostSource())
     block = ledger.replace([], 100, WHAT)
     held = [block]
-    kept = ledgers._HOST_BOOKS[0]
-    if not use_compiled:
-        ledgers._HOST_BOOKS[0] = None
-    try:
-        with pytest.raises(ArenaOutOfMemoryError) as error:
-            ledger.replace(held, sys.maxsize - 100, WHAT)
-    finally:
-        ledgers._HOST_BOOKS[0] = kept
+    with pytest.raises(ArenaOutOfMemoryError) as error:
+        _grow(ledger, held, sys.maxsize - 100, use_compiled)
     del block
     return str(error.value), _state(ledger, held, None)
 
@@ -209,7 +223,7 @@ def test_an_arena_grows_through_it() -> None:
 
 def test_arena_pure_python_runs_the_python_growth() -> None:
     code = (
-        "from arena.memory import ledger, sources; print(ledger._host_books() is None, "
+        "from arena.memory import ledger, sources; print(ledger.compiled_replace() is None, "
         "sources.WHY_PYTHON or '-')"
     )
     check_pure_python_switch(code, "arena.memory._host", compiled="False", python="True")
