@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
-from arena.base.dtypes import resolve_natives
+from arena.base.dtypes import resolve_natives, seeds
 from arena.base.extensions import numpy_array_api
 from arena.base.layout import compute_layout
 from arena.base.poison import poison_outgrown, poison_stale_bytes
@@ -488,11 +488,17 @@ def _planner(adapter: Any, fresh_view: Any, alignment: int) -> Any:
     # None where a dtype does not resolve: the Python path explains.
     resolve = functools.partial(resolve_natives, native=adapter.native_dtype)
     try:
-        return compiled.Planner(
+        planner = compiled.Planner(
             resolve, api, numpy.ndarray, numpy.dtype, adapter.framework, alignment, PLANNER_HOT
         )
     except TypeError:  # a NumPy whose C-API table is not the one the Planner knows
         return None
+    # The dtypes this process resolved already, learnt in one call now: a new arena's
+    # first requests then resolve only dtypes the process never used (issue 32 item 4).
+    known = seeds()
+    if known:
+        planner.layout(tuple(((1,), dtype) for dtype in known))
+    return planner
 
 
 def _numpy_fresh(adapter: Any, fresh_view: Any) -> Any:

@@ -33,7 +33,7 @@ from typing import Any
 
 from arena.errors import ArenaError, DTypeError
 
-__all__ = ["KNOWN_DTYPES", "DType", "resolve_dtype", "resolve_natives"]
+__all__ = ["KNOWN_DTYPES", "PLANNER_SEEDS", "DType", "resolve_dtype", "resolve_natives", "seeds"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +110,10 @@ _TYPES: dict[str, DType] = {name: DType(name, size) for name, size in KNOWN_DTYP
 #: (type of the object, object) -> DType: equal objects of different types never alias.
 _CACHE: dict[tuple[type, Any], DType] = {}
 _CACHE_LIMIT = 1024
+#: The most dtype objects :func:`seeds` keeps: half the compiled Planner's table (its
+#: PLAN_MAX_DTYPES, 32), the rest left to each front's own dtypes.
+PLANNER_SEEDS = 16
+_SEEDS: tuple[Any, ...] = ()
 
 
 def resolve_dtype(dtype: Any) -> DType:
@@ -158,6 +162,7 @@ def resolve_natives(dtypes: Sequence[Any], native: Any) -> tuple[tuple[int, Any]
     Each loop stops at the first dtype that does not resolve (the rest answer None): the
     caller's layout declines at that spec, and the general path names that dtype, so no
     later one's resolution (which may raise anything) runs first."""
+    global _SEEDS
     resolved: list[DType] = []
     for dtype in dtypes:
         try:
@@ -170,7 +175,42 @@ def resolve_natives(dtypes: Sequence[Any], native: Any) -> tuple[tuple[int, Any]
             answers.append((one.itemsize, native(one)))
         except (ArenaError, TypeError, ValueError):
             break
+    # The dtype objects that resolved, kept for the next Planner made (seeds()): a loop
+    # here, not a helper, so that a first request passes no more functions.
+    if len(_SEEDS) < PLANNER_SEEDS:
+        numpy = sys.modules.get("numpy")
+        for dtype in dtypes[: len(answers)]:
+            kind = dtype.__class__
+            if (
+                kind is type
+                or (kind is DType and _TYPES.get(dtype.name) is dtype)
+                or (
+                    numpy is not None
+                    and isinstance(dtype, numpy.dtype)
+                    and numpy.dtype(dtype.type) is dtype
+                )
+            ):
+                for seed in _SEEDS:  # by identity, as the Planner's table is keyed
+                    if seed is dtype:
+                        break
+                else:
+                    if len(_SEEDS) < PLANNER_SEEDS:
+                        # Installed in one store, a new tuple: a thread racing this one
+                        # loses its seed at worst (no duplicate, never more than the bound).
+                        _SEEDS = (*_SEEDS, dtype)
     return (*answers, *[None] * (len(dtypes) - len(answers)))
+
+
+def seeds() -> tuple[Any, ...]:
+    """The dtype objects :func:`resolve_natives` resolved in this process (at most
+    :data:`PLANNER_SEEDS`, first resolved first): a new compiled Planner resolves them
+    when it is made, so that a new arena's first request of a dtype the process used
+    already resolves nothing in Python (issue 32 item 4: a fresh arena's Planner asked
+    about each new dtype, about 2 us of a never-seen request's 19). Only objects that
+    live as long as the process are kept: types (``np.float32``), the canonical
+    :class:`DType` objects and NumPy's canonical dtype objects (``np.dtype("float32")``),
+    never a string or a dtype object made per call."""
+    return _SEEDS
 
 
 def _resolve_uncached(dtype: Any) -> DType:

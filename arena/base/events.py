@@ -118,7 +118,12 @@ def caller_info(skip: int = 1) -> str:
     over arena's own frames and one dictionary lookup. ``skip`` frames above the caller
     of this function are known to be arena's own and are not looked at.
     """
-    frame = sys._getframe(skip)
+    try:
+        # Only the frame skip levels up is made a frame object (the ones it passes are
+        # not): each one made costs its making and a copy of its locals when it returns.
+        frame = sys._getframe(skip)
+    except ValueError:  # fewer frames than that (a call from C at the stack's bottom)
+        return "<unknown>"
     while frame is not None:
         code = frame.f_code
         internal = _INTERNAL_FILES.get(code.co_filename)

@@ -247,6 +247,350 @@ static PyType_Spec allocator_spec = {
     allocator_slots,
 };
 
+/* ------------------------------------------------------------------ HostBooks
+ *
+ * HostBooks(ledger, allocator, clock, source).replace(ledger, held, nbytes, what): a
+ * slot's growth on a host ledger in one call (Slot._grow calls it, then Ledger.replace
+ * where it declines), what Ledger.replace -> Ledger._take (arena/memory/ledger.py) do for
+ * a HostSource (`source`, the class itself) where the ledger has no pending releases, no
+ * alloc_context and no observer: the block in `held` (a list of at most one Allocation, the caller's only
+ * reference to it) counted freed, `held` emptied and the block traced ("free", ptr,
+ * nbytes, "", clock()); HostSource.release, whose body is empty, is not called; then a
+ * block of `nbytes` from the HostAllocator above, counted live (the ledger's _live,
+ * allocations, _handed, live_bytes, allocated_total, peak_bytes, peak_blocks) and traced
+ * ("allocate", ptr, nbytes, what, clock()). The same stores in the same order as the Python
+ * version, through the Ledger's slot descriptors, with no Python code run between them: an
+ * interrupt finds the books before or after, never inside (a signal's handler waits for
+ * the caller's next instruction).
+ *
+ * It returns the new Allocation, or None, with no exception, where the Python version is
+ * to run from where this one stopped: before anything was done (not an exact Ledger, list,
+ * Allocation or positive int; a ledger with pending releases, a context or an observer, or
+ * whose source is not a HostSource itself), or after the old block was released (`held` empty then)
+ * where the allocator declined (NumPy refused the array: Ledger._take then asks the
+ * source, whose Python version raises the error). A growth costs its Python frames and
+ * their cold memory on a fresh arena (issue 32 item 4): this is three of them (replace,
+ * _take, the source's allocate) and most of their statements. tests/memory/test_host_books.py compares its books with the Python
+ * version's. */
+
+enum {
+    BOOK_LIVE,
+    BOOK_HANDED,
+    BOOK_ALLOCATIONS,
+    BOOK_FREES,
+    BOOK_LIVE_BYTES,
+    BOOK_ALLOCATED_TOTAL,
+    BOOK_FREED_TOTAL,
+    BOOK_PEAK_BYTES,
+    BOOK_PEAK_BLOCKS,
+    BOOK_TRACE,
+    BOOK_PENDING,
+    BOOK_CONTEXT,
+    BOOK_OBSERVER,
+    BOOK_SOURCE,
+    BOOK_COUNT
+};
+
+static const char *book_names[BOOK_COUNT] = {
+    "_live",           "_handed",     "allocations", "frees",       "live_bytes",
+    "allocated_total", "freed_total", "peak_bytes",  "peak_blocks", "trace",
+    "pending",         "_alloc_context", "observer", "source"};
+
+typedef struct {
+    PyObject_HEAD
+    PyTypeObject *ledger;     /* arena.memory.ledger.Ledger */
+    PyObject *books[BOOK_COUNT]; /* its slot descriptors */
+    HostAllocator *allocator; /* the HostAllocator blocks come from */
+    PyTypeObject *source;     /* arena.memory.sources.HostSource */
+    PyObject *clock;          /* time.time */
+    PyObject *append;         /* "append" */
+    PyObject *free_word, *allocate_word, *empty; /* "free", "allocate", "" */
+} HostBooks;
+
+static PyObject *host_allocator_type; /* HostAllocator, for HostBooks' check */
+
+static PyObject *book_get(HostBooks *self, PyObject *ledger, int which) {
+    PyObject *descr = self->books[which];
+    return Py_TYPE(descr)->tp_descr_get(descr, ledger, (PyObject *)self->ledger);
+}
+
+static int book_set(HostBooks *self, PyObject *ledger, int which, PyObject *value) {
+    return set_field(self->books[which], ledger, value);
+}
+
+static PyObject *field_get(HostAllocator *allocator, PyObject *block, int which) {
+    PyObject *descr = allocator->fields[which];
+    return Py_TYPE(descr)->tp_descr_get(descr, block, (PyObject *)allocator->allocation);
+}
+
+static PyObject *books_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"ledger", "allocator", "clock", "source", NULL};
+    PyObject *ledger, *allocator, *clock, *source;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO", names, &ledger, &allocator, &clock,
+                                     &source))
+        return NULL;
+    if (!PyType_Check(ledger) || !PyType_Check(source) ||
+        !PyObject_TypeCheck(allocator, (PyTypeObject *)host_allocator_type) ||
+        !PyCallable_Check(clock)) {
+        PyErr_SetString(PyExc_TypeError, "HostBooks needs the Ledger class, a HostAllocator, "
+                                         "a clock and the HostSource class");
+        return NULL;
+    }
+    PyObject *books[BOOK_COUNT] = {NULL};
+    for (int i = 0; i < BOOK_COUNT; i++) {
+        PyObject *descr = PyDict_GetItemString(((PyTypeObject *)ledger)->tp_dict, book_names[i]);
+        if (descr == NULL || Py_TYPE(descr) != &PyMemberDescr_Type) {
+            for (int k = 0; k < i; k++) Py_DECREF(books[k]);
+            PyErr_Format(PyExc_TypeError, "HostBooks needs a Ledger with a slot named %s",
+                         book_names[i]);
+            return NULL;
+        }
+        books[i] = Py_NewRef(descr);
+    }
+    HostBooks *self = (HostBooks *)type->tp_alloc(type, 0);
+    PyObject *words[4] = {PyUnicode_InternFromString("append"), PyUnicode_FromString("free"),
+                          PyUnicode_FromString("allocate"), PyUnicode_FromString("")};
+    if (self == NULL || words[0] == NULL || words[1] == NULL || words[2] == NULL ||
+        words[3] == NULL) {
+        for (int k = 0; k < BOOK_COUNT; k++) Py_DECREF(books[k]);
+        for (int k = 0; k < 4; k++) Py_XDECREF(words[k]);
+        Py_XDECREF(self);
+        return NULL;
+    }
+    self->ledger = (PyTypeObject *)Py_NewRef(ledger);
+    for (int k = 0; k < BOOK_COUNT; k++) self->books[k] = books[k];
+    self->allocator = (HostAllocator *)Py_NewRef(allocator);
+    self->source = (PyTypeObject *)Py_NewRef(source);
+    self->clock = Py_NewRef(clock);
+    self->append = words[0];
+    self->free_word = words[1];
+    self->allocate_word = words[2];
+    self->empty = words[3];
+    return (PyObject *)self;
+}
+
+/* trace.append((action, ptr, nbytes, what, clock())): 0, or -1 with an exception set. */
+static int books_trace(HostBooks *self, PyObject *trace, PyObject *action, PyObject *ptr,
+                       PyObject *nbytes, PyObject *what) {
+    PyObject *now = PyObject_CallNoArgs(self->clock);
+    if (now == NULL) return -1;
+    PyObject *event = PyTuple_Pack(5, action, ptr, nbytes, what, now);
+    Py_DECREF(now);
+    if (event == NULL) return -1;
+    PyObject *done = PyObject_CallMethodOneArg(trace, self->append, event);
+    Py_DECREF(event);
+    if (done == NULL) return -1;
+    Py_DECREF(done);
+    return 0;
+}
+
+/* A counter of the ledger plus `delta` (an int; negative `sign`: minus): 0 or -1. */
+static int books_add(HostBooks *self, PyObject *ledger, int which, PyObject *delta, int sign) {
+    PyObject *value = book_get(self, ledger, which);
+    if (value == NULL) return -1;
+    PyObject *sum = sign < 0 ? PyNumber_Subtract(value, delta) : PyNumber_Add(value, delta);
+    Py_DECREF(value);
+    if (sum == NULL) return -1;
+    int failed = book_set(self, ledger, which, sum);
+    Py_DECREF(sum);
+    return failed;
+}
+
+/* The block in held, counted freed (the Python version's release branch of _take): 0, or
+ * -1 with an exception set. */
+static int books_release(HostBooks *self, PyObject *ledger, PyObject *held, PyObject *live) {
+    PyObject *block = Py_NewRef(PyList_GET_ITEM(held, 0));
+    int result = -1;
+    PyObject *key = PyLong_FromVoidPtr(block); /* id(block) */
+    PyObject *nbytes = NULL, *ptr = NULL, *handed = NULL, *found = NULL;
+    if (key == NULL) goto done;
+    found = PyDict_GetItemWithError(live, key); /* borrowed */
+    if (found == NULL && PyErr_Occurred()) goto done;
+    if (found == block) {
+        nbytes = field_get(self->allocator, block, 1);
+        ptr = nbytes == NULL ? NULL : field_get(self->allocator, block, 0);
+        handed = ptr == NULL ? NULL : book_get(self, ledger, BOOK_HANDED);
+        if (handed == NULL) goto done;
+        /* The stores of release(), in its order; only memory can fail them. */
+        if (PyDict_DelItem(live, key) < 0) goto done;
+        if (PyTuple_Check(handed) && PyTuple_GET_SIZE(handed) == 2 &&
+            PyTuple_GET_ITEM(handed, 1) == block && book_set(self, ledger, BOOK_HANDED, Py_None) < 0)
+            goto done;
+        PyObject *one = PyLong_FromLong(1);
+        if (one == NULL) goto done;
+        int failed = books_add(self, ledger, BOOK_FREES, one, 1);
+        Py_DECREF(one);
+        if (failed || books_add(self, ledger, BOOK_LIVE_BYTES, nbytes, -1) < 0 ||
+            books_add(self, ledger, BOOK_FREED_TOTAL, nbytes, 1) < 0)
+            goto done;
+        if (PyList_SetSlice(held, 0, PY_SSIZE_T_MAX, NULL) < 0) goto done;
+        PyObject *trace = book_get(self, ledger, BOOK_TRACE);
+        if (trace == NULL) goto done;
+        failed = books_trace(self, trace, self->free_word, ptr, nbytes, self->empty);
+        Py_DECREF(trace);
+        if (failed) goto done;
+        /* HostSource.release(block): nothing to do (NumPy frees the block with its last
+         * view), so not called. */
+    }
+    result = PyList_SetSlice(held, 0, PY_SSIZE_T_MAX, NULL);
+done:
+    Py_XDECREF(handed);
+    Py_XDECREF(ptr);
+    Py_XDECREF(nbytes);
+    Py_XDECREF(key);
+    Py_DECREF(block); /* the old memory goes before the new is asked for */
+    return result;
+}
+
+static PyObject *books_replace(PyObject *op, PyObject *const *args, Py_ssize_t nargs) {
+    HostBooks *self = (HostBooks *)op;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "replace(ledger, held, nbytes, what) takes 4 arguments");
+        return NULL;
+    }
+    PyObject *ledger = args[0], *held = args[1], *nbytes = args[2], *what = args[3];
+    if (!Py_IS_TYPE(ledger, self->ledger) || !PyList_CheckExact(held) ||
+        PyList_GET_SIZE(held) > 1 || !PyLong_CheckExact(nbytes) ||
+        (PyList_GET_SIZE(held) == 1 &&
+         !Py_IS_TYPE(PyList_GET_ITEM(held, 0), self->allocator->allocation)))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyLong_AsSsize_t(nbytes);
+    if (n <= 0) { /* the ledger never asks for less than a byte; past Py_ssize_t: Python */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    /* Only where Ledger.replace would call _take for a HostSource: no pending releases,
+     * no alloc_context, no observer, the source a HostSource itself. */
+    for (int which = BOOK_PENDING; which <= BOOK_SOURCE; which++) {
+        PyObject *value = book_get(self, ledger, which);
+        if (value == NULL) return NULL;
+        int other = which == BOOK_SOURCE ? !Py_IS_TYPE(value, self->source) : value != Py_None;
+        Py_DECREF(value);
+        if (other) Py_RETURN_NONE;
+    }
+    PyObject *live = book_get(self, ledger, BOOK_LIVE);
+    if (live == NULL) return NULL;
+    if (!PyDict_CheckExact(live)) {
+        Py_DECREF(live);
+        Py_RETURN_NONE;
+    }
+    PyObject *allocation = NULL, *key = NULL, *count = NULL, *handed = NULL, *ptr = NULL;
+    PyObject *result = NULL;
+    if (PyList_GET_SIZE(held) == 1 && books_release(self, ledger, held, live) < 0) goto done;
+    allocation = allocator_allocate((PyObject *)self->allocator, nbytes);
+    if (allocation == NULL) goto done;
+    if (allocation == Py_None) { /* declined: the Python version asks the source */
+        result = allocation;
+        allocation = NULL;
+        goto done;
+    }
+    /* The allocator's block holds exactly nbytes (the size check of _take holds). */
+    key = PyLong_FromVoidPtr(allocation);
+    PyObject *allocations = key == NULL ? NULL : book_get(self, ledger, BOOK_ALLOCATIONS);
+    if (allocations == NULL) goto done;
+    PyObject *one = PyLong_FromLong(1);
+    count = one == NULL ? NULL : PyNumber_Add(allocations, one);
+    Py_XDECREF(one);
+    Py_DECREF(allocations);
+    handed = count == NULL ? NULL : PyTuple_Pack(2, count, allocation);
+    ptr = handed == NULL ? NULL : field_get(self->allocator, allocation, 0);
+    if (ptr == NULL) goto done;
+    /* Counted by plain stores, as in _take; made beforehand, so only the dict's insert
+     * can fail (memory), before anything is counted. */
+    if (PyDict_SetItem(live, key, allocation) < 0) goto done;
+    if (book_set(self, ledger, BOOK_ALLOCATIONS, count) < 0 ||
+        book_set(self, ledger, BOOK_HANDED, handed) < 0 ||
+        books_add(self, ledger, BOOK_LIVE_BYTES, nbytes, 1) < 0 ||
+        books_add(self, ledger, BOOK_ALLOCATED_TOTAL, nbytes, 1) < 0)
+        goto done;
+    PyObject *peak = book_get(self, ledger, BOOK_PEAK_BYTES);
+    PyObject *now = peak == NULL ? NULL : book_get(self, ledger, BOOK_LIVE_BYTES);
+    int higher = now == NULL ? -1 : PyObject_RichCompareBool(now, peak, Py_GT);
+    if (higher > 0 && book_set(self, ledger, BOOK_PEAK_BYTES, now) < 0) higher = -1;
+    Py_XDECREF(peak);
+    Py_XDECREF(now);
+    if (higher < 0) goto done;
+    PyObject *blocks = PyLong_FromSsize_t(PyDict_GET_SIZE(live));
+    peak = blocks == NULL ? NULL : book_get(self, ledger, BOOK_PEAK_BLOCKS);
+    higher = peak == NULL ? -1 : PyObject_RichCompareBool(blocks, peak, Py_GT);
+    if (higher > 0 && book_set(self, ledger, BOOK_PEAK_BLOCKS, blocks) < 0) higher = -1;
+    Py_XDECREF(peak);
+    Py_XDECREF(blocks);
+    if (higher < 0) goto done;
+    PyObject *trace = book_get(self, ledger, BOOK_TRACE);
+    if (trace == NULL) goto done;
+    int failed = books_trace(self, trace, self->allocate_word, ptr, nbytes, what);
+    Py_DECREF(trace);
+    if (failed) goto done;
+    result = allocation;
+    allocation = NULL;
+done:
+    Py_XDECREF(allocation);
+    Py_XDECREF(ptr);
+    Py_XDECREF(handed);
+    Py_XDECREF(count);
+    Py_XDECREF(key);
+    Py_DECREF(live);
+    return result;
+}
+
+static int books_traverse(HostBooks *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->ledger);
+    for (int k = 0; k < BOOK_COUNT; k++) Py_VISIT(self->books[k]);
+    Py_VISIT(self->allocator);
+    Py_VISIT(self->source);
+    Py_VISIT(self->clock);
+    return 0;
+}
+
+static int books_clear(HostBooks *self) {
+    Py_CLEAR(self->ledger);
+    for (int k = 0; k < BOOK_COUNT; k++) Py_CLEAR(self->books[k]);
+    Py_CLEAR(self->allocator);
+    Py_CLEAR(self->source);
+    Py_CLEAR(self->clock);
+    Py_CLEAR(self->append);
+    Py_CLEAR(self->free_word);
+    Py_CLEAR(self->allocate_word);
+    Py_CLEAR(self->empty);
+    return 0;
+}
+
+static void books_dealloc(HostBooks *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    books_clear(self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+static PyMethodDef books_methods[] = {
+    {"replace", (PyCFunction)(void (*)(void))books_replace, METH_FASTCALL,
+     "replace(ledger, held, nbytes, what) -> Allocation or None: Ledger.replace for a "
+     "HostSource in C; None where the Python version is to run from where this stopped."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot books_slots[] = {
+    {Py_tp_new, books_new},
+    {Py_tp_dealloc, books_dealloc},
+    {Py_tp_traverse, books_traverse},
+    {Py_tp_clear, books_clear},
+    {Py_tp_methods, books_methods},
+    {Py_tp_doc, "HostBooks(ledger, allocator, clock, source): a host ledger's growth in C "
+                "(arena/memory/_host.c)."},
+    {0, NULL},
+};
+
+static PyType_Spec books_spec = {
+    "arena.memory._host.HostBooks",
+    sizeof(HostBooks),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    books_slots,
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "arena.memory._host",
     "The compiled host allocation behind arena.memory.sources.HostSource.allocate.", -1,
@@ -257,8 +601,19 @@ PyMODINIT_FUNC PyInit__host(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     PyObject *type = PyType_FromSpec(&allocator_spec);
-    if (type == NULL || PyModule_AddObject(m, "HostAllocator", type) < 0) {
-        Py_XDECREF(type);
+    if (type == NULL) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    host_allocator_type = Py_NewRef(type); /* kept for HostBooks' check */
+    if (PyModule_AddObject(m, "HostAllocator", type) < 0) {
+        Py_DECREF(type);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyObject *books = PyType_FromSpec(&books_spec);
+    if (books == NULL || PyModule_AddObject(m, "HostBooks", books) < 0) {
+        Py_XDECREF(books);
         Py_DECREF(m);
         return NULL;
     }

@@ -36,6 +36,7 @@ __all__ = [
     "MemorySource",
     "empty_allocation",
     "fixed_address",
+    "host_allocator",
     "reserved_range",
 ]
 
@@ -105,6 +106,15 @@ def _host_empty() -> Any:
     if not _HOST_EMPTY:
         _HOST_EMPTY[:] = [np.empty, np.dtype(np.uint8), _host_allocator(np)]
     return np.empty
+
+
+def host_allocator() -> Any:
+    """The compiled ``HostAllocator`` behind :meth:`HostSource.allocate` (NumPy imported
+    on first need), or None where :meth:`HostSource.allocate` runs its Python version."""
+    if not _HOST_EMPTY:
+        _host_empty()
+    made = _HOST_EMPTY[2]
+    return None if made is None else made.__self__
 
 
 def _host_allocator(np: Any) -> Any:

@@ -27,6 +27,7 @@ from typing import Any, Protocol, TypeVar, cast
 from arena.base.events import caller_info, format_mb
 from arena.base.layout import MAX_BYTES, Layout
 from arena.errors import ArenaError, ArenaLockedError, ArenaOutOfMemoryError
+from arena.memory.ledger import compiled_replace
 from arena.memory.sources import Allocation
 from arena.slots.governor import Governor
 from arena.slots.holder import SlotHolder
@@ -99,6 +100,17 @@ class SlotStore(Protocol):
     def take_retired(self, include_captured: bool) -> list[Allocation]:
         """Remove retired blocks (captured ones only if asked); return them."""
         ...
+
+
+#: ``[replace]``: the compiled growth of a host ledger (``compiled_replace()``, None where
+#: it is not in use), filled at the first growth (one store).
+_REPLACE: list[Any] = []
+
+
+def _compiled_replace() -> Any:
+    if not _REPLACE:
+        _REPLACE[:] = [compiled_replace()]
+    return _REPLACE[0]
 
 
 #: A store's type, for :meth:`Slot.store`.
@@ -471,7 +483,15 @@ class Slot:
             # governor's allocate() checks (a capture, the cap) was checked above, before
             # the old buffer went, and this path runs only unlocked (a locked growth in
             # place commits: _commit).
-            allocation = ledger.replace(held, capacity, self.scratch_name)
+            # The compiled growth of a host ledger first (None: another ledger, or the
+            # allocation refused after the old block went; Ledger.replace goes on from
+            # there with the same held): no Python frame of the ledger's (issue 32 item 4).
+            replace = _REPLACE[0] if _REPLACE else _compiled_replace()
+            allocation = None
+            if replace is not None:
+                allocation = replace(ledger, held, capacity, self.scratch_name)
+            if allocation is None:
+                allocation = ledger.replace(held, capacity, self.scratch_name)
             # Installed by this one store: an interrupt before it leaves the block to
             # reclaim(), none after it leaves the block unheld.
             self.buffer = Buffer(allocation, capacity)

@@ -47,6 +47,8 @@ __all__ = ["ALWAYS", "NEVER", "ONCE", "ViewBuilder", "plan_for", "structure_of"]
 #: remembered from its second sighting too, :meth:`ViewBuilder.deliver`), or never (views
 #: placed above scopes and in steps: their offsets are not the request's).
 ALWAYS, ONCE, NEVER = 2, 1, 0
+#: What plan_for finds for a structure it has no entry for (a plan may be None).
+_UNKNOWN: Any = object()
 
 
 class ViewBuilder:
@@ -499,11 +501,12 @@ def plan_for(
     if structure is None:
         return None
     try:
-        return plans[structure]
-    except KeyError:
-        pass
+        # get(), not [] and KeyError: the exception cost a first sighting about 0.3 us.
+        plan = plans.get(structure, _UNKNOWN)
     except TypeError:  # an unhashable dtype object
         return None
+    if plan is not _UNKNOWN:
+        return plan  # type: ignore[no-any-return]
     if later is not None and not later.pop(structure, False):
         if len(later) < MAX_PLANS:  # remember() once full: no call on a first request
             later[structure] = True

@@ -52,9 +52,12 @@ class RequestLog:
         self._mutex = threading.Lock()
 
     def note(self, required: int, index: int, specs: Any) -> None:
-        """A request of ``required`` bytes in slot ``index``, made by the caller's caller."""
-        # Two frames are arena's own for sure: this method and the request that called it.
-        site = caller_info(2)
+        """A request of ``required`` bytes in slot ``index``, made by the caller's caller
+        (the caller is the request path's own: ``ViewBuilder.miss`` or ``served``)."""
+        # Arena's own for sure: caller_info, this method and the request path's method
+        # that called it; the walk starts above them (a frame made an object only to be
+        # passed cost a never-seen request about 0.3 us).
+        site = caller_info(3)
         peaks = self.peaks
         if peaks.get(site, -1) < required:
             with self._mutex:

@@ -10,6 +10,7 @@ from arena import Arena
 from arena.base.layout import MAX_BYTES
 from arena.errors import ArenaOutOfMemoryError
 from arena.memory.ledger import Ledger
+from arena.slots import slot as slots
 from arena.slots.slot import Slot
 from tests.gates import moving_only
 from tests.sources import check_books
@@ -22,30 +23,42 @@ def _interrupt(*args: Any) -> Any:
 @moving_only("a growth in place neither replaces nor poisons the old buffer")
 @pytest.mark.parametrize(
     ("where", "poison"),
-    [(Ledger, False), (Ledger, True), (Slot, True)],
-    ids=["Ledger.replace", "Ledger.replace-poison", "Slot.outgrow-poison"],
+    [(Ledger, False), (Ledger, True), ("compiled", False), ("compiled", True), (Slot, True)],
+    ids=[
+        "Ledger.replace",
+        "Ledger.replace-poison",
+        "compiled replace",
+        "compiled replace-poison",
+        "Slot.outgrow-poison",
+    ],
 )
 def test_an_interrupted_growth_keeps_the_old_buffer(
-    where: type, poison: bool, monkeypatch: pytest.MonkeyPatch
+    where: Any, poison: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An interrupt as the slot hands its old block to ``Ledger.replace`` (before the
-    ledger counted it freed), or as poisoning keeps the buffer the growth replaces
-    (``Slot.outgrow``): the slot keeps its old block, the books balance, and the next
-    request grows. Slips: _restore read only a buffer the slot held itself, and left the
-    slot empty with its block counted live; ``outgrow`` ran before the growth's ``try``,
-    so the slot was left empty with its old block counted live and held by nobody."""
+    ledger counted it freed; the compiled growth set aside, as for a ledger it declines),
+    or to the compiled growth of a host ledger (``compiled_replace()``, which the slot
+    calls first), or as poisoning keeps the buffer the growth replaces (``Slot.outgrow``):
+    the slot keeps its old block, the books balance, and the next request grows. Slips:
+    _restore read only a buffer the slot held itself, and left the slot empty with its
+    block counted live; ``outgrow`` ran before the growth's ``try``, so the slot was left
+    empty with its old block counted live and held by nobody."""
     with Arena("cpu", framework="numpy", poison=poison) as a:
         a.get_simultaneous(((4096,), "uint8"))
         slot = a.numpy._select()
         before = slot.buffer
         ledger = a._table.governor.ledger
-        monkeypatch.setattr(where, "replace" if where is Ledger else "outgrow", _interrupt)
+        if where == "compiled":
+            monkeypatch.setattr(slots, "_REPLACE", [_interrupt])
+        else:
+            monkeypatch.setattr(slots, "_REPLACE", [None])  # Ledger.replace is called
+            monkeypatch.setattr(where, "replace" if where is Ledger else "outgrow", _interrupt)
         with pytest.raises(KeyboardInterrupt):
             a.get_simultaneous(((1 << 20,), "uint8"))
         monkeypatch.undo()
         assert slot.buffer.allocation is before.allocation
         assert slot.buffer.capacity == before.capacity
-        if poison and where is Ledger:
+        if poison and where is not Slot:
             assert slot.buffer is before  # the very buffer poisoning keeps
         assert ledger.holds(before.allocation)
         assert ledger.allocations == ledger.frees + ledger.live_blocks == 1
@@ -56,11 +69,13 @@ def test_an_interrupted_growth_keeps_the_old_buffer(
 
 
 @moving_only("a growth in place neither replaces nor poisons the old buffer")
+@pytest.mark.parametrize("compiled", [False, True], ids=["Ledger.replace", "compiled replace"])
 @pytest.mark.parametrize("captured", [False, True])
 def test_a_restored_buffer_is_not_poisoned_as_outgrown(
-    captured: bool, monkeypatch: pytest.MonkeyPatch
+    captured: bool, compiled: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """review35: a growth interrupted as the slot calls Ledger.replace gives the slot its
+    """review35: a growth interrupted as the slot calls Ledger.replace (or the compiled
+    growth of a host ledger, which it calls first) gives the slot its
     old buffer back (the one poisoning kept, or the retired captured one); that buffer is
     the slot's current one again, not outgrown. Slip: it stayed in ``slot.outgrown``, so
     the next plain request's own views were poisoned as stale after they were filled:
@@ -81,7 +96,11 @@ def test_a_restored_buffer_is_not_poisoned_as_outgrown(
         def interrupted(self: Ledger, held: Any, nbytes: int, what: str) -> Any:
             raise KeyboardInterrupt("as the slot called Ledger.replace")
 
-        monkeypatch.setattr(Ledger, "replace", interrupted)
+        if compiled:
+            monkeypatch.setattr(slots, "_REPLACE", [interrupted])
+        else:
+            monkeypatch.setattr(slots, "_REPLACE", [None])  # Ledger.replace is called
+            monkeypatch.setattr(Ledger, "replace", interrupted)
         with pytest.raises(KeyboardInterrupt):
             a.get_simultaneous(((1 << 20,), "uint8"))
         monkeypatch.undo()
