@@ -207,7 +207,7 @@ class ViewBuilder:
     def place(
         self,
         slot: Slot,
-        layout: Layout | int,
+        layout: Layout,
         specs: Any,
         *,
         strict: bool = True,
@@ -215,7 +215,8 @@ class ViewBuilder:
         what: str = "",
         memo: Callable[[Buffer, Prepared], None] | None = None,
     ) -> list[Any] | None:
-        """A scope's or a step's request, at the placement it picked: :meth:`miss`."""
+        """A scope's or a step's request, at the placement it picked (its record, a
+        :class:`~arena.base.layout.Layout`): :meth:`miss`."""
         return self.miss(slot, specs, strict, layout, keep=keep, what=what, memo=memo)
 
     def miss(  # noqa: PLR0915 (one path read top to bottom: split, a frame more per plan)
