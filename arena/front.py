@@ -203,7 +203,7 @@ class Front(HitBase, Generic[ViewT]):
         try:
             views = self._request(slot, specs, strict)
             if views is not None and self._poison:
-                poison_stale_bytes(slot.buffer, self._adapter, views, slot.top)
+                poison_stale_bytes(slot.buffer, self._adapter, views, slot.stack.top)
                 poison_outgrown(slot)
             return views
         finally:

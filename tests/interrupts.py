@@ -22,6 +22,7 @@ from typing import Any
 
 import arena
 from arena import Arena, ArenaWarning
+from arena.planning.books import books_of
 from tests.sources import check_books
 
 F32 = "float32"
@@ -135,9 +136,11 @@ def damage(ws: Arena, locked: bool) -> str:
     except Exception as error:  # what broke is the finding
         return f"{type(error).__name__}: {error}"
     slot = ws.numpy._select()
-    if slot.regions or slot.live or slot.top:
-        return f"regions left open: {slot.regions}, live {slot.live}, top {slot.top}"
-    running = [key for key, book in slot.steps.items() if book.running]
+    if slot.stack.regions or slot.stack.live or slot.stack.top:
+        return (
+            f"regions left open: {slot.stack.regions}, live {slot.stack.live}, top {slot.stack.top}"
+        )
+    running = [key for key, book in books_of(slot).items() if book.running]
     if running:
         return f"steps left running: {running}"
     try:

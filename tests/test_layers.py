@@ -15,7 +15,7 @@ hide it). docs/architecture.md describes the layers.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -242,17 +242,18 @@ def test_the_graph_reader_sees_imports() -> None:
 _SLOT_NAMES = ("slot", "s", "sibling", "other")
 
 
-def _slot_fields() -> frozenset[str]:
-    tree = ast.parse((ROOT / "arena/slots/slot.py").read_text(encoding="utf-8"))
+def _slot_fields(path: str = "arena/slots/slot.py", name: str = "Slot") -> frozenset[str]:
+    """The ``__slots__`` of class ``name`` in ``path`` (the Slot's by default)."""
+    tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
     for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name == "Slot":
+        if isinstance(node, ast.ClassDef) and node.name == name:
             for item in node.body:
                 if isinstance(item, ast.Assign) and any(
                     isinstance(t, ast.Name) and t.id == "__slots__" for t in item.targets
                 ):
                     names = ast.literal_eval(item.value)
                     return frozenset(n for n in names if not n.startswith("__"))
-    raise AssertionError("no Slot.__slots__ in arena/slots/slot.py")
+    raise AssertionError(f"no {name}.__slots__ in {path}")
 
 
 def _names_a_slot(node: ast.expr) -> bool:
@@ -267,8 +268,25 @@ def _names_a_slot(node: ast.expr) -> bool:
     return False
 
 
-def slot_writes(source: str, fields: frozenset[str]) -> list[tuple[int, str]]:
-    """(line, field) of every write through a slot to one of ``fields`` in ``source``."""
+def _names_a_stack(node: ast.expr) -> bool:
+    """``stack``, ``slot.stack``, ``self.stack``, ``region_stack``, ..."""
+    if isinstance(node, ast.Name):
+        return node.id == "stack" or node.id.endswith("_stack")
+    if isinstance(node, ast.Attribute):
+        return node.attr == "stack"
+    return False
+
+
+def _anything(node: ast.expr) -> bool:
+    """Every object: a field name no other object of the package has."""
+    return True
+
+
+def slot_writes(
+    source: str, fields: frozenset[str], names: Callable[[ast.expr], bool] = _names_a_slot
+) -> list[tuple[int, str]]:
+    """(line, field) of every write to one of ``fields`` in ``source`` through an object
+    that ``names`` takes for the owner (by default: a slot)."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Assign):
@@ -285,13 +303,9 @@ def slot_writes(source: str, fields: frozenset[str]) -> list[tuple[int, str]]:
             if isinstance(target, (ast.Tuple, ast.List)):
                 pending += target.elts
                 continue
-            if isinstance(target, ast.Subscript):  # slot.steps[key] = ..., del slot.x[i]
+            if isinstance(target, ast.Subscript):  # slot.stores[key] = ..., del slot.x[i]
                 target = target.value
-            if (
-                isinstance(target, ast.Attribute)
-                and target.attr in fields
-                and _names_a_slot(target.value)
-            ):
+            if isinstance(target, ast.Attribute) and target.attr in fields and names(target.value):
                 found.append((node.lineno, target.attr))
     return found
 
@@ -310,20 +324,75 @@ def test_only_the_slot_writes_its_fields() -> None:
 
 def test_the_slot_write_finder_sees_writes() -> None:
     fields = _slot_fields()
-    assert {"top", "plain_high", "steps", "calls", "live", "buffer"} <= fields
+    assert {"load", "plain_high", "stores", "calls", "stack", "buffer"} <= fields
+    # The step books live in the steps feature's store (arena.planning.books), the open
+    # regions in the slot's region stack (arena.slots.stack): not here.
+    assert not {"steps", "regions", "top", "live"} & fields
     planted = (
-        "slot.top = 1\n"
-        "self.slot.live += 2\n"
-        "slot.steps[key] = book\n"
+        "slot.load = 1\n"
+        "self.slot.calls += 2\n"
+        "slot.stores[key] = book\n"
         "del sibling.pending\n"
         "a, s.plain_high = 1, 2\n"
-        "self.top = 3\n"  # the object's own field: not a slot's
+        "self.load = 3\n"  # the object's own field: not a slot's
         "slot.note_plain(4)\n"
     )
     assert slot_writes(planted, fields) == [
-        (1, "top"),
-        (2, "live"),
-        (3, "steps"),
+        (1, "load"),
+        (2, "calls"),
+        (3, "stores"),
         (4, "pending"),
         (5, "plain_high"),
+    ]
+
+
+# Issue 27 item 3: the region stack (arena/slots/stack.py) and the step books
+# (arena/planning/books.py) are objects of their own, written by their own methods only.
+def test_only_the_region_stack_writes_its_fields() -> None:
+    fields = _slot_fields("arena/slots/stack.py", "RegionStack")
+    assert fields == {"regions", "top", "live"}
+    writes = []
+    for folder in ("arena", "adapters"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path == ROOT / "arena/slots/stack.py":
+                continue
+            for line, field in slot_writes(
+                path.read_text(encoding="utf-8"), fields, _names_a_stack
+            ):
+                writes.append(f"{path.relative_to(ROOT)}:{line} writes stack.{field}")
+    assert not writes, f"only the RegionStack's own methods write its fields: {writes}"
+
+
+def test_only_the_step_books_rebind_their_mapping() -> None:
+    fields = _slot_fields("arena/planning/books.py", "StepBooks")
+    assert fields == {"by_key"}
+    writes = []
+    for folder in ("arena", "adapters"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path == ROOT / "arena/planning/books.py":
+                continue
+            for line, field in slot_writes(path.read_text(encoding="utf-8"), fields, _anything):
+                writes.append(f"{path.relative_to(ROOT)}:{line} writes {field}")
+    assert not writes, f"only the StepBooks' own methods write its mapping: {writes}"
+
+
+def test_the_stack_write_finder_sees_writes() -> None:
+    fields = _slot_fields("arena/slots/stack.py", "RegionStack")
+    planted = (
+        "slot.stack.top = 1\n"
+        "stack.live += 2\n"
+        "self.slot.stack.regions = []\n"
+        "outer_stack.regions[0] = r\n"
+        "self.top = 3\n"  # the object's own field: not a stack's
+        "slot.stack.account(4, 5)\n"
+    )
+    assert slot_writes(planted, fields, _names_a_stack) == [
+        (1, "top"),
+        (2, "live"),
+        (3, "regions"),
+        (4, "regions"),
+    ]
+    books = _slot_fields("arena/planning/books.py", "StepBooks")
+    assert slot_writes("step_books(s).by_key[k] = b\nx = s.by_key\n", books, _anything) == [
+        (1, "by_key")
     ]

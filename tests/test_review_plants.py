@@ -18,6 +18,7 @@ from arena.memory import virtual
 from arena.memory.cudadriver import BindingsDriver
 from arena.memory.ledger import Ledger
 from arena.observe import profilepaths
+from arena.planning.books import books_of
 from tests.fakecupy import with_arrays
 from tests.kernels.test_library_zero_init import DirtySource
 from tests.memory.test_cuda_fakes import _load_cupy_front, fake_cupy
@@ -318,7 +319,7 @@ def _released_then_more(ws: Arena, last: int) -> Any:
         st.get_simultaneous(((last,), F32))
         slot = st.slot
     assert slot is not None
-    return slot.steps["s"]
+    return books_of(slot)["s"]
 
 
 def test_a_replay_that_diverges_after_a_hit_release_records_the_fresh_runs_lifetimes(

@@ -134,7 +134,7 @@ def poison_slot_bytes(slot: Any, start: int, end: int) -> None:
     poison_bytes(slot.buffer, start, end)
     for buffer in slot.outgrown:
         poison_bytes(buffer, start, end)
-    if slot.outgrown and not slot.regions:  # the outermost region exited: all are stale
+    if slot.outgrown and not slot.stack.regions:  # the outermost region exited: all are stale
         slot.forget_outgrown()
 
 
@@ -145,10 +145,10 @@ def poison_outgrown(slot: Any) -> None:
     them go."""
     if not slot.outgrown:
         return
-    start = slot.top
+    start = slot.stack.top
     for buffer in slot.outgrown:
         poison_bytes(buffer, start, buffer.capacity)
-    if not slot.regions:
+    if not slot.stack.regions:
         slot.forget_outgrown()
 
 

@@ -31,6 +31,7 @@ from arena.base.layout import compute_layout
 from arena.distributed.wire import Exchange, encode_entry
 from arena.errors import ArenaLockedError, ArenaSyncError
 from arena.planning.agreed import agreed_book, step_figures, step_structure
+from arena.planning.books import books_of, step_books
 from arena.slots.persistent import PersistentStore
 from arena.slots.slot import Resize, Slot
 from arena.slots.table import SlotTable
@@ -105,7 +106,7 @@ def collect(table: SlotTable) -> dict[str, list[int]]:
             workspaces = slot.store(WorkspaceStore)
             triton = max([workspaces.triton_hint, *_triton_sizes(slot)])
             found[encode_entry(["slot", i])] = [slot.buffer.capacity, slot.plain_high, triton]
-            for key, book in list(slot.steps.items()):
+            for key, book in list(books_of(slot).items()):
                 if book.running or not (book.planned or book.runs):
                     continue  # a run open now: its record is not finished
                 entry = ["step", i, repr(key), *step_structure(book)]
@@ -265,16 +266,17 @@ def _take_step(
     """Install the plan of the largest candidate structure (the first in sorted order
     among equals: every rank picks the same); the resize that makes room for it, or why
     the key was not taken."""
-    ok, key = _rebuild(text, {repr(k): k for k in list(slot.steps)})
+    store = step_books(slot)
+    ok, key = _rebuild(text, {repr(k): k for k in list(store.by_key)})
     if not ok:
         return "its key cannot be rebuilt here"
-    own = slot.steps.get(key)
+    own = store.by_key.get(key)
     if own is not None and own.running:
         return "a run of it is open here"
     books = [agreed_book(structure, figures, alignment, own) for structure, figures in candidates]
     book = max(books, key=lambda b: max(b.reach, b.total))  # max() keeps the first of equals
     if own is None:
-        slot.keep_step(key, book)
+        store.keep(key, book)
     else:
         own.take_plan(book)
     return slot.reserve(max(book.reach, book.total))

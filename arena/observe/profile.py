@@ -65,8 +65,8 @@ from arena.observe.profilefile import (
 )
 from arena.observe.profilesteps import step_ident, step_problem
 from arena.observe.ranks import process_rank, world_size
+from arena.planning.books import restore_step_plans, step_plans
 from arena.planning.plan import plan_figures
-from arena.planning.records import restore_step_plans, step_plans
 from arena.slots.table import SlotTable
 from arena.slots.workspaces import presize_workspace
 

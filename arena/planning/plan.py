@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from arena.planning.books import StepBooks, books_of
 from arena.planning.offsets import plan_offsets
 from arena.planning.records import StepBook
 from arena.slots.hooks import LockHook
@@ -121,11 +122,11 @@ def plan_for_run(slot: Slot, book: StepBook, alignment: int) -> list[Resize]:
     any. With nothing open on the slot, every recorded key of it is planned and the slot
     sized (:func:`fit_to_plans`); under an open scope or step only this key is planned
     (the others are sized at their own first planned run)."""
-    if not slot.regions:
+    if not slot.stack.regions:
         return fit_to_plans(slot, alignment)
     if not book.planned and book.runs:
         make_plan(book, alignment)
-        cover_nested(slot.steps)
+        cover_nested(books_of(slot))
     return []
 
 
@@ -139,9 +140,9 @@ def fit_to_plans(slot: Slot, alignment: int) -> list[Resize]:
     outer step's plan, higher than its recording ran, and growing during that run would
     move the pointers the next runs repeat."""
     plan_slot_steps(slot, alignment)
-    need = max([slot.plain_high, *(b.reach for b in list(slot.steps.values()) if b.planned)])
-    resize = slot.fit(max(need, slot.top))
-    for book in list(slot.steps.values()):
+    need = max([slot.plain_high, *(b.reach for b in list(books_of(slot).values()) if b.planned)])
+    resize = slot.fit(max(need, slot.stack.top))
+    for book in list(books_of(slot).values()):
         book.stale = False  # sized (or the slot may not change now)
     return [] if resize is None else [resize]
 
@@ -150,7 +151,7 @@ def planned_need(slot: Slot) -> int:
     """What ``slot`` needs once its steps are planned: its largest request outside every
     step, or the furthest a planned step reaches (its start plus its plan), whichever is
     larger; 0 while no step of the slot has a plan (its capacity is then what it needs)."""
-    reach = [book.reach for book in list(slot.steps.values()) if book.planned]
+    reach = [book.reach for book in list(books_of(slot).values()) if book.planned]
     return max(slot.plain_high, *reach) if reach else 0
 
 
@@ -158,11 +159,11 @@ def plan_slot_steps(slot: Slot, alignment: int, time_limit: float | None = None)
     """Plan every recorded key of ``slot`` not planned yet (each searching up to
     ``time_limit`` seconds); returns the bytes the slot's planned steps need (their start
     plus their plan, at the most)."""
-    for book in list(slot.steps.values()):
+    for book in list(books_of(slot).values()):
         if not book.planned and book.runs:
             make_plan(book, alignment, time_limit)
-    cover_nested(slot.steps)
-    return max((book.reach for book in list(slot.steps.values()) if book.planned), default=0)
+    cover_nested(books_of(slot))
+    return max((book.reach for book in list(books_of(slot).values()) if book.planned), default=0)
 
 
 # ------------------------------------------------------------ one lane: shared plans
@@ -286,15 +287,21 @@ def _slot_lifts(
 class StepPlanHook(LockHook):
     """Step plans' part in ``lock()`` (a :class:`~arena.slots.hooks.LockHook` the facade
     registers with every slot table): each lane replays one plan per step key, and its
-    slots hold what the lane's planned steps need."""
+    slots hold what the lane's planned steps need. At registration it gives every slot
+    its step books (:class:`~arena.planning.books.StepBooks`)."""
 
     __slots__ = ()
+
+    def attach(self, slots: Sequence[Slot]) -> None:
+        """Give each of ``slots`` a store of step books of its own."""
+        for slot in slots:
+            slot.attach(StepBooks())
 
     def lane_need(self, group: Sequence[Slot], alignment: int, *, merge: bool) -> int:
         """Plan the lane's steps not planned yet and share the plans (see
         :func:`share_plans`); the bytes they need."""
         return share_plans(
-            [s.steps for s in group],
+            [books_of(s) for s in group],
             alignment,
             merge=merge,
             frozen=[s.buffer.captured for s in group],
@@ -303,20 +310,19 @@ class StepPlanHook(LockHook):
     def lane_estimate(self, group: Sequence[Slot], alignment: int) -> int:
         """What :func:`share_plans` would return for the lane ``group``, without planning
         anything: it runs on copies of the slots' books."""
-        lane = [{k: b.copy(running=True) for k, b in list(s.steps.items())} for s in group]
+        lane = [{k: b.copy(running=True) for k, b in list(books_of(s).items())} for s in group]
         return share_plans(lane, alignment, frozen=[s.buffer.captured for s in group])
 
     def lock_warnings(self, group: Sequence[Slot]) -> list[str]:
         """One warning per planned step of a slot whose buffer a CUDA graph captured that
         a sibling's plan outgrows: ``lock()`` keeps such plans as they are."""
         warnings = []
+        lane = [books_of(s) for s in group]
         for slot in group:
             if not slot.buffer.captured:
                 continue
-            for key, book in list(slot.steps.items()):
-                totals = [
-                    s.steps[key].total for s in group if key in s.steps and s.steps[key].planned
-                ]
+            for key, book in list(books_of(slot).items()):
+                totals = [b[key].total for b in lane if key in b and b[key].planned]
                 largest = max(totals, default=0)
                 if book.planned and largest > book.total:
                     warnings.append(
@@ -343,7 +349,7 @@ def plan_table_steps(table: SlotTable, time_limit: float | None = None) -> dict[
                 governor.check_open()
                 governor.check_awake("plan_steps()")  # sizing commits memory
                 plan_slot_steps(slot, governor.alignment, time_limit)
-                for key, book in list(slot.steps.items()):
+                for key, book in list(books_of(slot).items()):
                     if book.planned:
                         planned[key] = max(planned.get(key, 0), book.total)
             resizes.extend(fit_to_plans(slot, governor.alignment))

@@ -15,14 +15,11 @@ from typing import Any
 
 from arena.ints import int_not_bool
 from arena.planning.runs import Nest, StepRun, merge_nests
-from arena.slots.table import SlotTable
 
 __all__ = [
     "StepBook",
     "StepRun",
     "restore_plans",
-    "restore_step_plans",
-    "step_plans",
     "storable_key",
     "stored_plans",
 ]
@@ -325,29 +322,3 @@ def restore_plans(
         else:
             steps[key] = book
     return refused
-
-
-def restore_step_plans(
-    table: SlotTable, plans: list[list[dict[str, Any]]]
-) -> list[tuple[Any, ...]]:
-    """From a profile: give each slot of ``table`` (ubatch-major) its checked stored
-    ``plans`` (keys it has no book of); ``(slot, key, bytes, capacity)`` per plan reaching
-    past the slot's capacity."""
-    governor = table.governor
-    refused = []
-    with governor.mutex:
-        governor.check_open()
-        for slot, entries in zip(table.slots, plans, strict=True):
-            capacity = slot.buffer.capacity
-            refused += [
-                ((slot.ubatch, slot.lane), key, need, capacity)
-                for key, need in restore_plans(slot.steps, entries, capacity)
-            ]
-    return refused
-
-
-def step_plans(table: SlotTable) -> tuple[list[dict[str, Any]], ...]:
-    """Per slot of ``table``, ubatch-major: its plans of str or int step keys as profile
-    entries."""
-    with table.governor.mutex:
-        return tuple(stored_plans(s.steps) for s in table.slots)

@@ -141,7 +141,7 @@ def open_region(region: Any, slot: Slot) -> None:
     if slot.governor.debug:
         slot.enter()
     region.slot = slot
-    region.base = region.end = slot.top
+    region.base = region.end = slot.stack.top
     region.held = 0
     slot.open_region(region)  # last, and all or nothing: see close_region
 
@@ -158,11 +158,11 @@ def close_region(region: Any) -> None:
         return
     # The regions still open keep what they reach (a step opened right inside a step starts
     # below the outer one's end; one closed out of order may have others above it). What
-    # stays live is what they hold: a sum, not the slot's figure less this region's, so
-    # that an interrupt between a region's bookkeeping and the slot's (Slot.account, then
-    # the region's own stores) heals when the region closes. One loop, no generator.
+    # stays live is what they hold: a sum, not the stack's figure less this region's, so
+    # that an interrupt between a region's bookkeeping and the stack's (RegionStack.account,
+    # then the region's own stores) heals when the region closes. One loop, no generator.
     top, live = region.base, 0
-    for other in slot.regions:
+    for other in slot.stack.regions:
         if other is not region:
             if other.end > top:  # noqa: PLR1730 (a compare, no call)
                 top = other.end
@@ -214,7 +214,7 @@ class Scope(Region, Generic[ViewT]):
         if self.slot is not None:
             raise ArenaError("this scope is already open; make a new one with ws.scope()")
         slot = self._select()
-        if slot.regions:
+        if slot.stack.regions:
             heal_regions(slot)
         # Debug mode, poisoning, a capture probe or a request log while unlocked: requests
         # need their bookkeeping (decided per block: the hot path reads one flag).
@@ -231,7 +231,7 @@ class Scope(Region, Generic[ViewT]):
         if governor.debug:
             slot.enter()
         self.slot = slot
-        self.base = self.end = slot.top
+        self.base = self.end = slot.stack.top
         self.held = 0
         slot.open_region(self)  # last, and all or nothing: see close_region
         return self
@@ -249,12 +249,12 @@ class Scope(Region, Generic[ViewT]):
             Malformed request.
         """
         slot = self.slot
-        if slot is not None and not self._watch and slot.regions[-1] is self:
+        if slot is not None and not self._watch and slot.stack.regions[-1] is self:
             # The hit: views remembered over this buffer for this front's scopes, at this
             # top (arena/views/_hit.c mirrors it).
             cache = slot.buffer.prepared.get(self._memo)
             if cache is not None:
-                top = slot.top
+                top = slot.stack.top
                 try:
                     entry = cache[top, specs]
                 except (KeyError, TypeError):
@@ -271,16 +271,16 @@ class Scope(Region, Generic[ViewT]):
                 "this scope is not open: request inside its with block (with ws.scope() "
                 "as s: s.get_simultaneous(...))"
             )
-        if slot.regions[-1] is not self:
+        if slot.stack.regions[-1] is not self:
             heal_regions(slot)  # one above it an interrupt left open
-        if slot.regions[-1] is not self:
+        if slot.stack.regions[-1] is not self:
             raise ArenaError(
                 "this scope is not the innermost one open on its slot: request through the "
                 "innermost scope or step (its views live shorter), or make this scope's "
                 "requests before opening the inner one"
             )
         layout = compute_layout(specs, self._alignment)
-        base = slot.top
+        base = slot.stack.top
         views = self._placer.place(
             slot,
             shifted(layout, base),
@@ -300,10 +300,10 @@ class Scope(Region, Generic[ViewT]):
     def _account(self, slot: Slot, base: int, end: int) -> None:
         """A request placed from ``base`` to ``end``: the slot's top, live bytes and LOAD."""
         total = end - base
-        slot.account(end, total)
+        slot.stack.account(end, total)
         self.end = end  # plain stores after the call: with it, all or nothing
         self.held += total
-        slot.note_load(slot.live, reach=end, placer=self)
+        slot.note_load(slot.stack.live, reach=end, placer=self)
 
     def _keeper(self, base: int, specs: Any) -> Callable[[Buffer, Any], None]:
         """Where a request's views placed at ``base`` are remembered: per buffer, in one

@@ -88,6 +88,7 @@ from arena.base.events import warn_user
 from arena.base.layout import Layout, ViewLayout, compute_layout, round_up
 from arena.base.poison import poison_slot_bytes
 from arena.errors import ArenaError, GraphCaptureError, SpecError
+from arena.planning.books import StepBooks
 from arena.planning.plan import plan_for_run
 from arena.planning.record import book_request, end_recording, lowest_gap
 from arena.planning.records import StepBook
@@ -209,15 +210,15 @@ class Step(StepHitBase, Generic[ViewT]):
     def _enter_on(self, slot: Slot) -> Step[ViewT]:
         """The enter on the caller's ``slot`` (the compiled enter hands it what it does
         not enter itself)."""
-        if slot.regions:
+        if slot.stack.regions:
             heal_regions(slot)  # regions an interrupt left open, their owner gone
-        book = slot.steps.get(self.key)
+        book = slot.store(StepBooks).by_key.get(self.key)
         if (
             book is not None
-            and not slot.regions
+            and not slot.stack.regions
             and book.offsets is not None
             and not (book.running or book.stale)
-            and slot.top == book.recorded_at
+            and slot.stack.top == book.recorded_at
             and slot.governor.locked
             and not slot.governor.debug
         ):
@@ -228,7 +229,7 @@ class Step(StepHitBase, Generic[ViewT]):
         """Every enter (a recording, a plan, a nested step, unlocked...): ``book`` is the
         slot's of the key, if any."""
         if book is None:
-            book = slot.steps.setdefault(self.key, StepBook())
+            book = slot.store(StepBooks).book(self.key)
         if book.running:
             raise ArenaError(
                 f"step {self.key!r} is already running on slot {slot.describe()}: a step "
@@ -257,8 +258,12 @@ class Step(StepHitBase, Generic[ViewT]):
         )
         self.above = 0
         try:
-            self.nested = slot.step_below(None)
-            outer_step = self.nested if slot.regions and slot.regions[-1] is self.nested else None
+            self.nested = slot.stack.step_below(None)
+            outer_step = (
+                self.nested
+                if slot.stack.regions and slot.stack.regions[-1] is self.nested
+                else None
+            )
             self.inside = outer_step is not None
             open_region(self, slot)
             spare = 0 if outer_step is None else self._start_inside(outer_step)
@@ -281,9 +286,9 @@ class Step(StepHitBase, Generic[ViewT]):
                 end = self.base + book.total
                 # A replay's live bytes are bounded by the plan's LOAD: counted once here.
                 held = max(0, book.load - spare)
-                slot.account(end, held)
+                slot.stack.account(end, held)
                 self.end, self.held = end, held  # plain stores after the call: all or nothing
-                slot.note_load(slot.live)
+                slot.note_load(slot.stack.live)
                 # Where a replay's views are remembered: per front, key, start and plan.
                 self._memo = (self._placer.key, "step", self.key, self.base, book.version)
                 self._buffer = buffer = slot.buffer
@@ -313,17 +318,17 @@ class Step(StepHitBase, Generic[ViewT]):
             # open_region(self, slot), inline (not in debug mode: the slot is not held)
             slot.governor.check_open()
             self.slot = slot
-            self.base = self.end = base = slot.top
+            self.base = self.end = base = slot.stack.top
             self.held = 0
             slot.open_region(self)  # last, and all or nothing
             book.running = True
             self.moved = book.settled != book.version  # book.settle(base, free=False)
             end = base + book.total
             held = book.load  # a replay's live bytes: the plan's LOAD, counted once here
-            slot.account(end, held)
+            slot.stack.account(end, held)
             self.end, self.held = end, held  # plain stores after the call: all or nothing
-            if slot.live > slot.load:
-                slot.note_load(slot.live)
+            if slot.stack.live > slot.load:
+                slot.note_load(slot.stack.live)
             self._memo = memo = (placer.key, "step", self.key, base, book.version)
             self._buffer = buffer = slot.buffer
             self._caches = buffer.prepared.get(memo)
@@ -360,7 +365,7 @@ class Step(StepHitBase, Generic[ViewT]):
         """
         caches = self._caches
         slot = self.slot
-        if caches is not None and slot is not None and slot.regions[-1] is self:
+        if caches is not None and slot is not None and slot.stack.regions[-1] is self:
             # The replay's hit: views remembered for this request index over this buffer.
             r = self.request
             try:
@@ -449,7 +454,7 @@ class Step(StepHitBase, Generic[ViewT]):
                 placed = (book.offsets[block], book.sizes[block])
             else:
                 placed = run.live.pop(block)
-                slot.account(slot.top, -placed[1])
+                slot.stack.account(slot.stack.top, -placed[1])
                 self.held -= placed[1]
             if self._poison:
                 offset, size = placed
@@ -486,8 +491,8 @@ class Step(StepHitBase, Generic[ViewT]):
             and book is not None
             and run is not _ENDED
             and not run.broken
-            and len(slot.regions) == 1
-            and slot.regions[0] is self
+            and len(slot.stack.regions) == 1
+            and slot.stack.regions[0] is self
         ):
             self._end_replay(slot, run, book)
             return
@@ -553,7 +558,7 @@ class Step(StepHitBase, Generic[ViewT]):
                 if root is not None and root._book is not None:
                     root._book.stale = True  # its next run sizes the slot for this plan
             book.ran(start, self.above, nested=self.nested, replay=self.replay, nests=run.nests)
-        outer = slot.step_below(self)
+        outer = slot.stack.step_below(self)
         if outer is not None:  # its replays put this run above their plan: it reaches
             outer.note_above(end + self.above)  # this run's end plus what it had above
             # Replays start it at the end of the blocks live under it at its start (right
@@ -568,10 +573,10 @@ class Step(StepHitBase, Generic[ViewT]):
     def _checked(self, slot: Slot, specs: Any) -> list[ViewT]:
         """Every request the replay's hit does not serve: records, diverges, or places at
         the plan's offsets and remembers the views."""
-        if slot.regions[-1] is not self:
+        if slot.stack.regions[-1] is not self:
             heal_regions(slot)  # one above it an interrupt left open
-        if slot.regions[-1] is not self:
-            inner = slot.regions[-1]
+        if slot.stack.regions[-1] is not self:
+            inner = slot.stack.regions[-1]
             if isinstance(inner, Step):
                 raise ArenaError(
                     f"step {inner.key!r}, opened inside step {self.key!r}, is still open: "
@@ -613,14 +618,14 @@ class Step(StepHitBase, Generic[ViewT]):
         if self.replay:
             run.hand(r, book.starts, views, views)  # kept: the views themselves
             if extent > self.end:
-                slot.account(extent, 0)
+                slot.stack.account(extent, 0)
         else:  # recorded once placed: a refused request is no block
             added = book_request(run, r, views, blocks=blocks, offsets=offsets, sizes=sizes)
-            slot.account(extent if extent > self.end else slot.top, added)
+            slot.stack.account(extent if extent > self.end else slot.stack.top, added)
             self.held += added
         self.end = max(self.end, extent)
         if not self.replay:
-            slot.note_load(slot.live)
+            slot.note_load(slot.stack.live)
         self.request, run.broken = r + 1, False
         return views  # type: ignore[no-any-return]
 
@@ -660,7 +665,7 @@ class Step(StepHitBase, Generic[ViewT]):
         held = sum(size for _, size in run.live.values())
         self._quick = False
         self._caches, self.replay = None, False
-        slot.account(slot.top, held - self.held)
+        slot.stack.account(slot.stack.top, held - self.held)
         self.held, run.broken = held, False
 
 
@@ -681,11 +686,12 @@ class CompiledStep(Step[ViewT]):
 
 def _bind_compiled(read_rlocks: bool = True) -> bool:
     """Tell the compiled init, enter and exit where they read and write (see
-    ``arena/views/_hit.c``): the fields of Step, StepRun, StepBook, the placer, Slot and
-    Governor, and how ``__init__`` makes a step's fields and a run's (from two of each
-    made in Python, the steps from seven marks for their arguments). Returns whether
-    the governor's RLock is read directly (``read_rlocks`` and a layout that checks out;
-    else it is taken and given back by its methods)."""
+    ``arena/views/_hit.c``): the fields of Step, StepRun, StepBook, StepBooks (a slot's
+    step books, found among its stores), the placer, Slot and Governor, and how
+    ``__init__`` makes a step's fields and a run's (from two of each made in Python, the
+    steps from seven marks for their arguments). Returns whether the governor's RLock is
+    read directly (``read_rlocks`` and a layout that checks out; else it is taken and
+    given back by its methods)."""
     assert compiled is not None
     marks: tuple[Any, ...] = tuple(object() for _ in range(7))
     placer, select, key, alignment, poison, debug, fresh = marks
@@ -693,7 +699,7 @@ def _bind_compiled(read_rlocks: bool = True) -> bool:
         Step(placer, select, key, alignment=alignment, poison=poison, debug=debug, fresh_view=fresh)
         for _ in range(2)
     )
-    kinds = (Step, StepRun, StepBook, ViewBuilder, type(RLock()), Slot, Governor)
+    kinds = (Step, StepRun, StepBook, StepBooks, ViewBuilder, type(RLock()), Slot, Governor)
     runs = (StepRun(), StepRun())
     return bool(compiled.bind_steps(*kinds, _ENDED, runs, steps, marks, read_rlocks))
 

@@ -1,10 +1,10 @@
 """Healing a slot's region stack: closing the scopes and steps an interrupt left open.
 
-A slot's regions (:attr:`arena.slots.slot.Slot.regions`) are the open scopes and steps of
-:mod:`arena.planning.scopes` and :mod:`arena.planning.steps`, innermost last. This module
-knows of a region only what the stack needs: it is an object with ``__exit__`` (and maybe
-a ``nested`` region below it), so the request path (:mod:`arena.views.builder`) heals a
-stack without importing the planning layer above it.
+A slot's regions (its stack's, :attr:`arena.slots.stack.RegionStack.regions`) are the
+open scopes and steps of :mod:`arena.planning.scopes` and :mod:`arena.planning.steps`,
+innermost last. This module knows of a region only what the stack needs: it is an object
+with ``__exit__`` (and maybe a ``nested`` region below it), so the request path
+(:mod:`arena.views.builder`) heals a stack without importing the planning layer above it.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def heal_regions(slot: Slot) -> None:
     elsewhere nothing is healed)."""
     if _ORPHANED is None:
         return
-    for region in reversed(tuple(slot.regions)):
-        if _references(region, slot.regions) <= _ORPHANED:
+    for region in reversed(tuple(slot.stack.regions)):
+        if _references(region, slot.stack.regions) <= _ORPHANED:
             region.__exit__(KeyboardInterrupt, None, None)
 
 

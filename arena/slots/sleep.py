@@ -103,11 +103,11 @@ def fall_asleep(governor: Governor, slots: Sequence[Slot], level: int) -> Sleepe
             "it). Construct the arena with source='virtual'"
         )
     governor.check_not_capturing("sleep()")
-    open_regions = [s for s in slots if s.regions]
+    open_regions = [s for s in slots if s.stack.regions]
     if open_regions:
         slot = open_regions[0]
         raise ArenaError(
-            f"sleep() from '{caller_info()}' with {len(slot.regions)} scope(s) or step(s) "
+            f"sleep() from '{caller_info()}' with {len(slot.stack.regions)} scope(s) or step(s) "
             f"open on slot {slot.describe()}: their views would fault. Close every "
             "'with ws.scope()' and 'with ws.step(...)' block first"
         )

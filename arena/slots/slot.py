@@ -31,6 +31,7 @@ from arena.memory.ledger import compiled_replace
 from arena.memory.sources import Allocation
 from arena.slots.governor import Governor
 from arena.slots.holder import SlotHolder
+from arena.slots.stack import RegionStack
 
 __all__ = ["Buffer", "Resize", "Slot", "SlotHolder", "SlotStore", "check_in_bounds"]
 
@@ -69,9 +70,10 @@ class Buffer:
 
 
 class SlotStore(Protocol):
-    """What a slot asks of a feature's store: the blocks one feature keeps for one slot
-    outside its scratch buffer (persistent buffers, :mod:`arena.slots.persistent`;
-    library workspaces and Triton blocks, :mod:`arena.slots.workspaces`).
+    """What a slot asks of a feature's store: the state one feature keeps for one slot,
+    and the blocks it keeps outside the slot's scratch buffer (persistent buffers,
+    :mod:`arena.slots.persistent`; library workspaces and Triton blocks,
+    :mod:`arena.slots.workspaces`; the step books, :mod:`arena.planning.books`, keep none).
 
     A feature makes its stores and gives each slot its own (:meth:`Slot.attach`) when it
     registers with the slot table (:meth:`arena.slots.hooks.LockHook.attach`); the slot
@@ -136,17 +138,14 @@ class Slot:
         "holder",
         "index",
         "lane",
-        "live",
         "load",
         "outgrown",
         "pending",
         "plain_high",
-        "regions",
         "retired",
         "scratch_name",
-        "steps",
+        "stack",
         "stores",
-        "top",
         "ubatch",
     )
 
@@ -159,21 +158,16 @@ class Slot:
         # Bytes a sibling grew to: this slot grows to match at its own next call.
         self.pending = 0
         #: Nonzero when plain requests must take the checked path: a growth is pending,
-        #: or scopes or steps are open (plain requests then live above them). Written
-        #: under the mutex only; the hot path reads it once.
+        #: or scopes or steps are open (plain requests then live above them), or the
+        #: arena sleeps. Written under the mutex only; the hot path reads it once.
         self.detour = 0
-        #: Open scopes and steps, innermost last (see :mod:`arena.planning.scopes`).
-        self.regions: list[Any] = []
-        #: Where the next request above the open regions starts (0 when none is open).
-        self.top = 0
-        #: Bytes the open regions hold for live views (the top, minus any holes).
-        self.live = 0
+        #: The scopes and steps open on this slot, their top and live bytes (see
+        #: :mod:`arena.slots.stack`): placement above them asks it.
+        self.stack = RegionStack()
         #: The most bytes live at once in this slot: its LOAD (a lower bound on capacity).
         self.load = 0
         #: The largest bytes a request outside every step needed (steps are planned).
         self.plain_high = 0
-        #: Step key -> what this slot knows of that step (see :mod:`arena.planning.steps`).
-        self.steps: dict[Any, Any] = {}
         # Weak: slots of one lane must not keep each other alive (a reference cycle would
         # hold every buffer until the cycle collector runs, after the arena is dropped).
         self._siblings: tuple[weakref.ref[Slot], ...] = ()
@@ -266,22 +260,10 @@ class Slot:
         """Count ``count`` requests served (``-1``: one counted already is served again)."""
         self.calls += count
 
-    def account(self, top: int, added: int) -> None:
-        """A scope or step placed or released bytes: the next request above the open
-        regions starts at ``top``, and ``added`` bytes more (fewer, negative) are live.
-        Only the slot's own thread calls this; both are plain stores with no call between
-        them, so an interrupt never splits them."""
-        self.top = top
-        self.live += added
-
     def note_plain(self, nbytes: int) -> None:
         """A floor for ``plain_high`` (the largest request outside every step): a
         reserve, or a figure another rank agreed on. The mutex is held by the caller."""
         self.plain_high = max(self.plain_high, nbytes)
-
-    def keep_step(self, key: Any, book: Any) -> None:
-        """Keep ``book`` as what this slot knows of step ``key`` (one store)."""
-        self.steps[key] = book
 
     def note_high_water(self, required: int) -> None:
         """Raise the high-water mark to ``required`` (a request served without growth)."""
@@ -291,32 +273,20 @@ class Slot:
     def note_load(self, live: int, reach: int = 0, placer: Any = None) -> None:
         """After a request: raise LOAD to ``live``; the bytes up to ``reach`` (the end of
         a plain request, ``placer`` None, or of a scope's) count above the innermost step
-        open below ``placer`` (its replays put them above its plan), else in
-        ``plain_high``. Only the slot's own thread calls this."""
+        open below ``placer`` on the :attr:`stack` (its replays put them above its plan),
+        else in ``plain_high``. Only the slot's own thread calls this."""
         self.load = max(self.load, live)
         if reach:
-            step = self.step_below(placer) if self.regions else None
+            stack = self.stack
+            step = stack.step_below(placer) if stack.regions else None
             if step is not None:
                 step.note_above(reach)
             else:
                 self.plain_high = max(self.plain_high, reach)
 
-    def step_below(self, region: Any) -> Any:
-        """The innermost step (a region with ``note_above``) open below ``region`` (None:
-        above every region), or None."""
-        regions = self.regions
-        if region is not None:
-            regions = regions[: regions.index(region)] if region in regions else []
-        # A loop, not next() over a generator: one left suspended is closed when it is
-        # collected, and an interrupt raised there would be printed and lost.
-        for below in reversed(regions):
-            if hasattr(below, "note_above"):
-                return below
-        return None
-
     def update_detour(self) -> None:
         """Recompute :attr:`detour`; the mutex is held by the caller."""
-        self.detour = 1 if (self.pending or self.regions or self.governor.asleep) else 0
+        self.detour = 1 if (self.pending or self.stack.regions or self.governor.asleep) else 0
 
     def renew_buffer(self) -> None:
         """Give the slot a new :class:`Buffer` over the same block, with no prepared
@@ -343,31 +313,30 @@ class Slot:
         return kept, scratch
 
     def open_region(self, region: Any) -> None:
-        """Push a scope or step: plain requests detour above it until it closes.
+        """Push a scope or step on the slot's :attr:`stack`: plain requests detour above
+        it until it closes.
 
-        The new stack is built first and installed with the detour flag by plain stores
-        (no call between them, where an interrupt could run): pushed entirely or not."""
+        The detour flag is raised before the stack takes the region (the stack installs
+        its new list in one store): an interrupt between the two leaves plain requests
+        detouring with nothing open (the checked path, never offset 0 under an open
+        region), and the flag is recomputed when the region is closed (not found: see
+        :meth:`close_region`)."""
         with self.governor.mutex:
-            regions = [*self.regions, region]
-            self.regions = regions
             self.detour = 1
+            self.stack.push(region)
 
     def close_region(self, region: Any, top: int, live: int) -> bool:
-        """Remove ``region`` (the innermost, or any) and set what stays: the new top and
-        live bytes. Returns False when it is not open (closed already: nothing changes).
+        """Remove ``region`` (the innermost, or any) from the :attr:`stack` and set what
+        stays: the new top and live bytes. Returns False when it is not open (closed
+        already: the stack stays as it is, and the detour flag is recomputed).
 
-        As :meth:`open_region`: all of it or nothing, even under an interrupt."""
+        The stack changes in one step (:meth:`~arena.slots.stack.RegionStack.remove`),
+        and the detour flag is lowered only after it: an interrupt between them leaves
+        the flag raised (the checked path), never lowered under an open region."""
         with self.governor.mutex:
-            regions = self.regions
-            if region not in regions:
-                return False
-            kept = [r for r in regions if r is not region]
-            detour = 1 if (self.pending or kept or self.governor.asleep) else 0
-            self.regions = kept
-            self.top = top if kept else 0
-            self.live = live if kept else 0
-            self.detour = detour
-            return True
+            closed = self.stack.remove(region, top, live)
+            self.update_detour()
+            return closed
 
     def fit(self, target: int) -> Resize | None:
         """Replace the buffer by one of the grown size for ``target`` (step planning:
@@ -383,7 +352,12 @@ class Slot:
         governor = self.governor
         with governor.mutex:
             governor.check_open()
-            if governor.locked or self.buffer.captured or governor.capturing() or self.regions:
+            if (
+                governor.locked
+                or self.buffer.captured
+                or governor.capturing()
+                or self.stack.regions
+            ):
                 return None
             size = self.grown_size(max(target, self.pending, 1))  # a sibling is larger
             if size == self.buffer.capacity:
@@ -680,7 +654,7 @@ class Slot:
         ``what`` names a scope or step request (the bytes then count what lies below it)."""
         caller = caller_info()
         capacity = self.buffer.capacity
-        below = f" for a {what} (with the {self.top} bytes of the open scopes and steps)"
+        below = f" for a {what} (with the {self.stack.top} bytes of the open scopes and steps)"
         return ArenaLockedError(
             f"arena is locked but allocation from '{caller}' requires "
             f"{format_mb(required)} ({required} bytes{below if what else ''}), current size is "

@@ -42,7 +42,8 @@
  * A small memo per front (look_up) finds a repeated request in its cache by the key it is
  * remembered under, without hashing the nested request again.
  *
- * bind() tells the module where Slot, Buffer, Prepared, Governor and RequestLog keep the
+ * bind() tells the module where Slot, RegionStack (a slot's `stack`: its open scopes and
+ * steps, their top and live bytes), Buffer, Prepared, Governor and RequestLog keep the
  * attributes a hit reads (their __slots__ offsets), so it reads them without a name
  * lookup, and hands it the memos arena.base.events.caller_info keeps. Objects of any
  * other type take the Python path.
@@ -215,11 +216,12 @@ typedef struct {
 } HitBase;
 
 /* Where the hit reads its Python objects' attributes (set by bind()). */
-static PyTypeObject *slot_type, *buffer_type, *prepared_type, *governor_type, *log_type;
+static PyTypeObject *slot_type, *stack_type, *buffer_type, *prepared_type, *governor_type;
+static PyTypeObject *log_type;
 static Py_ssize_t slot_buffer, slot_detour, slot_calls, slot_index, buffer_prepared;
 static Py_ssize_t prepared_views, prepared_used, prepared_required, prepared_key;
-static Py_ssize_t slot_regions;
-static Py_ssize_t slot_top, slot_live, slot_load, slot_plain_high, slot_high_water;
+static Py_ssize_t slot_stack, slot_load, slot_plain_high, slot_high_water;
+static Py_ssize_t stack_regions, stack_top, stack_live;
 static Py_ssize_t buffer_capacity, buffer_wrappers, buffer_allocation;
 static Py_ssize_t governor_locked;
 static Py_ssize_t log_peaks, log_last_requests, log_recorder;
@@ -253,42 +255,50 @@ static void keep(PyObject **target, PyObject *value) {
 }
 
 static PyObject *bind(PyObject *module, PyObject *args) {
-    PyTypeObject *types[5];
+    PyTypeObject *types[6];
     PyObject *sites, *internal;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!", &PyType_Type, &types[0], &PyType_Type,
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!", &PyType_Type, &types[0], &PyType_Type,
                           &types[1], &PyType_Type, &types[2], &PyType_Type, &types[3],
-                          &PyType_Type, &types[4], &PyDict_Type, &sites, &PyDict_Type,
-                          &internal))
+                          &PyType_Type, &types[4], &PyType_Type, &types[5], &PyDict_Type,
+                          &sites, &PyDict_Type, &internal))
         return NULL;
     if (member_offset(types[0], "buffer", &slot_buffer) < 0 ||
         member_offset(types[0], "detour", &slot_detour) < 0 ||
         member_offset(types[0], "calls", &slot_calls) < 0 ||
         member_offset(types[0], "index", &slot_index) < 0 ||
-        member_offset(types[0], "regions", &slot_regions) < 0 ||
-        member_offset(types[0], "top", &slot_top) < 0 ||
-        member_offset(types[0], "live", &slot_live) < 0 ||
+        member_offset(types[0], "stack", &slot_stack) < 0 ||
         member_offset(types[0], "load", &slot_load) < 0 ||
         member_offset(types[0], "plain_high", &slot_plain_high) < 0 ||
         member_offset(types[0], "high_water", &slot_high_water) < 0 ||
-        member_offset(types[1], "prepared", &buffer_prepared) < 0 ||
-        member_offset(types[1], "capacity", &buffer_capacity) < 0 ||
-        member_offset(types[1], "wrappers", &buffer_wrappers) < 0 ||
-        member_offset(types[1], "allocation", &buffer_allocation) < 0 ||
-        member_offset(types[2], "views", &prepared_views) < 0 ||
-        member_offset(types[2], "used", &prepared_used) < 0 ||
-        member_offset(types[2], "required", &prepared_required) < 0 ||
-        member_offset(types[2], "key", &prepared_key) < 0 ||
-        member_offset(types[3], "locked", &governor_locked) < 0 ||
-        member_offset(types[4], "peaks", &log_peaks) < 0 ||
-        member_offset(types[4], "last_requests", &log_last_requests) < 0 ||
-        member_offset(types[4], "recorder", &log_recorder) < 0)
+        member_offset(types[1], "regions", &stack_regions) < 0 ||
+        member_offset(types[1], "top", &stack_top) < 0 ||
+        member_offset(types[1], "live", &stack_live) < 0 ||
+        member_offset(types[2], "prepared", &buffer_prepared) < 0 ||
+        member_offset(types[2], "capacity", &buffer_capacity) < 0 ||
+        member_offset(types[2], "wrappers", &buffer_wrappers) < 0 ||
+        member_offset(types[2], "allocation", &buffer_allocation) < 0 ||
+        member_offset(types[3], "views", &prepared_views) < 0 ||
+        member_offset(types[3], "used", &prepared_used) < 0 ||
+        member_offset(types[3], "required", &prepared_required) < 0 ||
+        member_offset(types[3], "key", &prepared_key) < 0 ||
+        member_offset(types[4], "locked", &governor_locked) < 0 ||
+        member_offset(types[5], "peaks", &log_peaks) < 0 ||
+        member_offset(types[5], "last_requests", &log_last_requests) < 0 ||
+        member_offset(types[5], "recorder", &log_recorder) < 0)
         return NULL;
-    PyTypeObject **targets[5] = {&slot_type, &buffer_type, &prepared_type, &governor_type,
-                                 &log_type};
-    for (int i = 0; i < 5; i++) keep((PyObject **)targets[i], (PyObject *)types[i]);
+    PyTypeObject **targets[6] = {&slot_type,     &stack_type,    &buffer_type,
+                                 &prepared_type, &governor_type, &log_type};
+    for (int i = 0; i < 6; i++) keep((PyObject **)targets[i], (PyObject *)types[i]);
     keep(&sites_memo, sites);
     keep(&internal_memo, internal);
     Py_RETURN_NONE;
+}
+
+/* The region stack of `slot` (borrowed: its open scopes and steps, their top and live
+ * bytes), or NULL where the field is not a RegionStack. */
+static PyObject *stack_of(PyObject *slot) {
+    PyObject *stack = FIELD(slot, slot_stack);
+    return stack != NULL && Py_IS_TYPE(stack, stack_type) ? stack : NULL;
 }
 
 /* The caller's slot (new reference), or NULL with an exception set. */
@@ -1481,7 +1491,8 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
         !Py_IS_TYPE(slot, slot_type) || self->watch != Py_False || request == NULL ||
         !PyLong_CheckExact(request))
         return NULL;
-    PyObject *regions = FIELD(slot, slot_regions);
+    PyObject *stack = stack_of(slot);
+    PyObject *regions = stack == NULL ? NULL : FIELD(stack, stack_regions);
     if (regions == NULL || !PyList_CheckExact(regions)) return NULL;
     Py_ssize_t depth = PyList_GET_SIZE(regions);
     if (depth == 0 || PyList_GET_ITEM(regions, depth - 1) != (PyObject *)self) return NULL;
@@ -1775,7 +1786,8 @@ static PyObject *step_get_simultaneous(PyObject *self, PyObject *specs) {
  * entered (exited) or not at all, and never inside another thread's critical section.
  * The values replaced are released after the last store. */
 
-static PyTypeObject *bound_step, *run_type, *book_type, *placer_type, *rlock_type;
+static PyTypeObject *bound_step, *run_type, *book_type, *books_type, *placer_type;
+static PyTypeObject *rlock_type;
 static PyObject *ended_run; /* arena.planning.steps._ENDED: the run of a step not running */
 static Py_ssize_t st_book, st_placer, st_select, st_key, st_poison, st_debug, st_replay;
 static Py_ssize_t st_moved, st_base, st_end, st_held, st_above, st_nested, st_inside;
@@ -1785,7 +1797,7 @@ static Py_ssize_t run_broken, run_live;
 static Py_ssize_t book_offsets, book_running, book_stale, book_recorded_at, book_total;
 static Py_ssize_t book_load, book_version, book_settled, book_expiring, book_base;
 static Py_ssize_t book_above, book_above_runs, book_runs, book_top_level, book_starts;
-static Py_ssize_t slot_steps, slot_governor, slot_pending;
+static Py_ssize_t slot_stores, slot_governor, slot_pending, books_by_key;
 static Py_ssize_t governor_debug, governor_closed, governor_mutex, governor_asleep;
 static Py_ssize_t placer_probe, placer_key;
 static PyObject *str_python_init, *str_python_enter, *str_enter_on, *str_python_exit;
@@ -2030,11 +2042,12 @@ static int offsets(PyTypeObject *type, const char *const *names, Py_ssize_t *con
 }
 
 static PyObject *bind_steps(PyObject *module, PyObject *args) {
-    PyTypeObject *step, *run, *book, *placer, *rlock, *slot, *governor;
+    PyTypeObject *step, *run, *book, *books, *placer, *rlock, *slot, *governor;
     PyObject *ended, *runs, *steps, *marks;
     int read_rlocks = 1;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!OO!O!O!|p", &PyType_Type, &step, &PyType_Type,
-                          &run, &PyType_Type, &book, &PyType_Type, &placer, &PyType_Type,
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!OO!O!O!|p", &PyType_Type, &step,
+                          &PyType_Type, &run, &PyType_Type, &book, &PyType_Type, &books,
+                          &PyType_Type, &placer, &PyType_Type,
                           &rlock, &PyType_Type, &slot, &PyType_Type, &governor, &ended,
                           &PyTuple_Type, &runs, &PyTuple_Type, &steps, &PyTuple_Type, &marks,
                           &read_rlocks))
@@ -2052,10 +2065,10 @@ static PyObject *bind_steps(PyObject *module, PyObject *args) {
         !Py_IS_TYPE(PyTuple_GET_ITEM(steps, 1), step) || PyTuple_GET_SIZE(marks) != 7) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_TypeError,
-                            "bind_steps(Step, StepRun, StepBook, placer type, RLock, Slot, "
-                            "Governor, the ended run, two StepRun(), two Step(*marks), the 7 "
-                            "marks): after bind(), the same Slot and Governor; Step derives "
-                            "from StepHitBase");
+                            "bind_steps(Step, StepRun, StepBook, StepBooks, placer type, RLock, "
+                            "Slot, Governor, the ended run, two StepRun(), two Step(*marks), "
+                            "the 7 marks): after bind(), the same Slot and Governor; Step "
+                            "derives from StepHitBase");
         return NULL;
     }
     static const char *const step_names[] = {
@@ -2076,15 +2089,18 @@ static PyObject *bind_steps(PyObject *module, PyObject *args) {
         &book_offsets, &book_running, &book_stale,   &book_recorded_at, &book_total,
         &book_load,    &book_version, &book_settled, &book_expiring,    &book_base,
         &book_above,   &book_above_runs, &book_runs, &book_top_level, &book_starts};
-    static const char *const slot_names[] = {"steps", "governor", "pending", NULL};
-    Py_ssize_t *const slot_out[] = {&slot_steps, &slot_governor, &slot_pending};
+    static const char *const slot_names[] = {"stores", "governor", "pending", NULL};
+    Py_ssize_t *const slot_out[] = {&slot_stores, &slot_governor, &slot_pending};
+    static const char *const books_names[] = {"by_key", NULL};
+    Py_ssize_t *const books_out[] = {&books_by_key};
     static const char *const governor_names[] = {"debug", "closed", "mutex", "asleep", NULL};
     Py_ssize_t *const governor_out[] = {&governor_debug, &governor_closed, &governor_mutex,
                                         &governor_asleep};
     static const char *const placer_names[] = {"probe", "key", NULL};
     Py_ssize_t *const placer_out[] = {&placer_probe, &placer_key};
     if (offsets(step, step_names, step_out) < 0 || offsets(run, run_names, run_out) < 0 ||
-        offsets(book, book_names, book_out) < 0 || offsets(slot, slot_names, slot_out) < 0 ||
+        offsets(book, book_names, book_out) < 0 || offsets(books, books_names, books_out) < 0 ||
+        offsets(slot, slot_names, slot_out) < 0 ||
         offsets(governor, governor_names, governor_out) < 0 ||
         offsets(placer, placer_names, placer_out) < 0)
         return NULL;
@@ -2117,6 +2133,7 @@ static PyObject *bind_steps(PyObject *module, PyObject *args) {
     if (readable < 0) return NULL;
     rlock_readable = readable;
     keep((PyObject **)&book_type, (PyObject *)book);
+    keep((PyObject **)&books_type, (PyObject *)books);
     keep((PyObject **)&placer_type, (PyObject *)placer);
     keep((PyObject **)&rlock_type, (PyObject *)rlock);
     keep((PyObject **)&bound_step, (PyObject *)step);
@@ -2181,9 +2198,23 @@ static int step_init(PyObject *self, PyObject *args, PyObject *kwds) {
     return 0;
 }
 
+/* The step books of `slot` (borrowed: the dict of its StepBooks, step key -> StepBook),
+ * or NULL (no exception) where it has none. The store is the slot's among its features'
+ * stores (`slot.stores`), under the StepBooks type: a dict of types, whose lookup runs no
+ * Python code. Slot.attach replaces that dict, never changes it, and a StepBooks never
+ * rebinds its `by_key`: the same `stores` dict (held) finds the same books. */
+static PyObject *slot_books(PyObject *slot) {
+    PyObject *stores = FIELD(slot, slot_stores);
+    if (stores == NULL || !PyDict_CheckExact(stores)) return NULL;
+    PyObject *books = PyDict_GetItemWithError(stores, (PyObject *)books_type);
+    if (books == NULL || !Py_IS_TYPE(books, books_type)) return NULL;
+    PyObject *by_key = FIELD(books, books_by_key);
+    return by_key != NULL && PyDict_CheckExact(by_key) ? by_key : NULL;
+}
+
 /* What the enter of the usual replay decides on, read from the step, its slot and book. */
 typedef struct {
-    PyObject *regions, *steps, *governor, *buffer, *prepared, *top, *live, *load;
+    PyObject *stack, *regions, *stores, *governor, *buffer, *prepared, *top, *live, *load;
     PyObject *placer, *probe, *front, *poison, *debug, *offsets, *running, *stale;
     PyObject *recorded_at, *total, *held, *version, *settled, *expiring, *locked;
     PyObject *strict, *closed, *mutex, *self_slot, *run, *key, *starts;
@@ -2196,12 +2227,14 @@ static int enter_view(PyObject *self, PyObject *slot, PyObject *book, EnterView 
     v->self_slot = ((StepHitBase *)self)->slot;
     v->run = FIELD(self, st_run);
     v->key = FIELD(self, st_key);
-    v->regions = FIELD(slot, slot_regions);
-    v->steps = FIELD(slot, slot_steps);
+    v->stack = stack_of(slot);
+    if (v->stack == NULL) return 0;
+    v->regions = FIELD(v->stack, stack_regions);
+    v->stores = FIELD(slot, slot_stores);
     v->governor = FIELD(slot, slot_governor);
     v->buffer = FIELD(slot, slot_buffer);
-    v->top = FIELD(slot, slot_top);
-    v->live = FIELD(slot, slot_live);
+    v->top = FIELD(v->stack, stack_top);
+    v->live = FIELD(v->stack, stack_live);
     v->load = FIELD(slot, slot_load);
     v->placer = FIELD(self, st_placer);
     v->poison = FIELD(self, st_poison);
@@ -2247,13 +2280,15 @@ static int enter_view(PyObject *self, PyObject *slot, PyObject *book, EnterView 
 /* The enter of the usual replay of `self` on `slot` (Step._replay_locked): `self` (a new
  * reference); NULL without an exception when the Python path enters, with one on error. */
 static PyObject *enter_replay(PyObject *self, PyObject *slot) {
-    if (!Py_IS_TYPE(slot, slot_type)) return NULL;
-    PyObject *regions = FIELD(slot, slot_regions), *steps = FIELD(slot, slot_steps);
+    if (!Py_IS_TYPE(slot, slot_type) || stack_of(slot) == NULL) return NULL;
+    PyObject *regions = FIELD(stack_of(slot), stack_regions), *steps = slot_books(slot);
+    PyObject *owner = FIELD(slot, slot_stores); /* the stores `steps` was found in */
     PyObject *key = FIELD(self, st_key);
     if (regions == NULL || !PyList_CheckExact(regions) || PyList_GET_SIZE(regions) != 0 ||
-        steps == NULL || !PyDict_CheckExact(steps) || key == NULL)
+        steps == NULL || key == NULL)
         return NULL;
     /* What may run Python code (a key's __hash__ or __eq__, a collection) comes first. */
+    Py_INCREF(owner);
     Py_INCREF(steps);
     Py_INCREF(key);
     PyObject *book = PyDict_GetItemWithError(steps, key);
@@ -2282,7 +2317,7 @@ static PyObject *enter_replay(PyObject *self, PyObject *slot) {
     if (live == NULL) goto done;
     /* Then everything read again (changed: the Python path enters), and the mutex. */
     if (enter_view(self, slot, book, &now) <= 0 || memcmp(&first, &now, sizeof first) != 0 ||
-        FIELD(slot, slot_steps) != steps || FIELD(self, st_key) != key)
+        first.stores != owner || FIELD(self, st_key) != key)
         goto done;
     int higher = PyObject_RichCompareBool(live, first.load, Py_GT); /* exact ints */
     int moved = PyObject_RichCompareBool(first.settled, first.version, Py_NE);
@@ -2316,10 +2351,10 @@ static PyObject *enter_replay(PyObject *self, PyObject *slot) {
     store(&stores, &step->buffer, first.buffer);
     store(&stores, &step->caches, caches == NULL ? Py_None : caches);
     store(&stores, &step->expiring, first.expiring);
-    store(&stores, &FIELD(slot, slot_regions), stack);
     store(&stores, &FIELD(slot, slot_detour), one);
-    store(&stores, &FIELD(slot, slot_top), end);
-    store(&stores, &FIELD(slot, slot_live), live);
+    store(&stores, &FIELD(first.stack, stack_regions), stack);
+    store(&stores, &FIELD(first.stack, stack_top), end);
+    store(&stores, &FIELD(first.stack, stack_live), live);
     if (higher) store(&stores, &FIELD(slot, slot_load), live);
     store(&stores, &FIELD(book, book_running), Py_True);
     release_stores(&stores);
@@ -2336,6 +2371,7 @@ done:
     Py_XDECREF(book);
     Py_DECREF(key);
     Py_DECREF(steps);
+    Py_DECREF(owner);
     return out;
 }
 
@@ -2358,7 +2394,8 @@ static PyObject *step_enter(PyObject *self, PyObject *unused) {
 
 /* What the exit of the usual replay decides on. */
 typedef struct {
-    PyObject *slot, *regions, *governor, *strict, *mutex, *pending, *asleep, *quick, *nested;
+    PyObject *slot, *stack, *regions, *governor, *strict, *mutex, *pending, *asleep, *quick;
+    PyObject *nested;
     PyObject *book, *run, *broken, *nests, *start, *above, *base, *book_above, *above_runs;
     PyObject *runs, *version;
 } ExitView;
@@ -2379,7 +2416,9 @@ static int exit_view(PyObject *self, ExitView *v) {
         v->start == NULL || !PyLong_CheckExact(v->start) || v->above == NULL ||
         !PyLong_CheckExact(v->above))
         return 0;
-    v->regions = FIELD(v->slot, slot_regions);
+    v->stack = stack_of(v->slot);
+    if (v->stack == NULL) return 0;
+    v->regions = FIELD(v->stack, stack_regions);
     v->governor = FIELD(v->slot, slot_governor);
     v->pending = FIELD(v->slot, slot_pending);
     v->broken = FIELD(v->run, run_broken);
@@ -2445,9 +2484,9 @@ static int exit_replay(PyObject *self) {
     store(&stores, &step->quick, Py_False);
     store(&stores, &step->buffer, Py_None);
     store(&stores, &step->caches, Py_None);
-    store(&stores, &FIELD(first.slot, slot_regions), stack);
-    store(&stores, &FIELD(first.slot, slot_top), zero);
-    store(&stores, &FIELD(first.slot, slot_live), zero);
+    store(&stores, &FIELD(first.stack, stack_regions), stack);
+    store(&stores, &FIELD(first.stack, stack_top), zero);
+    store(&stores, &FIELD(first.stack, stack_live), zero);
     store(&stores, &FIELD(first.slot, slot_detour), detour ? one : zero);
     store(&stores, &step->slot, Py_None);
     store(&stores, &FIELD(self, st_nested), Py_None);
@@ -2750,14 +2789,15 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     if (slot == NULL || !Py_IS_TYPE(slot, slot_type) || self->watch != Py_False ||
         fresh == NULL || fresh == Py_False || self->memo == NULL)
         return NULL;
-    PyObject *regions = FIELD(slot, slot_regions);
+    PyObject *stack = stack_of(slot);
+    PyObject *regions = stack == NULL ? NULL : FIELD(stack, stack_regions);
     if (regions == NULL || !PyList_CheckExact(regions)) return NULL;
     Py_ssize_t depth = PyList_GET_SIZE(regions);
     if (depth == 0 || PyList_GET_ITEM(regions, depth - 1) != (PyObject *)self) return NULL;
     /* A step open below takes the Python path: its replays must learn this reach. */
     for (Py_ssize_t i = 0; i < depth - 1; i++)
         if (!PyObject_TypeCheck(PyList_GET_ITEM(regions, i), scope_type)) return NULL;
-    PyObject *buffer = FIELD(slot, slot_buffer), *top = FIELD(slot, slot_top);
+    PyObject *buffer = FIELD(slot, slot_buffer), *top = FIELD(stack, stack_top);
     Py_ssize_t at = plain_size(top);
     if (buffer == NULL || !Py_IS_TYPE(buffer, buffer_type) || at < 0) return NULL;
     PyObject *prepared = FIELD(buffer, buffer_prepared);
@@ -2787,13 +2827,14 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
         goto done;
     }
     /* The lookup may have let another thread move on: check the slot again. */
-    if (self->slot != slot || FIELD(slot, slot_buffer) != buffer || FIELD(slot, slot_top) != top)
+    if (self->slot != slot || FIELD(slot, slot_buffer) != buffer ||
+        FIELD(slot, slot_stack) != stack || FIELD(stack, stack_top) != top)
         goto done;
     if (memo->key != kept) scope_remember(memo, kept, hash, at, specs);
     PyObject *required = FIELD(entry, prepared_required);
     PyObject *views = FIELD(entry, prepared_views);
     Py_ssize_t count = PyTuple_GET_SIZE(specs);
-    Py_ssize_t reach = plain_size(required), live_in = plain_size(FIELD(slot, slot_live));
+    Py_ssize_t reach = plain_size(required), live_in = plain_size(FIELD(stack, stack_live));
     Py_ssize_t held_in = plain_size(self->held), load = plain_size(FIELD(slot, slot_load));
     Py_ssize_t high = plain_size(FIELD(slot, slot_plain_high));
     if (reach < at || live_in < 0 || held_in < 0 || load < 0 || high < 0 || views == NULL ||
@@ -2846,15 +2887,16 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     Py_DECREF(views);
     if (out == NULL) goto error;
     if (self->slot != slot || FIELD(slot, slot_buffer) != buffer ||
-        FIELD(slot, slot_top) != top || FIELD(entry, prepared_required) != required) {
+        FIELD(slot, slot_stack) != stack || FIELD(stack, stack_top) != top ||
+        FIELD(entry, prepared_required) != required) {
         Py_CLEAR(out);
         goto done;
     }
     if (FIELD(entry, prepared_used) != Py_True) keep(&FIELD(entry, prepared_used), Py_True);
     put(&FIELD(slot, slot_calls), calls);
-    put(&FIELD(slot, slot_live), live);
+    put(&FIELD(stack, stack_live), live);
     put(&self->held, held);
-    keep(&FIELD(slot, slot_top), required);
+    keep(&FIELD(stack, stack_top), required);
     if (self->end != required) keep(&self->end, required);
     calls = live = held = NULL;
     goto done;
@@ -2949,8 +2991,8 @@ static PyType_Spec scope_spec = {
 
 static PyMethodDef module_methods[] = {
     {"bind", bind, METH_VARARGS,
-     "bind(Slot, Buffer, Prepared, Governor, RequestLog, sites, internal_files): where a "
-     "hit reads their attributes, and caller_info's memos."},
+     "bind(Slot, RegionStack, Buffer, Prepared, Governor, RequestLog, sites, internal_files): "
+     "where a hit reads their attributes, and caller_info's memos."},
     {"bind_steps", bind_steps, METH_VARARGS,
      "bind_steps(Step, StepRun, StepBook, placer type, RLock, Slot, Governor, ended run, "
      "two StepRun(), two Step(*marks), marks, read_rlocks=True): where the compiled step "

@@ -334,10 +334,10 @@ class ViewBuilder:
                 # A plain request lives at offset 0, or above the scopes and steps open
                 # on the slot (then its views are not remembered: the base moves).
                 layout = compute_layout(specs, self._governor.alignment)
-                if slot.regions:
+                if slot.stack.regions:
                     heal_regions(slot)  # one an interrupt left open, its owner gone
-                if slot.top or slot.regions:
-                    above = slot.top
+                if slot.stack.top or slot.stack.regions:
+                    above = slot.stack.top
                     keep = NEVER
                     if above:
                         layout = shifted(layout, above)
@@ -418,7 +418,7 @@ class ViewBuilder:
             served = self.fresh(views)
         if above is not None and served is not None:
             # Live from the slot's start: what the scopes and steps hold, and this request.
-            slot.note_load(slot.live + required - above, reach=required)
+            slot.note_load(slot.stack.live + required - above, reach=required)
         return served
 
     def remember(self, cache: dict[Any, Any], key: Any, entry: Prepared) -> None:

@@ -42,6 +42,7 @@ from arena.base.events import caller_memos
 from arena.base.extensions import load_extension
 from arena.slots.governor import Governor
 from arena.slots.slot import Buffer, Slot
+from arena.slots.stack import RegionStack
 from arena.views.prepared import Prepared
 from arena.views.requests import RequestLog
 
@@ -184,7 +185,7 @@ class PyBinding(threading.local):
 def _load() -> tuple[ModuleType | None, str]:
     module, why = load_extension("arena.views._hit")
     if module is not None:
-        module.bind(Slot, Buffer, Prepared, Governor, RequestLog, *caller_memos())
+        module.bind(Slot, RegionStack, Buffer, Prepared, Governor, RequestLog, *caller_memos())
     return module, why
 
 

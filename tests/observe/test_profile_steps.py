@@ -18,6 +18,7 @@ from arena.observe.profilefile import (
     read_profile,
     salvage_profile,
 )
+from arena.planning.books import books_of
 from arena.planning.records import StepBook
 from tests.profiles import profile_data
 
@@ -291,7 +292,7 @@ def test_a_stored_book_rebuilds_the_plan_it_was_made_from(tokens: int) -> None:
     with arena.Arena("cpu", framework="numpy") as ws:
         forward(ws, tokens)
         forward(ws, tokens)
-        book = ws._table.slots[0].steps["forward"]
+        book = books_of(ws._table.slots[0])["forward"]
         entry = json.loads(json.dumps(book.to_profile()))
     assert "firsts" not in entry and "load" not in entry  # derived, not stored
     again = StepBook.from_profile(entry)

@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import pytest
 
+from arena.planning.books import StepBooks
 from arena.planning.offsets import plan_offsets
 from arena.planning.plan import make_plan, plan_slot_steps
 from arena.planning.records import StepBook
@@ -67,12 +68,20 @@ def test_a_record_without_requests_plans_to_nothing() -> None:
 def test_plan_slot_steps_of_a_slot_without_steps_needs_nothing() -> None:
     # plan.py plan_slot_steps #12, #16 (default None or 1): the bytes a slot without
     # planned steps needs are 0. No caller in the library reads the return value yet.
-    slot = cast(Any, SimpleNamespace(steps={}))
+    slot = _slot_with({})
     assert plan_slot_steps(slot, ALIGN) == 0
     book = _book([0], [], [])
-    slot = cast(Any, SimpleNamespace(steps={"unrun": book}))  # recorded, never completed
+    slot = _slot_with({"unrun": book})  # recorded, never completed
     assert plan_slot_steps(slot, ALIGN) == 0
     assert not book.planned
+
+
+def _slot_with(steps: dict[Any, StepBook]) -> Any:
+    """A stand-in slot whose step books (its StepBooks store) are ``steps``."""
+    books = StepBooks()
+    for key, book in steps.items():
+        books.keep(key, book)
+    return cast(Any, SimpleNamespace(store=lambda kind: books))
 
 
 @pytest.mark.parametrize("short", ["lasts", "found"])

@@ -48,15 +48,15 @@ def _run(ws: Arena, inner: Callable[[Arena], None], injector: Injector | None) -
             pass
         finally:
             sys.settrace(None)
-        held = sum(region.held for region in slot.regions)
-        if slot.live != held:
-            return f"live {slot.live}, the open regions hold {held}"
+        held = sum(region.held for region in slot.stack.regions)
+        if slot.stack.live != held:
+            return f"live {slot.stack.live}, the open regions hold {held}"
         load = slot.load
         outer.get_simultaneous(((16,), F32))
-        if slot.load > load and slot.load > slot.live:
-            return f"LOAD rose to {slot.load} with {slot.live} live"
-    if slot.live or slot.top or slot.regions:
-        return f"left live {slot.live}, top {slot.top}, regions {slot.regions}"
+        if slot.load > load and slot.load > slot.stack.live:
+            return f"LOAD rose to {slot.load} with {slot.stack.live} live"
+    if slot.stack.live or slot.stack.top or slot.stack.regions:
+        return f"left live {slot.stack.live}, top {slot.stack.top}, regions {slot.stack.regions}"
     return ""
 
 

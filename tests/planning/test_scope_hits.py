@@ -91,8 +91,8 @@ def test_a_hit_accounts_like_the_checked_path(hit_path: str) -> None:
                 s.get_simultaneous(((7,), "int8"), ((3,), F32))
                 slot = s.slot
                 assert slot is not None
-                seen.append((slot.top, slot.live, s.base, s.end, s.held))
-            assert (slot.top, slot.live) == (0, 0)
+                seen.append((slot.stack.top, slot.stack.live, s.base, s.end, s.held))
+            assert (slot.stack.top, slot.stack.live) == (0, 0)
     assert seen[0] == seen[1]
 
 
@@ -115,13 +115,13 @@ def test_the_same_request_at_the_same_top_from_other_counts_accounts_for_each(
                 a.get_simultaneous(second)
                 slot = a.slot
                 assert slot is not None
-                counts += [slot.top, slot.live, a.base, a.end, a.held]
+                counts += [slot.stack.top, slot.stack.live, a.base, a.end, a.held]
             with ws.scope() as outer:
                 outer.get_simultaneous(first)
                 with ws.scope() as b:
                     b.get_simultaneous(second)  # the same top as a's second request
-                    counts += [slot.top, slot.live, b.base, b.end, b.held]
-                counts += [slot.top, slot.live, outer.end, outer.held]
+                    counts += [slot.stack.top, slot.stack.live, b.base, b.end, b.held]
+                counts += [slot.stack.top, slot.stack.live, outer.end, outer.held]
             seen.append(tuple(counts))
     assert seen[1:] == seen[:1] * 3
     a_top, a_live, a_base, a_end, a_held, b_top, b_live, b_base, b_end, b_held = seen[0][:10]
@@ -194,13 +194,13 @@ def test_the_compiled_scope_hit_keeps_reference_counts_flat() -> None:
             cache = buffer.prepared["numpy/scope"]  # the numpy front's scopes
             entry = cache[0, specs]
             watched = (specs, specs[0], F32, buffer, cache, entry, entry.views, entry.required)
-            top = slot.top
+            top = slot.stack.top
             before = [sys.getrefcount(o) for o in watched]
             for _ in range(20_000):
                 s.get_simultaneous(*specs)
-                slot.top = s.end = top  # the same top again: a hit every time
+                slot.stack.top = s.end = top  # the same top again: a hit every time
                 s.held = 0
-                slot.live = 0
+                slot.stack.live = 0
             assert [sys.getrefcount(o) for o in watched] == before
 
 

@@ -113,7 +113,7 @@ def test_a_region_its_caller_still_holds_is_not_healed() -> None:
         kept.__exit__(None, None, None)
         ws.scope().__enter__()  # dropped: the next region heals it
         with ws.scope():
-            assert len(ws.numpy._select().regions) == 1
+            assert len(ws.numpy._select().stack.regions) == 1
 
 
 def test_injector_counts_the_same_points_twice() -> None:

@@ -20,6 +20,7 @@ import pytest
 
 from arena import Arena
 from arena.planning import steps
+from arena.planning.books import books_of
 from arena.planning.records import StepBook
 from arena.planning.runs import StepRun
 from arena.planning.steps import Step
@@ -57,9 +58,17 @@ def _program(ws: Arena, log: list[Any]) -> Any:
 def _state(slot: Any) -> Any:
     books = {
         key: tuple((name, getattr(book, name)) for name in StepBook.__slots__ if name != "found")
-        for key, book in slot.steps.items()
+        for key, book in books_of(slot).items()
     }
-    return (slot.top, slot.live, slot.load, slot.detour, slot.calls, slot.regions, books)
+    return (
+        slot.stack.top,
+        slot.stack.live,
+        slot.load,
+        slot.detour,
+        slot.calls,
+        slot.stack.regions,
+        books,
+    )
 
 
 def _run(
@@ -249,12 +258,12 @@ def test_an_interrupt_in_a_keys_hash_or_eq_leaves_no_step_open(hit_path: str) ->
             with pytest.raises(KeyboardInterrupt, match="key"), ws.step(_Key()):
                 pass
             _Key.armed = 0
-            assert slot.regions == [] and (slot.top, slot.live) == (0, 0)
-            assert not any(book.running for book in slot.steps.values())
+            assert slot.stack.regions == [] and (slot.stack.top, slot.stack.live) == (0, 0)
+            assert not any(book.running for book in books_of(slot).values())
             with ws.step(_Key()) as st:
                 (view,) = st.get_simultaneous(((64,), F32))
                 assert ws.numpy.data_ptr(view) == expected
-                assert slot.regions == [st]
+                assert slot.stack.regions == [st]
 
 
 def _behind_the_mutex(front: Any, stage: str) -> None:
@@ -268,13 +277,13 @@ def _behind_the_mutex(front: Any, stage: str) -> None:
     step = front.step("k")
     if stage == "exit":
         step.__enter__()
-    before = list(slot.regions)
+    before = list(slot.stack.regions)
 
     def hold() -> None:
         with mutex:
             held.set()
             go.wait(10)
-            seen.append(list(slot.regions))  # what the holder reads: unchanged
+            seen.append(list(slot.stack.regions))  # what the holder reads: unchanged
 
     def run() -> None:
         if stage == "enter":
@@ -290,13 +299,13 @@ def _behind_the_mutex(front: Any, stage: str) -> None:
     runner.start()
     time.sleep(0.05)
     assert not done.is_set()  # waiting for the mutex, the slot unchanged
-    assert slot.regions == before
+    assert slot.stack.regions == before
     go.set()
     holder.join(10)
     runner.join(10)
     assert done.is_set()
     assert seen == [before]
-    assert slot.regions == ([step] if stage == "enter" else [])
+    assert slot.stack.regions == ([step] if stage == "enter" else [])
     if stage == "enter":
         step.__exit__(None, None, None)
 
@@ -329,7 +338,7 @@ def test_the_compiled_enter_and_exit_wait_for_a_mutex_another_thread_holds(rlock
         _behind_the_mutex(front, "enter")
         _behind_the_mutex(front, "exit")
         slot = front._select()
-        assert slot.regions == [] and (slot.top, slot.live) == (0, 0)
+        assert slot.stack.regions == [] and (slot.stack.top, slot.stack.live) == (0, 0)
 
 
 def test_the_compiled_init_enter_and_exit_keep_reference_counts_flat() -> None:
@@ -344,7 +353,7 @@ def test_the_compiled_init_enter_and_exit_keep_reference_counts_flat() -> None:
                 st.release(x)
         ws.lock()
         slot = front._select()
-        book = slot.steps[key]
+        book = books_of(slot)[key]
         step = front.step
         with step(key) as st:
             (x,) = st.get_simultaneous(spec)

@@ -19,6 +19,7 @@ from arena import (
     compute_layout,
     layout_bytes,
 )
+from arena.planning.books import books_of
 from tests.gates import moving_only
 from tests.sources import FailingSource, RecordingSource, check_books
 
@@ -104,7 +105,7 @@ def test_planned_bytes_counts_steps_lock_will_plan() -> None:
             a.get_simultaneous(((3000,), "float32"), ((500,), "int64"))
         a.get_simultaneous(((10,), "float32"))
         planned = a.planned_bytes()
-        book = a._table.slots[0].steps["layer"]
+        book = books_of(a._table.slots[0])["layer"]
         assert not book.planned  # planned_bytes() plans a copy: the key is still recording
         a.lock()
         assert book.planned

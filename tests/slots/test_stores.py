@@ -1,9 +1,10 @@
 """Issue 27 item 3: the features' stores live with their features.
 
-Persistent buffers (:mod:`arena.slots.persistent`) and workspace blocks
-(:mod:`arena.slots.workspaces`) give each slot a store when they register with the slot
-table (a lock hook's ``attach``); the Slot and the SlotTable neither make nor import them,
-and count and empty their blocks through the store interface (``SlotStore``).
+Persistent buffers (:mod:`arena.slots.persistent`), workspace blocks
+(:mod:`arena.slots.workspaces`) and step books (:mod:`arena.planning.books`) give each
+slot a store when they register with the slot table (a lock hook's ``attach``); the Slot
+and the SlotTable neither make nor import them, and count and empty their blocks through
+the store interface (``SlotStore``).
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from pathlib import Path
 
 from arena import Arena
 from arena.memory.sources import Allocation
+from arena.planning.books import StepBooks, books_of
 from arena.slots.hooks import LockHook
 from arena.slots.persistent import PersistentStore
 from arena.slots.slot import Slot
 from arena.slots.workspaces import WorkspaceStore
 
 ROOT = Path(__file__).resolve().parents[2]
-_STORES = ("arena.slots.persistent", "arena.slots.workspaces")
+_STORES = ("arena.slots.persistent", "arena.slots.workspaces", "arena.planning.books")
 
 
 def _imported(path: Path) -> set[str]:
@@ -40,6 +42,7 @@ def test_the_slot_and_the_table_import_no_store() -> None:
         source = path.read_text(encoding="utf-8")
         assert not _imported(path) & set(_STORES), name
         assert "PersistentStore" not in source and "WorkspaceStore" not in source, name
+        assert "StepBooks" not in source and "StepBook" not in source, name
 
 
 def test_the_import_reader_sees_an_import() -> None:
@@ -49,9 +52,21 @@ def test_the_import_reader_sees_an_import() -> None:
 def test_every_slot_has_the_stores_the_features_registered() -> None:
     with Arena("cpu", framework="numpy", ubatches=2, lanes=2) as a:
         for slot in a._table.slots:
-            assert list(slot.stores) == [PersistentStore, WorkspaceStore]
+            assert list(slot.stores) == [PersistentStore, WorkspaceStore, StepBooks]
             persistent = slot.store(PersistentStore)
             assert (persistent.ubatch, persistent.lane) == (slot.ubatch, slot.lane)
+
+
+def test_each_slot_keeps_its_step_books_in_the_steps_store() -> None:
+    with Arena("cpu", framework="numpy", ubatches=2) as a:
+        with a.numpy.step("k") as step:
+            step.get_simultaneous(((64,), "float32"))
+        first, second = a._table.slots
+        assert not hasattr(first, "steps") and "steps" not in Slot.__slots__
+        assert list(books_of(first)) == ["k"] and books_of(second) == {}
+        assert first.store(StepBooks) is not second.store(StepBooks)
+        assert first.store(StepBooks).retired_bytes == 0
+        assert first.store(StepBooks).blocks() == ([], [])
 
 
 class _Kept:

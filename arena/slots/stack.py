@@ -1,0 +1,94 @@
+"""A slot's region stack: the scopes and steps open on it, and what they hold.
+
+A scope (:mod:`arena.planning.scopes`) or a step (:mod:`arena.planning.steps`) opened on
+a slot is a *region*: its requests live at and above the slot's *top*, the byte where
+the next request above the open regions starts, and a plain request made while regions
+are open lives above them. Each slot has one :class:`RegionStack` (``slot.stack``) that
+keeps the open regions, innermost last, the top and the bytes they hold for live views.
+The figures a request leaves behind (LOAD, the largest request outside every step) are
+the slot's own counters, beside its calls and high-water mark
+(:meth:`~arena.slots.slot.Slot.note_load`, which asks the stack for the step below).
+
+This module knows of a region only what the stack needs: an object that may have
+``note_above`` (a step: the bytes a request inside its run reached above its end). The
+scopes and steps, above this layer, open and close their regions through the slot
+(:meth:`~arena.slots.slot.Slot.open_region`, :meth:`~arena.slots.slot.Slot.close_region`:
+the slot keeps its ``detour`` flag in step with the stack) and account the bytes they
+place and release through the stack's own methods; the request path
+(:mod:`arena.views.builder`) asks it for the top. Only this class's methods write its
+fields (tests/test_layers.py holds it), and the compiled hits (``arena/views/_hit.c``)
+read and write them by member offset (bound by ``bind``), with the same plain stores.
+
+Each change a method makes is installed by plain stores with no call between them, so an
+interrupt sees the stack as it was or as it is after the change: a new list of regions,
+never one changed in place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["RegionStack"]
+
+
+class RegionStack:
+    """The regions open on one slot, innermost last, their top and live bytes.
+
+    Attributes
+    ----------
+    regions : list
+        The open scopes and steps, innermost last (a new list on every change).
+    top : int
+        Where the next request above the open regions starts (0 when none is open).
+    live : int
+        Bytes the open regions hold for live views (the top, minus any holes).
+    """
+
+    __slots__ = ("live", "regions", "top")
+
+    def __init__(self) -> None:
+        self.regions: list[Any] = []
+        self.top = 0
+        self.live = 0
+
+    def push(self, region: Any) -> None:
+        """Open ``region`` innermost (the slot's :meth:`~arena.slots.slot.Slot.open_region`
+        calls this with the mutex held): a new list, installed in one store."""
+        self.regions = [*self.regions, region]
+
+    def remove(self, region: Any, top: int, live: int) -> bool:
+        """Close ``region`` (the innermost, or any) and set what stays: the new top and
+        live bytes (0 when nothing stays open). False when it is not open (closed
+        already: nothing changes). The mutex is held by the caller (the slot's
+        :meth:`~arena.slots.slot.Slot.close_region`); the new list, top and live are
+        installed by plain stores."""
+        regions = self.regions
+        if region not in regions:
+            return False
+        kept = [r for r in regions if r is not region]
+        top, live = (top, live) if kept else (0, 0)
+        self.regions = kept
+        self.top = top
+        self.live = live
+        return True
+
+    def account(self, top: int, added: int) -> None:
+        """A scope or step placed or released bytes: the next request above the open
+        regions starts at ``top``, and ``added`` bytes more (fewer, negative) are live.
+        Only the slot's own thread calls this; both are plain stores with no call between
+        them, so an interrupt never splits them."""
+        self.top = top
+        self.live += added
+
+    def step_below(self, region: Any) -> Any:
+        """The innermost step (a region with ``note_above``) open below ``region`` (None:
+        above every region), or None."""
+        regions = self.regions
+        if region is not None:
+            regions = regions[: regions.index(region)] if region in regions else []
+        # A loop, not next() over a generator: one left suspended is closed when it is
+        # collected, and an interrupt raised there would be printed and lost.
+        for below in reversed(regions):
+            if hasattr(below, "note_above"):
+                return below
+        return None
