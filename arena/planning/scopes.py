@@ -17,8 +17,9 @@ The owning thread changes a slot's regions without a lock (a slot belongs to one
 a time, see docs/overview.md, "Threads and safety"); opening and closing a region take the
 arena's mutex only to flip the slot's detour flag, which makes plain requests take the
 checked path while regions are open. Where the compiled hit path is in use, the usual
-scope's enter and exit (not in debug mode, not poisoning, nothing to heal) are compiled
-(``arena/views/_hit.c``), mirroring :meth:`Scope._enter_on` and :meth:`Scope.__exit__`.
+scope's construction, enter and exit (not in debug mode, not poisoning, nothing to heal)
+are compiled (``arena/views/_hit.c``), mirroring :class:`Scope`'s ``__init__``,
+:meth:`Scope._enter_on` and :meth:`Scope.__exit__`.
 """
 
 from __future__ import annotations
@@ -214,6 +215,9 @@ class Scope(Region, Generic[ViewT]):
         self._memo = memo
         self._fresh_view = placer.fresh_view
 
+    #: The Python __init__: CompiledScope's compiled one hands it what it does not make.
+    _python_init = __init__
+
     def __enter__(self) -> Scope[ViewT]:
         if self.slot is not None:
             raise ArenaError("this scope is already open; make a new one with ws.scope()")
@@ -355,14 +359,15 @@ class CompiledScope(Scope[ViewT]):
 
     if compiled is not None:
         get_simultaneous = compiled.ScopeHitBase.get_simultaneous
+        __init__ = compiled.ScopeHitBase.__init__
         __enter__ = compiled.ScopeHitBase.__enter__
         __exit__ = compiled.ScopeHitBase.__exit__
 
 
 if compiled is not None:
-    # Where the compiled enter and exit read and write: the fields of Scope, the placer
-    # (a ViewBuilder), Slot and Governor.
-    compiled.bind_scopes(Scope, ViewBuilder, Slot, Governor)
+    # Where the compiled init, enter and exit read and write: the fields of Scope, the
+    # placer (a ViewBuilder), Slot and Governor; and the scopes' memo keys by front key.
+    compiled.bind_scopes(Scope, ViewBuilder, Slot, Governor, _MEMO_KEYS)
 
 
 def scope_class() -> type[Scope[Any]]:

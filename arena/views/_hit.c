@@ -7,7 +7,7 @@
  *
  * It also builds a NumPy front's first sighting of a structure (Planner.views) and
  * compiles a replayed step's construction, enter and exit (CompiledStep) and a scope's
- * enter and exit (CompiledScope): each mirrors a Python path and hands every other case
+ * construction, enter and exit (CompiledScope): each mirrors a Python path and hands every other case
  * to it.
  *
  * A request an arena served before on the same slot buffer (a "hit") is one dictionary
@@ -2898,33 +2898,38 @@ static PyObject *scope_get_simultaneous(PyObject *self, PyObject *specs) {
  * plain stores with no Python code among them. */
 
 static PyTypeObject *scope_bound, *scope_placer_type;
-static Py_ssize_t sc_select, sc_placer, sc_poison, sc_debug, sc_handed;
-static Py_ssize_t sc_placer_probe, sc_placer_log;
+static Py_ssize_t sc_select, sc_placer, sc_poison, sc_debug, sc_handed, sc_alignment;
+static Py_ssize_t sc_placer_probe, sc_placer_log, sc_placer_key, sc_placer_fresh;
 static Py_ssize_t sc_slot_governor, sc_slot_pending;
 static Py_ssize_t sc_gov_closed, sc_gov_debug, sc_gov_mutex, sc_gov_asleep;
 static PyObject *str_scope_python_enter, *str_scope_enter_on, *str_scope_python_exit;
+static PyObject *str_scope_python_init, *scope_init_names[3]; /* alignment, poison, debug */
+static PyObject *scope_memo_keys; /* arena.planning.scopes._MEMO_KEYS */
 
 /* Most regions open on a slot that a scope's compiled exit handles. */
 #define SCOPE_REGIONS_MAX 32
 
 static PyObject *bind_scopes(PyObject *module, PyObject *args) {
     PyTypeObject *scope, *placer, *slot, *governor;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyType_Type, &scope, &PyType_Type, &placer,
-                          &PyType_Type, &slot, &PyType_Type, &governor))
+    PyObject *memo_keys;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!", &PyType_Type, &scope, &PyType_Type, &placer,
+                          &PyType_Type, &slot, &PyType_Type, &governor, &PyDict_Type,
+                          &memo_keys))
         return NULL;
     if (scope_type == NULL || !PyType_IsSubtype(scope, scope_type) || slot_type == NULL ||
         slot != slot_type || governor != governor_type) {
         PyErr_SetString(PyExc_TypeError,
-                        "bind_scopes(Scope, placer type, Slot, Governor): after bind(), the "
-                        "same Slot and Governor; Scope derives from ScopeHitBase");
+                        "bind_scopes(Scope, placer type, Slot, Governor, memo keys): after "
+                        "bind(), the same Slot and Governor; Scope derives from ScopeHitBase");
         return NULL;
     }
     static const char *const scope_names[] = {"_select", "_placer", "_poison", "_debug",
-                                              "_handed", NULL};
-    Py_ssize_t *const scope_out[] = {&sc_select, &sc_placer, &sc_poison, &sc_debug,
-                                     &sc_handed};
-    static const char *const placer_names[] = {"probe", "log", NULL};
-    Py_ssize_t *const placer_out[] = {&sc_placer_probe, &sc_placer_log};
+                                              "_handed", "_alignment", NULL};
+    Py_ssize_t *const scope_out[] = {&sc_select, &sc_placer, &sc_poison,
+                                     &sc_debug,  &sc_handed, &sc_alignment};
+    static const char *const placer_names[] = {"probe", "log", "key", "fresh_view", NULL};
+    Py_ssize_t *const placer_out[] = {&sc_placer_probe, &sc_placer_log, &sc_placer_key,
+                                      &sc_placer_fresh};
     static const char *const slot_names[] = {"governor", "pending", NULL};
     Py_ssize_t *const slot_out[] = {&sc_slot_governor, &sc_slot_pending};
     static const char *const governor_names[] = {"closed", "debug", "mutex", "asleep", NULL};
@@ -2939,13 +2944,75 @@ static PyObject *bind_scopes(PyObject *module, PyObject *args) {
         str_scope_python_enter = PyUnicode_InternFromString("_python_enter");
         str_scope_enter_on = PyUnicode_InternFromString("_enter_on");
         str_scope_python_exit = PyUnicode_InternFromString("_python_exit");
+        str_scope_python_init = PyUnicode_InternFromString("_python_init");
+        const char *names[] = {"alignment", "poison", "debug"};
+        for (int i = 0; i < 3; i++) scope_init_names[i] = PyUnicode_InternFromString(names[i]);
         if (str_scope_python_enter == NULL || str_scope_enter_on == NULL ||
-            str_scope_python_exit == NULL)
+            str_scope_python_exit == NULL || str_scope_python_init == NULL ||
+            scope_init_names[0] == NULL || scope_init_names[1] == NULL ||
+            scope_init_names[2] == NULL)
             return NULL;
     }
     keep((PyObject **)&scope_bound, (PyObject *)scope);
     keep((PyObject **)&scope_placer_type, (PyObject *)placer);
+    keep(&scope_memo_keys, memo_keys);
     Py_RETURN_NONE;
+}
+
+/* A new scope's fields (Scope.__init__), for the arguments a front passes (placer and
+ * select positional; alignment, poison and debug by keyword), a ViewBuilder placer whose
+ * key already has its scopes' memo key in _MEMO_KEYS; everything else (and a first
+ * scope of a front key, whose memo key Python makes) goes to _python_init. */
+static int scope_init(PyObject *self, PyObject *args, PyObject *kwds) {
+    if (scope_bound == NULL || !PyObject_TypeCheck(self, scope_bound)) {
+        PyErr_SetString(PyExc_TypeError, "ScopeHitBase.__init__ is a Scope's");
+        return -1;
+    }
+    PyObject *values[5], *memo = NULL, *fresh = NULL;
+    int usual = PyTuple_CheckExact(args) && PyTuple_GET_SIZE(args) == 2 && kwds != NULL &&
+                PyDict_CheckExact(kwds) && PyDict_GET_SIZE(kwds) == 3;
+    for (int i = 0; usual && i < 2; i++) values[i] = PyTuple_GET_ITEM(args, i);
+    for (int i = 0; usual && i < 3; i++) {
+        values[2 + i] = PyDict_GetItemWithError(kwds, scope_init_names[i]); /* str keys */
+        if (values[2 + i] == NULL) {
+            if (PyErr_Occurred()) return -1;
+            usual = 0;
+        }
+    }
+    if (usual && Py_IS_TYPE(values[0], scope_placer_type)) {
+        PyObject *key = FIELD(values[0], sc_placer_key);
+        fresh = FIELD(values[0], sc_placer_fresh);
+        if (key != NULL && PyUnicode_CheckExact(key) && fresh != NULL) {
+            memo = PyDict_GetItemWithError(scope_memo_keys, key); /* an exact str key */
+            if (memo == NULL && PyErr_Occurred()) return -1;
+        }
+    }
+    if (memo == NULL) {
+        PyObject *init = PyObject_GetAttr(self, str_scope_python_init);
+        PyObject *done = init == NULL ? NULL : PyObject_Call(init, args, kwds);
+        Py_XDECREF(init);
+        Py_XDECREF(done);
+        return done == NULL ? -1 : 0;
+    }
+    PyObject *handed = PyList_New(0); /* first: a list may collect garbage */
+    if (handed == NULL) return -1;
+    ScopeHitBase *scope = (ScopeHitBase *)self;
+    Stores stores = {.count = 0};
+    store(&stores, &scope->slot, Py_None);
+    store(&stores, &scope->base, zero);
+    store(&stores, &scope->end, zero);
+    store(&stores, &scope->held, zero);
+    store(&stores, &scope->watch, Py_True);
+    store(&stores, &FIELD(self, sc_placer), values[0]);
+    store(&stores, &FIELD(self, sc_select), values[1]);
+    store(&stores, &FIELD(self, sc_alignment), values[2]);
+    store(&stores, &FIELD(self, sc_poison), values[3]);
+    store(&stores, &FIELD(self, sc_debug), values[4]);
+    store_new(&stores, &FIELD(self, sc_handed), handed);
+    store(&stores, &scope->memo, memo);
+    store(&stores, &scope->fresh_view, fresh);
+    release_stores(&stores);
+    return 0;
 }
 
 /* Whether every region of `regions` (an exact list) is a scope or a bound step that
@@ -3287,6 +3354,7 @@ static PyType_Slot scope_slots[] = {
     {Py_tp_doc, "The compiled hit of a scope's request (see arena.views.hit)."},
     {Py_tp_methods, scope_methods},
     {Py_tp_members, scope_members},
+    {Py_tp_init, scope_init},
     {Py_tp_traverse, scope_traverse},
     {Py_tp_clear, scope_clear},
     {Py_tp_dealloc, scope_dealloc},
@@ -3311,8 +3379,8 @@ static PyMethodDef module_methods[] = {
      "init, enter and exit read and write their fields; True where RLocks are read "
      "directly (read_rlocks, and their layout checks out)."},
     {"bind_scopes", bind_scopes, METH_VARARGS,
-     "bind_scopes(Scope, placer type, Slot, Governor): where the compiled scope enter and "
-     "exit read and write their fields."},
+     "bind_scopes(Scope, placer type, Slot, Governor, memo keys): where the compiled scope "
+     "init, enter and exit read and write their fields."},
     {NULL, NULL, 0, NULL},
 };
 

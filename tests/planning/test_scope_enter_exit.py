@@ -296,3 +296,62 @@ def test_the_compiled_enter_and_exit_keep_reference_counts_flat() -> None:
             tracemalloc.stop()
         outer.__exit__(None, None, None)
         assert slot.regions == [] and (slot.top, slot.live) == (0, 0)
+
+
+def _fields(scope: Scope[Any]) -> list[tuple[str, Any]]:
+    names = [*Scope.__slots__, *hit.PyScopeHitBase.__slots__]
+    return [(name, getattr(scope, name)) for name in names]
+
+
+def test_the_compiled_init_sets_every_field_python_sets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every field of a new scope, the same objects (the front's placer, select and fresh
+    view function, the memo key, a new empty list), compiled and in Python; a front key
+    whose scopes have no memo key yet, and arguments not passed as a front passes them,
+    go to the Python __init__ (which makes the key, or raises)."""
+    need_compiled_hit()
+    taken = [0]
+    python_init = vars(Scope)["_python_init"]
+
+    def counted(self: Scope[Any], *args: Any, **kwargs: Any) -> None:
+        taken[0] += 1
+        python_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(Scope, "_python_init", counted)
+    for poison in (False, True):
+        with Arena("cpu", framework="numpy", poison=poison) as ws:
+            front = ws.numpy
+            governor = front._governor
+            args: tuple[Any, ...] = (front._builder, front._select)
+            kwargs: dict[str, Any] = {
+                "alignment": governor.alignment,
+                "poison": front._poison,
+                "debug": False,
+            }
+            front.scope()  # the front key's first scope makes its memo key (in Python)
+            taken[0] = 0
+            compiled = CompiledScope(*args, **kwargs)
+            python: Scope[Any] = Scope(*args, **kwargs)
+            assert _fields(compiled) == _fields(python)
+            assert compiled._handed is not python._handed
+            assert compiled._memo is python._memo  # one str per front key
+            assert taken == [0]
+            made = front.scope()
+            assert type(made) is CompiledScope and _fields(made) == _fields(python)
+            assert taken == [0]
+            memo = scopes._MEMO_KEYS.pop(front._builder.key)
+            assert _fields(CompiledScope(*args, **kwargs)) == _fields(python)
+            assert taken == [1] and scopes._MEMO_KEYS[front._builder.key] == memo
+            taken[0] = 0
+            for bad_args, bad_kwargs in (
+                (args, {**kwargs, "extra": 1}),
+                ((*args, 64), {"poison": False, "debug": False}),
+                (args, {"alignment": 64, "poison": False}),
+            ):
+                outcomes = []
+                for kind in (CompiledScope, Scope):
+                    with pytest.raises(TypeError) as caught:
+                        kind(*bad_args, **bad_kwargs)
+                    outcomes.append(str(caught.value).replace("_python_init", "__init__"))
+                assert outcomes[0] == outcomes[1]
+            assert taken == [3]
+            taken[0] = 0
