@@ -1699,14 +1699,13 @@ static PyObject *step_find_block(StepHitBase *self, PyObject *view) {
 /* The hit of release(*views): 1 when every view was released, 0 when the Python path
  * must run (nothing released), -1 with an exception set. All or nothing, as in Python:
  * every view's block is found (and found distinct) before any is released. */
-static int step_release_views(StepHitBase *self, PyObject *args) {
-    Py_ssize_t n = PyTuple_GET_SIZE(args);
+static int step_release_views(StepHitBase *self, PyObject *const *args, Py_ssize_t n) {
     if (n < 1 || n > STEP_RELEASE_MAX) return 0;
     PyObject *blocks[STEP_RELEASE_MAX];
     Py_ssize_t found = 0;
     int outcome = 1;
     while (outcome == 1 && found < n) {
-        PyObject *block = step_find_block(self, PyTuple_GET_ITEM(args, found));
+        PyObject *block = step_find_block(self, args[found]);
         if (block == NULL) {
             outcome = PyErr_Occurred() ? -1 : 0;
             break;
@@ -1719,7 +1718,8 @@ static int step_release_views(StepHitBase *self, PyObject *args) {
         /* Nothing in the search ran Python code: the step's request is the one it read.
          * Each released block's last request is the one before it (a diverging replay
          * records it). */
-        PyObject *last = PyNumber_Subtract(self->request, one);
+        Py_ssize_t r = plain_size(self->request); /* an exact int: step_find_block */
+        PyObject *last = r > 0 ? small_int(r - 1) : PyNumber_Subtract(self->request, one);
         if (last == NULL) outcome = -1;
         for (Py_ssize_t i = 0; i < found && outcome == 1; i++)
             outcome = step_release_block(self, blocks[i], last);
@@ -1729,13 +1729,13 @@ static int step_release_views(StepHitBase *self, PyObject *args) {
     return outcome;
 }
 
-static PyObject *step_release(PyObject *self, PyObject *args) {
-    int done = step_release_views((StepHitBase *)self, args);
+static PyObject *step_release(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    int done = step_release_views((StepHitBase *)self, args, nargs);
     if (done < 0) return NULL;
     if (done) Py_RETURN_NONE;
     PyObject *method = PyObject_GetAttr(self, str_python_release);
     if (method == NULL) return NULL;
-    PyObject *out = PyObject_Call(method, args, NULL);
+    PyObject *out = PyObject_Vectorcall(method, args, (size_t)nargs, NULL);
     Py_DECREF(method);
     return out;
 }
@@ -2525,7 +2525,7 @@ static void step_dealloc(StepHitBase *self) {
 static PyMethodDef step_methods[] = {
     {"get_simultaneous", (PyCFunction)step_get_simultaneous, METH_VARARGS,
      "get_simultaneous(*specs): the compiled hit of a replayed step."},
-    {"release", (PyCFunction)step_release, METH_VARARGS,
+    {"release", (PyCFunction)(void (*)(void))step_release, METH_FASTCALL,
      "release(*views): the compiled hit of a replayed step's release."},
     {"__enter__", (PyCFunction)step_enter, METH_NOARGS,
      "__enter__(): the compiled enter of the usual replay, else _python_enter."},
