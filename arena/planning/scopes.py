@@ -16,7 +16,10 @@ request that needs more raises :class:`~arena.ArenaLockedError` naming the call 
 The owning thread changes a slot's regions without a lock (a slot belongs to one thread at
 a time, see docs/overview.md, "Threads and safety"); opening and closing a region take the
 arena's mutex only to flip the slot's detour flag, which makes plain requests take the
-checked path while regions are open.
+checked path while regions are open. Where the compiled hit path is in use, the usual
+scope's construction, enter and exit (not in debug mode, not poisoning, nothing to heal)
+are compiled (``arena/views/_hit.c``), mirroring :class:`Scope`'s ``__init__``,
+:meth:`Scope._enter_on` and :meth:`Scope.__exit__`.
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ from typing import Any, Generic, Protocol, TypeVar
 from arena.base.layout import Layout, compute_layout, shifted
 from arena.base.poison import poison_slot_bytes
 from arena.errors import ArenaError
+from arena.slots.governor import Governor
 from arena.slots.regions import heal_regions
 from arena.slots.slot import Buffer, Resize, Slot
 from arena.uncopyable import refuse_copies
 from arena.views import hit
+from arena.views.builder import ViewBuilder
 from arena.views.hit import ScopeHitBase, compiled
 
 __all__ = [
@@ -210,10 +215,17 @@ class Scope(Region, Generic[ViewT]):
         self._memo = memo
         self._fresh_view = placer.fresh_view
 
+    #: The Python __init__: CompiledScope's compiled one hands it what it does not make.
+    _python_init = __init__
+
     def __enter__(self) -> Scope[ViewT]:
         if self.slot is not None:
             raise ArenaError("this scope is already open; make a new one with ws.scope()")
-        slot = self._select()
+        return self._enter_on(self._select())
+
+    def _enter_on(self, slot: Slot) -> Scope[ViewT]:
+        """The enter on the caller's ``slot`` (the compiled enter hands it what it does
+        not enter itself: debug mode, poisoning, a region to heal...)."""
         if slot.stack.regions:
             heal_regions(slot)
         # Debug mode, poisoning, a capture probe or a request log while unlocked: requests
@@ -333,6 +345,10 @@ class Scope(Region, Generic[ViewT]):
             handed, self._handed = self._handed, []
             self._placer.retire(handed)
 
+    #: The Python enter and exit: CompiledScope's compiled ones hand them what they do not do.
+    _python_enter = __enter__
+    _python_exit = __exit__
+
 
 class CompiledScope(Scope[ViewT]):
     """A :class:`Scope` whose repeated requests are served by the compiled hit
@@ -343,6 +359,15 @@ class CompiledScope(Scope[ViewT]):
 
     if compiled is not None:
         get_simultaneous = compiled.ScopeHitBase.get_simultaneous
+        __init__ = compiled.ScopeHitBase.__init__
+        __enter__ = compiled.ScopeHitBase.__enter__
+        __exit__ = compiled.ScopeHitBase.__exit__
+
+
+if compiled is not None:
+    # Where the compiled init, enter and exit read and write: the fields of Scope, the
+    # placer (a ViewBuilder), Slot and Governor; and the scopes' memo keys by front key.
+    compiled.bind_scopes(Scope, ViewBuilder, Slot, Governor, _MEMO_KEYS)
 
 
 def scope_class() -> type[Scope[Any]]:

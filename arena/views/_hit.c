@@ -6,8 +6,9 @@
  * step section)).
  *
  * It also builds a NumPy front's first sighting of a structure (Planner.views) and
- * compiles a replayed step's construction, enter and exit (CompiledStep): each mirrors a
- * Python path and hands every other case to it.
+ * compiles a replayed step's construction, enter and exit (CompiledStep) and a scope's
+ * construction, enter and exit (CompiledScope): each mirrors a Python path and hands every other case
+ * to it.
  *
  * A request an arena served before on the same slot buffer (a "hit") is one dictionary
  * lookup, a check that every dimension is a plain int, and one fresh view per tensor.
@@ -1709,14 +1710,13 @@ static PyObject *step_find_block(StepHitBase *self, PyObject *view) {
 /* The hit of release(*views): 1 when every view was released, 0 when the Python path
  * must run (nothing released), -1 with an exception set. All or nothing, as in Python:
  * every view's block is found (and found distinct) before any is released. */
-static int step_release_views(StepHitBase *self, PyObject *args) {
-    Py_ssize_t n = PyTuple_GET_SIZE(args);
+static int step_release_views(StepHitBase *self, PyObject *const *args, Py_ssize_t n) {
     if (n < 1 || n > STEP_RELEASE_MAX) return 0;
     PyObject *blocks[STEP_RELEASE_MAX];
     Py_ssize_t found = 0;
     int outcome = 1;
     while (outcome == 1 && found < n) {
-        PyObject *block = step_find_block(self, PyTuple_GET_ITEM(args, found));
+        PyObject *block = step_find_block(self, args[found]);
         if (block == NULL) {
             outcome = PyErr_Occurred() ? -1 : 0;
             break;
@@ -1729,7 +1729,8 @@ static int step_release_views(StepHitBase *self, PyObject *args) {
         /* Nothing in the search ran Python code: the step's request is the one it read.
          * Each released block's last request is the one before it (a diverging replay
          * records it). */
-        PyObject *last = PyNumber_Subtract(self->request, one);
+        Py_ssize_t r = plain_size(self->request); /* an exact int: step_find_block */
+        PyObject *last = r > 0 ? small_int(r - 1) : PyNumber_Subtract(self->request, one);
         if (last == NULL) outcome = -1;
         for (Py_ssize_t i = 0; i < found && outcome == 1; i++)
             outcome = step_release_block(self, blocks[i], last);
@@ -1739,13 +1740,13 @@ static int step_release_views(StepHitBase *self, PyObject *args) {
     return outcome;
 }
 
-static PyObject *step_release(PyObject *self, PyObject *args) {
-    int done = step_release_views((StepHitBase *)self, args);
+static PyObject *step_release(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    int done = step_release_views((StepHitBase *)self, args, nargs);
     if (done < 0) return NULL;
     if (done) Py_RETURN_NONE;
     PyObject *method = PyObject_GetAttr(self, str_python_release);
     if (method == NULL) return NULL;
-    PyObject *out = PyObject_Call(method, args, NULL);
+    PyObject *out = PyObject_Vectorcall(method, args, (size_t)nargs, NULL);
     Py_DECREF(method);
     return out;
 }
@@ -2563,7 +2564,7 @@ static void step_dealloc(StepHitBase *self) {
 static PyMethodDef step_methods[] = {
     {"get_simultaneous", (PyCFunction)step_get_simultaneous, METH_VARARGS,
      "get_simultaneous(*specs): the compiled hit of a replayed step."},
-    {"release", (PyCFunction)step_release, METH_VARARGS,
+    {"release", (PyCFunction)(void (*)(void))step_release, METH_FASTCALL,
      "release(*views): the compiled hit of a replayed step's release."},
     {"__enter__", (PyCFunction)step_enter, METH_NOARGS,
      "__enter__(): the compiled enter of the usual replay, else _python_enter."},
@@ -2922,6 +2923,423 @@ static PyObject *scope_get_simultaneous(PyObject *self, PyObject *specs) {
     return out;
 }
 
+/* ------------------------------------------------------------------ scope enter and exit
+ *
+ * What Scope._enter_on and Scope.__exit__ do (their pure-Python mirror,
+ * arena/planning/scopes.py), for the usual scope: not in debug mode, not poisoning, an
+ * open arena, a slot whose open regions are scopes and steps each still referred to by
+ * more than the stack (nothing to heal), and, at the exit, no views to retire. Everything
+ * else (and any object of an unexpected type) goes to the scope's Python methods:
+ * _python_enter (the scope is open already), _enter_on(slot) (the general enter once the
+ * slot is chosen) and _python_exit.
+ *
+ * As the step's: what may run Python code first (choosing the slot, making the new
+ * region stack and ints: an allocation may collect garbage), then every field decided
+ * on read again (changed: the Python path), the governor's mutex checked free (held by
+ * another thread: the Python path, which waits for it), and the new state installed by
+ * plain stores with no Python code among them. */
+
+static PyTypeObject *scope_bound, *scope_placer_type;
+static Py_ssize_t sc_select, sc_placer, sc_poison, sc_debug, sc_handed, sc_alignment;
+static Py_ssize_t sc_placer_probe, sc_placer_log, sc_placer_key, sc_placer_fresh;
+static Py_ssize_t sc_slot_governor, sc_slot_pending;
+static Py_ssize_t sc_gov_closed, sc_gov_debug, sc_gov_mutex, sc_gov_asleep;
+static PyObject *str_scope_python_enter, *str_scope_enter_on, *str_scope_python_exit;
+static PyObject *str_scope_python_init, *scope_init_names[3]; /* alignment, poison, debug */
+static PyObject *scope_memo_keys; /* arena.planning.scopes._MEMO_KEYS */
+
+/* Most regions open on a slot that a scope's compiled exit handles. */
+#define SCOPE_REGIONS_MAX 32
+
+static PyObject *bind_scopes(PyObject *module, PyObject *args) {
+    PyTypeObject *scope, *placer, *slot, *governor;
+    PyObject *memo_keys;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!", &PyType_Type, &scope, &PyType_Type, &placer,
+                          &PyType_Type, &slot, &PyType_Type, &governor, &PyDict_Type,
+                          &memo_keys))
+        return NULL;
+    if (scope_type == NULL || !PyType_IsSubtype(scope, scope_type) || slot_type == NULL ||
+        slot != slot_type || governor != governor_type) {
+        PyErr_SetString(PyExc_TypeError,
+                        "bind_scopes(Scope, placer type, Slot, Governor, memo keys): after "
+                        "bind(), the same Slot and Governor; Scope derives from ScopeHitBase");
+        return NULL;
+    }
+    static const char *const scope_names[] = {"_select", "_placer", "_poison", "_debug",
+                                              "_handed", "_alignment", NULL};
+    Py_ssize_t *const scope_out[] = {&sc_select, &sc_placer, &sc_poison,
+                                     &sc_debug,  &sc_handed, &sc_alignment};
+    static const char *const placer_names[] = {"probe", "log", "key", "fresh_view", NULL};
+    Py_ssize_t *const placer_out[] = {&sc_placer_probe, &sc_placer_log, &sc_placer_key,
+                                      &sc_placer_fresh};
+    static const char *const slot_names[] = {"governor", "pending", NULL};
+    Py_ssize_t *const slot_out[] = {&sc_slot_governor, &sc_slot_pending};
+    static const char *const governor_names[] = {"closed", "debug", "mutex", "asleep", NULL};
+    Py_ssize_t *const governor_out[] = {&sc_gov_closed, &sc_gov_debug, &sc_gov_mutex,
+                                        &sc_gov_asleep};
+    if (offsets(scope, scope_names, scope_out) < 0 ||
+        offsets(placer, placer_names, placer_out) < 0 ||
+        offsets(slot, slot_names, slot_out) < 0 ||
+        offsets(governor, governor_names, governor_out) < 0)
+        return NULL;
+    if (str_scope_python_enter == NULL) {
+        str_scope_python_enter = PyUnicode_InternFromString("_python_enter");
+        str_scope_enter_on = PyUnicode_InternFromString("_enter_on");
+        str_scope_python_exit = PyUnicode_InternFromString("_python_exit");
+        str_scope_python_init = PyUnicode_InternFromString("_python_init");
+        const char *names[] = {"alignment", "poison", "debug"};
+        for (int i = 0; i < 3; i++) scope_init_names[i] = PyUnicode_InternFromString(names[i]);
+        if (str_scope_python_enter == NULL || str_scope_enter_on == NULL ||
+            str_scope_python_exit == NULL || str_scope_python_init == NULL ||
+            scope_init_names[0] == NULL || scope_init_names[1] == NULL ||
+            scope_init_names[2] == NULL)
+            return NULL;
+    }
+    keep((PyObject **)&scope_bound, (PyObject *)scope);
+    keep((PyObject **)&scope_placer_type, (PyObject *)placer);
+    keep(&scope_memo_keys, memo_keys);
+    Py_RETURN_NONE;
+}
+
+/* A new scope's fields (Scope.__init__), for the arguments a front passes (placer and
+ * select positional; alignment, poison and debug by keyword), a ViewBuilder placer whose
+ * key already has its scopes' memo key in _MEMO_KEYS; everything else (and a first
+ * scope of a front key, whose memo key Python makes) goes to _python_init. */
+static int scope_init(PyObject *self, PyObject *args, PyObject *kwds) {
+    if (scope_bound == NULL || !PyObject_TypeCheck(self, scope_bound)) {
+        PyErr_SetString(PyExc_TypeError, "ScopeHitBase.__init__ is a Scope's");
+        return -1;
+    }
+    PyObject *values[5], *memo = NULL, *fresh = NULL;
+    int usual = PyTuple_CheckExact(args) && PyTuple_GET_SIZE(args) == 2 && kwds != NULL &&
+                PyDict_CheckExact(kwds) && PyDict_GET_SIZE(kwds) == 3;
+    for (int i = 0; usual && i < 2; i++) values[i] = PyTuple_GET_ITEM(args, i);
+    for (int i = 0; usual && i < 3; i++) {
+        values[2 + i] = PyDict_GetItemWithError(kwds, scope_init_names[i]); /* str keys */
+        if (values[2 + i] == NULL) {
+            if (PyErr_Occurred()) return -1;
+            usual = 0;
+        }
+    }
+    if (usual && Py_IS_TYPE(values[0], scope_placer_type)) {
+        PyObject *key = FIELD(values[0], sc_placer_key);
+        fresh = FIELD(values[0], sc_placer_fresh);
+        if (key != NULL && PyUnicode_CheckExact(key) && fresh != NULL) {
+            memo = PyDict_GetItemWithError(scope_memo_keys, key); /* an exact str key */
+            if (memo == NULL && PyErr_Occurred()) return -1;
+        }
+    }
+    if (memo == NULL) {
+        PyObject *init = PyObject_GetAttr(self, str_scope_python_init);
+        PyObject *done = init == NULL ? NULL : PyObject_Call(init, args, kwds);
+        Py_XDECREF(init);
+        Py_XDECREF(done);
+        return done == NULL ? -1 : 0;
+    }
+    PyObject *handed = PyList_New(0); /* first: a list may collect garbage */
+    if (handed == NULL) return -1;
+    ScopeHitBase *scope = (ScopeHitBase *)self;
+    Stores stores = {.count = 0};
+    store(&stores, &scope->slot, Py_None);
+    store(&stores, &scope->base, zero);
+    store(&stores, &scope->end, zero);
+    store(&stores, &scope->held, zero);
+    store(&stores, &scope->watch, Py_True);
+    store(&stores, &FIELD(self, sc_placer), values[0]);
+    store(&stores, &FIELD(self, sc_select), values[1]);
+    store(&stores, &FIELD(self, sc_alignment), values[2]);
+    store(&stores, &FIELD(self, sc_poison), values[3]);
+    store(&stores, &FIELD(self, sc_debug), values[4]);
+    store_new(&stores, &FIELD(self, sc_handed), handed);
+    store(&stores, &scope->memo, memo);
+    store(&stores, &scope->fresh_view, fresh);
+    release_stores(&stores);
+    return 0;
+}
+
+/* Whether every region of `regions` (an exact list) is a scope or a bound step that
+ * something beyond the stack refers to (heal_regions would close none): 1, else 0 (a
+ * region heal_regions would close, or one of another type: the Python path). A region's
+ * references from the stack are its entries and the steps whose `nested` it is, as
+ * arena.slots.regions._references counts them. Runs no Python code. */
+static int regions_held(PyObject *regions) {
+    Py_ssize_t n = PyList_GET_SIZE(regions);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(regions, i);
+        if (!PyObject_TypeCheck(r, scope_type) &&
+            (bound_step == NULL || !PyObject_TypeCheck(r, bound_step)))
+            return 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(regions, i);
+        Py_ssize_t known = 0;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            PyObject *other = PyList_GET_ITEM(regions, k);
+            if (other == r) known++;
+            else if (!PyObject_TypeCheck(other, scope_type) && FIELD(other, st_nested) == r)
+                known++;
+        }
+        if (Py_REFCNT(r) <= known) return 0;
+    }
+    return 1;
+}
+
+/* What the enter of the usual scope decides on (borrowed). */
+typedef struct {
+    PyObject *slot, *stack, *regions, *governor, *closed, *debug_mode, *locked, *mutex;
+    PyObject *placer, *probe, *log, *poison, *debug, *top;
+} ScopeOpen;
+
+/* Whether `self`'s enter on `slot` is the usual one (1) or not (0); fills `v`. */
+static int scope_open_view(PyObject *self, PyObject *slot, ScopeOpen *v) {
+    memset(v, 0, sizeof *v);
+    v->slot = slot;
+    if (!Py_IS_TYPE(slot, slot_type) || (v->stack = stack_of(slot)) == NULL) return 0;
+    v->regions = FIELD(v->stack, stack_regions);
+    v->governor = FIELD(slot, sc_slot_governor);
+    v->top = FIELD(v->stack, stack_top);
+    v->placer = FIELD(self, sc_placer);
+    v->poison = FIELD(self, sc_poison);
+    v->debug = FIELD(self, sc_debug);
+    if (v->regions == NULL || !PyList_CheckExact(v->regions) ||
+        PyList_GET_SIZE(v->regions) >= SCOPE_REGIONS_MAX || v->governor == NULL ||
+        !Py_IS_TYPE(v->governor, governor_type) || v->top == NULL ||
+        !PyLong_CheckExact(v->top) || v->placer == NULL ||
+        !Py_IS_TYPE(v->placer, scope_placer_type) ||
+        (v->poison != Py_False && v->poison != Py_True) ||
+        (v->debug != Py_False && v->debug != Py_True))
+        return 0;
+    v->closed = FIELD(v->governor, sc_gov_closed);
+    v->debug_mode = FIELD(v->governor, sc_gov_debug);
+    v->locked = FIELD(v->governor, governor_locked);
+    v->mutex = FIELD(v->governor, sc_gov_mutex);
+    v->probe = FIELD(v->placer, sc_placer_probe);
+    v->log = FIELD(v->placer, sc_placer_log);
+    return v->closed == Py_False && v->debug_mode == Py_False &&
+           (v->locked == Py_False || v->locked == Py_True) && v->mutex != NULL &&
+           v->probe != NULL && v->log != NULL;
+}
+
+/* The enter of the usual scope on `slot` (Scope._enter_on): 1 done, 0 when the Python
+ * path enters, -1 with an exception set. */
+static int scope_open(PyObject *self, PyObject *slot) {
+    ScopeOpen first, now;
+    if (!scope_open_view(self, slot, &first)) return 0;
+    hold_view(&first, sizeof first, 1);
+    Py_ssize_t depth = PyList_GET_SIZE(first.regions);
+    PyObject *list = PyList_New(depth + 1);
+    int done = list == NULL ? -1 : 0;
+    if (done < 0 || !scope_open_view(self, slot, &now) ||
+        memcmp(&first, &now, sizeof first) != 0 || PyList_GET_SIZE(first.regions) != depth ||
+        !regions_held(first.regions))
+        goto finish;
+    int free = mutex_free(first.mutex);
+    if (free <= 0) {
+        done = free;
+        goto finish;
+    }
+    /* Installed: plain stores, no Python code among them. */
+    for (Py_ssize_t i = 0; i < depth; i++) {
+        PyObject *r = PyList_GET_ITEM(first.regions, i);
+        Py_INCREF(r);
+        PyList_SET_ITEM(list, i, r);
+    }
+    Py_INCREF(self);
+    PyList_SET_ITEM(list, depth, self);
+    /* _watch: debug or poison or a probe, or a request log while unlocked */
+    int watch = first.debug == Py_True || first.poison == Py_True || first.probe != Py_None ||
+                (first.log != Py_None && first.locked == Py_False);
+    ScopeHitBase *scope = (ScopeHitBase *)self;
+    Stores stores = {.count = 0};
+    store(&stores, &scope->watch, watch ? Py_True : Py_False);
+    store(&stores, &scope->slot, slot);
+    store(&stores, &scope->base, first.top);
+    store(&stores, &scope->end, first.top);
+    store(&stores, &scope->held, zero);
+    store_new(&stores, &FIELD(first.stack, stack_regions), list);
+    list = NULL;
+    store(&stores, &FIELD(slot, slot_detour), one);
+    release_stores(&stores);
+    done = 1;
+finish:
+    hold_view(&first, sizeof first, -1);
+    Py_XDECREF(list);
+    return done;
+}
+
+static PyObject *scope_enter(PyObject *self, PyObject *unused) {
+    if (scope_bound == NULL || !PyObject_TypeCheck(self, scope_bound) ||
+        ((ScopeHitBase *)self)->slot != Py_None)
+        return PyObject_CallMethodNoArgs(self, str_scope_python_enter);
+    PyObject *select = FIELD(self, sc_select);
+    if (select == NULL) return PyObject_CallMethodNoArgs(self, str_scope_python_enter);
+    Py_INCREF(select);
+    PyObject *slot = PyObject_CallNoArgs(select);
+    Py_DECREF(select);
+    if (slot == NULL) return NULL;
+    PyObject *out = NULL;
+    int done = scope_open(self, slot);
+    if (done > 0) {
+        Py_INCREF(self);
+        out = self;
+    } else if (done == 0) {
+        out = PyObject_CallMethodOneArg(self, str_scope_enter_on, slot);
+    }
+    Py_DECREF(slot);
+    return out;
+}
+
+/* What the exit of the usual scope decides on: borrowed objects, then per other region
+ * open on the slot the region, its end and its held bytes; then what they make. */
+typedef struct {
+    PyObject *slot, *stack, *regions, *governor, *debug_mode, *mutex, *pending, *asleep;
+    PyObject *poison, *handed, *base;
+    PyObject *other[3 * SCOPE_REGIONS_MAX];
+    Py_ssize_t count; /* other regions */
+    long long top, live;
+} ScopeClose;
+
+/* The bytes of a ScopeClose's object fields in use. */
+static size_t scope_close_objects(const ScopeClose *v) {
+    return offsetof(ScopeClose, other) + 3 * (size_t)v->count * sizeof(PyObject *);
+}
+
+/* An exact int's value in `*out`: 1, or 0 (not one, or too large). */
+static int exact_value(PyObject *value, long long *out) {
+    if (value == NULL || !PyLong_CheckExact(value)) return 0;
+    int overflow = 0;
+    *out = PyLong_AsLongLongAndOverflow(value, &overflow);
+    return !overflow && !(*out == -1 && PyErr_Occurred());
+}
+
+/* Whether `self`'s exit is the usual scope's (1) or not (0); fills `v` (close_region's
+ * new top and live bytes: the highest end of the regions still open, at least the
+ * scope's base, and the sum of what they hold). */
+static int scope_close_view(PyObject *self, ScopeClose *v) {
+    memset(v, 0, offsetof(ScopeClose, other));
+    v->count = 0;
+    v->live = 0;
+    ScopeHitBase *scope = (ScopeHitBase *)self;
+    v->slot = scope->slot;
+    v->base = scope->base;
+    v->poison = FIELD(self, sc_poison);
+    v->handed = FIELD(self, sc_handed);
+    if (v->slot == NULL || !Py_IS_TYPE(v->slot, slot_type) || v->poison != Py_False ||
+        v->handed == NULL || !PyList_CheckExact(v->handed) ||
+        PyList_GET_SIZE(v->handed) != 0 || !exact_value(v->base, &v->top))
+        return 0;
+    v->stack = stack_of(v->slot);
+    if (v->stack == NULL) return 0;
+    v->regions = FIELD(v->stack, stack_regions);
+    v->governor = FIELD(v->slot, sc_slot_governor);
+    v->pending = FIELD(v->slot, sc_slot_pending);
+    if (v->regions == NULL || !PyList_CheckExact(v->regions) ||
+        PyList_GET_SIZE(v->regions) > SCOPE_REGIONS_MAX || v->governor == NULL ||
+        !Py_IS_TYPE(v->governor, governor_type) || v->pending == NULL ||
+        !PyLong_CheckExact(v->pending))
+        return 0;
+    v->debug_mode = FIELD(v->governor, sc_gov_debug);
+    v->mutex = FIELD(v->governor, sc_gov_mutex);
+    v->asleep = FIELD(v->governor, sc_gov_asleep);
+    if (v->debug_mode != Py_False || v->mutex == NULL || v->asleep == NULL ||
+        !PyLong_CheckExact(v->asleep))
+        return 0;
+    int open = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v->regions); i++) {
+        PyObject *r = PyList_GET_ITEM(v->regions, i), *end, *held;
+        if (r == self) {
+            open = 1;
+            continue;
+        }
+        if (PyObject_TypeCheck(r, scope_type)) {
+            end = ((ScopeHitBase *)r)->end;
+            held = ((ScopeHitBase *)r)->held;
+        } else if (bound_step != NULL && PyObject_TypeCheck(r, bound_step)) {
+            end = FIELD(r, st_end);
+            held = FIELD(r, st_held);
+        } else {
+            return 0;
+        }
+        long long e, h;
+        if (!exact_value(end, &e) || !exact_value(held, &h) ||
+            __builtin_add_overflow(v->live, h, &v->live))
+            return 0;
+        if (e > v->top) v->top = e;
+        v->other[3 * v->count] = r;
+        v->other[3 * v->count + 1] = end;
+        v->other[3 * v->count + 2] = held;
+        v->count++;
+    }
+    return open; /* closed already (healed): the Python path changes nothing */
+}
+
+static void hold_close_view(ScopeClose *v, int hold) {
+    hold_view(v, scope_close_objects(v), hold);
+}
+
+/* The exit of the usual scope (Scope.__exit__: close_region, nothing to poison or
+ * retire): 1 done, 0 when the Python path exits, -1 with an exception set. */
+static int scope_close(PyObject *self) {
+    ScopeClose first, now;
+    if (!scope_close_view(self, &first)) return 0;
+    hold_close_view(&first, 1);
+    Py_ssize_t kept_count = first.count;
+    PyObject *kept = PyList_New(kept_count);
+    PyObject *top = NULL, *live = NULL;
+    if (kept != NULL) {
+        top = kept_count ? PyLong_FromLongLong(first.top) : (Py_INCREF(zero), zero);
+        live = top == NULL ? NULL : kept_count ? PyLong_FromLongLong(first.live)
+                                               : (Py_INCREF(zero), zero);
+    }
+    int done = live == NULL ? -1 : 0;
+    if (done < 0 || !scope_close_view(self, &now) || now.count != first.count ||
+        memcmp(&first, &now, scope_close_objects(&first)) != 0 || now.top != first.top ||
+        now.live != first.live)
+        goto finish;
+    int pending = PyObject_IsTrue(first.pending), asleep = PyObject_IsTrue(first.asleep);
+    int free = pending < 0 || asleep < 0 ? -1 : mutex_free(first.mutex);
+    if (free <= 0) {
+        done = free;
+        goto finish;
+    }
+    /* Installed: plain stores, no Python code among them. */
+    for (Py_ssize_t i = 0; i < kept_count; i++) {
+        PyObject *r = first.other[3 * i];
+        Py_INCREF(r);
+        PyList_SET_ITEM(kept, i, r);
+    }
+    int detour = pending || kept_count > 0 || asleep;
+    Stores stores = {.count = 0};
+    store_new(&stores, &FIELD(first.stack, stack_regions), kept);
+    store_new(&stores, &FIELD(first.stack, stack_top), top);
+    store_new(&stores, &FIELD(first.stack, stack_live), live);
+    kept = top = live = NULL;
+    store(&stores, &FIELD(first.slot, slot_detour), detour ? one : zero);
+    store(&stores, &((ScopeHitBase *)self)->slot, Py_None);
+    release_stores(&stores);
+    done = 1;
+finish:
+    hold_close_view(&first, -1);
+    Py_XDECREF(live);
+    Py_XDECREF(top);
+    Py_XDECREF(kept);
+    return done;
+}
+
+static PyObject *scope_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (scope_bound != NULL && PyObject_TypeCheck(self, scope_bound)) {
+        if (((ScopeHitBase *)self)->slot == Py_None) Py_RETURN_NONE; /* as Python: closed */
+        int done = scope_close(self);
+        if (done < 0) return NULL;
+        if (done) Py_RETURN_NONE;
+    }
+    PyObject *method = PyObject_GetAttr(self, str_scope_python_exit);
+    if (method == NULL) return NULL;
+    PyObject *out = PyObject_Vectorcall(method, args, (size_t)nargs, NULL);
+    Py_DECREF(method);
+    return out;
+}
+
 static int scope_traverse(ScopeHitBase *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->slot);
@@ -2956,6 +3374,11 @@ static void scope_dealloc(ScopeHitBase *self) {
 static PyMethodDef scope_methods[] = {
     {"get_simultaneous", (PyCFunction)scope_get_simultaneous, METH_VARARGS,
      "get_simultaneous(*specs): the compiled hit of a scope's request."},
+    {"__enter__", (PyCFunction)scope_enter, METH_NOARGS,
+     "__enter__(): the compiled enter of the usual scope, else _python_enter."},
+    {"__exit__", (PyCFunction)(void (*)(void))scope_exit, METH_FASTCALL,
+     "__exit__(kind, value, trace): the compiled exit of the usual scope, else "
+     "_python_exit."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2975,6 +3398,7 @@ static PyType_Slot scope_slots[] = {
     {Py_tp_doc, "The compiled hit of a scope's request (see arena.views.hit)."},
     {Py_tp_methods, scope_methods},
     {Py_tp_members, scope_members},
+    {Py_tp_init, scope_init},
     {Py_tp_traverse, scope_traverse},
     {Py_tp_clear, scope_clear},
     {Py_tp_dealloc, scope_dealloc},
@@ -2998,6 +3422,9 @@ static PyMethodDef module_methods[] = {
      "two StepRun(), two Step(*marks), marks, read_rlocks=True): where the compiled step "
      "init, enter and exit read and write their fields; True where RLocks are read "
      "directly (read_rlocks, and their layout checks out)."},
+    {"bind_scopes", bind_scopes, METH_VARARGS,
+     "bind_scopes(Scope, placer type, Slot, Governor, memo keys): where the compiled scope "
+     "init, enter and exit read and write their fields."},
     {NULL, NULL, 0, NULL},
 };
 

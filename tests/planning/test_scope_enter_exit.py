@@ -1,0 +1,357 @@
+"""A scope's enter and exit: where the compiled hit path is in use, the usual scope's are
+compiled (``scope_enter``, ``scope_exit`` in ``arena/views/_hit.c``) and leave what the
+Python ones (``Scope._enter_on``, ``Scope.__exit__``) leave: the same slot state and
+scope fields after every enter and exit, nested in scopes and steps, closed in and out
+of order. Everything else goes to Python: debug mode, poisoning, a closed arena, a
+region to heal, a scope open already, a mutex another thread holds; and the compiled
+ones keep reference counts flat."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import tracemalloc
+from typing import Any
+
+import pytest
+
+from arena import Arena, ArenaClosedError, ArenaError
+from arena.planning import scopes
+from arena.planning.scopes import CompiledScope, Scope
+from arena.views import hit
+from tests.conftest import need_compiled_hit
+
+F32 = "float32"
+
+
+def _slot_state(slot: Any) -> Any:
+    # CompiledScope and Scope, CompiledStep and Step alike
+    regions = [
+        (type(r).__name__.replace("Compiled", ""), getattr(r, "key", None)) for r in slot.stack.regions
+    ]
+    return (slot.stack.top, slot.stack.live, slot.load, slot.plain_high, slot.detour, slot.calls, regions)
+
+
+def _scope_state(scope: Scope[Any]) -> Any:
+    slot = "open" if scope.slot is not None else None
+    return (slot, scope.base, scope.end, scope.held, scope._watch)
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Count the Python enters and exits a scope takes (the compiled ones hand them the
+    cases they do not handle)."""
+    taken = {"enter": 0, "enter_on": 0, "exit": 0}
+    methods = vars(Scope)
+    enter, enter_on, leave = methods["_python_enter"], Scope._enter_on, methods["_python_exit"]
+
+    def python_enter(self: Scope[Any]) -> Any:
+        taken["enter"] += 1
+        return enter(self)
+
+    def python_enter_on(self: Scope[Any], slot: Any) -> Any:
+        taken["enter_on"] += 1
+        return enter_on(self, slot)
+
+    def python_exit(self: Scope[Any], *exc_info: object) -> None:
+        taken["exit"] += 1
+        leave(self, *exc_info)
+
+    monkeypatch.setattr(Scope, "_python_enter", python_enter)
+    monkeypatch.setattr(Scope, "_enter_on", python_enter_on)
+    monkeypatch.setattr(Scope, "_python_exit", python_exit)
+    return taken
+
+
+class _Other:
+    """A region of a type the compiled enter and exit do not know."""
+
+    slot: Any = None
+    base = end = held = 0
+
+    def __exit__(self, *exc_info: object) -> None:
+        scopes.close_region(self)
+
+
+def _program(ws: Arena, log: list[Any]) -> None:
+    """Scopes nested in scopes and steps, a step in a scope, plain requests above them,
+    and two scopes closed out of order; the slot and scope after every enter and exit."""
+    front = ws.numpy
+    slot = front._select()
+
+    def note(what: str, scope: Scope[Any]) -> None:
+        log.append((what, _slot_state(slot), _scope_state(scope)))
+
+    with front.scope() as outer:
+        note("outer entered", outer)
+        outer.get_simultaneous(((64,), F32), ((16,), F32))
+        with front.scope() as inner:
+            note("inner entered", inner)
+            inner.get_simultaneous(((32,), F32))
+            front.get_simultaneous(((8,), F32))  # above the open regions
+        note("inner exited", inner)
+        with front.step("k") as st:
+            st.get_simultaneous(((128,), F32))
+            with front.scope() as deep:
+                note("scope in a step entered", deep)
+                deep.get_simultaneous(((40,), F32))
+            note("scope in a step exited", deep)
+        outer.get_simultaneous(((24,), F32))
+    note("outer exited", outer)
+    with front.step("s") as st:
+        with front.scope() as sc:
+            note("scope right in a step", sc)
+            sc.get_simultaneous(((16,), F32))
+        st.get_simultaneous(((16,), F32))
+    first, second = front.scope(), front.scope()
+    first.__enter__()
+    first.get_simultaneous(((48,), F32))
+    second.__enter__()
+    second.get_simultaneous(((16,), F32))
+    note("second entered", second)
+    first.__exit__(None, None, None)  # out of order: second stays open above it
+    note("first exited", first)
+    second.__exit__(None, None, None)
+    note("second exited", second)
+    second.__exit__(None, None, None)  # again: nothing changes
+    note("second exited again", second)
+
+
+def _run(path: str, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], dict[str, int]]:
+    monkeypatch.setattr(hit, "HIT_PATH", path)
+    taken = _counted(monkeypatch)
+    log: list[Any] = []
+    with Arena("cpu", framework="numpy") as ws:
+        ws.reserve_bytes(1 << 16)
+        for run in range(4):
+            if run == 3:
+                ws.lock()
+            _program(ws, log)
+            log.append(("run", run))
+    monkeypatch.undo()
+    return log, taken
+
+
+def test_the_compiled_enter_and_exit_leave_what_the_python_ones_leave(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    need_compiled_hit()
+    compiled, taken = _run("compiled", monkeypatch)
+    python, python_taken = _run("python", monkeypatch)
+    assert compiled == python
+    # Python: every enter through _enter_on (6 scopes a run, 4 runs); the counts count.
+    assert python_taken == {"enter": 0, "enter_on": 24, "exit": 0}
+    # Compiled: every enter and exit of the program's scopes (none is unusual).
+    assert taken == {"enter": 0, "enter_on": 0, "exit": 0}
+
+
+def test_the_python_enter_and_exit_are_the_scopes_own(hit_path: str) -> None:
+    """On either path, a scope's class has the enter and exit the path says."""
+    with Arena("cpu", framework="numpy") as ws:
+        scope = ws.scope()
+        compiled = hit_path == "compiled"
+        assert (type(scope) is CompiledScope) == compiled
+        assert (type(scope).__enter__ is Scope.__enter__) != compiled
+        methods = vars(Scope)
+        assert methods["_python_enter"] is Scope.__enter__
+        assert methods["_python_exit"] is Scope.__exit__
+
+
+@pytest.mark.parametrize("case", ["debug", "poison", "closed", "heal", "open", "foreign"])
+def test_what_the_compiled_enter_and_exit_hand_to_python(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Debug mode (the slot is held), poisoning (its exit poisons), a closed arena (the
+    error), a region to heal, a scope open already (the error) and a region of another
+    type on the stack go to the Python enter and exit, with their outcome."""
+    need_compiled_hit()
+    monkeypatch.setattr(hit, "HIT_PATH", "compiled")
+    taken = _counted(monkeypatch)
+    options: dict[str, Any] = {"debug": case == "debug", "poison": case == "poison"}
+    ws = Arena("cpu", framework="numpy", **options)
+    slot = ws.numpy._select()
+    if case == "closed":
+        scope = ws.scope()
+        ws.close()
+        with pytest.raises(ArenaClosedError):
+            scope.__enter__()
+        assert taken == {"enter": 0, "enter_on": 1, "exit": 0}
+        return
+    if case == "heal":
+        ws.scope().__enter__()  # dropped: the next region heals it
+        with ws.scope() as scope:
+            assert slot.stack.regions == [scope]
+        # Healed by the Python enter, which exits the orphan (compiled, as its own exit).
+        assert taken == {"enter": 0, "enter_on": 1, "exit": 0}
+    elif case == "open":
+        with ws.scope() as scope, pytest.raises(ArenaError, match="already open"):
+            scope.__enter__()
+        assert taken == {"enter": 1, "enter_on": 0, "exit": 0}
+    elif case == "foreign":
+        other = _Other()
+        scopes.open_region(other, slot)  # a region of another type below
+        with ws.scope() as scope:
+            scope.get_simultaneous(((16,), F32))
+            assert slot.stack.regions == [other, scope]
+        assert slot.stack.regions == [other] and slot.stack.top == 0
+        assert taken == {"enter": 0, "enter_on": 1, "exit": 1}
+        scopes.close_region(other)
+    else:
+        with ws.scope() as scope:
+            (view,) = scope.get_simultaneous(((16,), F32))
+            assert scope._watch
+        if case == "poison":  # entered compiled (watching), exited in Python (poisoned)
+            assert taken == {"enter": 0, "enter_on": 0, "exit": 1}
+            assert view.view("uint32")[0] != 0
+        else:
+            assert taken == {"enter": 0, "enter_on": 1, "exit": 1}
+    assert slot.stack.regions == [] and (slot.stack.top, slot.stack.live, slot.detour) == (0, 0, 0)
+    ws.close()
+
+
+def test_the_compiled_enter_and_exit_wait_for_a_mutex_another_thread_holds() -> None:
+    need_compiled_hit()
+    with Arena("cpu", framework="numpy") as ws:
+        slot = ws.numpy._select()
+        mutex = slot.governor.mutex
+        for stage in ("enter", "exit"):
+            scope = ws.scope()
+            if stage == "exit":
+                scope.__enter__()
+            before = list(slot.stack.regions)
+            held, go, done = threading.Event(), threading.Event(), threading.Event()
+            seen: list[Any] = []
+
+            def hold(seen: list[Any] = seen, held: Any = held, go: Any = go) -> None:
+                with mutex:
+                    held.set()
+                    go.wait(10)
+                    seen.append(list(slot.stack.regions))  # what the holder reads: unchanged
+
+            def run(stage: str = stage, scope: Any = scope, done: Any = done) -> None:
+                if stage == "enter":
+                    scope.__enter__()
+                else:
+                    scope.__exit__(None, None, None)
+                done.set()
+
+            holder = threading.Thread(target=hold)
+            holder.start()
+            held.wait(10)
+            runner = threading.Thread(target=run)
+            runner.start()
+            time.sleep(0.05)
+            assert not done.is_set()  # waiting for the mutex, the slot unchanged
+            assert slot.stack.regions == before
+            go.set()
+            holder.join(10)
+            runner.join(10)
+            assert done.is_set() and seen == [before]
+            assert slot.stack.regions == ([scope] if stage == "enter" else [])
+            if stage == "enter":
+                scope.__exit__(None, None, None)
+        assert slot.stack.regions == [] and (slot.stack.top, slot.stack.live) == (0, 0)
+
+
+def test_the_compiled_enter_and_exit_keep_reference_counts_flat() -> None:
+    need_compiled_hit()
+    spec = ((64,), F32)
+    with Arena("cpu", framework="numpy") as ws:
+        front = ws.numpy
+        for _ in range(3):
+            with front.scope() as outer:
+                outer.get_simultaneous(spec)
+                with front.scope() as inner:
+                    inner.get_simultaneous(spec)
+        del outer, inner
+        ws.lock()
+        slot = front._select()
+        watched = (
+            slot, slot.governor, slot.governor.mutex, front._builder, CompiledScope,
+            slot.buffer,
+        )  # fmt: skip
+        scope = front.scope
+        outer = scope()
+        outer.__enter__()
+        before = [sys.getrefcount(o) for o in (*watched, outer)]
+        for _ in range(1_000_000):
+            with scope():
+                pass
+        for _ in range(100_000):
+            with scope() as inner:
+                inner.get_simultaneous(spec)
+        del inner
+        assert [sys.getrefcount(o) for o in (*watched, outer)] == before
+        tracemalloc.start()
+        try:
+            for _ in range(1000):
+                with scope():
+                    pass
+            start = tracemalloc.get_traced_memory()[0]
+            for _ in range(100_000):
+                with scope():
+                    pass
+            assert tracemalloc.get_traced_memory()[0] - start < 4096
+        finally:
+            tracemalloc.stop()
+        outer.__exit__(None, None, None)
+        assert slot.stack.regions == [] and (slot.stack.top, slot.stack.live) == (0, 0)
+
+
+def _fields(scope: Scope[Any]) -> list[tuple[str, Any]]:
+    names = [*Scope.__slots__, *hit.PyScopeHitBase.__slots__]
+    return [(name, getattr(scope, name)) for name in names]
+
+
+def test_the_compiled_init_sets_every_field_python_sets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every field of a new scope, the same objects (the front's placer, select and fresh
+    view function, the memo key, a new empty list), compiled and in Python; a front key
+    whose scopes have no memo key yet, and arguments not passed as a front passes them,
+    go to the Python __init__ (which makes the key, or raises)."""
+    need_compiled_hit()
+    taken = [0]
+    python_init = vars(Scope)["_python_init"]
+
+    def counted(self: Scope[Any], *args: Any, **kwargs: Any) -> None:
+        taken[0] += 1
+        python_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(Scope, "_python_init", counted)
+    for poison in (False, True):
+        with Arena("cpu", framework="numpy", poison=poison) as ws:
+            front = ws.numpy
+            governor = front._governor
+            args: tuple[Any, ...] = (front._builder, front._select)
+            kwargs: dict[str, Any] = {
+                "alignment": governor.alignment,
+                "poison": front._poison,
+                "debug": False,
+            }
+            front.scope()  # the front key's first scope makes its memo key (in Python)
+            taken[0] = 0
+            compiled = CompiledScope(*args, **kwargs)
+            python: Scope[Any] = Scope(*args, **kwargs)
+            assert _fields(compiled) == _fields(python)
+            assert compiled._handed is not python._handed
+            assert compiled._memo is python._memo  # one str per front key
+            assert taken == [0]
+            made = front.scope()
+            assert type(made) is CompiledScope and _fields(made) == _fields(python)
+            assert taken == [0]
+            memo = scopes._MEMO_KEYS.pop(front._builder.key)
+            assert _fields(CompiledScope(*args, **kwargs)) == _fields(python)
+            assert taken == [1] and scopes._MEMO_KEYS[front._builder.key] == memo
+            taken[0] = 0
+            for bad_args, bad_kwargs in (
+                (args, {**kwargs, "extra": 1}),
+                ((*args, 64), {"poison": False, "debug": False}),
+                (args, {"alignment": 64, "poison": False}),
+            ):
+                outcomes = []
+                for kind in (CompiledScope, Scope):
+                    with pytest.raises(TypeError) as caught:
+                        kind(*bad_args, **bad_kwargs)
+                    outcomes.append(str(caught.value).replace("_python_init", "__init__"))
+                assert outcomes[0] == outcomes[1]
+            assert taken == [3]
+            taken[0] = 0
