@@ -622,6 +622,33 @@ typedef struct {
 
 static Py_ssize_t planner_hot(PyObject *planner) { return ((Planner *)planner)->hot; }
 
+/* NumPy's C-API entries for the fresh views of the step and scope hits (fresh_ndarray),
+ * noted by the first Planner made (which checked the table against numpy.ndarray): the
+ * capsule and numpy.ndarray held for the process's life, and numpy.ndarray.view, the
+ * fresh_view of every NumPy front that hands out fresh views. */
+static PyObject *np_api, *np_ndarray, *np_view;
+static PyObject *(*np_new_from_descr)(PyTypeObject *, PyObject *, int, const Py_ssize_t *,
+                                      const Py_ssize_t *, void *, int, PyObject *);
+static int (*np_set_base)(PyObject *, PyObject *);
+
+static void numpy_fresh_note(PyObject *api, PyObject *ndarray,
+                             PyObject *(*new_from_descr)(PyTypeObject *, PyObject *, int,
+                                                         const Py_ssize_t *, const Py_ssize_t *,
+                                                         void *, int, PyObject *),
+                             int (*set_base)(PyObject *, PyObject *)) {
+    if (np_api != NULL) return;
+    PyObject *view = PyObject_GetAttrString(ndarray, "view");
+    if (view == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    np_new_from_descr = new_from_descr;
+    np_set_base = set_base;
+    np_ndarray = Py_NewRef(ndarray);
+    np_view = view;
+    np_api = Py_NewRef(api); /* last: set means every entry above is */
+}
+
 typedef struct {
     PyObject *shape;  /* borrowed from the request */
     PyObject *native; /* a new reference */
@@ -848,6 +875,7 @@ static PyObject *planner_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->source_key = source_key;
     self->alignment = alignment;
     self->hot = hot;
+    numpy_fresh_note(api, ndarray, self->new_from_descr, self->set_base);
     return (PyObject *)self;
 }
 
@@ -1394,6 +1422,47 @@ static int same_ndarray(PyObject *view, PyObject *witness) {
     return ((NdFields *)view)->data == ((NdFields *)witness)->data;
 }
 
+/* The leading fields of a NumPy array (PyArrayObject_fields: NumPy's ABI, the same in
+ * NumPy 1 and 2), read only from objects whose type is numpy.ndarray. */
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    int nd;
+    Py_ssize_t *dimensions;
+    Py_ssize_t *strides;
+    PyObject *base;
+    PyObject *descr;
+    int flags;
+} NdArray;
+
+/* A fresh view of `view` for a step's or scope's request (a new reference; NULL with an
+ * exception set on error). Where `fresh` is numpy.ndarray.view and `view` an exact
+ * numpy.ndarray, made as numpy.ndarray.view makes it (PyArray_View: an array of the same
+ * type, dtype object, shape, strides, data and flags, its base collapsed to what owns the
+ * memory), through NumPy's C-API table as the Planner makes its arrays (see Planner),
+ * which skips the method call and its argument parsing; an array whose flags or dtype
+ * object come out other than the view's (NumPy recomputes the flags, and would replace an
+ * unsized dtype) is dropped for the method's own. Any
+ * other view or callable: fresh(view). */
+static PyObject *fresh_of(PyObject *fresh, PyObject *view) {
+    if (fresh == np_view && np_api != NULL && Py_TYPE(view) == (PyTypeObject *)np_ndarray) {
+        NdArray *a = (NdArray *)view;
+        Py_INCREF(a->descr); /* taken by PyArray_NewFromDescr */
+        PyObject *out = np_new_from_descr((PyTypeObject *)np_ndarray, a->descr, a->nd,
+                                          a->dimensions, a->strides, a->data, a->flags, NULL);
+        if (out == NULL) return NULL;
+        Py_INCREF(view); /* taken by PyArray_SetBaseObject */
+        if (np_set_base(out, view) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        NdArray *made = (NdArray *)out;
+        if (made->flags == a->flags && made->descr == a->descr) return out;
+        Py_DECREF(out);
+    }
+    return PyObject_Vectorcall(fresh, &view, 1, NULL);
+}
+
 /* Replace an object field with a new reference (consumed). */
 static void put(PyObject **target, PyObject *value) {
     PyObject *old = *target;
@@ -1589,7 +1658,7 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
         PyObject *view = PyList_GET_ITEM(views, i);
         if (fresh == Py_None) {
             Py_INCREF(view);
-        } else if ((view = PyObject_Vectorcall(fresh, &view, 1, NULL)) == NULL) {
+        } else if ((view = fresh_of(fresh, view)) == NULL) {
             Py_CLEAR(out);
             break;
         }
@@ -2837,7 +2906,7 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
         PyObject *view = PyList_GET_ITEM(views, i);
         if (fresh == Py_None) {
             Py_INCREF(view);
-        } else if ((view = PyObject_Vectorcall(fresh, &view, 1, NULL)) == NULL) {
+        } else if ((view = fresh_of(fresh, view)) == NULL) {
             Py_CLEAR(out);
             break;
         }
