@@ -1542,6 +1542,8 @@ static inline StepMemo *step_memo_of(PyObject *cache) {
 #define STEP_MEMO 0
 #endif
 
+static int same_plain_request(PyObject *key, PyObject *specs); /* (the scope section) */
+
 /* The replay's hit: fresh views (a new reference); NULL without an exception when the
  * Python path serves the request, NULL with one on error. */
 static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
@@ -1557,21 +1559,27 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     if (FIELD(slot, slot_buffer) != self->buffer) return NULL;
     Py_ssize_t r = plain_size(request);
     if (r < 0 || r >= PyList_GET_SIZE(caches)) return NULL;
-    /* Plain requests only (exact tuples of exact ints): 4.0 hashes like 4. */
-    if (digest_of(specs) == 0) return NULL;
     PyObject *cache = PyList_GET_ITEM(caches, r);
     if (!PyDict_CheckExact(cache)) return NULL;
-    /* Held across the lookup, which may run a dtype's Python __hash__ or __eq__. */
-    Py_INCREF(cache);
     PyObject *found = NULL;
 #if STEP_MEMO
-    /* This dict in the state it had at a hit that noted it: its one key and entry. */
+    /* This dict in the state it had at a hit that noted it: its one key and entry. The
+     * key noted is a plain request (it matched one), so a request that is the same plain
+     * request (same_plain_request: exact tuples and ints, no Python code) is plain and is
+     * that key's: no digest, no second comparison. */
     uint64_t seen = ((PyDictObject *)cache)->ma_version_tag;
     StepMemo *memo = step_memo_of(cache);
     PyObject *noted = NULL; /* the dict's key to note, where PyDict_Next found it */
-    if (memo->cache == cache && memo->version == seen) {
-        if (same_request(memo->key, specs) == 1) found = memo->entry;
-        if (PyErr_Occurred()) PyErr_Clear(); /* looked up next: the lookup explains */
+    int memo_seen = memo->cache == cache && memo->version == seen;
+    if (memo_seen && same_plain_request(memo->key, specs)) found = memo->entry;
+#endif
+    /* Plain requests only (exact tuples of exact ints): 4.0 hashes like 4. */
+    if (found == NULL && digest_of(specs) == 0) return NULL;
+    /* Held across the lookup, which may run a dtype's Python __hash__ or __eq__. */
+    Py_INCREF(cache);
+#if STEP_MEMO
+    if (memo_seen) {
+        /* noted, but not this request: the lookup below decides */
     } else
 #endif
     if (PyDict_GET_SIZE(cache) == 1) {
