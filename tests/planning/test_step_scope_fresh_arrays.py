@@ -11,8 +11,10 @@ import weakref
 from typing import Any
 
 import numpy as np
+import pytest
 
 from arena import Arena
+from arena.views import hit
 
 #: Every flag NumPy reports.
 FLAGS = ("C_CONTIGUOUS", "F_CONTIGUOUS", "OWNDATA", "WRITEABLE", "ALIGNED", "WRITEBACKIFCOPY")
@@ -94,3 +96,28 @@ def test_step_and_scope_hit_views_die_with_the_caller_s_last_reference(hit_path:
                 assert [ref() for ref in dead] == [None] * len(dead)
             finally:
                 gc.enable()
+
+
+def test_the_compiled_hits_keep_the_remembered_arrays_counts_flat() -> None:
+    if hit.compiled is None:
+        pytest.skip("the compiled hit path is not in use here")
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(3):
+            _requests(ws, "step")
+            _requests(ws, "scope")
+        ws.lock()
+        with ws.front("numpy").step("fresh") as st:
+            st.get_simultaneous(*SPECS[0])
+            caches = st._caches
+        remembered = [view for cache in caches for entry in cache.values() for view in entry.views]
+        owner = remembered[0].base
+        dtypes = [view.dtype for view in remembered]
+        watched = [*remembered, owner, *dtypes]
+        for kind in ("step", "scope"):
+            _requests(ws, kind)
+            gc.collect()
+            before = [sys.getrefcount(o) for o in watched]
+            for _ in range(2_000):
+                _requests(ws, kind)
+            gc.collect()
+            assert [sys.getrefcount(o) for o in watched] == before, kind
