@@ -2905,7 +2905,7 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
             Py_XDECREF(old_held);
         }
     }
-    calls = PyNumber_Add(FIELD(slot, slot_calls), one);
+    calls = plus_one(FIELD(slot, slot_calls)); /* as PyNumber_Add(calls, 1) */
     if (calls == NULL) goto error;
     /* Held while fresh views are made: that may run code that sweeps the cache. */
     Py_INCREF(views);
