@@ -633,6 +633,33 @@ typedef struct {
 
 static Py_ssize_t planner_hot(PyObject *planner) { return ((Planner *)planner)->hot; }
 
+/* NumPy's C-API entries for the fresh views of the step and scope hits (fresh_ndarray),
+ * noted by the first Planner made (which checked the table against numpy.ndarray): the
+ * capsule and numpy.ndarray held for the process's life, and numpy.ndarray.view, the
+ * fresh_view of every NumPy front that hands out fresh views. */
+static PyObject *np_api, *np_ndarray, *np_view;
+static PyObject *(*np_new_from_descr)(PyTypeObject *, PyObject *, int, const Py_ssize_t *,
+                                      const Py_ssize_t *, void *, int, PyObject *);
+static int (*np_set_base)(PyObject *, PyObject *);
+
+static void numpy_fresh_note(PyObject *api, PyObject *ndarray,
+                             PyObject *(*new_from_descr)(PyTypeObject *, PyObject *, int,
+                                                         const Py_ssize_t *, const Py_ssize_t *,
+                                                         void *, int, PyObject *),
+                             int (*set_base)(PyObject *, PyObject *)) {
+    if (np_api != NULL) return;
+    PyObject *view = PyObject_GetAttrString(ndarray, "view");
+    if (view == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    np_new_from_descr = new_from_descr;
+    np_set_base = set_base;
+    np_ndarray = Py_NewRef(ndarray);
+    np_view = view;
+    np_api = Py_NewRef(api); /* last: set means every entry above is */
+}
+
 typedef struct {
     PyObject *shape;  /* borrowed from the request */
     PyObject *native; /* a new reference */
@@ -859,6 +886,7 @@ static PyObject *planner_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->source_key = source_key;
     self->alignment = alignment;
     self->hot = hot;
+    numpy_fresh_note(api, ndarray, self->new_from_descr, self->set_base);
     return (PyObject *)self;
 }
 
@@ -1405,6 +1433,47 @@ static int same_ndarray(PyObject *view, PyObject *witness) {
     return ((NdFields *)view)->data == ((NdFields *)witness)->data;
 }
 
+/* The leading fields of a NumPy array (PyArrayObject_fields: NumPy's ABI, the same in
+ * NumPy 1 and 2), read only from objects whose type is numpy.ndarray. */
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    int nd;
+    Py_ssize_t *dimensions;
+    Py_ssize_t *strides;
+    PyObject *base;
+    PyObject *descr;
+    int flags;
+} NdArray;
+
+/* A fresh view of `view` for a step's or scope's request (a new reference; NULL with an
+ * exception set on error). Where `fresh` is numpy.ndarray.view and `view` an exact
+ * numpy.ndarray, made as numpy.ndarray.view makes it (PyArray_View: an array of the same
+ * type, dtype object, shape, strides, data and flags, its base collapsed to what owns the
+ * memory), through NumPy's C-API table as the Planner makes its arrays (see Planner),
+ * which skips the method call and its argument parsing; an array whose flags or dtype
+ * object come out other than the view's (NumPy recomputes the flags, and would replace an
+ * unsized dtype) is dropped for the method's own. Any
+ * other view or callable: fresh(view). */
+static PyObject *fresh_of(PyObject *fresh, PyObject *view) {
+    if (fresh == np_view && np_api != NULL && Py_TYPE(view) == (PyTypeObject *)np_ndarray) {
+        NdArray *a = (NdArray *)view;
+        Py_INCREF(a->descr); /* taken by PyArray_NewFromDescr */
+        PyObject *out = np_new_from_descr((PyTypeObject *)np_ndarray, a->descr, a->nd,
+                                          a->dimensions, a->strides, a->data, a->flags, NULL);
+        if (out == NULL) return NULL;
+        Py_INCREF(view); /* taken by PyArray_SetBaseObject */
+        if (np_set_base(out, view) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        NdArray *made = (NdArray *)out;
+        if (made->flags == a->flags && made->descr == a->descr) return out;
+        Py_DECREF(out);
+    }
+    return PyObject_Vectorcall(fresh, &view, 1, NULL);
+}
+
 /* Replace an object field with a new reference (consumed). */
 static void put(PyObject **target, PyObject *value) {
     PyObject *old = *target;
@@ -1484,6 +1553,8 @@ static inline StepMemo *step_memo_of(PyObject *cache) {
 #define STEP_MEMO 0
 #endif
 
+static int same_plain_request(PyObject *key, PyObject *specs); /* (the scope section) */
+
 /* The replay's hit: fresh views (a new reference); NULL without an exception when the
  * Python path serves the request, NULL with one on error. */
 static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
@@ -1500,21 +1571,27 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     if (FIELD(slot, slot_buffer) != self->buffer) return NULL;
     Py_ssize_t r = plain_size(request);
     if (r < 0 || r >= PyList_GET_SIZE(caches)) return NULL;
-    /* Plain requests only (exact tuples of exact ints): 4.0 hashes like 4. */
-    if (digest_of(specs) == 0) return NULL;
     PyObject *cache = PyList_GET_ITEM(caches, r);
     if (!PyDict_CheckExact(cache)) return NULL;
-    /* Held across the lookup, which may run a dtype's Python __hash__ or __eq__. */
-    Py_INCREF(cache);
     PyObject *found = NULL;
 #if STEP_MEMO
-    /* This dict in the state it had at a hit that noted it: its one key and entry. */
+    /* This dict in the state it had at a hit that noted it: its one key and entry. The
+     * key noted is a plain request (it matched one), so a request that is the same plain
+     * request (same_plain_request: exact tuples and ints, no Python code) is plain and is
+     * that key's: no digest, no second comparison. */
     uint64_t seen = ((PyDictObject *)cache)->ma_version_tag;
     StepMemo *memo = step_memo_of(cache);
     PyObject *noted = NULL; /* the dict's key to note, where PyDict_Next found it */
-    if (memo->cache == cache && memo->version == seen) {
-        if (same_request(memo->key, specs) == 1) found = memo->entry;
-        if (PyErr_Occurred()) PyErr_Clear(); /* looked up next: the lookup explains */
+    int memo_seen = memo->cache == cache && memo->version == seen;
+    if (memo_seen && same_plain_request(memo->key, specs)) found = memo->entry;
+#endif
+    /* Plain requests only (exact tuples of exact ints): 4.0 hashes like 4. */
+    if (found == NULL && digest_of(specs) == 0) return NULL;
+    /* Held across the lookup, which may run a dtype's Python __hash__ or __eq__. */
+    Py_INCREF(cache);
+#if STEP_MEMO
+    if (memo_seen) {
+        /* noted, but not this request: the lookup below decides */
     } else
 #endif
     if (PyDict_GET_SIZE(cache) == 1) {
@@ -1601,7 +1678,7 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
         PyObject *view = PyList_GET_ITEM(views, i);
         if (fresh == Py_None) {
             Py_INCREF(view);
-        } else if ((view = PyObject_Vectorcall(fresh, &view, 1, NULL)) == NULL) {
+        } else if ((view = fresh_of(fresh, view)) == NULL) {
             Py_CLEAR(out);
             break;
         }
@@ -2870,7 +2947,7 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
             Py_XDECREF(old_held);
         }
     }
-    calls = PyNumber_Add(FIELD(slot, slot_calls), one);
+    calls = plus_one(FIELD(slot, slot_calls)); /* as PyNumber_Add(calls, 1) */
     if (calls == NULL) goto error;
     /* Held while fresh views are made: that may run code that sweeps the cache. */
     Py_INCREF(views);
@@ -2879,7 +2956,7 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
         PyObject *view = PyList_GET_ITEM(views, i);
         if (fresh == Py_None) {
             Py_INCREF(view);
-        } else if ((view = PyObject_Vectorcall(fresh, &view, 1, NULL)) == NULL) {
+        } else if ((view = fresh_of(fresh, view)) == NULL) {
             Py_CLEAR(out);
             break;
         }
