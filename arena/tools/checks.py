@@ -152,7 +152,10 @@ def never_seen(views: int, trials: int, number: int = 200, *, grown: bool = Fals
     per view of the same request (its steady-state cost), per trial.
 
     Each trial makes a new arena and a structure no arena saw in this process (its
-    dimension counts and dtypes drawn anew), so no cache of any kind helps. The arena is
+    dimension counts and dtypes drawn anew), so no cache of structures, layouts or views
+    helps. The dtypes are drawn from six NumPy dtypes that the process has met before, as
+    a running engine's have: a new arena's Planner learns the process's resolved dtypes
+    when it is made (:func:`arena.base.dtypes.seeds`), as NumPy keeps its own. The arena is
     presized for the request, or (``grown``) holds only the 256 bytes of a warm-up request,
     so that the first request grows the slot (releases the old buffer, allocates one of
     the request's size): issue 32 item 4 bounds both. Made outside the timed part: the
