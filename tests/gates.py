@@ -91,3 +91,46 @@ def intrude(ws: Any) -> list[BaseException]:
     thread.start()
     thread.join(TIMEOUT)
     return errors
+
+
+def behind_the_mutex(slot: Any, region: Any, stage: str) -> None:
+    """Another thread holds ``slot``'s governor mutex (reading its open regions, as a
+    thread acting on them would) while this one enters (``stage`` "enter") or exits
+    ``region`` (a scope or step; entered first for "exit"): the enter or exit waits, the
+    holder sees the regions unchanged, and once it lets go the region is open (closed)."""
+    import time
+
+    mutex = slot.governor.mutex
+    if stage == "exit":
+        region.__enter__()
+    before = list(slot.stack.regions)
+    held, go, done = threading.Event(), threading.Event(), threading.Event()
+    seen: list[Any] = []
+
+    def hold() -> None:
+        with mutex:
+            held.set()
+            go.wait(TIMEOUT)
+            seen.append(list(slot.stack.regions))  # what the holder reads: unchanged
+
+    def act() -> None:
+        if stage == "enter":
+            region.__enter__()
+        else:
+            region.__exit__(None, None, None)
+        done.set()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(TIMEOUT)
+    runner = threading.Thread(target=act)
+    runner.start()
+    time.sleep(0.05)
+    assert not done.is_set()  # waiting for the mutex, the slot unchanged
+    assert slot.stack.regions == before
+    go.set()
+    holder.join(TIMEOUT)
+    runner.join(TIMEOUT)
+    assert done.is_set()
+    assert seen == [before]
+    assert slot.stack.regions == ([region] if stage == "enter" else before[:-1])

@@ -9,8 +9,6 @@ ones keep reference counts flat."""
 from __future__ import annotations
 
 import sys
-import threading
-import time
 import tracemalloc
 from typing import Any
 
@@ -21,6 +19,7 @@ from arena.planning import scopes
 from arena.planning.scopes import CompiledScope, Scope
 from arena.views import hit
 from tests.conftest import need_compiled_hit
+from tests.gates import behind_the_mutex
 
 F32 = "float32"
 
@@ -28,9 +27,18 @@ F32 = "float32"
 def _slot_state(slot: Any) -> Any:
     # CompiledScope and Scope, CompiledStep and Step alike
     regions = [
-        (type(r).__name__.replace("Compiled", ""), getattr(r, "key", None)) for r in slot.stack.regions
+        (type(r).__name__.replace("Compiled", ""), getattr(r, "key", None))
+        for r in slot.stack.regions
     ]
-    return (slot.stack.top, slot.stack.live, slot.load, slot.plain_high, slot.detour, slot.calls, regions)
+    return (
+        slot.stack.top,
+        slot.stack.live,
+        slot.load,
+        slot.plain_high,
+        slot.detour,
+        slot.calls,
+        regions,
+    )
 
 
 def _scope_state(scope: Scope[Any]) -> Any:
@@ -213,41 +221,9 @@ def test_the_compiled_enter_and_exit_wait_for_a_mutex_another_thread_holds() -> 
     need_compiled_hit()
     with Arena("cpu", framework="numpy") as ws:
         slot = ws.numpy._select()
-        mutex = slot.governor.mutex
         for stage in ("enter", "exit"):
             scope = ws.scope()
-            if stage == "exit":
-                scope.__enter__()
-            before = list(slot.stack.regions)
-            held, go, done = threading.Event(), threading.Event(), threading.Event()
-            seen: list[Any] = []
-
-            def hold(seen: list[Any] = seen, held: Any = held, go: Any = go) -> None:
-                with mutex:
-                    held.set()
-                    go.wait(10)
-                    seen.append(list(slot.stack.regions))  # what the holder reads: unchanged
-
-            def run(stage: str = stage, scope: Any = scope, done: Any = done) -> None:
-                if stage == "enter":
-                    scope.__enter__()
-                else:
-                    scope.__exit__(None, None, None)
-                done.set()
-
-            holder = threading.Thread(target=hold)
-            holder.start()
-            held.wait(10)
-            runner = threading.Thread(target=run)
-            runner.start()
-            time.sleep(0.05)
-            assert not done.is_set()  # waiting for the mutex, the slot unchanged
-            assert slot.stack.regions == before
-            go.set()
-            holder.join(10)
-            runner.join(10)
-            assert done.is_set() and seen == [before]
-            assert slot.stack.regions == ([scope] if stage == "enter" else [])
+            behind_the_mutex(slot, scope, stage)
             if stage == "enter":
                 scope.__exit__(None, None, None)
         assert slot.stack.regions == [] and (slot.stack.top, slot.stack.live) == (0, 0)

@@ -9,8 +9,6 @@ everything else handed to Python (a mutex another thread holds, an interrupt in 
 from __future__ import annotations
 
 import sys
-import threading
-import time
 import tracemalloc
 from collections.abc import Iterator
 from typing import Any
@@ -25,6 +23,7 @@ from arena.planning.records import StepBook
 from arena.planning.runs import StepRun
 from arena.planning.steps import Step
 from arena.views import hit
+from tests.gates import behind_the_mutex
 
 F32 = "float32"
 
@@ -267,45 +266,10 @@ def test_an_interrupt_in_a_keys_hash_or_eq_leaves_no_step_open(hit_path: str) ->
 
 
 def _behind_the_mutex(front: Any, stage: str) -> None:
-    """Another thread holds the governor's mutex (reading the regions to act on them)
-    while this one enters (``stage`` "enter") or exits a locked replay: nothing changes
-    until it leaves."""
-    slot = front._select()
-    mutex = slot.governor.mutex
-    held, go, done = threading.Event(), threading.Event(), threading.Event()
-    seen: list[Any] = []
+    """Another thread holds the governor's mutex while this one enters (``stage``
+    "enter") or exits a locked replay: nothing changes until it leaves."""
     step = front.step("k")
-    if stage == "exit":
-        step.__enter__()
-    before = list(slot.stack.regions)
-
-    def hold() -> None:
-        with mutex:
-            held.set()
-            go.wait(10)
-            seen.append(list(slot.stack.regions))  # what the holder reads: unchanged
-
-    def run() -> None:
-        if stage == "enter":
-            step.__enter__()
-        else:
-            step.__exit__(None, None, None)
-        done.set()
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    held.wait(10)
-    runner = threading.Thread(target=run)
-    runner.start()
-    time.sleep(0.05)
-    assert not done.is_set()  # waiting for the mutex, the slot unchanged
-    assert slot.stack.regions == before
-    go.set()
-    holder.join(10)
-    runner.join(10)
-    assert done.is_set()
-    assert seen == [before]
-    assert slot.stack.regions == ([step] if stage == "enter" else [])
+    behind_the_mutex(front._select(), step, stage)
     if stage == "enter":
         step.__exit__(None, None, None)
 
