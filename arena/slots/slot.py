@@ -243,6 +243,11 @@ class Slot:
                 if self.pending and self.pending <= capacity:
                     self.pending = 0
                     self.update_detour()
+                elif self.detour and not self.stack.regions:
+                    # Heals a flag an interrupt left raised with nothing open (between
+                    # open_region's two stores, or close_region's): plain requests would
+                    # otherwise take this checked path until the next region closed.
+                    self.update_detour()
             elif not governor.locked:
                 resizes.append(self._grow(target))
             elif required > capacity and governor.in_place:
@@ -320,7 +325,7 @@ class Slot:
         its new list in one store): an interrupt between the two leaves plain requests
         detouring with nothing open (the checked path, never offset 0 under an open
         region), and the flag is recomputed when the region is closed (not found: see
-        :meth:`close_region`)."""
+        :meth:`close_region`) or at the next plain request (:meth:`ensure`)."""
         with self.governor.mutex:
             self.detour = 1
             self.stack.push(region)
@@ -332,7 +337,8 @@ class Slot:
 
         The stack changes in one step (:meth:`~arena.slots.stack.RegionStack.remove`),
         and the detour flag is lowered only after it: an interrupt between them leaves
-        the flag raised (the checked path), never lowered under an open region."""
+        the flag raised (the checked path, until the next plain request lowers it: see
+        :meth:`ensure`), never lowered under an open region."""
         with self.governor.mutex:
             closed = self.stack.remove(region, top, live)
             self.update_detour()

@@ -99,3 +99,31 @@ def test_an_interrupted_close_leaves_the_detour_raised_never_lowered_early() -> 
         assert slot.stack.regions == [] and slot.detour == 1  # the checked path, still
         slot.open_region(region)
         assert slot.close_region(region, 0, 0) and slot.detour == 0
+
+
+@pytest.mark.parametrize("where", ["push", "update_detour"])
+def test_the_next_plain_request_heals_a_detour_left_raised_with_nothing_open(
+    where: str,
+) -> None:
+    """An interrupt inside open_region (the flag raised, nothing pushed: a scope's enter
+    that never reached its ``with``, so no exit closes it) or inside close_region (the
+    region removed, the flag not yet lowered) leaves plain requests on the checked path;
+    the next plain request lowers the flag, so the ones after it take the hit again."""
+    with Arena("cpu", framework="numpy") as ws:
+        ws.get_simultaneous(((64,), "float32"))
+        slot = ws.numpy._select()
+        region = object()
+        if where == "update_detour":
+            slot.open_region(region)
+        sys.settrace(_interrupt_at(where))
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                (slot.open_region if where == "push" else slot.close_region)(
+                    region, *(() if where == "push" else (0, 0))
+                )
+        finally:
+            sys.settrace(None)
+        assert slot.stack.regions == [] and slot.detour == 1
+        (view,) = ws.get_simultaneous(((64,), "float32"))
+        assert slot.detour == 0  # healed: the next request is a hit at offset 0
+        assert ws.numpy.data_ptr(view) == ws.numpy.data_ptr(ws.get_simultaneous(((8,), "int8"))[0])
