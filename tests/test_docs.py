@@ -160,3 +160,24 @@ def test_names_placed_in_a_c_file_are_there() -> None:
         )
     ]
     assert stale == [], f"names not found in the C file they are placed in: {stale}"
+
+
+def test_the_mutation_sample_counts_without_a_size_or_seed() -> None:
+    """``scripts/mutation-sample GROUP MODULE --count`` (docs/testing.md's draw) asks for
+    no sample size or seed; a draw without them says which are required."""
+    script = str(ROOT / "scripts" / "mutation-sample")
+    for args, said in (
+        (["nogroup", "arena/none.py", "--count"], "unknown group 'nogroup'; choose one of slots,"),
+        (["planning", "arena/none.py", "--count"], "'arena/none.py' is not mutated in group"),
+        (["planning", "arena/planning/steps.py", "--count", "--size"], "expected one argument"),
+        (["planning", "arena/planning/steps.py"], "--size and --seed are required to draw"),
+        (["planning", "arena/planning/steps.py", "--size", "3"], "--size and --seed are"),
+    ):
+        done = subprocess.run(
+            [sys.executable, script, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 2 and said in done.stderr, (args, done.stderr)
