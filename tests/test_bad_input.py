@@ -106,6 +106,32 @@ SLOT_CALLS: list[tuple[str, Callable[[Arena], Any], type[Exception], str]] = [
     ("negative ubatch", lambda a: a.ubatch(-1).__enter__(), SlotError, "out of range"),
     ("lane out of range", lambda a: a.lane(5).__enter__(), SlotError, "lanes=6"),
     ("lane not int", lambda a: a.lane("1").__enter__(), SlotError, "str"),
+    # an index refused for its type names the fix: the plain int of its value, or the range
+    (
+        "NumPy ubatch",
+        lambda a: a.bind_ubatch(np.int64(1)),
+        SlotError,
+        r"^ubatch must be an int, got int64 np.int64\(1\); pass the plain int 1, "
+        r"int\(np.int64\(1\)\)$",
+    ),
+    (
+        "float lane",
+        lambda a: a.lane(1.0).__enter__(),
+        SlotError,
+        r"^lane must be an int, got float 1.0; pass the plain int 1, int\(1.0\)$",
+    ),
+    (
+        "str ubatch",
+        lambda a: a.ubatch("1").__enter__(),
+        SlotError,
+        r"^ubatch must be an int, got str '1'; pass a plain int from 0 to 1$",
+    ),
+    (
+        "bool lane",
+        lambda a: a.lane(True).__enter__(),
+        SlotError,
+        r"^lane must be an int, got bool True; pass a plain int from 0 to 1$",
+    ),
     ("reserve negative", lambda a: a.reserve_bytes(-5), ConfigError, "-5"),
     # a byte count given to reserve() (its spec error named only the spec)
     ("reserve a byte count", lambda a: a.reserve(1 << 20), SpecError, r"reserve_bytes\(1048576\)"),
