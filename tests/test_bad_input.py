@@ -156,6 +156,14 @@ SLOT_CALLS: list[tuple[str, Callable[[Arena], Any], type[Exception], str]] = [
         r"call reserve\(\) with the same specs",
     ),
     ("persistent bad shape", lambda a: a.get_persistent("k", (-1,), F32), SpecError, "negative"),
+    # zero_init as a string was taken as truthy ("false" zeroed the buffer); refused like
+    # a library workspace's zero_init
+    (
+        "persistent zero_init a string",
+        lambda a: a.get_persistent("k", (4,), F32, zero_init="false"),
+        ConfigError,
+        r"^zero_init must be True or False, got str 'false'; pass zero_init=False ",
+    ),
     ("unknown front", lambda a: a.front("mxnet"), ConfigError, "mxnet"),
 ]
 
@@ -356,9 +364,12 @@ def test_sizes_past_what_can_be_addressed_are_named_errors() -> None:
     ("options", "pattern"),
     [
         ({"alignment": 2**70}, "at most"),
-        ({"debug": "false"}, "debug must be True or False"),
-        ({"cached_views": "no"}, "cached_views must be True or False"),
-        ({"track_call_sites": 1}, "track_call_sites must be True or False"),
+        # a yes/no word names the bool it meant (the fix said True for "false")
+        ({"debug": "false"}, "debug must be True or False.*; pass debug=False "),
+        ({"cached_views": "no"}, "cached_views must be True or False.*; pass cached_views=False "),
+        ({"poison": " YES "}, "poison must be True or False.*; pass poison=True "),
+        ({"track_call_sites": 1}, "track_call_sites must be True or False.*=True "),
+        ({"debug": np.array([1, 0])}, "debug must be True or False, got ndarray"),
         ({"capture_probe": 3}, "capture_probe must be a callable"),
     ],
 )
