@@ -28,9 +28,18 @@ F32 = "float32"
 def _slot_state(slot: Any) -> Any:
     # CompiledScope and Scope, CompiledStep and Step alike
     regions = [
-        (type(r).__name__.replace("Compiled", ""), getattr(r, "key", None)) for r in slot.stack.regions
+        (type(r).__name__.replace("Compiled", ""), getattr(r, "key", None))
+        for r in slot.stack.regions
     ]
-    return (slot.stack.top, slot.stack.live, slot.load, slot.plain_high, slot.detour, slot.calls, regions)
+    return (
+        slot.stack.top,
+        slot.stack.live,
+        slot.load,
+        slot.plain_high,
+        slot.detour,
+        slot.calls,
+        regions,
+    )
 
 
 def _scope_state(scope: Scope[Any]) -> Any:
