@@ -16,6 +16,7 @@ from typing import Any
 from arena.base.events import debug_from_env
 from arena.base.layout import MAX_BYTES, check_alignment
 from arena.base.poison import poison_from_env
+from arena.environment import FALSE_WORDS, TRUE_WORDS
 from arena.errors import ConfigError, FrameworkUnavailableError
 from arena.ints import int_not_bool
 from arena.memory.devices import (
@@ -194,9 +195,16 @@ def check_flag(name: str, value: Any) -> bool:
     """``value`` if it is a bool; otherwise :class:`ConfigError` (``"false"`` is truthy)."""
     if value is True or value is False:
         return value
+    # What the value was meant to say: a yes/no word says it ("false" is truthy, but
+    # meant False), anything else by its truth.
+    word = value.strip().lower() if isinstance(value, str) else None
+    try:
+        meant = word in TRUE_WORDS if word in TRUE_WORDS | FALSE_WORDS else bool(value)
+    except Exception:  # an array's truth is ambiguous: any fix is a guess
+        meant = True
     raise ConfigError(
         f"{name} must be True or False, got {type(value).__name__} {value!r}; "
-        f"pass {name}={'True' if value else 'False'} (a string such as 'false' is not a bool)"
+        f"pass {name}={meant} (a string such as 'false' is not a bool)"
     )
 
 

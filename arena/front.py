@@ -363,7 +363,11 @@ class Front(HitBase, Generic[ViewT]):
             ``key`` exists with another shape or dtype.
         ArenaLockedError
             ``key`` is new and the arena is locked.
+        ConfigError
+            ``zero_init`` is not a bool (``"false"`` would be truthy), as for library
+            workspaces.
         """
+        check_flag("zero_init", zero_init)
         layout = compute_layout(((shape, dtype),), self._governor.alignment)
         entry = self._select().store(PersistentStore).buffer(key, layout, zero_init)
         view = entry.views.get(self._name)

@@ -10,7 +10,7 @@ find what a plain request remembered; they take the validating path
 (:func:`arena.base.layout.check_dim`), which also refuses whatever :func:`bool_like` says.
 A count, size or setting is an ``int`` or int subclass but never a ``bool``
 (:func:`int_not_bool`). The compiled hit path's mirror of the first rule is
-``plain_digest`` in ``arena/views/_hit.c`` (``PyLong_CheckExact``). tests/base/test_exact_int.py
+``digest_of`` in ``arena/views/_hit.c`` (``PyLong_CheckExact``). tests/base/test_exact_int.py
 scans the package for the rules written anywhere else.
 """
 

@@ -106,6 +106,32 @@ SLOT_CALLS: list[tuple[str, Callable[[Arena], Any], type[Exception], str]] = [
     ("negative ubatch", lambda a: a.ubatch(-1).__enter__(), SlotError, "out of range"),
     ("lane out of range", lambda a: a.lane(5).__enter__(), SlotError, "lanes=6"),
     ("lane not int", lambda a: a.lane("1").__enter__(), SlotError, "str"),
+    # an index refused for its type names the fix: the plain int of its value, or the range
+    (
+        "NumPy ubatch",
+        lambda a: a.bind_ubatch(np.int64(1)),
+        SlotError,
+        r"^ubatch must be an int, got int64 np.int64\(1\); pass the plain int 1, "
+        r"int\(np.int64\(1\)\)$",
+    ),
+    (
+        "float lane",
+        lambda a: a.lane(1.0).__enter__(),
+        SlotError,
+        r"^lane must be an int, got float 1.0; pass the plain int 1, int\(1.0\)$",
+    ),
+    (
+        "str ubatch",
+        lambda a: a.ubatch("1").__enter__(),
+        SlotError,
+        r"^ubatch must be an int, got str '1'; pass a plain int from 0 to 1$",
+    ),
+    (
+        "bool lane",
+        lambda a: a.lane(True).__enter__(),
+        SlotError,
+        r"^lane must be an int, got bool True; pass a plain int from 0 to 1$",
+    ),
     ("reserve negative", lambda a: a.reserve_bytes(-5), ConfigError, "-5"),
     # a byte count given to reserve() (its spec error named only the spec)
     ("reserve a byte count", lambda a: a.reserve(1 << 20), SpecError, r"reserve_bytes\(1048576\)"),
@@ -130,6 +156,14 @@ SLOT_CALLS: list[tuple[str, Callable[[Arena], Any], type[Exception], str]] = [
         r"call reserve\(\) with the same specs",
     ),
     ("persistent bad shape", lambda a: a.get_persistent("k", (-1,), F32), SpecError, "negative"),
+    # zero_init as a string was taken as truthy ("false" zeroed the buffer); refused like
+    # a library workspace's zero_init
+    (
+        "persistent zero_init a string",
+        lambda a: a.get_persistent("k", (4,), F32, zero_init="false"),
+        ConfigError,
+        r"^zero_init must be True or False, got str 'false'; pass zero_init=False ",
+    ),
     ("unknown front", lambda a: a.front("mxnet"), ConfigError, "mxnet"),
 ]
 
@@ -330,9 +364,12 @@ def test_sizes_past_what_can_be_addressed_are_named_errors() -> None:
     ("options", "pattern"),
     [
         ({"alignment": 2**70}, "at most"),
-        ({"debug": "false"}, "debug must be True or False"),
-        ({"cached_views": "no"}, "cached_views must be True or False"),
-        ({"track_call_sites": 1}, "track_call_sites must be True or False"),
+        # a yes/no word names the bool it meant (the fix said True for "false")
+        ({"debug": "false"}, "debug must be True or False.*; pass debug=False "),
+        ({"cached_views": "no"}, "cached_views must be True or False.*; pass cached_views=False "),
+        ({"poison": " YES "}, "poison must be True or False.*; pass poison=True "),
+        ({"track_call_sites": 1}, "track_call_sites must be True or False.*=True "),
+        ({"debug": np.array([1, 0])}, "debug must be True or False, got ndarray"),
         ({"capture_probe": 3}, "capture_probe must be a callable"),
     ],
 )

@@ -130,3 +130,54 @@ def test_every_page_is_in_the_site_navigation() -> None:
     )
     pages = {str(p.relative_to(ROOT / "docs")) for p in PAGES}
     assert pages == nav
+
+
+#: A name the docs or a docstring place in a C file: a backquoted name, " in ", a backquoted
+#: C file of the package (``_hit.c``, ``arena/memory/_host.c``).
+C_NAME = re.compile(r"``?([A-Za-z_][\w.]*)``? in ``?((?:arena/)?(?:\w+/)?_\w+\.c)``?")
+
+
+def test_names_placed_in_a_c_file_are_there() -> None:
+    """Every name the docs, README or a docstring or comment place "in `_hit.c`" (or
+    another of the C extensions) is spelled in that file (four places named
+    ``plain_digest``, a name ``_hit.c`` never had: its exact-int check is ``digest_of``)."""
+    sources = {p.name: p.read_text() for p in (ROOT / "arena").rglob("_*.c")}
+    texts = [ROOT / "README.md", *PAGES]
+    for folder in ("arena", "adapters", "tests", "scripts"):
+        texts += sorted((ROOT / folder).rglob("*.py"))
+    found = [
+        (str(path.relative_to(ROOT)), name, file)
+        for path in texts
+        for name, file in C_NAME.findall(path.read_text())
+    ]
+    assert len(found) >= 5
+    stale = [
+        (where, name, file)
+        for where, name, file in found
+        if Path(file).name not in sources
+        or any(
+            re.search(rf"\b{part}\b", sources[Path(file).name]) is None for part in name.split(".")
+        )
+    ]
+    assert stale == [], f"names not found in the C file they are placed in: {stale}"
+
+
+def test_the_mutation_sample_counts_without_a_size_or_seed() -> None:
+    """``scripts/mutation-sample GROUP MODULE --count`` (docs/testing.md's draw) asks for
+    no sample size or seed; a draw without them says which are required."""
+    script = str(ROOT / "scripts" / "mutation-sample")
+    for args, said in (
+        (["nogroup", "arena/none.py", "--count"], "unknown group 'nogroup'; choose one of slots,"),
+        (["planning", "arena/none.py", "--count"], "'arena/none.py' is not mutated in group"),
+        (["planning", "arena/planning/steps.py", "--count", "--size"], "expected one argument"),
+        (["planning", "arena/planning/steps.py"], "--size and --seed are required to draw"),
+        (["planning", "arena/planning/steps.py", "--size", "3"], "--size and --seed are"),
+    ):
+        done = subprocess.run(
+            [sys.executable, script, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 2 and said in done.stderr, (args, done.stderr)

@@ -8,7 +8,7 @@ import itertools
 import operator
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, Protocol
 
 from arena.errors import ConfigError, SlotError
@@ -257,6 +257,19 @@ def _resolved(what: str, value: Any, count: int) -> int:
     return index
 
 
+def _index_fix(value: Any, count: int) -> str:
+    """The fix an index refused for its type names: its value as a plain int where it has
+    one (a NumPy integer, a float such as 1.0), else the range."""
+    if not isinstance(value, bool):
+        with suppress(TypeError, ValueError, OverflowError):
+            exact = operator.index(value) if hasattr(value, "__index__") else None
+            if exact is None and isinstance(value, float) and value.is_integer():
+                exact = int(value)
+            if exact is not None:
+                return f"pass the plain int {exact}, int({value!r})"
+    return f"pass a plain int from 0 to {count - 1}"
+
+
 def check_index(what: str, value: Any, count: int) -> int:
     """Validate a ubatch or lane index; returns it as a plain int.
 
@@ -270,7 +283,10 @@ def check_index(what: str, value: Any, count: int) -> int:
         With the value, the valid range and the fix.
     """
     if not int_not_bool(value):
-        raise SlotError(f"{what} must be an int, got {type(value).__name__} {value!r}")
+        raise SlotError(
+            f"{what} must be an int, got {type(value).__name__} {value!r}; "
+            f"{_index_fix(value, count)}"
+        )
     # operator.index of an int subclass is a plain int of its value (no __index__ call).
     index = operator.index(value)
     if not 0 <= index < count:

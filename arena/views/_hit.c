@@ -3495,9 +3495,9 @@ static PyMethodDef module_methods[] = {
      "bind(Slot, RegionStack, Buffer, Prepared, Governor, RequestLog, sites, internal_files): "
      "where a hit reads their attributes, and caller_info's memos."},
     {"bind_steps", bind_steps, METH_VARARGS,
-     "bind_steps(Step, StepRun, StepBook, placer type, RLock, Slot, Governor, ended run, "
-     "two StepRun(), two Step(*marks), marks, read_rlocks=True): where the compiled step "
-     "init, enter and exit read and write their fields; True where RLocks are read "
+     "bind_steps(Step, StepRun, StepBook, StepBooks, placer type, RLock, Slot, Governor, "
+     "ended run, two StepRun(), two Step(*marks), marks, read_rlocks=True): where the "
+     "compiled step init, enter and exit read and write their fields; True where RLocks are read "
      "directly (read_rlocks, and their layout checks out)."},
     {"bind_scopes", bind_scopes, METH_VARARGS,
      "bind_scopes(Scope, placer type, Slot, Governor, memo keys): where the compiled scope "

@@ -122,7 +122,7 @@ def server(specs: Any, views: list[Any], fresh: Callable[[Any], Any]) -> Callabl
     None (the general path then serves the request).
 
     One loop over the request for every structure, written as the compiled hit path's
-    check is (``plain_digest`` in ``arena/views/_hit.c``): one algorithm in two languages.
+    check is (``digest_of`` in ``arena/views/_hit.c``): one algorithm in two languages.
     """
     kinds = []
     for _, dtype in specs:

@@ -1,6 +1,6 @@
 """The int rules (issue 27 item 6): written once, in :mod:`arena.ints` (``exact_int``,
 ``exact_dims``, ``exact_dim_source``, ``int_not_bool``, ``bool_like``; the compiled mirror
-is ``plain_digest`` in ``_hit.c``), and applied the same way by every entry point that
+is ``digest_of`` in ``_hit.c``), and applied the same way by every entry point that
 takes a shape, on both hit paths."""
 
 from __future__ import annotations

@@ -393,3 +393,16 @@ def test_a_replays_run_makes_no_recording_fields(hit_path: str) -> None:
             a.live[0] = (0, 64)
         with pytest.raises(AttributeError):
             a.counts.append(1)  # type: ignore[attr-defined]
+
+
+def test_bind_steps_documents_the_types_it_takes() -> None:
+    """``bind_steps``'s docstring lists the types its refusal lists (``StepBooks`` went
+    missing from the docstring when the step books moved to ``planning/books.py``)."""
+    _compiled()
+    bind_steps = hit.compiled.bind_steps
+    with pytest.raises(TypeError) as refused:
+        bind_steps(*([object] * 8), None, (), (), ())  # no Step type: refused, named
+    said = str(refused.value).split("(", 1)[1].split(", the ended run")[0]
+    documented = bind_steps.__doc__.split("(", 1)[1].split(", ended run")[0]
+    assert said.startswith("Step, StepRun, StepBook, StepBooks, placer type")
+    assert documented == said
