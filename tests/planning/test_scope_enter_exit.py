@@ -355,3 +355,27 @@ def test_the_compiled_init_sets_every_field_python_sets(monkeypatch: pytest.Monk
                 assert outcomes[0] == outcomes[1]
             assert taken == [3]
             taken[0] = 0
+
+
+def test_a_bare_region_is_no_context_manager_on_either_path() -> None:
+    """A :class:`~arena.planning.scopes.Region` (the base of scopes) has no enter or exit
+    of its own: ``with`` refuses it and ``__exit__`` is missing as for any class without
+    them, whether its base is the compiled ``ScopeHitBase`` (whose enter and exit are
+    CompiledScope's) or the Python one; never an error about a ``_python_enter`` or
+    ``_python_exit`` it was never meant to have."""
+
+    class Bare:
+        pass
+
+    outcomes = []
+    for kind in (Bare, scopes.Region):
+        region = kind()
+        with pytest.raises(TypeError) as entered:
+            with region:  # type: ignore[attr-defined]
+                pass
+        with pytest.raises(AttributeError) as exited:
+            region.__exit__(None, None, None)  # type: ignore[attr-defined]
+        outcomes.append(
+            [str(e.value).replace(kind.__name__, "X") for e in (entered, exited)]
+        )
+    assert outcomes[0] == outcomes[1]
