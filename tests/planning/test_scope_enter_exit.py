@@ -28,9 +28,18 @@ F32 = "float32"
 def _slot_state(slot: Any) -> Any:
     # CompiledScope and Scope, CompiledStep and Step alike
     regions = [
-        (type(r).__name__.replace("Compiled", ""), getattr(r, "key", None)) for r in slot.stack.regions
+        (type(r).__name__.replace("Compiled", ""), getattr(r, "key", None))
+        for r in slot.stack.regions
     ]
-    return (slot.stack.top, slot.stack.live, slot.load, slot.plain_high, slot.detour, slot.calls, regions)
+    return (
+        slot.stack.top,
+        slot.stack.live,
+        slot.load,
+        slot.plain_high,
+        slot.detour,
+        slot.calls,
+        regions,
+    )
 
 
 def _scope_state(scope: Scope[Any]) -> Any:
@@ -370,12 +379,9 @@ def test_a_bare_region_is_no_context_manager_on_either_path() -> None:
     outcomes = []
     for kind in (Bare, scopes.Region):
         region = kind()
-        with pytest.raises(TypeError) as entered:
-            with region:  # type: ignore[attr-defined]
-                pass
+        with pytest.raises(TypeError) as entered, region:  # type: ignore[attr-defined]
+            pass
         with pytest.raises(AttributeError) as exited:
             region.__exit__(None, None, None)  # type: ignore[attr-defined]
-        outcomes.append(
-            [str(e.value).replace(kind.__name__, "X") for e in (entered, exited)]
-        )
+        outcomes.append([str(e.value).replace(kind.__name__, "X") for e in (entered, exited)])
     assert outcomes[0] == outcomes[1]
