@@ -29,7 +29,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from arena.base.layout import Layout, compute_layout, shifted
 from arena.base.poison import poison_slot_bytes
-from arena.errors import ArenaError
+from arena.errors import ArenaClosedError, ArenaError
 from arena.slots.governor import Governor
 from arena.slots.regions import heal_regions
 from arena.slots.slot import Buffer, Resize, Slot
@@ -148,7 +148,12 @@ def open_region(region: Any, slot: Slot) -> None:
     region.slot = slot
     region.base = region.end = slot.stack.top
     region.held = 0
-    slot.open_region(region)  # last, and all or nothing: see close_region
+    try:
+        slot.open_region(region)  # last, and all or nothing: see close_region
+    except ArenaClosedError:  # closed while it waited for the mutex: nothing opened
+        if slot.governor.debug:  # the slot is not held; the owner's exit (close_region,
+            slot.leave()  # which finds it not open) resets the region
+        raise
 
 
 def close_region(region: Any) -> None:
@@ -245,7 +250,13 @@ class Scope(Region, Generic[ViewT]):
         self.slot = slot
         self.base = self.end = slot.stack.top
         self.held = 0
-        slot.open_region(self)  # last, and all or nothing: see close_region
+        try:
+            slot.open_region(self)  # last, and all or nothing: see close_region
+        except ArenaClosedError:  # closed while it waited for the mutex: nothing opened,
+            self.slot = None  # and no exit follows a refused enter
+            if governor.debug:
+                slot.leave()
+            raise
         return self
 
     def get_simultaneous(self, *specs: tuple[Any, Any]) -> list[ViewT]:

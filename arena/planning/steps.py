@@ -552,8 +552,13 @@ class Step(StepHitBase, Generic[ViewT]):
         if kind is None and not run.broken:  # an interrupted run is not a record
             if not self.replay:
                 end_recording(run, book, start, self.request)
-                root = self.nested
+                # The outermost step below: a step closed out of order and entered again
+                # above one opened inside it names it in turn, so stop at a step seen.
+                root, seen = self.nested, [self]
                 while root is not None and root.nested is not None:
+                    seen.append(root)
+                    if any(root.nested is s for s in seen):
+                        break
                     root = root.nested
                 if root is not None and root._book is not None:
                     root._book.stale = True  # its next run sizes the slot for this plan

@@ -325,8 +325,16 @@ class Slot:
         its new list in one store): an interrupt between the two leaves plain requests
         detouring with nothing open (the checked path, never offset 0 under an open
         region), and the flag is recomputed when the region is closed (not found: see
-        :meth:`close_region`) or at the next plain request (:meth:`ensure`)."""
-        with self.governor.mutex:
+        :meth:`close_region`) or at the next plain request (:meth:`ensure`).
+
+        Raises
+        ------
+        ArenaClosedError
+            The arena was closed (checked under the mutex: a close by the thread that
+            held it while this one waited counts); nothing changed on the slot."""
+        governor = self.governor
+        with governor.mutex:
+            governor.check_open()
             self.detour = 1
             self.stack.push(region)
 

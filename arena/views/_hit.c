@@ -3244,9 +3244,23 @@ finish:
     return done;
 }
 
+/* A region that is no Scope (a bare Region) has no enter or exit, as with the Python
+ * base: the errors of a class without them (the `with` statement's, a missing
+ * __exit__), never one about a _python_enter or _python_exit it was not meant to have. */
+static int scope_only(PyObject *self, int entering) {
+    if (scope_bound != NULL && PyObject_TypeCheck(self, scope_bound)) return 1;
+    if (entering)
+        PyErr_Format(PyExc_TypeError, "'%.200s' object does not support the context manager "
+                     "protocol", Py_TYPE(self)->tp_name);
+    else
+        PyErr_Format(PyExc_AttributeError, "'%.200s' object has no attribute '__exit__'",
+                     Py_TYPE(self)->tp_name);
+    return 0;
+}
+
 static PyObject *scope_enter(PyObject *self, PyObject *unused) {
-    if (scope_bound == NULL || !PyObject_TypeCheck(self, scope_bound) ||
-        ((ScopeHitBase *)self)->slot != Py_None)
+    if (!scope_only(self, 1)) return NULL;
+    if (((ScopeHitBase *)self)->slot != Py_None)
         return PyObject_CallMethodNoArgs(self, str_scope_python_enter);
     PyObject *select = FIELD(self, sc_select);
     if (select == NULL) return PyObject_CallMethodNoArgs(self, str_scope_python_enter);
@@ -3404,12 +3418,11 @@ finish:
 }
 
 static PyObject *scope_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (scope_bound != NULL && PyObject_TypeCheck(self, scope_bound)) {
-        if (((ScopeHitBase *)self)->slot == Py_None) Py_RETURN_NONE; /* as Python: closed */
-        int done = scope_close(self);
-        if (done < 0) return NULL;
-        if (done) Py_RETURN_NONE;
-    }
+    if (!scope_only(self, 0)) return NULL;
+    if (((ScopeHitBase *)self)->slot == Py_None) Py_RETURN_NONE; /* as Python: closed */
+    int done = scope_close(self);
+    if (done < 0) return NULL;
+    if (done) Py_RETURN_NONE;
     PyObject *method = PyObject_GetAttr(self, str_scope_python_exit);
     if (method == NULL) return NULL;
     PyObject *out = PyObject_Vectorcall(method, args, (size_t)nargs, NULL);

@@ -331,3 +331,68 @@ def test_the_compiled_init_sets_every_field_python_sets(monkeypatch: pytest.Monk
                 assert outcomes[0] == outcomes[1]
             assert taken == [3]
             taken[0] = 0
+
+
+def test_a_bare_region_is_no_context_manager_on_either_path() -> None:
+    """A :class:`~arena.planning.scopes.Region` (the base of scopes) has no enter or exit
+    of its own: ``with`` refuses it and ``__exit__`` is missing as for any class without
+    them, whether its base is the compiled ``ScopeHitBase`` (whose enter and exit are
+    CompiledScope's) or the Python one; never an error about a ``_python_enter`` or
+    ``_python_exit`` it was never meant to have."""
+
+    class Bare:
+        pass
+
+    outcomes = []
+    for kind in (Bare, scopes.Region):
+        region = kind()
+        with pytest.raises(TypeError) as entered, region:  # type: ignore[attr-defined]
+            pass
+        with pytest.raises(AttributeError) as exited:
+            region.__exit__(None, None, None)  # type: ignore[attr-defined]
+        outcomes.append([str(e.value).replace(kind.__name__, "X") for e in (entered, exited)])
+    assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("debug", [False, True])
+@pytest.mark.parametrize("kind", ["scope", "step"])
+def test_an_enter_waiting_for_the_mutex_refuses_an_arena_closed_meanwhile(
+    kind: str, debug: bool, hit_path: str
+) -> None:
+    """Another thread holds the mutex and closes the arena while a scope's (a step's) enter
+    waits for it: the enter raises ArenaClosedError, as it does on an arena closed before
+    it, and leaves no region on the slot (the closed check ran before the wait, and the
+    region opened on the closed arena); in debug mode the slot is not left held."""
+    ws = Arena("cpu", framework="numpy", debug=debug)
+    slot = ws.numpy._select()
+    mutex = slot.governor.mutex
+    held, go = threading.Event(), threading.Event()
+    outcome: list[Any] = []
+
+    def hold() -> None:
+        with mutex:
+            held.set()
+            go.wait(10)
+            ws.close()
+
+    def enter() -> None:
+        region = ws.scope() if kind == "scope" else ws.step("k")
+        try:
+            region.__enter__()
+            outcome.append("entered")
+            region.__exit__(None, None, None)
+        except ArenaClosedError:
+            outcome.append("refused")
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    runner = threading.Thread(target=enter)
+    runner.start()
+    time.sleep(0.05)  # the enter is waiting for the mutex
+    go.set()
+    holder.join(10)
+    runner.join(10)
+    assert outcome == ["refused"]
+    assert slot.stack.regions == [] and slot.detour == 0
+    assert (slot.holder.thread, slot.holder.depth) == (None, 0)

@@ -91,3 +91,35 @@ def test_a_step_run_at_two_heights_is_sized_for_the_higher() -> None:
         ws.lock()
         program(True)
         program(False)
+
+
+def test_a_step_reentered_above_one_opened_inside_it_exits(hit_path: str) -> None:
+    """Step "a" closed before step "b" opened inside it (out of order), then entered
+    again above "b": each names the other as the step it runs inside. "b"'s recording
+    exit walks to the outermost such step, and ends (it looped forever on the cycle); both
+    then close, leaving the slot empty. A hang is stopped by an alarm, not waited out."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise TimeoutError("a step exit looped on steps nested in each other")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(30)
+    try:
+        with Arena("cpu", framework="numpy") as ws, warnings.catch_warnings():
+            warnings.simplefilter("ignore", ArenaWarning)
+            slot = ws.numpy._select()
+            a, b = ws.step("a"), ws.step("b")
+            a.__enter__()
+            b.__enter__()
+            assert b.nested is a
+            a.__exit__(None, None, None)  # out of order: "b" stays open
+            a.__enter__()  # above "b", inside it
+            assert a.nested is b and b.nested is a
+            b.__exit__(None, None, None)
+            assert slot.stack.regions == [a]
+            a.__exit__(None, None, None)
+            assert slot.stack.regions == [] and (slot.stack.top, slot.stack.live) == (0, 0)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
