@@ -106,3 +106,29 @@ def test_a_compiled_replay_keeps_the_slot_s_step_books_reference_counts_flat() -
                 step.get_simultaneous(((64,), F32))
         del step
         assert [sys.getrefcount(o) for o in watched] == before
+
+
+def test_a_replay_ended_under_a_scope_still_open_keeps_the_scope_s_bytes(
+    hit_path: str,
+) -> None:
+    """A locked replay that ends while a scope opened inside it is still open (closed out
+    of order, after it) leaves the top at the scope's end and its bytes live, on either
+    path (slip: the lean exit taken with regions above the step, the top and live bytes
+    set as if nothing stayed open)."""
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(3):
+            with ws.step("k") as step:
+                step.get_simultaneous(((64,), F32))
+        ws.reserve_bytes(4096)
+        ws.lock()
+        slot = ws.numpy._select()
+        scope = ws.scope()
+        with ws.step("k") as step:
+            assert step.replay
+            step.get_simultaneous(((64,), F32))
+            scope.__enter__()
+            scope.get_simultaneous(((128,), F32))
+        assert slot.stack.regions == [scope]
+        assert (slot.stack.top, slot.stack.live) == (scope.end, 512) == (768, 512)
+        scope.__exit__(None, None, None)
+        assert (slot.stack.regions, slot.stack.top, slot.stack.live) == ([], 0, 0)
