@@ -9,6 +9,8 @@ ones keep reference counts flat."""
 from __future__ import annotations
 
 import sys
+import threading
+import time
 import tracemalloc
 from typing import Any
 
