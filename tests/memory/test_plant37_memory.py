@@ -6,10 +6,12 @@ from __future__ import annotations
 import tracemalloc
 
 from arena import Arena
+from tests.gates import moving_only
 
 MIB = 1 << 20
 
 
+@moving_only("a fixed-address source grows in place and frees no old block")
 def test_a_host_growth_frees_the_old_block_before_allocating_the_new_one() -> None:
     """A slot growing from 32 to 64 MiB never holds both blocks: the traced peak of the
     growth stays under the two together (slip: the compiled growth allocating the new
