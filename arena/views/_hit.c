@@ -224,7 +224,8 @@ static Py_ssize_t prepared_views, prepared_used, prepared_required, prepared_key
 static Py_ssize_t slot_stack, slot_load, slot_plain_high, slot_high_water;
 static Py_ssize_t stack_regions, stack_top, stack_live;
 static Py_ssize_t buffer_capacity, buffer_wrappers, buffer_allocation;
-static Py_ssize_t governor_locked;
+static Py_ssize_t governor_locked, governor_debug, governor_closed, governor_mutex;
+static Py_ssize_t governor_asleep, slot_governor, slot_pending;
 static Py_ssize_t log_peaks, log_last_requests, log_recorder;
 static PyObject *sites_memo, *internal_memo;
 static PyObject *str_miss, *str_python_request, *str_served, *served_names, *zero, *one;
@@ -271,6 +272,8 @@ static PyObject *bind(PyObject *module, PyObject *args) {
         member_offset(types[0], "load", &slot_load) < 0 ||
         member_offset(types[0], "plain_high", &slot_plain_high) < 0 ||
         member_offset(types[0], "high_water", &slot_high_water) < 0 ||
+        member_offset(types[0], "governor", &slot_governor) < 0 ||
+        member_offset(types[0], "pending", &slot_pending) < 0 ||
         member_offset(types[1], "regions", &stack_regions) < 0 ||
         member_offset(types[1], "top", &stack_top) < 0 ||
         member_offset(types[1], "live", &stack_live) < 0 ||
@@ -283,6 +286,10 @@ static PyObject *bind(PyObject *module, PyObject *args) {
         member_offset(types[3], "required", &prepared_required) < 0 ||
         member_offset(types[3], "key", &prepared_key) < 0 ||
         member_offset(types[4], "locked", &governor_locked) < 0 ||
+        member_offset(types[4], "debug", &governor_debug) < 0 ||
+        member_offset(types[4], "closed", &governor_closed) < 0 ||
+        member_offset(types[4], "mutex", &governor_mutex) < 0 ||
+        member_offset(types[4], "asleep", &governor_asleep) < 0 ||
         member_offset(types[5], "peaks", &log_peaks) < 0 ||
         member_offset(types[5], "last_requests", &log_last_requests) < 0 ||
         member_offset(types[5], "recorder", &log_recorder) < 0)
@@ -1875,8 +1882,7 @@ static Py_ssize_t run_broken, run_live;
 static Py_ssize_t book_offsets, book_running, book_stale, book_recorded_at, book_total;
 static Py_ssize_t book_load, book_version, book_settled, book_expiring, book_base;
 static Py_ssize_t book_above, book_above_runs, book_runs, book_top_level, book_starts;
-static Py_ssize_t slot_stores, slot_governor, slot_pending, books_by_key;
-static Py_ssize_t governor_debug, governor_closed, governor_mutex, governor_asleep;
+static Py_ssize_t slot_stores, books_by_key;
 static Py_ssize_t placer_probe, placer_key;
 static PyObject *str_python_init, *str_python_enter, *str_enter_on, *str_python_exit;
 static PyObject *str_acquire, *str_release, *str_step;
@@ -2167,19 +2173,15 @@ static PyObject *bind_steps(PyObject *module, PyObject *args) {
         &book_offsets, &book_running, &book_stale,   &book_recorded_at, &book_total,
         &book_load,    &book_version, &book_settled, &book_expiring,    &book_base,
         &book_above,   &book_above_runs, &book_runs, &book_top_level, &book_starts};
-    static const char *const slot_names[] = {"stores", "governor", "pending", NULL};
-    Py_ssize_t *const slot_out[] = {&slot_stores, &slot_governor, &slot_pending};
+    static const char *const slot_names[] = {"stores", NULL};
+    Py_ssize_t *const slot_out[] = {&slot_stores};
     static const char *const books_names[] = {"by_key", NULL};
     Py_ssize_t *const books_out[] = {&books_by_key};
-    static const char *const governor_names[] = {"debug", "closed", "mutex", "asleep", NULL};
-    Py_ssize_t *const governor_out[] = {&governor_debug, &governor_closed, &governor_mutex,
-                                        &governor_asleep};
     static const char *const placer_names[] = {"probe", "key", NULL};
     Py_ssize_t *const placer_out[] = {&placer_probe, &placer_key};
     if (offsets(step, step_names, step_out) < 0 || offsets(run, run_names, run_out) < 0 ||
         offsets(book, book_names, book_out) < 0 || offsets(books, books_names, books_out) < 0 ||
         offsets(slot, slot_names, slot_out) < 0 ||
-        offsets(governor, governor_names, governor_out) < 0 ||
         offsets(placer, placer_names, placer_out) < 0)
         return NULL;
     if (str_python_init == NULL) {
@@ -3019,8 +3021,6 @@ static PyObject *scope_get_simultaneous(PyObject *self, PyObject *specs) {
 static PyTypeObject *scope_bound, *scope_placer_type;
 static Py_ssize_t sc_select, sc_placer, sc_poison, sc_debug, sc_handed, sc_alignment;
 static Py_ssize_t sc_placer_probe, sc_placer_log, sc_placer_key, sc_placer_fresh;
-static Py_ssize_t sc_slot_governor, sc_slot_pending;
-static Py_ssize_t sc_gov_closed, sc_gov_debug, sc_gov_mutex, sc_gov_asleep;
 static PyObject *str_scope_python_enter, *str_scope_enter_on, *str_scope_python_exit;
 static PyObject *str_scope_python_init, *scope_init_names[3]; /* alignment, poison, debug */
 static PyObject *scope_memo_keys; /* arena.planning.scopes._MEMO_KEYS */
@@ -3049,15 +3049,8 @@ static PyObject *bind_scopes(PyObject *module, PyObject *args) {
     static const char *const placer_names[] = {"probe", "log", "key", "fresh_view", NULL};
     Py_ssize_t *const placer_out[] = {&sc_placer_probe, &sc_placer_log, &sc_placer_key,
                                       &sc_placer_fresh};
-    static const char *const slot_names[] = {"governor", "pending", NULL};
-    Py_ssize_t *const slot_out[] = {&sc_slot_governor, &sc_slot_pending};
-    static const char *const governor_names[] = {"closed", "debug", "mutex", "asleep", NULL};
-    Py_ssize_t *const governor_out[] = {&sc_gov_closed, &sc_gov_debug, &sc_gov_mutex,
-                                        &sc_gov_asleep};
     if (offsets(scope, scope_names, scope_out) < 0 ||
-        offsets(placer, placer_names, placer_out) < 0 ||
-        offsets(slot, slot_names, slot_out) < 0 ||
-        offsets(governor, governor_names, governor_out) < 0)
+        offsets(placer, placer_names, placer_out) < 0)
         return NULL;
     if (str_scope_python_enter == NULL) {
         str_scope_python_enter = PyUnicode_InternFromString("_python_enter");
@@ -3173,7 +3166,7 @@ static int scope_open_view(PyObject *self, PyObject *slot, ScopeOpen *v) {
     v->slot = slot;
     if (!Py_IS_TYPE(slot, slot_type) || (v->stack = stack_of(slot)) == NULL) return 0;
     v->regions = FIELD(v->stack, stack_regions);
-    v->governor = FIELD(slot, sc_slot_governor);
+    v->governor = FIELD(slot, slot_governor);
     v->top = FIELD(v->stack, stack_top);
     v->placer = FIELD(self, sc_placer);
     v->poison = FIELD(self, sc_poison);
@@ -3186,10 +3179,10 @@ static int scope_open_view(PyObject *self, PyObject *slot, ScopeOpen *v) {
         (v->poison != Py_False && v->poison != Py_True) ||
         (v->debug != Py_False && v->debug != Py_True))
         return 0;
-    v->closed = FIELD(v->governor, sc_gov_closed);
-    v->debug_mode = FIELD(v->governor, sc_gov_debug);
+    v->closed = FIELD(v->governor, governor_closed);
+    v->debug_mode = FIELD(v->governor, governor_debug);
     v->locked = FIELD(v->governor, governor_locked);
-    v->mutex = FIELD(v->governor, sc_gov_mutex);
+    v->mutex = FIELD(v->governor, governor_mutex);
     v->probe = FIELD(v->placer, sc_placer_probe);
     v->log = FIELD(v->placer, sc_placer_log);
     return v->closed == Py_False && v->debug_mode == Py_False &&
@@ -3322,16 +3315,16 @@ static int scope_close_view(PyObject *self, ScopeClose *v) {
     v->stack = stack_of(v->slot);
     if (v->stack == NULL) return 0;
     v->regions = FIELD(v->stack, stack_regions);
-    v->governor = FIELD(v->slot, sc_slot_governor);
-    v->pending = FIELD(v->slot, sc_slot_pending);
+    v->governor = FIELD(v->slot, slot_governor);
+    v->pending = FIELD(v->slot, slot_pending);
     if (v->regions == NULL || !PyList_CheckExact(v->regions) ||
         PyList_GET_SIZE(v->regions) > SCOPE_REGIONS_MAX || v->governor == NULL ||
         !Py_IS_TYPE(v->governor, governor_type) || v->pending == NULL ||
         !PyLong_CheckExact(v->pending))
         return 0;
-    v->debug_mode = FIELD(v->governor, sc_gov_debug);
-    v->mutex = FIELD(v->governor, sc_gov_mutex);
-    v->asleep = FIELD(v->governor, sc_gov_asleep);
+    v->debug_mode = FIELD(v->governor, governor_debug);
+    v->mutex = FIELD(v->governor, governor_mutex);
+    v->asleep = FIELD(v->governor, governor_asleep);
     if (v->debug_mode != Py_False || v->mutex == NULL || v->asleep == NULL ||
         !PyLong_CheckExact(v->asleep))
         return 0;
