@@ -140,9 +140,10 @@ def fit_to_plans(slot: Slot, alignment: int) -> list[Resize]:
     outer step's plan, higher than its recording ran, and growing during that run would
     move the pointers the next runs repeat."""
     plan_slot_steps(slot, alignment)
-    need = max([slot.plain_high, *(b.reach for b in list(books_of(slot).values()) if b.planned)])
+    books = books_of(slot)
+    need = max([slot.plain_high, *(b.reach for b in list(books.values()) if b.planned)])
     resize = slot.fit(max(need, slot.stack.top))
-    for book in list(books_of(slot).values()):
+    for book in list(books.values()):
         book.stale = False  # sized (or the slot may not change now)
     return [] if resize is None else [resize]
 
@@ -159,11 +160,12 @@ def plan_slot_steps(slot: Slot, alignment: int, time_limit: float | None = None)
     """Plan every recorded key of ``slot`` not planned yet (each searching up to
     ``time_limit`` seconds); returns the bytes the slot's planned steps need (their start
     plus their plan, at the most)."""
-    for book in list(books_of(slot).values()):
+    books = books_of(slot)
+    for book in list(books.values()):
         if not book.planned and book.runs:
             make_plan(book, alignment, time_limit)
-    cover_nested(books_of(slot))
-    return max((book.reach for book in list(books_of(slot).values()) if book.planned), default=0)
+    cover_nested(books)
+    return max((book.reach for book in list(books.values()) if book.planned), default=0)
 
 
 # ------------------------------------------------------------ one lane: shared plans

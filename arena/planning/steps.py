@@ -554,10 +554,12 @@ class Step(StepHitBase, Generic[ViewT]):
                 end_recording(run, book, start, self.request)
                 # The outermost step below: a step closed out of order and entered again
                 # above one opened inside it names it in turn, so stop at a step seen.
-                root, seen = self.nested, [self]
+                # (Ids of steps alive here; a set, not any() over a generator: one left
+                # suspended is closed when collected, and an interrupt there is lost.)
+                root, seen = self.nested, {id(self)}
                 while root is not None and root.nested is not None:
-                    seen.append(root)
-                    if any(root.nested is s for s in seen):
+                    seen.add(id(root))
+                    if id(root.nested) in seen:
                         break
                     root = root.nested
                 if root is not None and root._book is not None:
