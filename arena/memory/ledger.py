@@ -524,10 +524,6 @@ def _release_leftovers(
         raise first
 
 
-#: ``[replace]`` once :func:`compiled_replace` made it (one store), else empty.
-_HOST_BOOKS: list[Any] = []
-
-
 def compiled_replace() -> Any:
     """The compiled growth of a host ledger, ``replace(ledger, held, nbytes, what)``
     (``HostBooks.replace``, arena/memory/_host.c), or None where the compiled host
@@ -539,14 +535,12 @@ def compiled_replace() -> Any:
     :meth:`Ledger._take` are its mirror); it returns None where the caller is to call
     :meth:`Ledger.replace` with the same ``held`` (another ledger: nothing done; the
     allocation refused: the old block released, ``held`` emptied). A slot's growth calls
-    it first (issue 32 item 4: three Python frames less on a never-seen request)."""
-    if not _HOST_BOOKS:
-        allocator = host_allocator()
-        books = None
-        if allocator is not None and compiled is not None:
-            books = compiled.HostBooks(Ledger, allocator, time.time, HostSource).replace
-        _HOST_BOOKS[:] = [books]
-    return _HOST_BOOKS[0]
+    it first (issue 32 item 4: three Python frames less on a never-seen request); the slot
+    keeps the one it made (arena/slots/slot.py), so this makes a new one per call."""
+    allocator = host_allocator()
+    if allocator is None or compiled is None:
+        return None
+    return compiled.HostBooks(Ledger, allocator, time.time, HostSource).replace
 
 
 def oom_hint(device: Device) -> str:
