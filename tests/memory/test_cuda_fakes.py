@@ -322,7 +322,11 @@ def _load_cupy_front(monkeypatch: pytest.MonkeyPatch, cupy: Any) -> None:
     import arena.adapters
 
     install(monkeypatch, cupy=cupy, torch=None)
-    monkeypatch.delitem(sys.modules, "arena.adapters.cupy", raising=False)
+    # setitem, not delitem: monkeypatch puts back only a key it saw, and an absent key must
+    # be absent again afterwards (the module imported against the stand-in would otherwise
+    # stay cached for later tests that use the real CuPy).
+    monkeypatch.setitem(sys.modules, "arena.adapters.cupy", None)
+    del sys.modules["arena.adapters.cupy"]
     monkeypatch.setattr(arena.adapters, "cupy", None, raising=False)
 
 
