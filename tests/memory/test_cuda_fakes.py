@@ -117,6 +117,9 @@ def install(monkeypatch: pytest.MonkeyPatch, cupy: Any = None, torch: Any = None
         return real_find_spec(name, *args)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    # A stand-in (or hidden) CuPy hides an installed cupyx too: importing the real cupyx
+    # would import the stand-in as its cupy and come back half made.
+    monkeypatch.setitem(sys.modules, "cupyx", None)
     for name, module in stand_ins.items():
         if module is None:
             monkeypatch.setitem(sys.modules, name, None)  # import fails like a missing one
