@@ -92,7 +92,7 @@ class Driver(Protocol):
 def load_driver() -> Driver:
     """NVIDIA's ``cuda.bindings.driver`` where installed, else the ctypes layer."""
     try:
-        from cuda.bindings import driver as bindings  # type: ignore[import-not-found]
+        from cuda.bindings import driver as bindings  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError:
         return CtypesDriver()
     return BindingsDriver(bindings)
