@@ -6,6 +6,9 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+from types import FrameType
+from typing import Any
 
 import pytest
 
@@ -79,3 +82,59 @@ def test_a_step_key_holding_a_nan_is_refused_before_it_gets_a_book(
         assert books_of(ws.numpy._select()) == {}
         with ws.step(("layer", 1.5)) as step:  # a float that is no NaN is a key like any
             step.get_simultaneous(((4,), "float32"))
+
+
+def _interrupt_at_call(name: str) -> tuple[Any, list[bool]]:
+    """A trace function raising KeyboardInterrupt once, at the call of arena's function
+    ``name``; and a list that holds True once it fired."""
+    fired: list[bool] = []
+
+    def trace(frame: FrameType, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if event == "call" and not fired and code.co_name == name and "arena" in code.co_filename:
+            fired.append(True)
+            raise KeyboardInterrupt(name)
+        return None
+
+    return trace, fired
+
+
+@pytest.mark.parametrize("kind", ["scope", "step"])
+@pytest.mark.parametrize("where", ["open_region", "push"])
+def test_an_enter_interrupted_before_its_region_opens_does_not_hold_the_debug_slot(
+    hit_path: str, kind: str, where: str
+) -> None:
+    """Debug mode: an enter holds the slot for its thread, then opens its region. An
+    interrupt at Slot.open_region or RegionStack.push (before the region is on the stack)
+    left the hold in place: no region to close or heal, so every later request from
+    another thread raised SlotError naming the interrupted thread, for good (both hit
+    paths; the enter's cleanup let go only for ArenaClosedError)."""
+    with Arena("cpu", framework="numpy", debug=True) as ws:
+
+        def run() -> None:
+            with ws.scope() if kind == "scope" else ws.step("k") as region:
+                region.get_simultaneous(((4,), "float32"))
+
+        run()  # the step recorded: the next enter is its plan's
+        trace, fired = _interrupt_at_call(where)
+        sys.settrace(trace)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                run()
+        finally:
+            sys.settrace(None)
+        assert fired
+        errors: list[BaseException] = []
+
+        def other() -> None:
+            try:
+                ws.get_simultaneous(((4,), "float32"))
+            except BaseException as error:  # which one is the finding
+                errors.append(error)
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+        assert errors == []
+        run()  # and the interrupted thread runs again
+        assert ws.numpy._select().stack.regions == []
