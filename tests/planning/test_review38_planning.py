@@ -138,3 +138,17 @@ def test_an_enter_interrupted_before_its_region_opens_does_not_hold_the_debug_sl
         assert errors == []
         run()  # and the interrupted thread runs again
         assert ws.numpy._select().stack.regions == []
+
+
+def test_a_key_holding_a_nan_inside_a_frozenset_is_refused(hit_path: str) -> None:
+    """A frozenset finds its items by identity first too: frozenset({nan}) seemed equal to
+    itself, and each call with a new NaN made a new persistent buffer or step book (as a
+    tuple's did). Both are refused as a NaN key is."""
+    with Arena("cpu", framework="numpy") as ws:
+        with pytest.raises(SpecError, match=r"persistent key .* is not equal to itself"):
+            ws.get_persistent(frozenset([float("nan")]), (4,), "float32")
+        with pytest.raises(SpecError, match=r"step key .* is not equal to itself"):
+            with ws.step(frozenset([float("nan")])) as step:
+                step.get_simultaneous(((4,), "float32"))
+        assert books_of(ws.numpy._select()) == {}
+        ws.get_persistent(frozenset([1.5]), (4,), "float32")  # no NaN: a key like any
