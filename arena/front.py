@@ -243,7 +243,8 @@ class Front(HitBase, Generic[ViewT]):
         Raises
         ------
         SpecError
-            ``key`` is not hashable.
+            ``key`` is not hashable, or not equal to itself (a NaN; one inside a tuple
+            key is refused when the step is entered).
         """
         governor = self._governor
         return step_class()(

@@ -130,10 +130,15 @@ def poison_bytes(buffer: Any, start: int, end: int) -> None:
 def poison_slot_bytes(slot: Any, start: int, end: int) -> None:
     """:func:`poison_bytes` in the slot's buffer and in every buffer a growth replaced
     while the views of those bytes lived (the views stay in the block they were made
-    over): an exited scope's or a released step view's bytes, wherever they live."""
-    poison_bytes(slot.buffer, start, end)
-    for buffer in slot.outgrown:
-        poison_bytes(buffer, start, end)
+    over): an exited scope's or a released step view's bytes, wherever they live.
+
+    Nothing is written while the arena is asleep: its memory is released (a step run then
+    reserves its plan's bytes without a request), and wake(poison=True) poisons the
+    discarded scratch."""
+    if not slot.governor.asleep:
+        poison_bytes(slot.buffer, start, end)
+        for buffer in slot.outgrown:
+            poison_bytes(buffer, start, end)
     if slot.outgrown and not slot.stack.regions:  # the outermost region exited: all are stale
         slot.forget_outgrown()
 

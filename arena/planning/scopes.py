@@ -29,7 +29,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from arena.base.layout import Layout, compute_layout, shifted
 from arena.base.poison import poison_slot_bytes
-from arena.errors import ArenaClosedError, ArenaError
+from arena.errors import ArenaError
 from arena.slots.governor import Governor
 from arena.slots.regions import heal_regions
 from arena.slots.slot import Buffer, Resize, Slot
@@ -150,9 +150,12 @@ def open_region(region: Any, slot: Slot) -> None:
     region.held = 0
     try:
         slot.open_region(region)  # last, and all or nothing: see close_region
-    except ArenaClosedError:  # closed while it waited for the mutex: nothing opened
-        if slot.governor.debug:  # the slot is not held; the owner's exit (close_region,
-            slot.leave()  # which finds it not open) resets the region
+    except BaseException:  # closed while it waited for the mutex, or an interrupt
+        # Nothing opened (not on the stack): the slot is not held; the owner's exit
+        # (close_region, which finds it not open) resets the region. One that opened
+        # before an interrupt is left to its exit or to heal_regions, which let go.
+        if slot.governor.debug and region not in slot.stack.regions:
+            slot.leave()
         raise
 
 
@@ -252,10 +255,11 @@ class Scope(Region, Generic[ViewT]):
         self.held = 0
         try:
             slot.open_region(self)  # last, and all or nothing: see close_region
-        except ArenaClosedError:  # closed while it waited for the mutex: nothing opened,
-            self.slot = None  # and no exit follows a refused enter
-            if governor.debug:
-                slot.leave()
+        except BaseException:  # closed while it waited for the mutex, or an interrupt:
+            if self not in slot.stack.regions:  # nothing opened, and no exit follows a
+                self.slot = None  # refused enter (one that opened is healed later)
+                if governor.debug:
+                    slot.leave()
             raise
         return self
 

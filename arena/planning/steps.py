@@ -102,6 +102,7 @@ from arena.planning.replay import (
 from arena.planning.runs import StepRun, lean
 from arena.planning.scopes import Placer, close_region, heal_regions, open_region
 from arena.slots.governor import Governor
+from arena.slots.persistent import check_new_key
 from arena.slots.slot import Buffer, Slot
 from arena.uncopyable import refuse_copies
 from arena.views import hit
@@ -228,7 +229,10 @@ class Step(StepHitBase, Generic[ViewT]):
     def _enter_checked(self, slot: Slot, book: StepBook | None) -> Step[ViewT]:
         """Every enter (a recording, a plan, a nested step, unlocked...): ``book`` is the
         slot's of the key, if any."""
-        if book is None:
+        if book is None:  # the slot has none: a new key
+            # A NaN inside a tuple key passes __init__'s check (a tuple compares its items
+            # by identity first), but a new NaN would never find this book again.
+            check_new_key(self.key, "step key")
             book = slot.store(StepBooks).book(self.key)
         if book.running:
             raise ArenaError(

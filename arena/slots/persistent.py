@@ -295,7 +295,7 @@ def check_key(key: Any, what: str = "persistent key") -> None:
 
 def check_new_key(key: Any, what: str = "persistent key") -> None:
     """Refuse a key about to get an entry that is not equal to itself (a NaN, also inside
-    a tuple): a new NaN object would never find that entry again, so every call would
+    a tuple or a frozenset): a new NaN object would never find that entry again, so every call would
     make a new one. Called on the miss path only (a key found is equal to itself).
 
     Raises
@@ -311,9 +311,9 @@ def check_new_key(key: Any, what: str = "persistent key") -> None:
 
 
 def _unequal(key: Any) -> bool:
-    """Whether ``key`` or an item of a tuple key is not equal to itself (a NaN: a tuple
-    compares its items by identity first, so the tuple itself seems equal)."""
-    if isinstance(key, tuple):  # namedtuples too
+    """Whether ``key`` or an item of a tuple or frozenset key is not equal to itself (a
+    NaN: both compare their items by identity first, so the key itself seems equal)."""
+    if isinstance(key, (tuple, frozenset)):  # namedtuples too
         return any(_unequal(item) for item in key)
     try:
         return not bool(key == key)  # noqa: PLR0124 (the point: a NaN is not)
