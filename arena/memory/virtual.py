@@ -59,9 +59,10 @@ def _round(nbytes: int) -> int:
 
 
 class _Range:
-    """One reserved mapping: its NumPy array (whole range) and its committed bytes."""
+    """One reserved mapping: its NumPy array (whole range, never handed out), its committed
+    bytes and ``window``, the array over the committed bytes alone that owners slice."""
 
-    __slots__ = ("array", "committed", "ptr", "size")
+    __slots__ = ("array", "committed", "mapping", "ptr", "size", "window")
 
     def __init__(self, size: int, protect: Any) -> None:
         import numpy as np
@@ -79,10 +80,12 @@ class _Range:
             raise MemoryError(f"cannot reserve {size} bytes of address space: {exc}") from exc
         # The array exports the mapping's buffer: the mapping lives (and stays mapped)
         # as long as any array over it, so views keep their memory alive.
+        self.mapping = mapping
         self.array = np.frombuffer(mapping, dtype=np.uint8)
         self.ptr = int(self.array.__array_interface__["data"][0])
         self.size = size
         self.committed = 0
+        self.window = self.array[:0]
         protect(self.ptr, size, _PROT_NONE)
         # Transparent huge pages where the system gives them on request, as NumPy asks
         # for its large arrays (the default source's): page faults cost 512x less.
@@ -90,6 +93,26 @@ class _Range:
         if hugepage is not None and size >= _HUGE:
             with contextlib.suppress(OSError):
                 mapping.madvise(hugepage)
+
+    def owner(self, nbytes: int) -> Any:
+        """The first ``nbytes`` as an array whose ``base`` is :attr:`window`.
+
+        A view's ``base`` is the array it was sliced from (NumPy collapses a chain of views
+        to the first array whose own base is not an array): were that the whole reserved
+        range, ``repr(view.base)`` would read pages never committed and the process would
+        die of a segmentation fault. The window covers the committed bytes alone.
+        """
+        return self.window[:nbytes]
+
+    def committed_to(self, end: int) -> None:
+        """Record that the first ``end`` bytes are committed; a new window over them."""
+        import numpy as np
+
+        # Over a memoryview cut to the committed bytes, so that the window's own base
+        # (reachable as ``view.base.base``) covers no more than they do either. Built
+        # before it is installed: an interrupt leaves the old pair, both true.
+        window = np.frombuffer(memoryview(self.mapping)[:end], dtype=np.uint8)
+        self.committed, self.window = end, window
 
 
 class VirtualHostSource:
@@ -164,8 +187,8 @@ class VirtualHostSource:
         end = _round(nbytes)
         if end > space.committed:
             self._protect(space.ptr + space.committed, end - space.committed, _PROT_RW)
-            space.committed = end
-        return Allocation(space.ptr, nbytes, space.array[:nbytes], CPU)
+            space.committed_to(end)
+        return Allocation(space.ptr, nbytes, space.owner(nbytes), CPU)
 
     def reserved(self, allocation: Allocation) -> int:
         """Bytes of address space reserved for ``allocation``."""
@@ -200,7 +223,7 @@ class VirtualHostSource:
         :meth:`evict` discarded, the bytes past a block cut for the books
         (:meth:`commit`) included, which views handed out before the cut still read."""
         space = self._range(allocation)
-        space.array[: space.committed].fill(byte)
+        space.window.fill(byte)
 
     def __repr__(self) -> str:
         return f"VirtualHostSource(reserve={self.reserve_bytes})"
@@ -211,10 +234,10 @@ class VirtualHostSource:
         end = _round(nbytes)
         if end:
             self._protect(space.ptr, end, _PROT_RW)
-        space.committed = end
+        space.committed_to(end)
         with self._guard:
             self._ranges[space.ptr] = space
-        return Allocation(space.ptr, nbytes, space.array[:nbytes], CPU)
+        return Allocation(space.ptr, nbytes, space.owner(nbytes), CPU)
 
     def _range(self, allocation: Allocation) -> _Range:
         return reserved_range(self._ranges, self._guard, allocation, self)
