@@ -187,7 +187,9 @@ class Scope(Region, Generic[ViewT]):
     """A ``with`` block whose requests stay valid until it exits (see the module doc).
 
     Obtain one from ``ws.scope()`` or ``ws.torch.scope()`` (any front); enter it with
-    ``with``. The slot is the caller's slot when the block is entered.
+    ``with``. The slot is the caller's slot when the block is entered. Entered again
+    after it exited, it is a new block, as a new ``ws.scope()`` would be (entering it
+    while it is open raises :class:`~arena.ArenaError`).
     """
 
     __slots__ = ("_alignment", "_debug", "_handed", "_placer", "_poison", "_select")

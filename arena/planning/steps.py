@@ -124,7 +124,9 @@ _NO_STARTS: tuple[int, ...] = ()
 
 class Step(StepHitBase, Generic[ViewT]):
     """One run of a step key (see the module doc). Obtain one from ``ws.step(key)`` or
-    ``ws.torch.step(key)``; enter it with ``with``."""
+    ``ws.torch.step(key)``; enter it with ``with``. Entered again after it exited, it
+    is the key's next run, as a new ``ws.step(key)`` would be (entering it while it runs
+    raises :class:`~arena.ArenaError`)."""
 
     # The replay's hit settings (slot, request, _caches, ...) are the base's slots.
     __reduce_ex__ = __copy__ = __deepcopy__ = refuse_copies("a step")
