@@ -16,7 +16,7 @@ from typing import Any
 from arena.base.events import debug_from_env
 from arena.base.layout import MAX_BYTES, check_alignment
 from arena.base.poison import poison_from_env
-from arena.environment import FALSE_WORDS, TRUE_WORDS
+from arena.environment import FALSE_WORDS, TRUE_WORDS, choice_from_env
 from arena.errors import ConfigError, FrameworkUnavailableError
 from arena.ints import int_not_bool
 from arena.memory.devices import (
@@ -302,22 +302,15 @@ HOST_SOURCES = ("host", "virtual")
 
 def host_source_from_env(variable: str = "ARENA_SOURCE") -> str:
     """The default source of host arenas named by the environment variable: ``"host"``
-    (also when unset or blank) or ``"virtual"``.
+    (also when unset or blank) or ``"virtual"``, in any case (read as every ``ARENA_*``
+    variable is: :func:`arena.environment.choice_from_env`).
 
     Raises
     ------
     ConfigError
         Naming the variable, its value and the accepted ones.
     """
-    value = os.environ.get(variable, "").strip(" \t\n\r\f\v")
-    if not value:
-        return "host"
-    if value not in HOST_SOURCES:
-        raise ConfigError(
-            f"the environment variable {variable} is {value!r}; set it to 'host' or "
-            "'virtual' (the default source of host arenas), or unset it"
-        )
-    return value
+    return choice_from_env(variable, HOST_SOURCES, "the default source of host arenas")
 
 
 def make_source(device: Any, source: Any, max_bytes: int | None = None) -> MemorySource:
