@@ -144,7 +144,7 @@ def open_region(region: Any, slot: Slot) -> None:
     threads."""
     slot.governor.check_open()
     if slot.governor.debug:
-        slot.enter()
+        slot.enter(region)
     region.slot = slot
     region.base = region.end = slot.stack.top
     region.held = 0
@@ -152,7 +152,7 @@ def open_region(region: Any, slot: Slot) -> None:
         slot.open_region(region)  # last, and all or nothing: see close_region
     except ArenaClosedError:  # closed while it waited for the mutex: nothing opened
         if slot.governor.debug:  # the slot is not held; the owner's exit (close_region,
-            slot.leave()  # which finds it not open) resets the region
+            slot.leave(region)  # which finds it not open) resets the region
         raise
 
 
@@ -177,10 +177,15 @@ def close_region(region: Any) -> None:
             if other.end > top:  # noqa: PLR1730 (a compare, no call)
                 top = other.end
             live += other.held
-    closed = slot.close_region(region, top, live)
+    slot.close_region(region, top, live)
+    # Debug mode: the slot is let go of for this region whether this run of the close or
+    # an earlier one that an interrupt cut short (after the slot dropped the region, so
+    # this run finds it not open) closed it; once either way (the holder knows the
+    # regions it holds for). Before ``region.slot`` is cleared: a close cut short after
+    # that store has nothing left to do.
+    if slot.governor.debug:
+        slot.leave(region)
     region.slot = None
-    if closed and slot.governor.debug:
-        slot.leave()
 
 
 class Scope(Region, Generic[ViewT]):
@@ -248,7 +253,7 @@ class Scope(Region, Generic[ViewT]):
         # open_region(self, slot), inline (a scope is opened per ``with`` block).
         governor.check_open()
         if governor.debug:
-            slot.enter()
+            slot.enter(self)
         self.slot = slot
         self.base = self.end = slot.stack.top
         self.held = 0
@@ -257,7 +262,7 @@ class Scope(Region, Generic[ViewT]):
         except ArenaClosedError:  # closed while it waited for the mutex: nothing opened,
             self.slot = None  # and no exit follows a refused enter
             if governor.debug:
-                slot.leave()
+                slot.leave(self)
             raise
         return self
 

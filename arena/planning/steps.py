@@ -538,10 +538,10 @@ class Step(StepHitBase, Generic[ViewT]):
             book.running = False
             self._quick = False
             self._buffer = self._caches = None
-            closed = slot.close_region(self, start, 0)  # close_region(self), nothing else open
+            slot.close_region(self, start, 0)  # close_region(self), nothing else open
+            if slot.governor.debug:  # as close_region: once per region, before slot=None
+                slot.leave(self)
             self.slot = None
-            if closed and slot.governor.debug:
-                slot.leave()
             self.nested = None
 
     def _finish(
