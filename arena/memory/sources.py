@@ -30,6 +30,7 @@ from arena.memory.devices import CPU, Device
 
 __all__ = [
     "HOST_ALIGNMENT",
+    "AlignedHostSource",
     "Allocation",
     "FixedAddressSource",
     "HostSource",
@@ -276,6 +277,40 @@ class HostSource:
 
     def __repr__(self) -> str:
         return "HostSource()"
+
+
+class AlignedHostSource(HostSource):
+    """Host memory from NumPy whose blocks start at a multiple of ``alignment`` bytes, a
+    power of two above a page: the host source of an arena whose ``alignment`` exceeds
+    :data:`HOST_ALIGNMENT`, so that a view's address, not only its offset, is a multiple
+    of it. Each block over-allocates ``alignment`` bytes and starts at the first boundary
+    inside them.
+
+    Parameters
+    ----------
+    alignment : int
+        A power of two from :data:`HOST_ALIGNMENT` to 2**30.
+    """
+
+    def __init__(self, alignment: int) -> None:
+        from arena.base.layout import check_alignment
+
+        self.alignment = max(check_alignment(alignment), HOST_ALIGNMENT)
+
+    def allocate(self, nbytes: int) -> Allocation:
+        """Allocate ``nbytes`` of host memory starting at a multiple of the alignment."""
+        empty = _HOST_EMPTY[0] if _HOST_EMPTY else _host_empty()
+        alignment = self.alignment
+        try:
+            raw = empty(nbytes + alignment, _HOST_EMPTY[1])
+        except (ValueError, OverflowError) as exc:  # past what NumPy can index
+            raise MemoryError(f"cannot allocate {nbytes} bytes of host memory: {exc}") from exc
+        address = addressof(c_char.from_buffer(raw))
+        start = -address % alignment
+        return Allocation(address + start, nbytes, raw[start : start + nbytes], CPU)
+
+    def __repr__(self) -> str:
+        return f"AlignedHostSource(alignment={self.alignment})"
 
 
 def empty_allocation(device: Device) -> Allocation:

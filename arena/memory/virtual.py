@@ -62,15 +62,18 @@ class _Range:
     """One reserved mapping: its NumPy array (whole range, never handed out), its committed
     bytes and ``window``, the array over the committed bytes alone that owners slice."""
 
-    __slots__ = ("array", "committed", "mapping", "ptr", "size", "window")
+    __slots__ = ("array", "committed", "head", "mapping", "ptr", "size", "window")
 
-    def __init__(self, size: int, protect: Any) -> None:
+    def __init__(self, size: int, protect: Any, alignment: int = PAGE) -> None:
         import numpy as np
 
+        # An alignment above a page: the range starts at the first multiple of it inside a
+        # mapping that much larger (the pages before it are never made accessible).
+        extra = alignment - PAGE if alignment > PAGE else 0
         try:
             mapping = mmap.mmap(
                 -1,
-                size,
+                size + extra,
                 flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE,
                 # Writable for Python's buffer (its access mode follows prot); made
                 # inaccessible at once below, before anything can touch it.
@@ -82,11 +85,13 @@ class _Range:
         # as long as any array over it, so views keep their memory alive.
         self.mapping = mapping
         self.array = np.frombuffer(mapping, dtype=np.uint8)
-        self.ptr = int(self.array.__array_interface__["data"][0])
+        start = int(self.array.__array_interface__["data"][0])
+        self.head = -start % alignment if extra else 0  # bytes before the range
+        self.ptr = start + self.head
         self.size = size
         self.committed = 0
         self.window = self.array[:0]
-        protect(self.ptr, size, _PROT_NONE)
+        protect(start, size + extra, _PROT_NONE)
         # Transparent huge pages where the system gives them on request, as NumPy asks
         # for its large arrays (the default source's): page faults cost 512x less.
         hugepage = getattr(mmap, "MADV_HUGEPAGE", None)
@@ -111,7 +116,8 @@ class _Range:
         # Over a memoryview cut to the committed bytes, so that the window's own base
         # (reachable as ``view.base.base``) covers no more than they do either. Built
         # before it is installed: an interrupt leaves the old pair, both true.
-        window = np.frombuffer(memoryview(self.mapping)[:end], dtype=np.uint8)
+        head = self.head
+        window = np.frombuffer(memoryview(self.mapping)[head : head + end], dtype=np.uint8)
         self.committed, self.window = end, window
 
 
@@ -124,6 +130,9 @@ class VirtualHostSource:
         Bytes of address space each growable block (a slot's scratch) reserves; default
         the arena's ``max_bytes``, else :func:`host_reserve_default`. Address space costs
         no memory.
+    alignment : int, optional
+        Where each block starts: a multiple of this power of two (default, and at least,
+        a page); an arena passes its ``alignment`` where it is larger.
 
     Raises
     ------
@@ -131,7 +140,7 @@ class VirtualHostSource:
         On a system other than Linux.
     """
 
-    def __init__(self, reserve: int | None = None) -> None:
+    def __init__(self, reserve: int | None = None, alignment: int = PAGE) -> None:
         if not sys.platform.startswith("linux"):
             raise ArenaError(
                 f"source='virtual' on the host needs Linux (mmap with MAP_NORESERVE, "
@@ -139,6 +148,7 @@ class VirtualHostSource:
                 "source='host' (the default) here"
             )
         self.reserve_bytes = _round(reserve if reserve is not None else host_reserve_default())
+        self.alignment = max(PAGE, alignment)
         self._ranges: dict[int, _Range] = {}
         self._guard = threading.Lock()
         self._libc = ctypes.CDLL(None, use_errno=True)
@@ -226,11 +236,13 @@ class VirtualHostSource:
         space.window.fill(byte)
 
     def __repr__(self) -> str:
+        if self.alignment > PAGE:
+            return f"VirtualHostSource(reserve={self.reserve_bytes}, alignment={self.alignment})"
         return f"VirtualHostSource(reserve={self.reserve_bytes})"
 
     # ------------------------------------------------------------------ internals
     def _make(self, nbytes: int, size: int) -> Allocation:
-        space = _Range(size, self._protect)
+        space = _Range(size, self._protect, self.alignment)
         end = _round(nbytes)
         if end:
             self._protect(space.ptr, end, _PROT_RW)
