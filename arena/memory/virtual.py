@@ -242,7 +242,13 @@ class VirtualHostSource:
 
     # ------------------------------------------------------------------ internals
     def _make(self, nbytes: int, size: int) -> Allocation:
-        space = _Range(size, self._protect, self.alignment)
+        alignment = self.alignment
+        # The page alignment is the range's own (its default argument).
+        space = (
+            _Range(size, self._protect)
+            if alignment <= PAGE
+            else _Range(size, self._protect, alignment)
+        )
         end = _round(nbytes)
         if end:
             self._protect(space.ptr, end, _PROT_RW)
