@@ -16,7 +16,7 @@ from typing import Any
 from arena.base.events import debug_from_env
 from arena.base.layout import MAX_BYTES, check_alignment
 from arena.base.poison import poison_from_env
-from arena.environment import FALSE_WORDS, TRUE_WORDS
+from arena.environment import FALSE_WORDS, TRUE_WORDS, choice_from_env
 from arena.errors import ConfigError, FrameworkUnavailableError
 from arena.ints import int_not_bool
 from arena.memory.devices import (
@@ -120,7 +120,7 @@ def settings(
     cached_views = check_flag("cached_views", cached_views)
     track_sites = check_flag("track_call_sites", track_call_sites)
     cap = max_bytes_from_env() if max_bytes is None else parse_bytes("max_bytes", max_bytes)
-    source_object = make_source(device, source, cap)
+    source_object = make_source(device, source, cap, alignment)
     if capture_probe is None and source_object.device.is_cuda:
         from arena.memory.capture import capture_probe as cuda_capture_probe
 
@@ -302,30 +302,34 @@ HOST_SOURCES = ("host", "virtual")
 
 def host_source_from_env(variable: str = "ARENA_SOURCE") -> str:
     """The default source of host arenas named by the environment variable: ``"host"``
-    (also when unset or blank) or ``"virtual"``.
+    (also when unset or blank) or ``"virtual"``, in any case (read as every ``ARENA_*``
+    variable is: :func:`arena.environment.choice_from_env`).
 
     Raises
     ------
     ConfigError
         Naming the variable, its value and the accepted ones.
     """
-    value = os.environ.get(variable, "").strip(" \t\n\r\f\v")
-    if not value:
-        return "host"
-    if value not in HOST_SOURCES:
-        raise ConfigError(
-            f"the environment variable {variable} is {value!r}; set it to 'host' or "
-            "'virtual' (the default source of host arenas), or unset it"
-        )
-    return value
+    return choice_from_env(variable, HOST_SOURCES, "the default source of host arenas")
 
 
-def make_source(device: Any, source: Any, max_bytes: int | None = None) -> MemorySource:
+def make_source(
+    device: Any, source: Any, max_bytes: int | None = None, alignment: int = 0
+) -> MemorySource:
     """The memory source for ``device`` and ``source`` (see :class:`arena.Arena`): a
     :class:`MemorySource` as it is, an object with RMM's ``allocate``/``deallocate``
     wrapped in :class:`~arena.memory.rmm.RmmSource`, or a built-in source's name.
     ``max_bytes`` is the reservation of ``"virtual"`` (None: the device's default).
-    The default source of host arenas is ``ARENA_SOURCE`` (``"host"`` when unset)."""
+    The default source of host arenas is ``ARENA_SOURCE`` (``"host"`` when unset).
+    ``alignment``: the arena's; a built-in host source named here starts its blocks at
+    a multiple of it where it exceeds a page (so views' addresses are multiples of it,
+    not only their offsets), and a host source object that aligns less is refused.
+
+    Raises
+    ------
+    ConfigError
+        A bad source, or a host source object aligning its blocks to less than
+        ``alignment``."""
     if source is not None and not isinstance(source, str):
         if not isinstance(source, MemorySource):
             from arena.memory.rmm import RmmSource, has_rmm_protocol
@@ -343,6 +347,7 @@ def make_source(device: Any, source: Any, max_bytes: int | None = None) -> Memor
                 f"device={device!r} disagrees with the source's device {source.device}; "
                 "pass only one of them"
             )
+        _check_host_alignment(source, alignment)
         return source
     resolved = default_device() if device is None else parse_device(device)
     if source is None and not resolved.is_cuda:  # read only where it decides
@@ -354,12 +359,12 @@ def make_source(device: Any, source: Any, max_bytes: int | None = None) -> Memor
             return VirtualCudaSource(resolved, reserve=max_bytes)
         from arena.memory.virtual import VirtualHostSource
 
-        return VirtualHostSource(reserve=max_bytes)
+        return VirtualHostSource(reserve=max_bytes, alignment=alignment)
     if not resolved.is_cuda:
         if source in (None, "host"):
-            from arena.memory.sources import HostSource
+            from arena.memory.sources import HOST_ALIGNMENT, AlignedHostSource, HostSource
 
-            return HostSource()
+            return AlignedHostSource(alignment) if alignment > HOST_ALIGNMENT else HostSource()
         if source == "pinned":
             from arena.memory.cuda import PinnedSource
 
@@ -371,6 +376,34 @@ def make_source(device: Any, source: Any, max_bytes: int | None = None) -> Memor
     from arena.memory.cuda import cuda_source
 
     return cuda_source(resolved, source or _default_cuda_source(resolved))
+
+
+def _check_host_alignment(source: MemorySource, alignment: int) -> None:
+    """Refuse a built-in host source object whose blocks start at multiples of less than
+    the arena's ``alignment``: its views' offsets would be multiples of it, their
+    addresses not.
+
+    Raises
+    ------
+    ConfigError
+        Naming the source, its alignment, the arena's and the fix.
+    """
+    from arena.memory.sources import HOST_ALIGNMENT, AlignedHostSource, HostSource
+    from arena.memory.virtual import VirtualHostSource
+
+    if isinstance(source, AlignedHostSource | VirtualHostSource):
+        most = source.alignment
+    elif isinstance(source, HostSource):
+        most = HOST_ALIGNMENT
+    else:
+        return  # its alignment is its own contract (MemorySource.allocate: >= 256)
+    if alignment > most:
+        raise ConfigError(
+            f"alignment={alignment} is more than {source!r} aligns its blocks to ({most} "
+            f"bytes): views' addresses would not be multiples of it. Pass alignment <= "
+            f"{most}, or let the arena make its host source (source='host' or 'virtual', "
+            "which align to the arena's alignment)"
+        )
 
 
 def check_framework(framework: str) -> str:

@@ -419,6 +419,9 @@ class Arena:
         (``source="virtual"``): growth commits in place instead (docs/memory.md).
         ``group``: :meth:`sync` over it first (docs/distributed.md). A locked arena is left
         as it is (no size changes; steps recorded since are planned), as in vLLM.
+        Returns None, as vLLM's ``lock_workspace()``: for a block that is locked and then
+        restored, use ``with ws.locked():`` (``with ws.lock():`` locks, then fails with
+        Python's TypeError on None, leaving the arena locked).
         """
         in_place = in_place_mode(self._governor, growth)
         if group is not None:

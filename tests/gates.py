@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from arena.environment import word
 from tests.sources import RecordingSource
 
 TIMEOUT = 10
@@ -21,7 +22,8 @@ def moving_only(reason: str) -> pytest.MarkDecorator:
     released) when ``ARENA_SOURCE=virtual`` makes the fixed-address source the host
     default (CI's second pass): growth there keeps the address and retires nothing,
     which tests/memory/test_virtual_memory.py checks."""
-    virtual = os.environ.get("ARENA_SOURCE", "").strip() == "virtual"
+    # Read as arena reads it (any case), so that the skip follows the source in use.
+    virtual = word(os.environ.get("ARENA_SOURCE", "")) == "virtual"
     return pytest.mark.skipif(virtual, reason=f"ARENA_SOURCE=virtual: {reason}")
 
 

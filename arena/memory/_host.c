@@ -25,8 +25,11 @@
  * allocate() returns None, with no exception, wherever NumPy refuses the array (out of
  * memory, a size past what NumPy indexes) or nbytes is not a positive int that fits (a
  * source is never asked for 0 bytes; NumPy's empty slice of the Python version then has
- * another address than the block's start): the Python version then runs, and gives its
- * block or raises its own error, so every error and message is the Python one. No Python code runs inside it (no frame: a signal's handler waits for
+ * another address than the block's start). tries(nbytes) tells the two apart: where it
+ * is true NumPy was asked and refused, and HostSource.allocate raises its error at once
+ * (arena.memory.sources.host_refused) rather than ask NumPy again; else the Python
+ * version runs, and gives its block or raises its own error. `refused` (optional, that
+ * host_refused) is what HostBooks raises from for a refusal (below). No Python code runs inside it (no frame: a signal's handler waits for
  * the caller's next instruction), so an interrupt finds the block made or not at all.
  */
 #define PY_SSIZE_T_CLEAN
@@ -53,6 +56,7 @@ typedef struct {
     NewFromDescr new_from_descr;
     SetBase set_base;
     Py_ssize_t alignment;
+    PyObject *refused;        /* refused(nbytes, error) -> the error to raise, or NULL */
 } HostAllocator;
 
 static int set_field(PyObject *descr, PyObject *obj, PyObject *value) {
@@ -61,13 +65,17 @@ static int set_field(PyObject *descr, PyObject *obj, PyObject *value) {
 }
 
 static PyObject *allocator_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    static char *names[] = {"allocation", "device",    "api", "ndarray", "dtype",
-                            "uint8",      "alignment", NULL};
-    PyObject *allocation, *device, *api, *ndarray, *dtype, *uint8;
+    static char *names[] = {"allocation", "device",    "api",     "ndarray", "dtype",
+                            "uint8",      "alignment", "refused", NULL};
+    PyObject *allocation, *device, *api, *ndarray, *dtype, *uint8, *refused = Py_None;
     Py_ssize_t alignment;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOn", names, &allocation, &device, &api,
-                                     &ndarray, &dtype, &uint8, &alignment))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOn|O", names, &allocation, &device,
+                                     &api, &ndarray, &dtype, &uint8, &alignment, &refused))
         return NULL;
+    if (refused != Py_None && !PyCallable_Check(refused)) {
+        PyErr_SetString(PyExc_TypeError, "HostAllocator's refused must be callable or None");
+        return NULL;
+    }
     /* NumPy makes the capsule without a name (numpy/_core/src/multiarray). */
     void **table = PyCapsule_IsValid(api, NULL) ? (void **)PyCapsule_GetPointer(api, NULL)
                                                 : NULL;
@@ -126,19 +134,28 @@ static PyObject *allocator_new(PyTypeObject *type, PyObject *args, PyObject *kwd
     self->new_from_descr = (NewFromDescr)table[94];
     self->set_base = (SetBase)table[282];
     self->alignment = alignment;
+    self->refused = refused == Py_None ? NULL : Py_NewRef(refused);
     return (PyObject *)self;
 }
 
-/* allocate(nbytes): a page-aligned host block as an Allocation, or None where the Python
- * version is to run (see the top of this file). */
-static PyObject *allocator_allocate(PyObject *op, PyObject *nbytes) {
-    HostAllocator *self = (HostAllocator *)op;
-    if (!PyLong_CheckExact(nbytes)) Py_RETURN_NONE;
+/* The size of nbytes when allocate() asks NumPy for its block, or 0 where it declines
+ * beforehand (not an exact int, not positive, or past what fits with the alignment). */
+static Py_ssize_t asked_size(HostAllocator *self, PyObject *nbytes) {
+    if (!PyLong_CheckExact(nbytes)) return 0;
     Py_ssize_t n = PyLong_AsSsize_t(nbytes);
     if (n <= 0 || n > PY_SSIZE_T_MAX - self->alignment) {
         PyErr_Clear();
-        Py_RETURN_NONE;
+        return 0;
     }
+    return n;
+}
+
+/* allocate()'s body: the block, or None where the Python version is to run. NumPy's
+ * refusal is None too, its error moved to *refusal (a new reference, normalised, with its
+ * traceback) where refusal is not NULL, else cleared. */
+static PyObject *make_block(HostAllocator *self, PyObject *nbytes, PyObject **refusal) {
+    Py_ssize_t n = asked_size(self, nbytes);
+    if (n == 0) Py_RETURN_NONE;
     /* np.empty(nbytes + alignment, uint8): PyArray_NewFromDescr takes the dtype's
      * reference; NumPy allocates the data, uninitialised, and owns it. */
     Py_ssize_t whole = n + self->alignment;
@@ -146,7 +163,17 @@ static PyObject *allocator_allocate(PyObject *op, PyObject *nbytes) {
     PyObject *raw = self->new_from_descr((PyTypeObject *)self->ndarray, self->uint8, 1, &whole,
                                          NULL, NULL, 0, NULL);
     if (raw == NULL) {
-        PyErr_Clear(); /* refused: the Python version raises its own error */
+        if (refusal == NULL) {
+            PyErr_Clear();
+        } else {
+            PyObject *kind, *value, *trace;
+            PyErr_Fetch(&kind, &value, &trace);
+            PyErr_NormalizeException(&kind, &value, &trace);
+            if (trace != NULL && value != NULL) PyException_SetTraceback(value, trace);
+            Py_XDECREF(kind);
+            Py_XDECREF(trace);
+            *refusal = value;
+        }
         Py_RETURN_NONE;
     }
     Py_buffer memory;
@@ -190,6 +217,18 @@ static PyObject *allocator_allocate(PyObject *op, PyObject *nbytes) {
     return block;
 }
 
+/* allocate(nbytes): a page-aligned host block as an Allocation, or None where the Python
+ * version is to run (see the top of this file). */
+static PyObject *allocator_allocate(PyObject *op, PyObject *nbytes) {
+    return make_block((HostAllocator *)op, nbytes, NULL);
+}
+
+/* tries(nbytes): whether allocate(nbytes) asks NumPy for the block (a None from it then
+ * means NumPy refused: the Python version does not ask again). */
+static PyObject *allocator_tries(PyObject *op, PyObject *nbytes) {
+    return PyBool_FromLong(asked_size((HostAllocator *)op, nbytes) > 0);
+}
+
 static int allocator_traverse(HostAllocator *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->allocation);
@@ -199,6 +238,7 @@ static int allocator_traverse(HostAllocator *self, visitproc visit, void *arg) {
     Py_VISIT(self->api);
     Py_VISIT(self->ndarray);
     Py_VISIT(self->uint8);
+    Py_VISIT(self->refused);
     return 0;
 }
 
@@ -210,6 +250,7 @@ static int allocator_clear(HostAllocator *self) {
     Py_CLEAR(self->api);
     Py_CLEAR(self->ndarray);
     Py_CLEAR(self->uint8);
+    Py_CLEAR(self->refused);
     return 0;
 }
 
@@ -225,6 +266,9 @@ static PyMethodDef allocator_methods[] = {
     {"allocate", allocator_allocate, METH_O,
      "allocate(nbytes) -> Allocation or None: a page-aligned host block, as "
      "HostSource.allocate builds it; None where the Python version is to run."},
+    {"tries", allocator_tries, METH_O,
+     "tries(nbytes) -> bool: whether allocate(nbytes) asks NumPy for the block (its None "
+     "is then NumPy's refusal)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -234,7 +278,8 @@ static PyType_Slot allocator_slots[] = {
     {Py_tp_traverse, allocator_traverse},
     {Py_tp_clear, allocator_clear},
     {Py_tp_methods, allocator_methods},
-    {Py_tp_doc, "HostAllocator(allocation, device, api, ndarray, dtype, uint8, alignment): "
+    {Py_tp_doc, "HostAllocator(allocation, device, api, ndarray, dtype, uint8, alignment, "
+                "refused=None): "
                 "HostSource.allocate in C (arena/memory/_host.c)."},
     {0, NULL},
 };
@@ -267,8 +312,10 @@ static PyType_Spec allocator_spec = {
  * to run from where this one stopped: before anything was done (not an exact Ledger, list,
  * Allocation or positive int; a ledger with pending releases, a context or an observer, or
  * whose source is not a HostSource itself), or after the old block was released (`held` empty then)
- * where the allocator declined (NumPy refused the array: Ledger._take then asks the
- * source, whose Python version raises the error). A growth costs its Python frames and
+ * where the allocator declined (an allocator made without `refused`: Ledger._take then
+ * asks the source). Where NumPy refuses the array it raises, after the old block went,
+ * what Ledger.replace raises for the source's MemoryError (Ledger._refused, counted in
+ * the books): one attempt at the memory, not one here and another in the source. A growth costs its Python frames and
  * their cold memory on a fresh arena (issue 32 item 4): this is three of them (replace,
  * _take, the source's allocate) and most of their statements. tests/memory/test_host_books.py compares its books with the Python
  * version's. */
@@ -442,6 +489,42 @@ done:
     return result;
 }
 
+/* `error` with `cause` as its __cause__ and __context__ (`raise error from cause`); steals
+ * the reference to cause. */
+static void caused_by(PyObject *error, PyObject *cause) {
+    PyException_SetContext(error, Py_NewRef(cause));
+    PyException_SetCause(error, cause);
+}
+
+/* NumPy's `refusal` (stolen) as Ledger.replace raises it for the source's error: the
+ * source's error is refused(nbytes) from refusal (HostSource.allocate's), and the raised
+ * one ledger._refused(nbytes, what, that) from it. */
+static void raise_refused(PyObject *refused, PyObject *ledger, PyObject *nbytes, PyObject *what,
+                          PyObject *refusal) {
+    PyObject *source_error = PyObject_CallOneArg(refused, nbytes);
+    if (source_error == NULL || !PyExceptionInstance_Check(source_error)) {
+        if (source_error != NULL) {
+            Py_DECREF(source_error);
+            PyErr_SetString(PyExc_TypeError, "HostAllocator's refused must return an exception");
+        }
+        Py_DECREF(refusal);
+        return;
+    }
+    caused_by(source_error, refusal);
+    PyObject *error = PyObject_CallMethod(ledger, "_refused", "OOO", nbytes, what, source_error);
+    if (error == NULL || !PyExceptionInstance_Check(error)) {
+        if (error != NULL) {
+            Py_DECREF(error);
+            PyErr_SetString(PyExc_TypeError, "Ledger._refused must return an exception");
+        }
+        Py_DECREF(source_error);
+        return;
+    }
+    caused_by(error, source_error);
+    PyErr_SetObject((PyObject *)Py_TYPE(error), error);
+    Py_DECREF(error);
+}
+
 static PyObject *books_replace(PyObject *op, PyObject *const *args, Py_ssize_t nargs) {
     HostBooks *self = (HostBooks *)op;
     if (nargs != 4) {
@@ -477,9 +560,19 @@ static PyObject *books_replace(PyObject *op, PyObject *const *args, Py_ssize_t n
     PyObject *allocation = NULL, *key = NULL, *count = NULL, *handed = NULL, *ptr = NULL;
     PyObject *result = NULL;
     if (PyList_GET_SIZE(held) == 1 && books_release(self, ledger, held, live) < 0) goto done;
-    allocation = allocator_allocate((PyObject *)self->allocator, nbytes);
+    PyObject *refusal = NULL;
+    allocation = make_block(self->allocator, nbytes, &refusal);
     if (allocation == NULL) goto done;
-    if (allocation == Py_None) { /* declined: the Python version asks the source */
+    if (allocation == Py_None) {
+        if (refusal != NULL && self->allocator->refused != NULL) {
+            /* NumPy refused, after the old block went (held emptied): what Ledger.replace
+             * raises for the source's error (its books count it), rather than declining
+             * for the source to ask NumPy a second time. */
+            Py_CLEAR(allocation);
+            raise_refused(self->allocator->refused, ledger, nbytes, what, refusal);
+            goto done;
+        }
+        Py_XDECREF(refusal); /* declined: the Python version asks the source */
         result = allocation;
         allocation = NULL;
         goto done;

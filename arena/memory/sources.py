@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from arena.base.extensions import load_extension, numpy_array_api
-from arena.errors import ArenaError
+from arena.errors import ArenaError, ArenaOutOfMemoryError
 from arena.memory.devices import CPU, Device
 
 __all__ = [
     "HOST_ALIGNMENT",
+    "AlignedHostSource",
     "Allocation",
     "FixedAddressSource",
     "HostSource",
@@ -37,6 +38,7 @@ __all__ = [
     "empty_allocation",
     "fixed_address",
     "host_allocator",
+    "host_refused",
     "reserved_range",
 ]
 
@@ -91,10 +93,11 @@ _set_device = Allocation.__dict__["device"].__set__
 #: (not built, or ``ARENA_PURE_PYTHON`` set); and why.
 compiled, WHY_PYTHON = load_extension("arena.memory._host")
 
-#: ``(np.empty, np.dtype("uint8"), allocate)`` once NumPy is first needed (``import
+#: ``(np.empty, np.dtype("uint8"), allocate, tries)`` once NumPy is first needed (``import
 #: arena`` imports no framework): ``allocate`` the compiled ``HostAllocator.allocate``, or
 #: None (:meth:`HostSource.allocate` then runs its Python version; a test sets it None to
-#: compare the two); a list, so that filling it is one store.
+#: compare the two), and ``tries`` its ``HostAllocator.tries`` (None with it); a list, so
+#: that filling it is one store.
 _HOST_EMPTY: list[Any] = []
 
 
@@ -104,7 +107,9 @@ def _host_empty() -> Any:
     import numpy as np
 
     if not _HOST_EMPTY:
-        _HOST_EMPTY[:] = [np.empty, np.dtype(np.uint8), _host_allocator(np)]
+        allocate = _host_allocator(np)
+        tries = None if allocate is None else allocate.__self__.tries
+        _HOST_EMPTY[:] = [np.empty, np.dtype(np.uint8), allocate, tries]
     return np.empty
 
 
@@ -127,11 +132,34 @@ def _host_allocator(np: Any) -> Any:
         return None
     try:
         allocator = compiled.HostAllocator(
-            Allocation, CPU, api, np.ndarray, np.dtype, np.dtype(np.uint8), HOST_ALIGNMENT
+            Allocation,
+            CPU,
+            api,
+            np.ndarray,
+            np.dtype,
+            np.dtype(np.uint8),
+            HOST_ALIGNMENT,
+            host_refused,  # what the compiled growth (HostBooks) raises NumPy's refusal as
         )
     except TypeError:  # a NumPy whose C-API table is not the one the extension knows
         return None
     return allocator.allocate
+
+
+def host_refused(nbytes: int) -> ArenaOutOfMemoryError:
+    """The error of a host allocation of ``nbytes`` that NumPy refused (out of memory, or
+    past what it indexes), raised from NumPy's error wherever it is at hand, by the Python
+    and the compiled host allocation alike (the same text on both: the compiled one does
+    not keep NumPy's).
+
+    An :class:`~arena.ArenaOutOfMemoryError` (an ``ArenaError`` and a ``MemoryError``)
+    naming the bytes and what to do. The allocation is tried once: asking again at once
+    would only wait for the same refusal.
+    """
+    return ArenaOutOfMemoryError(
+        f"cannot allocate {nbytes} bytes of host memory; free host memory or request "
+        "less (max_bytes= caps what an arena asks for)"
+    )
 
 
 @runtime_checkable
@@ -244,8 +272,14 @@ class HostSource:
 
         Made in C where the extension ``arena.memory._host`` is in use (the same calls,
         the same object: tests/memory/test_host_compiled.py compares the two); else, and
-        wherever the C version declines (every refusal: its error is this one's), by the
-        Python below, which it mirrors.
+        wherever the C version declines (an argument it does not take), by the Python
+        below, which it mirrors. NumPy's refusal is raised by whichever asked it, once
+        (:func:`host_refused`): the Python version does not ask again.
+
+        Raises
+        ------
+        ArenaOutOfMemoryError
+            The memory is not available (a ``MemoryError``), naming the bytes.
         """
         empty = _HOST_EMPTY[0] if _HOST_EMPTY else _host_empty()
         made = _HOST_EMPTY[2]
@@ -253,10 +287,12 @@ class HostSource:
             block = made(nbytes)
             if block is not None:
                 return block  # type: ignore[no-any-return]
+            if _HOST_EMPTY[3](nbytes):  # NumPy was asked, and refused: not asked again
+                raise host_refused(nbytes)
         try:
             raw = empty(nbytes + HOST_ALIGNMENT, _HOST_EMPTY[1])
-        except (ValueError, OverflowError) as exc:  # past what NumPy can index
-            raise MemoryError(f"cannot allocate {nbytes} bytes of host memory: {exc}") from exc
+        except (MemoryError, ValueError, OverflowError) as exc:  # out of memory, or too big
+            raise host_refused(nbytes) from exc
         # The address through a ctypes view of the array's buffer: a third of the cost of
         # reading ``__array_interface__`` (a dictionary built per call) on a growth's path.
         address = addressof(c_char.from_buffer(raw))
@@ -276,6 +312,40 @@ class HostSource:
 
     def __repr__(self) -> str:
         return "HostSource()"
+
+
+class AlignedHostSource(HostSource):
+    """Host memory from NumPy whose blocks start at a multiple of ``alignment`` bytes, a
+    power of two above a page: the host source of an arena whose ``alignment`` exceeds
+    :data:`HOST_ALIGNMENT`, so that a view's address, not only its offset, is a multiple
+    of it. Each block over-allocates ``alignment`` bytes and starts at the first boundary
+    inside them.
+
+    Parameters
+    ----------
+    alignment : int
+        A power of two from :data:`HOST_ALIGNMENT` to 2**30.
+    """
+
+    def __init__(self, alignment: int) -> None:
+        from arena.base.layout import check_alignment
+
+        self.alignment = max(check_alignment(alignment), HOST_ALIGNMENT)
+
+    def allocate(self, nbytes: int) -> Allocation:
+        """Allocate ``nbytes`` of host memory starting at a multiple of the alignment."""
+        empty = _HOST_EMPTY[0] if _HOST_EMPTY else _host_empty()
+        alignment = self.alignment
+        try:
+            raw = empty(nbytes + alignment, _HOST_EMPTY[1])
+        except (MemoryError, ValueError, OverflowError) as exc:  # out of memory, or too big
+            raise host_refused(nbytes) from exc
+        address = addressof(c_char.from_buffer(raw))
+        start = -address % alignment
+        return Allocation(address + start, nbytes, raw[start : start + nbytes], CPU)
+
+    def __repr__(self) -> str:
+        return f"AlignedHostSource(alignment={self.alignment})"
 
 
 def empty_allocation(device: Device) -> Allocation:

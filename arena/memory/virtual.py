@@ -59,17 +59,21 @@ def _round(nbytes: int) -> int:
 
 
 class _Range:
-    """One reserved mapping: its NumPy array (whole range) and its committed bytes."""
+    """One reserved mapping: its NumPy array (whole range, never handed out), its committed
+    bytes and ``window``, the array over the committed bytes alone that owners slice."""
 
-    __slots__ = ("array", "committed", "ptr", "size")
+    __slots__ = ("array", "committed", "head", "mapping", "ptr", "size", "window")
 
-    def __init__(self, size: int, protect: Any) -> None:
+    def __init__(self, size: int, protect: Any, alignment: int = PAGE) -> None:
         import numpy as np
 
+        # An alignment above a page: the range starts at the first multiple of it inside a
+        # mapping that much larger (the pages before it are never made accessible).
+        extra = alignment - PAGE if alignment > PAGE else 0
         try:
             mapping = mmap.mmap(
                 -1,
-                size,
+                size + extra,
                 flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE,
                 # Writable for Python's buffer (its access mode follows prot); made
                 # inaccessible at once below, before anything can touch it.
@@ -79,17 +83,42 @@ class _Range:
             raise MemoryError(f"cannot reserve {size} bytes of address space: {exc}") from exc
         # The array exports the mapping's buffer: the mapping lives (and stays mapped)
         # as long as any array over it, so views keep their memory alive.
+        self.mapping = mapping
         self.array = np.frombuffer(mapping, dtype=np.uint8)
-        self.ptr = int(self.array.__array_interface__["data"][0])
+        start = int(self.array.__array_interface__["data"][0])
+        self.head = -start % alignment if extra else 0  # bytes before the range
+        self.ptr = start + self.head
         self.size = size
         self.committed = 0
-        protect(self.ptr, size, _PROT_NONE)
+        self.window = self.array[:0]
+        protect(start, size + extra, _PROT_NONE)
         # Transparent huge pages where the system gives them on request, as NumPy asks
         # for its large arrays (the default source's): page faults cost 512x less.
         hugepage = getattr(mmap, "MADV_HUGEPAGE", None)
         if hugepage is not None and size >= _HUGE:
             with contextlib.suppress(OSError):
                 mapping.madvise(hugepage)
+
+    def owner(self, nbytes: int) -> Any:
+        """The first ``nbytes`` as an array whose ``base`` is :attr:`window`.
+
+        A view's ``base`` is the array it was sliced from (NumPy collapses a chain of views
+        to the first array whose own base is not an array): were that the whole reserved
+        range, ``repr(view.base)`` would read pages never committed and the process would
+        die of a segmentation fault. The window covers the committed bytes alone.
+        """
+        return self.window[:nbytes]
+
+    def committed_to(self, end: int) -> None:
+        """Record that the first ``end`` bytes are committed; a new window over them."""
+        import numpy as np
+
+        # Over a memoryview cut to the committed bytes, so that the window's own base
+        # (reachable as ``view.base.base``) covers no more than they do either. Built
+        # before it is installed: an interrupt leaves the old pair, both true.
+        head = self.head
+        window = np.frombuffer(memoryview(self.mapping)[head : head + end], dtype=np.uint8)
+        self.committed, self.window = end, window
 
 
 class VirtualHostSource:
@@ -101,6 +130,9 @@ class VirtualHostSource:
         Bytes of address space each growable block (a slot's scratch) reserves; default
         the arena's ``max_bytes``, else :func:`host_reserve_default`. Address space costs
         no memory.
+    alignment : int, optional
+        Where each block starts: a multiple of this power of two (default, and at least,
+        a page); an arena passes its ``alignment`` where it is larger.
 
     Raises
     ------
@@ -108,7 +140,7 @@ class VirtualHostSource:
         On a system other than Linux.
     """
 
-    def __init__(self, reserve: int | None = None) -> None:
+    def __init__(self, reserve: int | None = None, alignment: int = PAGE) -> None:
         if not sys.platform.startswith("linux"):
             raise ArenaError(
                 f"source='virtual' on the host needs Linux (mmap with MAP_NORESERVE, "
@@ -116,6 +148,7 @@ class VirtualHostSource:
                 "source='host' (the default) here"
             )
         self.reserve_bytes = _round(reserve if reserve is not None else host_reserve_default())
+        self.alignment = max(PAGE, alignment)
         self._ranges: dict[int, _Range] = {}
         self._guard = threading.Lock()
         self._libc = ctypes.CDLL(None, use_errno=True)
@@ -164,8 +197,8 @@ class VirtualHostSource:
         end = _round(nbytes)
         if end > space.committed:
             self._protect(space.ptr + space.committed, end - space.committed, _PROT_RW)
-            space.committed = end
-        return Allocation(space.ptr, nbytes, space.array[:nbytes], CPU)
+            space.committed_to(end)
+        return Allocation(space.ptr, nbytes, space.owner(nbytes), CPU)
 
     def reserved(self, allocation: Allocation) -> int:
         """Bytes of address space reserved for ``allocation``."""
@@ -200,21 +233,29 @@ class VirtualHostSource:
         :meth:`evict` discarded, the bytes past a block cut for the books
         (:meth:`commit`) included, which views handed out before the cut still read."""
         space = self._range(allocation)
-        space.array[: space.committed].fill(byte)
+        space.window.fill(byte)
 
     def __repr__(self) -> str:
+        if self.alignment > PAGE:
+            return f"VirtualHostSource(reserve={self.reserve_bytes}, alignment={self.alignment})"
         return f"VirtualHostSource(reserve={self.reserve_bytes})"
 
     # ------------------------------------------------------------------ internals
     def _make(self, nbytes: int, size: int) -> Allocation:
-        space = _Range(size, self._protect)
+        alignment = self.alignment
+        # The page alignment is the range's own (its default argument).
+        space = (
+            _Range(size, self._protect)
+            if alignment <= PAGE
+            else _Range(size, self._protect, alignment)
+        )
         end = _round(nbytes)
         if end:
             self._protect(space.ptr, end, _PROT_RW)
-        space.committed = end
+        space.committed_to(end)
         with self._guard:
             self._ranges[space.ptr] = space
-        return Allocation(space.ptr, nbytes, space.array[:nbytes], CPU)
+        return Allocation(space.ptr, nbytes, space.owner(nbytes), CPU)
 
     def _range(self, allocation: Allocation) -> _Range:
         return reserved_range(self._ranges, self._guard, allocation, self)

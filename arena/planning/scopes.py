@@ -143,19 +143,20 @@ def open_region(region: Any, slot: Slot) -> None:
     closes: another thread's request on it raises :class:`~arena.SlotError` naming both
     threads."""
     slot.governor.check_open()
-    if slot.governor.debug:
-        slot.enter()
-    region.slot = slot
-    region.base = region.end = slot.stack.top
-    region.held = 0
-    try:
+    try:  # from the hold on: an interrupt at Slot.enter's return lands inside
+        if slot.governor.debug:
+            slot.enter(region)
+        region.slot = slot
+        region.base = region.end = slot.stack.top
+        region.held = 0
         slot.open_region(region)  # last, and all or nothing: see close_region
     except BaseException:  # closed while it waited for the mutex, or an interrupt
-        # Nothing opened (not on the stack): the slot is not held; the owner's exit
-        # (close_region, which finds it not open) resets the region. One that opened
-        # before an interrupt is left to its exit or to heal_regions, which let go.
+        # Nothing opened (not on the stack): the owner's exit (close_region, which finds
+        # it not open) resets the region. One that opened before an interrupt is left to
+        # its exit or to heal_regions, which let go. A hold refused (SlotError) or never
+        # taken is no hold of this region's: leave() then does nothing.
         if slot.governor.debug and region not in slot.stack.regions:
-            slot.leave()
+            slot.leave(region)  # once per region, however often it is called
         raise
 
 
@@ -180,17 +181,24 @@ def close_region(region: Any) -> None:
             if other.end > top:  # noqa: PLR1730 (a compare, no call)
                 top = other.end
             live += other.held
-    closed = slot.close_region(region, top, live)
+    # Debug mode: the slot is let go of for this region first, once however often the
+    # close runs (the holder knows the regions it holds for). While the region is on the
+    # stack, an interrupt anywhere here leaves it to a close run again or to
+    # heal_regions, which let go; let go after the stack's close, an interrupt at
+    # leave()'s call would keep the slot held with nothing left open to heal.
+    if slot.governor.debug:
+        slot.leave(region)
+    slot.close_region(region, top, live)
     region.slot = None
-    if closed and slot.governor.debug:
-        slot.leave()
 
 
 class Scope(Region, Generic[ViewT]):
     """A ``with`` block whose requests stay valid until it exits (see the module doc).
 
     Obtain one from ``ws.scope()`` or ``ws.torch.scope()`` (any front); enter it with
-    ``with``. The slot is the caller's slot when the block is entered.
+    ``with``. The slot is the caller's slot when the block is entered. Entered again
+    after it exited, it is a new block, as a new ``ws.scope()`` would be (entering it
+    while it is open raises :class:`~arena.ArenaError`).
     """
 
     __slots__ = ("_alignment", "_debug", "_handed", "_placer", "_poison", "_select")
@@ -248,18 +256,18 @@ class Scope(Region, Generic[ViewT]):
         )
         # open_region(self, slot), inline (a scope is opened per ``with`` block).
         governor.check_open()
-        if governor.debug:
-            slot.enter()
-        self.slot = slot
-        self.base = self.end = slot.stack.top
-        self.held = 0
-        try:
+        try:  # from the hold on: an interrupt at Slot.enter's return lands inside
+            if governor.debug:
+                slot.enter(self)
+            self.slot = slot
+            self.base = self.end = slot.stack.top
+            self.held = 0
             slot.open_region(self)  # last, and all or nothing: see close_region
         except BaseException:  # closed while it waited for the mutex, or an interrupt:
             if self not in slot.stack.regions:  # nothing opened, and no exit follows a
                 self.slot = None  # refused enter (one that opened is healed later)
                 if governor.debug:
-                    slot.leave()
+                    slot.leave(self)
             raise
         return self
 

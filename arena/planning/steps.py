@@ -125,7 +125,9 @@ _NO_STARTS: tuple[int, ...] = ()
 
 class Step(StepHitBase, Generic[ViewT]):
     """One run of a step key (see the module doc). Obtain one from ``ws.step(key)`` or
-    ``ws.torch.step(key)``; enter it with ``with``."""
+    ``ws.torch.step(key)``; enter it with ``with``. Entered again after it exited, it
+    is the key's next run, as a new ``ws.step(key)`` would be (entering it while it runs
+    raises :class:`~arena.ArenaError`)."""
 
     # The replay's hit settings (slot, request, _caches, ...) are the base's slots.
     __reduce_ex__ = __copy__ = __deepcopy__ = refuse_copies("a step")
@@ -540,10 +542,10 @@ class Step(StepHitBase, Generic[ViewT]):
             book.running = False
             self._quick = False
             self._buffer = self._caches = None
-            closed = slot.close_region(self, start, 0)  # close_region(self), nothing else open
+            if slot.governor.debug:  # as close_region: once per region, before the stack
+                slot.leave(self)
+            slot.close_region(self, start, 0)  # close_region(self), nothing else open
             self.slot = None
-            if closed and slot.governor.debug:
-                slot.leave()
             self.nested = None
 
     def _finish(

@@ -683,19 +683,21 @@ class Slot:
         )
 
     # ------------------------------------------------------------------ debug
-    def enter(self) -> None:
-        """Debug mode: mark the calling thread as using this slot (re-entrant).
+    def enter(self, region: object = None) -> None:
+        """Debug mode: mark the calling thread as using this slot (re-entrant), for a
+        request or, with ``region``, until that scope or step closes.
 
         Raises
         ------
         SlotError
             Another thread is inside a request on this slot at the same time.
         """
-        self.holder.enter(self)
+        self.holder.enter(self, region)
 
-    def leave(self) -> None:
-        """Debug mode: the calling thread's request on this slot is done."""
-        self.holder.leave()
+    def leave(self, region: object = None) -> None:
+        """Debug mode: the calling thread's request on this slot is done (with
+        ``region``: that scope or step closed; once per region however often called)."""
+        self.holder.leave(region)
 
 
 def check_in_bounds(slot: Slot, buffer: Buffer, layout: Layout) -> None:

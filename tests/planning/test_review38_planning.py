@@ -86,12 +86,22 @@ def test_a_step_key_holding_a_nan_is_refused_before_it_gets_a_book(
 
 def _interrupt_at_call(name: str) -> tuple[Any, list[bool]]:
     """A trace function raising KeyboardInterrupt once, at the call of arena's function
-    ``name``; and a list that holds True once it fired."""
+    ``name`` (``"name:return"``: at its return); and a list that holds True once it
+    fired."""
     fired: list[bool] = []
+    name, _, at = name.partition(":")
+
+    def at_return(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "return" and not fired:
+            fired.append(True)
+            raise KeyboardInterrupt(name)
+        return at_return
 
     def trace(frame: FrameType, event: str, arg: Any) -> Any:
         code = frame.f_code
         if event == "call" and not fired and code.co_name == name and "arena" in code.co_filename:
+            if at == "return":
+                return at_return
             fired.append(True)
             raise KeyboardInterrupt(name)
         return None
@@ -100,13 +110,14 @@ def _interrupt_at_call(name: str) -> tuple[Any, list[bool]]:
 
 
 @pytest.mark.parametrize("kind", ["scope", "step"])
-@pytest.mark.parametrize("where", ["open_region", "push"])
+@pytest.mark.parametrize("where", ["open_region", "push", "enter:return"])
 def test_an_enter_interrupted_before_its_region_opens_does_not_hold_the_debug_slot(
     hit_path: str, kind: str, where: str
 ) -> None:
     """Debug mode: an enter holds the slot for its thread, then opens its region. An
-    interrupt at Slot.open_region or RegionStack.push (before the region is on the stack)
-    left the hold in place: no region to close or heal, so every later request from
+    interrupt at Slot.open_region or RegionStack.push (before the region is on the stack),
+    or at the return of Slot.enter (before the enter's cleanup began), left the hold in
+    place: no region to close or heal, so every later request from
     another thread raised SlotError naming the interrupted thread, for good (both hit
     paths; the enter's cleanup let go only for ArenaClosedError)."""
     with Arena("cpu", framework="numpy", debug=True) as ws:
@@ -152,3 +163,43 @@ def test_a_key_holding_a_nan_inside_a_frozenset_is_refused(hit_path: str) -> Non
             step.get_simultaneous(((4,), "float32"))
         assert books_of(ws.numpy._select()) == {}
         ws.get_persistent(frozenset([1.5]), (4,), "float32")  # no NaN: a key like any
+
+
+@pytest.mark.parametrize("kind", ["scope", "step"])
+def test_an_exit_interrupted_at_the_slots_leave_is_healed_once_its_owner_is_gone(
+    hit_path: str, kind: str
+) -> None:
+    """Debug mode: an exit let go of the slot after the stack had dropped the region, so
+    an interrupt at the call of Slot.leave kept the slot held with no region left open to
+    close or heal: every later request from another thread raised SlotError, for good.
+    The exit lets go first; the region, still open, is healed once nothing refers to it,
+    and the healing lets go."""
+    with Arena("cpu", framework="numpy", debug=True) as ws:
+
+        def run() -> None:
+            with ws.scope() if kind == "scope" else ws.step("k") as region:
+                region.get_simultaneous(((4,), "float32"))
+
+        run()  # the step recorded: the next enter is its plan's
+        trace, fired = _interrupt_at_call("leave")
+        sys.settrace(trace)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                run()  # the region object dies with run's frame
+        finally:
+            sys.settrace(None)
+        assert fired
+        run()  # the next enter heals what nothing refers to any more
+        errors: list[BaseException] = []
+
+        def other() -> None:
+            try:
+                ws.get_simultaneous(((4,), "float32"))
+            except BaseException as error:  # which one is the finding
+                errors.append(error)
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+        assert errors == []
+        assert ws.numpy._select().stack.regions == []
