@@ -198,9 +198,13 @@ class Front(HitBase, Generic[ViewT]):
         """Debug mode and poisoning: the same request, with the check that no two threads
         share the slot (debug) and the stale bytes poisoned."""
         debug = self._governor.debug
-        if debug:
-            slot.enter()
+        # The hold is named by a token of this call and taken inside the try: an
+        # interrupt at the return of Slot.enter still lets go in the finally, and a hold
+        # refused (another thread's) or never taken is none of this call's to let go.
+        token = object()
         try:
+            if debug:
+                slot.enter(token)
             views = self._request(slot, specs, strict)
             if views is not None and self._poison:
                 poison_stale_bytes(slot.buffer, self._adapter, views, slot.stack.top)
@@ -208,7 +212,7 @@ class Front(HitBase, Generic[ViewT]):
             return views
         finally:
             if debug:
-                slot.leave()
+                slot.leave(token)
 
     def scope(self) -> Scope[ViewT]:
         """A ``with`` block whose requests stay valid until it exits; nested scopes stack

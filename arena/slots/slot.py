@@ -685,7 +685,8 @@ class Slot:
     # ------------------------------------------------------------------ debug
     def enter(self, region: object = None) -> None:
         """Debug mode: mark the calling thread as using this slot (re-entrant), for a
-        request or, with ``region``, until that scope or step closes.
+        request or, with ``region`` (a scope or step, or a plain request's token), until
+        :meth:`leave` names it: once, however often it is called.
 
         Raises
         ------

@@ -203,3 +203,31 @@ def test_an_exit_interrupted_at_the_slots_leave_is_healed_once_its_owner_is_gone
         thread.join()
         assert errors == []
         assert ws.numpy._select().stack.regions == []
+
+
+def test_a_plain_request_interrupted_at_its_debug_hold_lets_go(hit_path: str) -> None:
+    """Debug mode: a plain request held the slot before its try, so an interrupt at the
+    return of Slot.enter kept the slot held by the interrupted thread: every later request
+    from another thread raised SlotError, for good."""
+    with Arena("cpu", framework="numpy", debug=True) as ws:
+        ws.get_simultaneous(((4,), "float32"))
+        trace, fired = _interrupt_at_call("enter:return")
+        sys.settrace(trace)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                ws.get_simultaneous(((4,), "float32"))
+        finally:
+            sys.settrace(None)
+        assert fired
+        errors: list[BaseException] = []
+
+        def other() -> None:
+            try:
+                ws.get_simultaneous(((4,), "float32"))
+            except BaseException as error:  # which one is the finding
+                errors.append(error)
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+        assert errors == []
