@@ -894,6 +894,7 @@ static PyObject *growth_locked(SlotGrowth *self, HostBooks *books, PyObject *slo
         !PyLong_CheckExact(own[SLOT_GROWTHS]) || !PyUnicode_CheckExact(own[SLOT_SCRATCH_NAME]))
         goto decline;
     Py_ssize_t align = PyLong_AsSsize_t(alignment);
+    if (align == -1 && PyErr_Occurred()) PyErr_Clear(); /* past Py_ssize_t: declined below */
     if (align <= 0 || (align & (align - 1)) || align > self->max_bytes || need > self->max_bytes)
         goto decline; /* another alignment, or past what a buffer addresses: Python */
     old_capacity = BUF_GET(self, buffer, BUF_CAPACITY);
@@ -904,6 +905,7 @@ static PyObject *growth_locked(SlotGrowth *self, HostBooks *books, PyObject *slo
         (block != Py_None && !Py_IS_TYPE(block, books->allocator->allocation)))
         goto decline;
     Py_ssize_t old = PyLong_AsSsize_t(old_capacity);
+    if (old == -1 && PyErr_Occurred()) PyErr_Clear(); /* past Py_ssize_t: declined below */
     if (old < 0 || need <= old) goto decline; /* it fits (or pends): no growth of this kind */
     /* The "exact" policy: rounded up to the alignment (Slot._grow writes it out too). */
     Py_ssize_t size = ((need > align ? need : align) + align - 1) & -align;

@@ -170,6 +170,7 @@ def _declined(a: Arena, slot: Slot, nbytes: int, what: str) -> None:
         "captured buffer",
         "pow2",
         "past MAX_BYTES",
+        "alignment past Py_ssize_t",
         "fixed address",
         "another source",
         "observer",
@@ -240,6 +241,8 @@ def _set_up(case: str, a: Arena, slot: Slot, monkeypatch: pytest.MonkeyPatch) ->
         governor.capture_probe = None
     elif case == "past MAX_BYTES":
         nbytes = MAX_BYTES + 1
+    elif case == "alignment past Py_ssize_t":
+        governor.alignment = 1 << 70
     elif case == "observer":
         governor.ledger.observer = lambda *event: None
     elif case == "replace set aside":
