@@ -21,6 +21,7 @@ interrupt), the slot gets a buffer of its old capacity back before the error pro
 
 from __future__ import annotations
 
+import threading
 import weakref
 from typing import Any, Protocol, TypeVar, cast
 
@@ -28,7 +29,7 @@ from arena.base.events import caller_info, format_mb
 from arena.base.layout import MAX_BYTES, Layout
 from arena.errors import ArenaError, ArenaLockedError, ArenaOutOfMemoryError
 from arena.memory.ledger import compiled_replace
-from arena.memory.sources import Allocation
+from arena.memory.sources import Allocation, compiled
 from arena.slots.governor import Governor
 from arena.slots.holder import SlotHolder
 from arena.slots.stack import RegionStack
@@ -113,6 +114,27 @@ def _compiled_replace() -> Any:
     if not _REPLACE:
         _REPLACE[:] = [compiled_replace()]
     return _REPLACE[0]
+
+
+#: ``[grow]``: a slot's compiled growth for a request (``SlotGrowth.grow``,
+#: arena/memory/_host.c; None where it is not in use), filled at the first growth (one
+#: store). :meth:`Slot.ensure` calls it first where the request needs more than the buffer
+#: holds; it declines (None, nothing done) wherever the common case does not hold, and
+#: reads ``_REPLACE`` per call, so a test that sets the compiled replace aside sets it
+#: aside too.
+_GROW: list[Any] = []
+
+
+def _compiled_growth() -> Any:
+    if not _GROW:
+        grow = None
+        if compiled is not None and _compiled_replace() is not None:
+            # The classes are read here, at the first growth: Slot is defined below.
+            grow = compiled.SlotGrowth(
+                Slot, Buffer, Governor, type(threading.RLock()), globals(), MAX_BYTES
+            ).grow
+        _GROW[:] = [grow]
+    return _GROW[0]
 
 
 #: A store's type, for :meth:`Slot.store`.
@@ -229,6 +251,16 @@ class Slot:
         ------
         ArenaClosedError, GraphCaptureError, ArenaOutOfMemoryError
         """
+        # The common growth (a host ledger, unlocked, no check or listener of any kind set)
+        # in one C call, mutex and all; it declines, with nothing done, wherever this
+        # method's other branches or _grow's would be taken (issue 32 item 4: this frame's
+        # and _grow's statements were a fresh arena's first growth's largest Python cost).
+        if required > self.buffer.capacity:
+            grow = _GROW[0] if _GROW else _compiled_growth()
+            if grow is not None:
+                grown = grow(self, required)
+                if grown is not None:
+                    return grown  # type: ignore[no-any-return]
         governor = self.governor
         resizes: list[Resize] = []
         with governor.mutex:
