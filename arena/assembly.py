@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from arena.base.events import format_mb
+from arena.base.events import RequestLog, format_mb
 from arena.config import (
     Settings,
     check_framework,
@@ -36,7 +36,6 @@ from arena.slots.selector import SlotSelector
 from arena.slots.table import SlotTable
 from arena.slots.workspaces import WorkspaceHook
 from arena.views.hit import Binding
-from arena.views.requests import RequestLog
 
 __all__ = ["Fronts", "Parts", "assemble", "close_when_collected"]
 

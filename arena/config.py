@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from arena.base.events import debug_from_env
-from arena.base.layout import MAX_BYTES, check_alignment
+from arena.base.layout import MAX_BYTES, check_alignment, int_not_bool
 from arena.base.poison import poison_from_env
 from arena.environment import FALSE_WORDS, TRUE_WORDS, choice_from_env
 from arena.errors import ConfigError, FrameworkUnavailableError
-from arena.ints import int_not_bool
 from arena.memory.devices import (
     Device,
     cupy_device_count,

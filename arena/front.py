@@ -22,6 +22,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
 from arena.base.dtypes import resolve_natives, seeds
+from arena.base.events import RequestLog
 from arena.base.extensions import numpy_array_api
 from arena.base.layout import compute_layout
 from arena.base.poison import poison_outgrown, poison_stale_bytes
@@ -38,7 +39,6 @@ from arena.views import hit
 from arena.views.aliases import note_alias
 from arena.views.builder import ViewBuilder
 from arena.views.hit import HitBase, compiled
-from arena.views.requests import RequestLog
 
 __all__ = ["CompiledFront", "Front", "ViewT", "front_class"]
 

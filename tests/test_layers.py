@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # order given); never one after it. So no cycle can run between parts.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Layout arithmetic, dtypes, poison values, events, errors and small helpers.
-    ("base", ("errors", "ints", "environment", "forks", "uncopyable", "base")),
+    ("base", ("errors", "environment", "forks", "uncopyable", "base")),
     # Memory sources, devices and the ledger (adapters sit here too: base and memory).
     ("memory", ("memory", "adapters")),
     # The validated settings. Not in the base layer: settings name a device and a memory
@@ -205,7 +205,7 @@ def test_the_layers_name_every_part_once() -> None:
 
 
 # The base layer: parts that import no other part of arena but each other.
-BASE_PARTS = frozenset({"base", "errors", "ints", "environment", "forks", "uncopyable"})
+BASE_PARTS = frozenset({"base", "errors", "environment", "forks", "uncopyable"})
 
 
 def test_the_base_layer_imports_nothing_above_it() -> None:

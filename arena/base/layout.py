@@ -1,9 +1,21 @@
-"""Layout arithmetic: ``(shape, dtype)`` requests to aligned byte offsets.
+"""A request's numbers: what counts as a dimension or a count (the int rules), and the
+layout arithmetic they guard, ``(shape, dtype)`` requests to aligned byte offsets.
 
-Standard library only. Every request is rounded up to the alignment, offsets are the
-running sum starting at 0, and each view covers exactly its own (unrounded) bytes. Layouts
-are memoised per signature, so a request seen before costs one dictionary lookup plus a
-type check of its dimensions.
+The int rules, written once. A dimension served as it is (a remembered request's fast
+paths) is *exactly* an ``int`` (:func:`exact_int`, :func:`exact_dims`, and
+:func:`exact_dim_source` for generated code): ``2.0`` and ``True`` hash and compare like
+``2`` and ``1``, and an int subclass or an object with ``__index__`` may say another number
+later, so none of them may find what a plain request remembered; they take the validating
+path (:func:`check_dim`), which also refuses whatever :func:`bool_like` says. A count, size
+or setting (an alignment, say) is an ``int`` or int subclass but never a ``bool``
+(:func:`int_not_bool`). The compiled hit path's mirror of the first rule is ``digest_of`` in
+``arena/views/_hit.c`` (``PyLong_CheckExact``). tests/base/test_exact_int.py scans the
+package for the rules written anywhere else. Every layer may import them.
+
+The arithmetic. Standard library only. Every request is rounded up to the alignment,
+offsets are the running sum starting at 0, and each view covers exactly its own
+(unrounded) bytes. Layouts are memoised per signature, so a request seen before costs one
+dictionary lookup plus a type check of its dimensions.
 """
 
 from __future__ import annotations
@@ -13,11 +25,10 @@ import operator
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from arena.base.dtypes import DType, resolve_dtype
 from arena.errors import ConfigError, SpecError
-from arena.ints import bool_like, exact_dims, exact_int, int_not_bool
 
 __all__ = [
     "DEFAULT_ALIGNMENT",
@@ -26,10 +37,15 @@ __all__ = [
     "MIN_ALIGNMENT",
     "Layout",
     "ViewLayout",
+    "bool_like",
     "check_alignment",
     "check_dim",
     "clear_layout_memo",
     "compute_layout",
+    "exact_dim_source",
+    "exact_dims",
+    "exact_int",
+    "int_not_bool",
     "round_up",
     "shifted",
 ]
@@ -42,6 +58,47 @@ MAX_ALIGNMENT = 1 << 30
 MAX_BYTES = 2**63 - 1
 _MEMO_LIMIT = 4096
 _SEQUENCES = (tuple, list)
+
+
+# The int rules (the module docstring): what counts as a dimension, a count or a setting.
+
+
+def exact_int(value: Any) -> TypeGuard[int]:
+    """Whether ``value`` is exactly an ``int`` (not a bool, an int subclass or a float)."""
+    return value.__class__ is int
+
+
+def exact_dims(shape: Any) -> bool:
+    """Whether every dimension in ``shape`` (an iterable) is exactly an ``int``: the test a
+    remembered request's fast paths apply before serving it."""
+    for dim in shape:  # noqa: SIM110 - a loop: all() over a generator costs more on a hit
+        if dim.__class__ is not int:
+            return False
+    return True
+
+
+def exact_dim_source(name: str) -> str:
+    """The source text of :func:`exact_dims`' test for one dimension named ``name``, negated
+    (true when ``name`` is NOT exactly an ``int``): for servers generated as straight-line
+    code, where a call per dimension would cost what the generation saves."""
+    return f"{name}.__class__ is not int"
+
+
+def int_not_bool(value: Any) -> TypeGuard[int]:
+    """Whether ``value`` is an ``int`` or an int subclass (an ``IntEnum`` member) other than
+    ``bool``: the rule for counts, sizes and settings."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def bool_like(value: Any) -> bool:
+    """Whether ``value`` is a bool of any framework: Python's, NumPy's (``bool_`` in NumPy 1,
+    ``bool`` in NumPy 2), or an array or tensor of a bool dtype."""
+    kind = getattr(value, "dtype", None)
+    return (
+        isinstance(value, bool)
+        or type(value).__name__ in ("bool", "bool_")
+        or (kind is not None and "bool" in str(kind))
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,9 +250,9 @@ def _compute_and_memoise(specs: Any, alignment: int) -> Layout:
     """Compute and memoise ``specs``' layout.
 
     A request of exact-int shapes in range takes the straight path, written in this one
-    function: its shapes checked (:func:`~arena.ints.exact_dims`), its dtypes resolved,
-    then the arithmetic (a first request calls out to :mod:`arena.ints` and
-    :mod:`arena.base.dtypes` once each, in turn, and to nothing of this module's after).
+    function: its shapes checked (:func:`exact_dims`), its dtypes resolved,
+    then the arithmetic (a first request calls out to :mod:`arena.base.dtypes` once, and to
+    nothing of this module's after).
     Anything else, and any error, takes :func:`_validated`, which checks spec by spec and
     raises the message of the first spec that is wrong."""
     check_alignment(alignment)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from arena.base.layout import int_not_bool
 from arena.distributed.groups import as_group
 from arena.distributed.state import SyncReport, apply_maxima, collect, describe, width
 from arena.distributed.wire import exchange
-from arena.ints import int_not_bool
 from arena.slots.table import SlotTable
 
 __all__ = ["sync_table"]

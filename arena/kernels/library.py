@@ -15,10 +15,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from arena.base.layout import MAX_BYTES, compute_layout, round_up
+from arena.base.layout import MAX_BYTES, compute_layout, int_not_bool, round_up
 from arena.config import check_flag, load_adapter
 from arena.errors import ConfigError, SpecError
-from arena.ints import int_not_bool
 from arena.slots.persistent import check_key, check_new_key
 from arena.slots.slot import Slot
 from arena.slots.table import SlotTable

@@ -55,10 +55,17 @@ from types import ModuleType
 from typing import Any
 
 from arena.base.dtypes import resolve_dtype
-from arena.base.layout import MAX_ALIGNMENT, MAX_BYTES, Layout, ViewLayout, round_up
+from arena.base.layout import (
+    MAX_ALIGNMENT,
+    MAX_BYTES,
+    Layout,
+    ViewLayout,
+    exact_int,
+    int_not_bool,
+    round_up,
+)
 from arena.config import load_adapter
 from arena.errors import ArenaError, FrameworkUnavailableError, NotInitializedError, SpecError
-from arena.ints import exact_int, int_not_bool
 from arena.slots.selector import SlotSelector, check_index
 from arena.slots.slot import Slot
 from arena.slots.table import SlotTable

@@ -45,10 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from arena.base.events import ArenaEvent, warn_user
-from arena.base.layout import compute_layout
+from arena.base.layout import compute_layout, int_not_bool
 from arena.errors import ArenaError
 from arena.forks import after_fork
-from arena.ints import int_not_bool
 from arena.observe.profilefile import (
     FORMAT,
     LIMIT,

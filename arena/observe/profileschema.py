@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from arena.base.layout import int_not_bool
 from arena.errors import ArenaError
-from arena.ints import int_not_bool
 from arena.observe.profilesteps import step_ident, step_problem
 
 __all__ = [

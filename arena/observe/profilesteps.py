@@ -30,7 +30,7 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
-from arena.ints import int_not_bool
+from arena.base.layout import int_not_bool
 from arena.planning.records import storable_key
 
 __all__ = ["STEP_LISTS", "merge_steps", "step_ident", "step_problem", "storable_key"]

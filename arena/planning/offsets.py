@@ -97,9 +97,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from arena.base.extensions import load_extension
-from arena.base.layout import DEFAULT_ALIGNMENT, MAX_BYTES, check_alignment, round_up
+from arena.base.layout import DEFAULT_ALIGNMENT, MAX_BYTES, bool_like, check_alignment, round_up
 from arena.errors import ConfigError, SpecError
-from arena.ints import bool_like
 from arena.planning import search
 from arena.planning.search import improve
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from arena.ints import int_not_bool
+from arena.base.layout import int_not_bool
 from arena.planning.runs import Nest, StepRun, merge_nests
 
 __all__ = [

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, Protocol
 
+from arena.base.layout import exact_int, int_not_bool
 from arena.errors import ConfigError, SlotError
-from arena.ints import exact_int, int_not_bool
 from arena.slots.slot import Slot
 
 __all__ = ["SlotSelector", "UbatchBinding", "check_index"]

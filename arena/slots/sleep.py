@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arena.base.events import caller_info, format_mb
+from arena.base.layout import exact_int
 from arena.base.poison import PATTERN_BYTE
 from arena.errors import ArenaError, ArenaOutOfMemoryError, ConfigError
-from arena.ints import exact_int
 from arena.memory.sources import Allocation
 from arena.slots.governor import Governor
 from arena.slots.slot import Slot

@@ -32,10 +32,9 @@ from arena.base.events import (
     logger,
     warn_user,
 )
-from arena.base.layout import MAX_BYTES
+from arena.base.layout import MAX_BYTES, int_not_bool
 from arena.config import Settings
 from arena.errors import ConfigError, SpecError
-from arena.ints import int_not_bool
 from arena.memory.ledger import Ledger
 from arena.slots.governor import Governor
 from arena.slots.hooks import LockHook

@@ -16,7 +16,7 @@
  * a few pointer reads. Everything that is not a plain hit (debug mode, a miss, a dimension
  * that is not an exact int, a capture probe, a caller whose call site is not known yet)
  * goes to the same Python methods the pure-Python path uses, so every guarantee is
- * written once, in Python (arena/front.py, views/builder.py, views/requests.py), and
+ * written once, in Python (arena/front.py, views/builder.py, base/events.py), and
  * this file only skips work on the paths where the outcome is already decided.
  *
  * HitBase is the base class of arena.front.Front when this module is in use. Its
@@ -32,7 +32,7 @@
  *                fronts); False: this front takes the Python path for every request
  *   _debug       True: every request takes the Python path
  *   _probe       the capture probe or None
- *   _log         the request log (arena.views.requests.RequestLog) or None
+ *   _log         the request log (arena.base.events.RequestLog) or None
  *   _governor    the arena's governor (its `locked` flag)
  *   _builder     the front's ViewBuilder: its miss() and served()
  *

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from arena.base.events import logger
+from arena.base.events import RequestLog, logger
 from arena.base.layout import Layout, compute_layout, shifted
 from arena.base.poison import poisoned
 from arena.errors import GraphCaptureError
@@ -36,7 +36,6 @@ from arena.slots.table import SlotTable
 from arena.views.framework import FrameworkViews
 from arena.views.plan import MAX_PLANS, SEQUENCES, Plan, make_plan
 from arena.views.prepared import Prepared, guarded_server, plain_key, prepare, remember, server
-from arena.views.requests import RequestLog
 
 __all__ = ["ALWAYS", "NEVER", "ONCE", "ViewBuilder", "plan_for", "structure_of"]
 

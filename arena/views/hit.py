@@ -38,13 +38,12 @@ import threading
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from arena.base.events import caller_memos
+from arena.base.events import RequestLog, caller_memos
 from arena.base.extensions import load_extension
 from arena.slots.governor import Governor
 from arena.slots.slot import Buffer, Slot
 from arena.slots.stack import RegionStack
 from arena.views.prepared import Prepared
-from arena.views.requests import RequestLog
 
 __all__ = [
     "HIT_PATH",

@@ -37,9 +37,8 @@ from collections.abc import Callable
 from typing import Any
 
 from arena.base.dtypes import resolve_dtype
-from arena.base.layout import MAX_BYTES, Layout, ViewLayout
+from arena.base.layout import MAX_BYTES, Layout, ViewLayout, exact_dim_source, exact_dims
 from arena.errors import ArenaError
-from arena.ints import exact_dim_source, exact_dims
 
 __all__ = [
     "GENERATE_AFTER",

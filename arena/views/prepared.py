@@ -25,7 +25,7 @@ from itertools import islice
 from typing import Any
 
 from arena.base.events import warn_user
-from arena.ints import exact_dims
+from arena.base.layout import exact_dims
 
 __all__ = [
     "Prepared",
@@ -96,8 +96,9 @@ def prepare(
     (:func:`guarded_server`).
 
     The entry and its server are made first, then the key is checked, then the entry is
-    stored: a first request calls this module's functions, then :mod:`arena.ints`, and
-    nothing of this module's after (tests/views/test_request_path.py).
+    stored: a first request calls this module's functions, then the exact-int rule
+    (:mod:`arena.base.layout`), and nothing of this module's after
+    (tests/views/test_request_path.py).
     """
     cache = prepared.get(key)
     if cache is None:

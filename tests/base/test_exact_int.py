@@ -1,6 +1,6 @@
-"""The int rules (issue 27 item 6): written once, in :mod:`arena.ints` (``exact_int``,
-``exact_dims``, ``exact_dim_source``, ``int_not_bool``, ``bool_like``; the compiled mirror
-is ``digest_of`` in ``_hit.c``), and applied the same way by every entry point that
+"""The int rules (issue 27 item 6): written once, in :mod:`arena.base.layout`
+(``exact_int``, ``exact_dims``, ``exact_dim_source``, ``int_not_bool``, ``bool_like``; the
+compiled mirror is ``digest_of`` in ``_hit.c``), and applied the same way by every entry point that
 takes a shape, on both hit paths."""
 
 from __future__ import annotations
@@ -15,11 +15,17 @@ import numpy as np
 import pytest
 
 from arena import Arena, SpecError
-from arena.base.layout import check_dim
-from arena.ints import bool_like, exact_dim_source, exact_dims, exact_int, int_not_bool
+from arena.base.layout import (
+    bool_like,
+    check_dim,
+    exact_dim_source,
+    exact_dims,
+    exact_int,
+    int_not_bool,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
-HELPER = "arena/ints.py"
+HELPER = "arena/base/layout.py"
 # Bool tests that are NOT the rules, on purpose: routing them through ``bool_like`` would
 # change an error message (behaviour issue 27 keeps). The resolver's answer: a NumPy 2
 # bool (class name ``bool``) is refused today as "not an integer", not as a bool.

@@ -51,7 +51,8 @@ def test_a_triton_tensor_of_one_size_is_aligned_for_each_alignment_asked() -> No
 
 def test_a_bool_stream_is_refused_by_the_triton_allocator() -> None:
     # Plant K7: the stream check took any int subclass: True was accepted as the handle
-    # of stream 1 and shared its block (the exact-int rule, arena/ints.py, refuses bools).
+    # of stream 1 and shared its block (the exact-int rule, arena/base/layout.py, refuses
+    # bools).
     pytest.importorskip("torch")
     with Arena("cpu", framework="numpy") as ws:
         allocate = ws.triton_allocator()
