@@ -292,29 +292,42 @@ def _is_ndarray(view: Any) -> bool:
     return kind.__name__ == "ndarray" and kind.__module__ == "numpy"
 
 
+def _is_tensor(view: Any) -> bool:
+    kind = type(view)
+    return kind.__name__ == "Tensor" and kind.__module__ == "torch"
+
+
 def lean(quick: bool, fresh_view: Any, witnesses: list[Any]) -> bool:
     """Whether a replay's request keeps only its remembered views (``witnesses``) and the
     addresses of the fresh views it hands out, not the fresh views (a view the caller
     drops is freed at once): a quick replay (no poisoning, no debug mode) of a front that
-    makes fresh views (``fresh_view`` a callable), of NumPy arrays (exact
-    ``numpy.ndarray``: what release() compares cheaply, in C too, with
-    :func:`same_view`). The compiled hit decides the same (``arena/views/_hit.c``)."""
+    makes fresh views (``fresh_view`` a callable), of NumPy arrays or torch tensors
+    (exact ``numpy.ndarray`` or ``torch.Tensor``: what release() compares cheaply, in C
+    too, with :func:`same_view`). The compiled hit decides the same
+    (``arena/views/_hit.c``)."""
     return (
         quick
         and fresh_view is not None
         and fresh_view is not False
         and bool(witnesses)
-        and _is_ndarray(witnesses[0])
+        and (_is_ndarray(witnesses[0]) or _is_tensor(witnesses[0]))
     )
 
 
 def same_view(view: Any, witness: Any) -> bool:
     """Whether ``view`` stands for a fresh view of ``witness`` (a replay's remembered
-    view): an exact NumPy array whose data starts where the witness's does. Its shape,
-    strides, dtype and writeability are not compared: the caller may have changed them in
-    place on the very view it was handed (``view.shape = ...``, ``view.flags.writeable =
-    False``), and an array starting at a live block's first byte can only stand for that
-    block (the run's live blocks never share bytes)."""
-    if not (_is_ndarray(view) and type(view) is type(witness)):
+    view): an exact NumPy array (torch tensor) of the witness's type whose data starts
+    where the witness's does. Its shape, strides, dtype and writeability are not compared:
+    the caller may have changed them in place on the very view it was handed
+    (``view.shape = ...``, ``view.flags.writeable = False``; ``view.resize_(...)``,
+    ``view.requires_grad_()``), and an array starting at a live block's first byte can
+    only stand for that block (the run's live blocks never share bytes). A torch tensor
+    the caller pointed at other memory in place (``set_``, ``as_strided_`` to another
+    offset) no longer starts there: it is refused, as an array made from the view is."""
+    if type(view) is not type(witness):
         return False
-    return bool(view.__array_interface__["data"][0] == witness.__array_interface__["data"][0])
+    if _is_ndarray(view):
+        return bool(view.__array_interface__["data"][0] == witness.__array_interface__["data"][0])
+    if _is_tensor(view):
+        return bool(view.data_ptr() == witness.data_ptr())
+    return False

@@ -155,21 +155,7 @@ def _targets(
             where = framework if mode == "-" else f"{framework} {mode}"
             for key, what, limit in REGION_TARGETS:
                 f = figures[key]
-                note = None
-                # Only a torch replay keeps the views it hands out (a NumPy replay keeps
-                # none): the kept-plain figure is the fair comparison there alone.
-                kept = (
-                    figures.get("step_over_kept")
-                    if key == "step_over_plain" and framework == "torch"
-                    else None
-                )
-                if kept is not None:
-                    note = (
-                        "against plain requests whose views are kept as long as a torch "
-                        "replay keeps its own: "
-                        f"{_spread(kept['median'], kept['p10'], kept['p90'])}"
-                    )
-                add(f"{where}: {what}", f["median"], limit, (f["p10"], f["p90"]), note)
+                add(f"{where}: {what}", f["median"], limit, (f["p10"], f["p90"]))
     for framework, modes in found.get("passes", {}).items():
         for mode, figures in modes.items():
             where = framework if mode == "-" else f"{framework} {mode}"

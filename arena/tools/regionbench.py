@@ -112,8 +112,9 @@ def _blocks(front: Any, spec: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
             plain(spec)
 
     def kept() -> None:
-        # Plain requests whose views live to the block's end: what a replay that keeps the
-        # views it hands out costs (torch's; a NumPy replay keeps none).
+        # Plain requests whose views live to the block's end: what a replay would cost
+        # that kept the views it hands out (a quick replay keeps none, NumPy or torch;
+        # poisoning and debug mode keep them).
         keep: list[Any] = []
         append = keep.append
         for _ in range(BATCH):
@@ -209,6 +210,6 @@ def format_regions(figures: dict[str, Any]) -> list[str]:
     lines.append(
         "step/plain: the target's ratio, against plain requests whose views are dropped at "
         "once; step/kept plain: against plain requests whose views are kept to the block's "
-        "end, as a torch replay keeps its own (a NumPy replay keeps none)"
+        "end, as a replay would that kept its own (a quick replay keeps none)"
     )
     return lines

@@ -1387,11 +1387,11 @@ static PyType_Spec hit_spec = {
  *   _lasts       the run's last use per block (arena.planning.runs.StepRun)
  *
  * A lean request (arena.planning.runs.lean: a quick replay of a front making fresh views
- * of exact numpy.ndarray) keeps the remembered views and the fresh views' addresses, not
- * the fresh views: a view the caller drops is freed at once, as a plain request's is.
- * release(view) takes the newest record at the view's address whose witness is the view,
- * or an exact ndarray whose data start where the witness's do (same_ndarray, as
- * arena.planning.runs.same_view).
+ * of exact numpy.ndarray or torch.Tensor) keeps the remembered views and the fresh views'
+ * addresses, not the fresh views: a view the caller drops is freed at once, as a plain
+ * request's is. release(view) takes the newest record at the view's address whose witness
+ * is the view, or an object of the witness's exact type whose data start where the
+ * witness's do (same_ndarray, same_tensor, as arena.planning.runs.same_view).
  *
  * Anything else goes to the step's Python method _python_get (_python_release). */
 
@@ -1438,6 +1438,29 @@ static int is_ndarray(PyObject *object) {
 static int same_ndarray(PyObject *view, PyObject *witness) {
     if (Py_TYPE(view) != Py_TYPE(witness) || !is_ndarray(view)) return 0;
     return ((NdFields *)view)->data == ((NdFields *)witness)->data;
+}
+
+static PyTypeObject *tensor_seen; /* torch.Tensor, once an object of it was seen */
+static PyObject *str_data_ptr, *str_module;
+
+/* Whether `object` is an exact torch.Tensor (a class named Tensor of module torch; as
+ * runs._is_tensor). The module is read from the class's own dict, as type.__module__
+ * reads a class's: no Python code runs. */
+static int is_tensor(PyObject *object) {
+    PyTypeObject *type = Py_TYPE(object);
+    if (type == tensor_seen) return 1;
+    if (strcmp(type->tp_name, "Tensor") != 0 || !(type->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
+        type->tp_dict == NULL)
+        return 0;
+    PyObject *module = PyDict_GetItemWithError(type->tp_dict, str_module);
+    if (module == NULL || !PyUnicode_CheckExact(module) ||
+        PyUnicode_CompareWithASCIIString(module, "torch") != 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_INCREF(type);
+    Py_XSETREF(tensor_seen, type);
+    return 1;
 }
 
 /* The leading fields of a NumPy array (PyArrayObject_fields: NumPy's ABI, the same in
@@ -1678,7 +1701,7 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     }
     Py_ssize_t at = first * (Py_ssize_t)sizeof(void *);
     int lean = self->quick == Py_True && fresh != Py_None && count > 0 &&
-               is_ndarray(PyList_GET_ITEM(views, 0));
+               (is_ndarray(PyList_GET_ITEM(views, 0)) || is_tensor(PyList_GET_ITEM(views, 0)));
     Py_INCREF(views);
     PyObject *out = PyList_New(count);
     for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
@@ -1744,10 +1767,39 @@ static int step_release_block(StepHitBase *self, PyObject *block, PyObject *last
     return failed ? -1 : 1;
 }
 
+/* Whether `view` stands for a fresh view of the torch tensor `witness` (as
+ * arena.planning.runs.same_view): exact torch.Tensor objects whose data start at the same
+ * address, read by their data_ptr() methods. 1 where it does, 0 where it does not or where
+ * the step changed while they ran (a torch function mode may run Python code: the Python
+ * path decides then), -1 on error (cleared: the Python path explains). */
+static int same_tensor(StepHitBase *self, PyObject *view, PyObject *witness) {
+    if (Py_TYPE(view) != Py_TYPE(witness) || !is_tensor(view)) return 0;
+    PyObject *handed = self->handed, *released = self->released, *request = self->request;
+    PyObject *ids = self->ids;
+    /* Held across the calls: the checks after them compare these very objects. */
+    PyObject *held[] = {view, witness, handed, released, request, ids};
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) Py_INCREF(held[i]);
+    PyObject *mine = PyObject_VectorcallMethod(str_data_ptr, &view, 1, NULL);
+    PyObject *theirs = mine == NULL ? NULL
+                                    : PyObject_VectorcallMethod(str_data_ptr, &witness, 1, NULL);
+    int same = theirs == NULL ? -1 : 0;
+    if (theirs != NULL && PyLong_CheckExact(mine) && PyLong_CheckExact(theirs))
+        same = PyObject_RichCompareBool(mine, theirs, Py_EQ); /* exact ints: no Python code */
+    if (same == 1 && (self->handed != handed || self->released != released ||
+                      self->request != request || self->ids != ids))
+        same = 0;
+    if (same < 0) PyErr_Clear();
+    Py_XDECREF(mine);
+    Py_XDECREF(theirs);
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) Py_DECREF(held[i]);
+    return same;
+}
+
 /* The block of `view` for release(view) (Step.release's hot path): the newest record at
  * the view's address, whose witness is the view or a fresh view of it, for a block not
  * released yet. A new reference; NULL without an exception when the Python path must run
- * (it names what is wrong), NULL with one on error. Runs no Python code. */
+ * (it names what is wrong), NULL with one on error. Runs no Python code but a torch
+ * tensor's data_ptr() (same_tensor, which checks the step unchanged after it). */
 static PyObject *step_find_block(StepHitBase *self, PyObject *view) {
     PyObject *handed = self->handed, *released = self->released, *request = self->request;
     PyObject *ids = self->ids, *starts = self->starts;
@@ -1773,7 +1825,9 @@ static PyObject *step_find_block(StepHitBase *self, PyObject *view) {
             if (address != (void *)view) continue;
             /* The newest record at this address: the view's, if any is. */
             PyObject *witness = PyList_GET_ITEM(made, j);
-            if (witness != view && !same_ndarray(view, witness)) return NULL;
+            if (witness != view && !same_ndarray(view, witness) &&
+                same_tensor(self, view, witness) != 1)
+                return NULL;
             PyObject *block = PyLong_FromSsize_t(k + j);
             if (block == NULL) return NULL;
             int gone = PySet_Contains(released, block);
@@ -1810,7 +1864,8 @@ static int step_release_views(StepHitBase *self, PyObject *const *args, Py_ssize
         blocks[found++] = block;
     }
     if (outcome == 1) {
-        /* Nothing in the search ran Python code: the step's request is the one it read.
+        /* Nothing in the search ran Python code, or it found the step unchanged after
+         * (same_tensor): the step's request is the one it read.
          * Each released block's last request is the one before it (a diverging replay
          * records it). */
         Py_ssize_t r = plain_size(self->request); /* an exact int: step_find_block */
@@ -3543,7 +3598,9 @@ PyMODINIT_FUNC PyInit__hit(void) {
     }
     str_python_get = PyUnicode_InternFromString("_python_get");
     str_python_release = PyUnicode_InternFromString("_python_release");
-    if (str_python_release == NULL) {
+    str_data_ptr = PyUnicode_InternFromString("data_ptr");
+    str_module = PyUnicode_InternFromString("__module__");
+    if (str_python_release == NULL || str_data_ptr == NULL || str_module == NULL) {
         Py_DECREF(module);
         return NULL;
     }
