@@ -492,3 +492,32 @@ def test_a_step_key_not_equal_to_itself_is_refused() -> None:
         for _ in range(3):
             with ws.step(float("nan")) as st:
                 st.get_simultaneous(((10,), F32))
+
+
+def test_an_inner_step_recorded_anew_has_the_outer_steps_next_run_size_the_slot(
+    hit_path: str,
+) -> None:
+    # An inner step that diverges records anew inside its outer step, and is planned at
+    # its next run there (inside an open step only its own key is planned). The outer
+    # step is marked stale, so its next run, with nothing open below it, plans every key
+    # and sizes the slot to the plans first: plan_steps() afterwards has nothing left to
+    # change. Unmarked, the slot kept the size of the inner step's earlier, larger plan.
+    def run(ws: Arena, large: bool) -> None:
+        with ws.step("outer") as outer:
+            outer.get_simultaneous(KIB)
+            with ws.step("inner") as inner:
+                if large:
+                    inner.get_simultaneous(((4096,), F32))
+                else:  # two requests where the plan has one: a divergence
+                    inner.get_simultaneous(((64,), F32))
+                    inner.get_simultaneous(((64,), F32))
+            outer.get_simultaneous(KIB)
+
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(3):  # record, plan, replay
+            run(ws, large=True)
+        run(ws, large=False)  # the inner step records anew
+        run(ws, large=False)  # the outer step's next run: sized first
+        sized = ws.stats().slots[0].capacity
+        ws.plan_steps()
+        assert ws.stats().slots[0].capacity == sized
