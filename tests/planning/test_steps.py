@@ -521,3 +521,26 @@ def test_an_inner_step_recorded_anew_has_the_outer_steps_next_run_size_the_slot(
         sized = ws.stats().slots[0].capacity
         ws.plan_steps()
         assert ws.stats().slots[0].capacity == sized
+
+
+def test_a_step_whose_inner_step_holds_bytes_above_its_end_is_sized_before_it_replays(
+    hit_path: str,
+) -> None:
+    # An inner step whose run holds bytes above its end (a scope's view, then a plain
+    # request) tells its outer step how far it reached: its end plus those bytes. The
+    # outer step's plan covers that reach, so the slot is sized before the planned run
+    # and no replay grows it; with only its end minus them, the planned run grew it.
+    def run(ws: Arena) -> None:
+        with ws.step("outer") as outer:
+            with ws.step("inner"):
+                with ws.scope() as scope:
+                    scope.get_simultaneous(KIB)
+                ws.get_simultaneous(((512,), F32))
+            outer.get_simultaneous(KIB)
+
+    with Arena("cpu", framework="numpy") as ws:
+        run(ws)  # records: the only run that may grow the slot
+        recorded = ws.stats().slots[0].growths
+        for _ in range(3):  # plans, then replays
+            run(ws)
+            assert ws.stats().slots[0].growths == recorded
