@@ -372,3 +372,24 @@ def test_lock_warns_when_it_replaces_the_buffer_a_captured_micro_batch_replays()
         stats = ws.stats().slots[0]
         assert stats.retired_bytes == graph_buffer  # kept for the graph, not released
         assert ptrs(*program(100)) != ptrs(*captured)  # as the warning says
+
+
+def test_lock_keeps_the_plans_of_micro_batches_that_planned_alike(hit_path: str) -> None:
+    # Micro-batches whose plans of a key agree already need no merged plan: lock() keeps
+    # their plans (the same version), so the views each replay remembered before lock()
+    # are the ones served after it. A merged copy, a new version, would drop them and
+    # build new views at the first locked replay.
+    with Arena("cpu", framework="numpy", ubatches=2, cached_views=True) as ws:
+        handed: dict[int, list[Any]] = {0: [], 1: []}
+
+        def run(ubatch: int) -> None:
+            with ws.ubatch(ubatch), ws.step("k") as step:
+                handed[ubatch].append(step.get_simultaneous(KIB)[0])
+
+        for _ in range(4):  # record, plan, then replays that remember and serve
+            for ubatch in (0, 1):
+                run(ubatch)
+        ws.lock()
+        for ubatch in (0, 1):
+            run(ubatch)
+            assert handed[ubatch][-1] is handed[ubatch][-2]
