@@ -393,3 +393,36 @@ def test_lock_keeps_the_plans_of_micro_batches_that_planned_alike(hit_path: str)
         for ubatch in (0, 1):
             run(ubatch)
             assert handed[ubatch][-1] is handed[ubatch][-2]
+
+
+def test_a_captured_micro_batch_lifts_no_siblings_outer_step_at_lock() -> None:
+    # Micro-batch 0's graph captured its steps, so lock() leaves its plans alone (its inner
+    # step stays planned at 256 bytes) while micro-batch 1 takes the lane's merged inner
+    # plan. How far that merged plan lifts an outer step counts in the slots that take it
+    # only: micro-batch 1's outer step already covers its own 16 KiB inner step, and
+    # sized to its plans it holds its program's peak, 4 KiB of the outer step under the
+    # inner step's 16 KiB. Counted for the captured slot as well, micro-batch 1's outer
+    # step was lifted by what the merged plan adds to micro-batch 0's inner step (16 KiB
+    # less 256 bytes): 3840 bytes more than it needs.
+    probe = Probe()
+    with Arena("cpu", framework="numpy", ubatches=2, capture_probe=probe) as ws:
+
+        def run(ubatch: int, inner_floats: int) -> None:
+            with ws.ubatch(ubatch), ws.step("outer") as outer:
+                outer.get_simultaneous(((1024,), F32))
+                with ws.step("inner") as inner:
+                    inner.get_simultaneous(((inner_floats,), F32))
+                outer.get_simultaneous(((1024,), F32))
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ArenaWarning)  # lock() names the captured slot
+            for _ in range(2):  # record, plan
+                run(0, 64)
+                run(1, 4096)
+            probe.capturing = True
+            run(0, 64)  # the graph of micro-batch 0
+            probe.capturing = False
+            ws.lock()
+        ws.unlock()
+        ws.plan_steps()  # each slot sized to its plans
+        assert ws.stats().slots[1].capacity == 4096 + 16384
