@@ -426,3 +426,49 @@ def test_a_captured_micro_batch_lifts_no_siblings_outer_step_at_lock() -> None:
         ws.unlock()
         ws.plan_steps()  # each slot sized to its plans
         assert ws.stats().slots[1].capacity == 4096 + 16384
+
+
+def test_a_micro_batch_given_a_plan_whose_inner_step_never_finished_plans_and_runs_it() -> None:
+    # Micro-batch 0's outer step ran an inner step whose every run was interrupted (the
+    # error caught inside the outer step): the outer record names the inner step, which
+    # has no plan anywhere. lock() gives micro-batch 1, which never ran, the outer plan
+    # only; planning that slot again covers the inner step by what it reached when it
+    # ran, not by a plan or a book micro-batch 1 does not have.
+    def run(ws: Arena) -> None:
+        with ws.step("outer") as outer:
+            outer.get_simultaneous(KIB)
+            try:
+                with ws.step("inner") as inner:
+                    inner.get_simultaneous(((1024,), F32))
+                    raise KeyError("interrupted")
+            except KeyError:
+                pass
+            outer.get_simultaneous(KIB)
+
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+        with ws.ubatch(0):
+            for _ in range(2):  # record, plan
+                run(ws)
+        ws.lock()
+        ws.unlock()
+        assert ws.plan_steps() == {"outer": 2048}
+        with ws.ubatch(1):
+            run(ws)  # the lane's outer plan, the inner step recording inside it
+
+
+def test_lock_after_a_capture_passes_over_a_step_whose_only_run_was_interrupted() -> None:
+    # lock() warns of each planned step of a captured slot that a sibling's plan
+    # outgrows. A step whose only run was interrupted has a book and no plan on any
+    # micro-batch: nothing to compare, nothing to warn of, and lock() locks.
+    probe = Probe()
+    with Arena("cpu", framework="numpy", ubatches=2, capture_probe=probe) as ws:
+        with pytest.raises(KeyError), ws.step("k") as step:
+            step.get_simultaneous(KIB)
+            raise KeyError("interrupted")
+        probe.capturing = True
+        ws.get_simultaneous(KIB)  # a graph captures micro-batch 0's buffer
+        probe.capturing = False
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ArenaWarning)
+            ws.lock()
+        assert ws.is_locked
