@@ -544,3 +544,27 @@ def test_a_step_whose_inner_step_holds_bytes_above_its_end_is_sized_before_it_re
         for _ in range(3):  # plans, then replays
             run(ws)
             assert ws.stats().slots[0].growths == recorded
+
+
+def test_a_step_recorded_again_with_other_lifetimes_plans_from_that_record_alone() -> None:
+    # Records merge by the largest size of each block only where both runs made the same
+    # requests with the same lifetimes. A run that keeps its first view past its planned
+    # life (a divergence, then a recording) has other lifetimes: its record replaces the
+    # old one. Planned from it, the step holds the kept 4 KiB view and the new 256-byte
+    # one at once; merged with the old record, the second block took its old 1 KiB.
+    def run(ws: Arena, released: bool) -> None:
+        with ws.step("k") as step:
+            (a,) = step.get_simultaneous(((1024,), F32))
+            if released:
+                step.release(a)
+                step.get_simultaneous(((256,), F32))
+            else:
+                step.get_simultaneous(((64,), F32))
+
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(3):  # record, plan, replay
+            run(ws, released=True)
+        assert ws.planned_bytes() == 4096
+        run(ws, released=False)  # diverges at its second request: records from there
+        run(ws, released=False)  # plans the new record
+        assert ws.planned_bytes() == 4096 + 256
