@@ -280,3 +280,22 @@ def test_a_replay_refuses_an_object_of_another_type_at_a_dead_views_address(
                             st.release(other)
                     st.run.ids[8:16] = POINTER.pack(id(b))
                 st.release(a, b)
+
+
+def test_a_torch_replay_refuses_a_numpy_array_at_a_dead_views_address(hit_path: str) -> None:
+    """The same for a front whose views are no NumPy arrays: an exact NumPy array at
+    the address of a dead torch view stands for nothing the run handed out, and
+    release() refuses it with its usual error."""
+    pytest.importorskip("torch")
+    with Arena("cpu", framework="torch") as ws:
+        for _ in range(4):
+            with ws.step("types") as st:
+                (a,) = st.get_simultaneous(((16,), F32))
+                (b,) = st.get_simultaneous(((16,), F32))
+                if st.replay:
+                    other = np.zeros(16, np.float32)
+                    st.run.ids[8:16] = POINTER.pack(id(other))  # b died, other took it
+                    with pytest.raises(ArenaError, match="not handed out by this run"):
+                        st.release(other)
+                    st.run.ids[8:16] = POINTER.pack(id(b))
+                st.release(a, b)
