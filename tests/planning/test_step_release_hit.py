@@ -299,3 +299,23 @@ def test_a_torch_replay_refuses_a_numpy_array_at_a_dead_views_address(hit_path: 
                         st.release(other)
                     st.run.ids[8:16] = POINTER.pack(id(b))
                 st.release(a, b)
+
+
+def test_an_address_found_only_across_two_records_stands_for_no_view(hit_path: str) -> None:
+    """The run's index of addresses is searched for a view's address from its newest
+    record down; a match that straddles two records (the last bytes of one address and
+    the first of the next, forged here) is no record: the search goes on below it and
+    release() refuses the object, as one the run never handed out."""
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(4):
+            with ws.step("straddled") as st:
+                (a,) = st.get_simultaneous(((16,), F32))
+                (b,) = st.get_simultaneous(((16,), F32))
+                if st.replay:
+                    other = object()
+                    kept = bytes(st.run.ids[:16])
+                    st.run.ids[:16] = bytes(4) + POINTER.pack(id(other)) + bytes(4)
+                    with pytest.raises(ArenaError, match="not handed out by this run"):
+                        st.release(other)
+                    st.run.ids[:16] = kept
+                st.release(a, b)
