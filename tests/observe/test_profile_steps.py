@@ -521,3 +521,25 @@ def test_merging_keeps_the_newer_plan_of_a_key_and_the_older_keys() -> None:
     merged = check_profile(merge_profiles(old, new))
     assert merged["slots"][0]["steps"] == [newer_a, _entry(key="b"), _entry(key=3)]
     assert "steps" not in merge_profiles(_profile(), _profile())["slots"][0]  # old stays old
+
+
+def test_a_step_run_only_inside_another_is_stored_as_not_top_level(tmp_path: Path) -> None:
+    """A step that only ever ran inside another never started at the top level: its
+    stored plan says so with false (a bool, as the reader requires), and a restart
+    restores it with the outer step's."""
+    path = tmp_path / "profile.json"
+
+    def run(ws: arena.Arena) -> None:
+        with ws.step("outer") as outer:
+            outer.get_simultaneous(((256,), F32))
+            with ws.step("inner") as inner:
+                inner.get_simultaneous(((256,), F32))
+
+    with arena.Arena("cpu", framework="numpy", profile=path) as ws:
+        for _ in range(3):
+            run(ws)
+    stored = {entry["key"]: entry for entry in _stored(path)}
+    assert stored["outer"]["top_level"] is True and stored["inner"]["top_level"] is False
+    with arena.Arena("cpu", framework="numpy", profile=path) as ws:
+        assert sorted(books_of(ws._table.slots[0])) == ["inner", "outer"]
+        assert books_of(ws._table.slots[0])["inner"].planned

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from arena import Arena, ArenaError, ArenaLockedError
-from tests.gates import intrude
+from tests.gates import Probe, intrude, moving_only
 from tests.sources import RecordingSource
 
 F32 = "float32"
@@ -205,3 +205,28 @@ def test_debug_mode_names_another_thread_using_a_slot_a_scope_holds() -> None:
         thread = threading.Thread(target=lambda: ws.get_simultaneous(((4,), F32)))
         thread.start()  # the scope closed: the slot is free again
         thread.join(10)
+
+
+@moving_only("a growth in place keeps the captured buffer where it is, retiring nothing")
+def test_a_scope_request_captured_by_a_graph_keeps_its_buffer_after_the_capture(
+    hit_path: str,
+) -> None:
+    # A capture probe makes every scope request take the checked path, which marks the
+    # buffer a CUDA graph being captured reads: a scope's hit (views remembered from an
+    # earlier run) would hand them out unmarked, and the next growth would release the
+    # buffer the graph replays.
+    probe = Probe()
+    with Arena("cpu", framework="numpy", capture_probe=probe) as ws:
+        with ws.scope() as s:
+            s.get_simultaneous(((64,), F32))
+        ws.lock()  # no request log either: only the probe keeps the scope off its hit
+        with ws.scope() as s:
+            s.get_simultaneous(((64,), F32))  # views a hit could remember
+        probe.capturing = True
+        with ws.scope() as s:
+            s.get_simultaneous(((64,), F32))  # captured
+        probe.capturing = False
+        ws.unlock()
+        assert ws.stats().slots[0].retired_buffers == 0
+        ws.get_simultaneous(((1 << 20,), "uint8"))  # grows the slot
+        assert ws.stats().slots[0].retired_buffers == 1  # kept for the graph, not released

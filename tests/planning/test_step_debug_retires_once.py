@@ -37,3 +37,27 @@ def test_debug_mode_retires_each_view_once_at_its_release_or_the_end(
                 assert retired[-1] == [id(a)]
             assert sorted(retired[-1]) == sorted([id(a), id(b)])
             del a, b
+
+
+def test_debug_mode_retires_at_the_end_every_view_still_live_there(
+    hit_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three views, the last released: the run's end retires the first two, live there,
+    and not the released one again, on the recording and on every replay (a replay
+    counts its blocks in request order, one per view handed out)."""
+    retired: list[list[int]] = []
+
+    def record(self: NumpyAdapter, views: Sequence[Any]) -> None:
+        retired[-1].extend(id(v) for v in views)
+
+    monkeypatch.setattr(NumpyAdapter, "retire_views", record)
+    with Arena("cpu", framework="numpy", debug=True) as ws:
+        for _ in range(4):
+            retired.append([])
+            with ws.step("retires") as st:
+                a, b = st.get_simultaneous(((8,), F32), ((16,), F32))
+                (c,) = st.get_simultaneous(((8,), F32))
+                st.release(c)
+                assert retired[-1] == [id(c)]
+            assert sorted(retired[-1]) == sorted([id(a), id(b), id(c)])
+            del a, b, c

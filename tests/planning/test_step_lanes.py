@@ -372,3 +372,103 @@ def test_lock_warns_when_it_replaces_the_buffer_a_captured_micro_batch_replays()
         stats = ws.stats().slots[0]
         assert stats.retired_bytes == graph_buffer  # kept for the graph, not released
         assert ptrs(*program(100)) != ptrs(*captured)  # as the warning says
+
+
+def test_lock_keeps_the_plans_of_micro_batches_that_planned_alike(hit_path: str) -> None:
+    # Micro-batches whose plans of a key agree already need no merged plan: lock() keeps
+    # their plans (the same version), so the views each replay remembered before lock()
+    # are the ones served after it. A merged copy, a new version, would drop them and
+    # build new views at the first locked replay.
+    with Arena("cpu", framework="numpy", ubatches=2, cached_views=True) as ws:
+        handed: dict[int, list[Any]] = {0: [], 1: []}
+
+        def run(ubatch: int) -> None:
+            with ws.ubatch(ubatch), ws.step("k") as step:
+                handed[ubatch].append(step.get_simultaneous(KIB)[0])
+
+        for _ in range(4):  # record, plan, then replays that remember and serve
+            for ubatch in (0, 1):
+                run(ubatch)
+        ws.lock()
+        for ubatch in (0, 1):
+            run(ubatch)
+            assert handed[ubatch][-1] is handed[ubatch][-2]
+
+
+def test_a_captured_micro_batch_lifts_no_siblings_outer_step_at_lock() -> None:
+    # Micro-batch 0's graph captured its steps, so lock() leaves its plans alone (its inner
+    # step stays planned at 256 bytes) while micro-batch 1 takes the lane's merged inner
+    # plan. How far that merged plan lifts an outer step counts in the slots that take it
+    # only: micro-batch 1's outer step already covers its own 16 KiB inner step, and
+    # sized to its plans it holds its program's peak, 4 KiB of the outer step under the
+    # inner step's 16 KiB. Counted for the captured slot as well, micro-batch 1's outer
+    # step was lifted by what the merged plan adds to micro-batch 0's inner step (16 KiB
+    # less 256 bytes): 3840 bytes more than it needs.
+    probe = Probe()
+    with Arena("cpu", framework="numpy", ubatches=2, capture_probe=probe) as ws:
+
+        def run(ubatch: int, inner_floats: int) -> None:
+            with ws.ubatch(ubatch), ws.step("outer") as outer:
+                outer.get_simultaneous(((1024,), F32))
+                with ws.step("inner") as inner:
+                    inner.get_simultaneous(((inner_floats,), F32))
+                outer.get_simultaneous(((1024,), F32))
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ArenaWarning)  # lock() names the captured slot
+            for _ in range(2):  # record, plan
+                run(0, 64)
+                run(1, 4096)
+            probe.capturing = True
+            run(0, 64)  # the graph of micro-batch 0
+            probe.capturing = False
+            ws.lock()
+        ws.unlock()
+        ws.plan_steps()  # each slot sized to its plans
+        assert ws.stats().slots[1].capacity == 4096 + 16384
+
+
+def test_a_micro_batch_given_a_plan_whose_inner_step_never_finished_plans_and_runs_it() -> None:
+    # Micro-batch 0's outer step ran an inner step whose every run was interrupted (the
+    # error caught inside the outer step): the outer record names the inner step, which
+    # has no plan anywhere. lock() gives micro-batch 1, which never ran, the outer plan
+    # only; planning that slot again covers the inner step by what it reached when it
+    # ran, not by a plan or a book micro-batch 1 does not have.
+    def run(ws: Arena) -> None:
+        with ws.step("outer") as outer:
+            outer.get_simultaneous(KIB)
+            try:
+                with ws.step("inner") as inner:
+                    inner.get_simultaneous(((1024,), F32))
+                    raise KeyError("interrupted")
+            except KeyError:
+                pass
+            outer.get_simultaneous(KIB)
+
+    with Arena("cpu", framework="numpy", ubatches=2) as ws:
+        with ws.ubatch(0):
+            for _ in range(2):  # record, plan
+                run(ws)
+        ws.lock()
+        ws.unlock()
+        assert ws.plan_steps() == {"outer": 2048}
+        with ws.ubatch(1):
+            run(ws)  # the lane's outer plan, the inner step recording inside it
+
+
+def test_lock_after_a_capture_passes_over_a_step_whose_only_run_was_interrupted() -> None:
+    # lock() warns of each planned step of a captured slot that a sibling's plan
+    # outgrows. A step whose only run was interrupted has a book and no plan on any
+    # micro-batch: nothing to compare, nothing to warn of, and lock() locks.
+    probe = Probe()
+    with Arena("cpu", framework="numpy", ubatches=2, capture_probe=probe) as ws:
+        with pytest.raises(KeyError), ws.step("k") as step:
+            step.get_simultaneous(KIB)
+            raise KeyError("interrupted")
+        probe.capturing = True
+        ws.get_simultaneous(KIB)  # a graph captures micro-batch 0's buffer
+        probe.capturing = False
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ArenaWarning)
+            ws.lock()
+        assert ws.is_locked

@@ -9,6 +9,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 
 from arena import Arena, ArenaError
@@ -254,3 +255,67 @@ def test_a_replay_finds_the_newest_view_at_a_reused_address(hit_path: str) -> No
                     st.release(last)
                 if st.replay:
                     assert st.run.released == {6}
+
+
+class _Subclass(np.ndarray):  # type: ignore[type-arg]
+    """An array type of another class than the views the NumPy front hands out."""
+
+
+def test_a_replay_refuses_an_object_of_another_type_at_a_dead_views_address(
+    hit_path: str,
+) -> None:
+    """A view that died, its address reused (the record forged, as CPython reuses
+    addresses) by an object of another type: refused, even an array subclass over the
+    very bytes of the dead view. Only an exact NumPy array starting at the block's first
+    byte stands for the view handed out there."""
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(4):  # record, plan, then replays that keep no view they hand out
+            with ws.step("types") as st:
+                (a,) = st.get_simultaneous(((16,), F32))
+                (b,) = st.get_simultaneous(((16,), F32))
+                if st.replay:
+                    for other in (b.view(_Subclass), object()):
+                        st.run.ids[8:16] = POINTER.pack(id(other))  # b died, other took it
+                        with pytest.raises(ArenaError, match="not handed out by this run"):
+                            st.release(other)
+                    st.run.ids[8:16] = POINTER.pack(id(b))
+                st.release(a, b)
+
+
+def test_a_torch_replay_refuses_a_numpy_array_at_a_dead_views_address(hit_path: str) -> None:
+    """The same for a front whose views are no NumPy arrays: an exact NumPy array at
+    the address of a dead torch view stands for nothing the run handed out, and
+    release() refuses it with its usual error."""
+    pytest.importorskip("torch")
+    with Arena("cpu", framework="torch") as ws:
+        for _ in range(4):
+            with ws.step("types") as st:
+                (a,) = st.get_simultaneous(((16,), F32))
+                (b,) = st.get_simultaneous(((16,), F32))
+                if st.replay:
+                    other = np.zeros(16, np.float32)
+                    st.run.ids[8:16] = POINTER.pack(id(other))  # b died, other took it
+                    with pytest.raises(ArenaError, match="not handed out by this run"):
+                        st.release(other)
+                    st.run.ids[8:16] = POINTER.pack(id(b))
+                st.release(a, b)
+
+
+def test_an_address_found_only_across_two_records_stands_for_no_view(hit_path: str) -> None:
+    """The run's index of addresses is searched for a view's address from its newest
+    record down; a match that straddles two records (the last bytes of one address and
+    the first of the next, forged here) is no record: the search goes on below it and
+    release() refuses the object, as one the run never handed out."""
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(4):
+            with ws.step("straddled") as st:
+                (a,) = st.get_simultaneous(((16,), F32))
+                (b,) = st.get_simultaneous(((16,), F32))
+                if st.replay:
+                    other = object()
+                    kept = bytes(st.run.ids[:16])
+                    st.run.ids[:16] = bytes(4) + POINTER.pack(id(other)) + bytes(4)
+                    with pytest.raises(ArenaError, match="not handed out by this run"):
+                        st.release(other)
+                    st.run.ids[:16] = kept
+                st.release(a, b)

@@ -492,3 +492,79 @@ def test_a_step_key_not_equal_to_itself_is_refused() -> None:
         for _ in range(3):
             with ws.step(float("nan")) as st:
                 st.get_simultaneous(((10,), F32))
+
+
+def test_an_inner_step_recorded_anew_has_the_outer_steps_next_run_size_the_slot(
+    hit_path: str,
+) -> None:
+    # An inner step that diverges records anew inside its outer step, and is planned at
+    # its next run there (inside an open step only its own key is planned). The outer
+    # step is marked stale, so its next run, with nothing open below it, plans every key
+    # and sizes the slot to the plans first: plan_steps() afterwards has nothing left to
+    # change. Unmarked, the slot kept the size of the inner step's earlier, larger plan.
+    def run(ws: Arena, large: bool) -> None:
+        with ws.step("outer") as outer:
+            outer.get_simultaneous(KIB)
+            with ws.step("inner") as inner:
+                if large:
+                    inner.get_simultaneous(((4096,), F32))
+                else:  # two requests where the plan has one: a divergence
+                    inner.get_simultaneous(((64,), F32))
+                    inner.get_simultaneous(((64,), F32))
+            outer.get_simultaneous(KIB)
+
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(3):  # record, plan, replay
+            run(ws, large=True)
+        run(ws, large=False)  # the inner step records anew
+        run(ws, large=False)  # the outer step's next run: sized first
+        sized = ws.stats().slots[0].capacity
+        ws.plan_steps()
+        assert ws.stats().slots[0].capacity == sized
+
+
+def test_a_step_whose_inner_step_holds_bytes_above_its_end_is_sized_before_it_replays(
+    hit_path: str,
+) -> None:
+    # An inner step whose run holds bytes above its end (a scope's view, then a plain
+    # request) tells its outer step how far it reached: its end plus those bytes. The
+    # outer step's plan covers that reach, so the slot is sized before the planned run
+    # and no replay grows it; with only its end minus them, the planned run grew it.
+    def run(ws: Arena) -> None:
+        with ws.step("outer") as outer:
+            with ws.step("inner"):
+                with ws.scope() as scope:
+                    scope.get_simultaneous(KIB)
+                ws.get_simultaneous(((512,), F32))
+            outer.get_simultaneous(KIB)
+
+    with Arena("cpu", framework="numpy") as ws:
+        run(ws)  # records: the only run that may grow the slot
+        recorded = ws.stats().slots[0].growths
+        for _ in range(3):  # plans, then replays
+            run(ws)
+            assert ws.stats().slots[0].growths == recorded
+
+
+def test_a_step_recorded_again_with_other_lifetimes_plans_from_that_record_alone() -> None:
+    # Records merge by the largest size of each block only where both runs made the same
+    # requests with the same lifetimes. A run that keeps its first view past its planned
+    # life (a divergence, then a recording) has other lifetimes: its record replaces the
+    # old one. Planned from it, the step holds the kept 4 KiB view and the new 256-byte
+    # one at once; merged with the old record, the second block took its old 1 KiB.
+    def run(ws: Arena, released: bool) -> None:
+        with ws.step("k") as step:
+            (a,) = step.get_simultaneous(((1024,), F32))
+            if released:
+                step.release(a)
+                step.get_simultaneous(((256,), F32))
+            else:
+                step.get_simultaneous(((64,), F32))
+
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(3):  # record, plan, replay
+            run(ws, released=True)
+        assert ws.planned_bytes() == 4096
+        run(ws, released=False)  # diverges at its second request: records from there
+        run(ws, released=False)  # plans the new record
+        assert ws.planned_bytes() == 4096 + 256

@@ -13,9 +13,11 @@ import ast
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from arena import Arena
 from arena.memory.sources import Allocation
-from arena.planning.books import StepBooks, books_of
+from arena.planning.books import StepBooks, books_of, restore_step_plans
 from arena.slots.hooks import LockHook
 from arena.slots.persistent import PersistentStore
 from arena.slots.slot import Slot
@@ -67,6 +69,17 @@ def test_each_slot_keeps_its_step_books_in_the_steps_store() -> None:
         assert first.store(StepBooks) is not second.store(StepBooks)
         assert first.store(StepBooks).retired_bytes == 0
         assert first.store(StepBooks).blocks() == ([], [])
+
+
+def test_restoring_step_plans_takes_one_list_of_plans_per_slot() -> None:
+    # A profile's plans go to the slots in order, one list each: a list for another
+    # number of slots is refused, not given to the first slots and the rest dropped (the
+    # profile's schema check makes the counts agree before its plans are restored).
+    with Arena("cpu", framework="numpy", ubatches=2) as a:
+        assert restore_step_plans(a._table, [[], []]) == []
+        for plans in ([[]], [[], [], []]):
+            with pytest.raises(ValueError, match="zip"):
+                restore_step_plans(a._table, plans)
 
 
 class _Kept:
