@@ -289,14 +289,7 @@ class HostSource:
                 return block  # type: ignore[no-any-return]
             if _HOST_EMPTY[3](nbytes):  # NumPy was asked, and refused: not asked again
                 raise host_refused(nbytes)
-        try:
-            raw = empty(nbytes + HOST_ALIGNMENT, _HOST_EMPTY[1])
-        except (MemoryError, ValueError, OverflowError) as exc:  # out of memory, or too big
-            raise host_refused(nbytes) from exc
-        # The address through a ctypes view of the array's buffer: a third of the cost of
-        # reading ``__array_interface__`` (a dictionary built per call) on a growth's path.
-        address = addressof(c_char.from_buffer(raw))
-        start = -address % HOST_ALIGNMENT
+        raw, address, start = _numpy_block(empty, nbytes, HOST_ALIGNMENT)
         # Built as the dataclass's __init__ builds it, without its four object.__setattr__
         # look-ups (a third of a host allocation's cost, issue 32 item 4): the same frozen
         # Allocation (tests/memory/test_sources.py compares the two field by field).
@@ -312,6 +305,25 @@ class HostSource:
 
     def __repr__(self) -> str:
         return "HostSource()"
+
+
+def _numpy_block(empty: Any, nbytes: int, alignment: int) -> tuple[Any, int, int]:
+    """NumPy's ``uint8`` array of ``nbytes`` plus ``alignment`` bytes (``empty`` is
+    ``np.empty``), its address, and the offset in it of its first ``alignment`` boundary.
+
+    Raises
+    ------
+    ArenaOutOfMemoryError
+        NumPy refused the bytes (out of memory, or too many).
+    """
+    try:
+        raw = empty(nbytes + alignment, _HOST_EMPTY[1])
+    except (MemoryError, ValueError, OverflowError) as exc:  # out of memory, or too big
+        raise host_refused(nbytes) from exc
+    # The address through a ctypes view of the array's buffer: a third of the cost of
+    # reading ``__array_interface__`` (a dictionary built per call) on a growth's path.
+    address = addressof(c_char.from_buffer(raw))
+    return raw, address, -address % alignment
 
 
 class AlignedHostSource(HostSource):
@@ -335,13 +347,7 @@ class AlignedHostSource(HostSource):
     def allocate(self, nbytes: int) -> Allocation:
         """Allocate ``nbytes`` of host memory starting at a multiple of the alignment."""
         empty = _HOST_EMPTY[0] if _HOST_EMPTY else _host_empty()
-        alignment = self.alignment
-        try:
-            raw = empty(nbytes + alignment, _HOST_EMPTY[1])
-        except (MemoryError, ValueError, OverflowError) as exc:  # out of memory, or too big
-            raise host_refused(nbytes) from exc
-        address = addressof(c_char.from_buffer(raw))
-        start = -address % alignment
+        raw, address, start = _numpy_block(empty, nbytes, self.alignment)
         return Allocation(address + start, nbytes, raw[start : start + nbytes], CPU)
 
     def __repr__(self) -> str:
