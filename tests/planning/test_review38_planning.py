@@ -109,6 +109,22 @@ def _interrupt_at_call(name: str) -> tuple[Any, list[bool]]:
     return trace, fired
 
 
+def _another_threads_request(ws: Arena) -> list[BaseException]:
+    """What a plain request from another thread raised (nothing: an empty list)."""
+    errors: list[BaseException] = []
+
+    def other() -> None:
+        try:
+            ws.get_simultaneous(((4,), "float32"))
+        except BaseException as error:  # which one is the finding
+            errors.append(error)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    thread.join()
+    return errors
+
+
 @pytest.mark.parametrize("kind", ["scope", "step"])
 @pytest.mark.parametrize("where", ["open_region", "push", "enter:return"])
 def test_an_enter_interrupted_before_its_region_opens_does_not_hold_the_debug_slot(
@@ -135,18 +151,7 @@ def test_an_enter_interrupted_before_its_region_opens_does_not_hold_the_debug_sl
         finally:
             sys.settrace(None)
         assert fired
-        errors: list[BaseException] = []
-
-        def other() -> None:
-            try:
-                ws.get_simultaneous(((4,), "float32"))
-            except BaseException as error:  # which one is the finding
-                errors.append(error)
-
-        thread = threading.Thread(target=other)
-        thread.start()
-        thread.join()
-        assert errors == []
+        assert _another_threads_request(ws) == []
         run()  # and the interrupted thread runs again
         assert ws.numpy._select().stack.regions == []
 
@@ -190,18 +195,7 @@ def test_an_exit_interrupted_at_the_slots_leave_is_healed_once_its_owner_is_gone
             sys.settrace(None)
         assert fired
         run()  # the next enter heals what nothing refers to any more
-        errors: list[BaseException] = []
-
-        def other() -> None:
-            try:
-                ws.get_simultaneous(((4,), "float32"))
-            except BaseException as error:  # which one is the finding
-                errors.append(error)
-
-        thread = threading.Thread(target=other)
-        thread.start()
-        thread.join()
-        assert errors == []
+        assert _another_threads_request(ws) == []
         assert ws.numpy._select().stack.regions == []
 
 
@@ -219,15 +213,4 @@ def test_a_plain_request_interrupted_at_its_debug_hold_lets_go(hit_path: str) ->
         finally:
             sys.settrace(None)
         assert fired
-        errors: list[BaseException] = []
-
-        def other() -> None:
-            try:
-                ws.get_simultaneous(((4,), "float32"))
-            except BaseException as error:  # which one is the finding
-                errors.append(error)
-
-        thread = threading.Thread(target=other)
-        thread.start()
-        thread.join()
-        assert errors == []
+        assert _another_threads_request(ws) == []
