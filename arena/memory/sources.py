@@ -289,7 +289,14 @@ class HostSource:
                 return block  # type: ignore[no-any-return]
             if _HOST_EMPTY[3](nbytes):  # NumPy was asked, and refused: not asked again
                 raise host_refused(nbytes)
-        raw, address, start = _numpy_block(empty, nbytes, HOST_ALIGNMENT)
+        try:
+            raw = empty(nbytes + HOST_ALIGNMENT, _HOST_EMPTY[1])
+        except (MemoryError, ValueError, OverflowError) as exc:  # out of memory, or too big
+            raise host_refused(nbytes) from exc
+        # The address through a ctypes view of the array's buffer: a third of the cost of
+        # reading ``__array_interface__`` (a dictionary built per call) on a growth's path.
+        address = addressof(c_char.from_buffer(raw))
+        start = -address % HOST_ALIGNMENT
         # Built as the dataclass's __init__ builds it, without its four object.__setattr__
         # look-ups (a third of a host allocation's cost, issue 32 item 4): the same frozen
         # Allocation (tests/memory/test_sources.py compares the two field by field).
@@ -305,25 +312,6 @@ class HostSource:
 
     def __repr__(self) -> str:
         return "HostSource()"
-
-
-def _numpy_block(empty: Any, nbytes: int, alignment: int) -> tuple[Any, int, int]:
-    """NumPy's ``uint8`` array of ``nbytes`` plus ``alignment`` bytes (``empty`` is
-    ``np.empty``), its address, and the offset in it of its first ``alignment`` boundary.
-
-    Raises
-    ------
-    ArenaOutOfMemoryError
-        NumPy refused the bytes (out of memory, or too many).
-    """
-    try:
-        raw = empty(nbytes + alignment, _HOST_EMPTY[1])
-    except (MemoryError, ValueError, OverflowError) as exc:  # out of memory, or too big
-        raise host_refused(nbytes) from exc
-    # The address through a ctypes view of the array's buffer: a third of the cost of
-    # reading ``__array_interface__`` (a dictionary built per call) on a growth's path.
-    address = addressof(c_char.from_buffer(raw))
-    return raw, address, -address % alignment
 
 
 class AlignedHostSource(HostSource):
@@ -347,7 +335,13 @@ class AlignedHostSource(HostSource):
     def allocate(self, nbytes: int) -> Allocation:
         """Allocate ``nbytes`` of host memory starting at a multiple of the alignment."""
         empty = _HOST_EMPTY[0] if _HOST_EMPTY else _host_empty()
-        raw, address, start = _numpy_block(empty, nbytes, self.alignment)
+        alignment = self.alignment
+        try:
+            raw = empty(nbytes + alignment, _HOST_EMPTY[1])
+        except (MemoryError, ValueError, OverflowError) as exc:  # out of memory, or too big
+            raise host_refused(nbytes) from exc
+        address = addressof(c_char.from_buffer(raw))
+        start = -address % alignment
         return Allocation(address + start, nbytes, raw[start : start + nbytes], CPU)
 
     def __repr__(self) -> str:
