@@ -24,6 +24,12 @@ def _program(ws: Arena, reuse: bool) -> list[Any]:
     front = ws.numpy
     slot = front._select()
     seen: list[Any] = []
+    # Offsets from the slot's block: two arenas' blocks lie at addresses of their own.
+    base = slot.buffer.allocation.ptr
+
+    def at(view: Any) -> int:
+        return front.data_ptr(view) - base
+
     scope, step = front.scope(), front.step("k")
     for _ in range(3):
         if not reuse:
@@ -33,7 +39,7 @@ def _program(ws: Arena, reuse: bool) -> list[Any]:
             with scope as s:
                 assert s is scope
                 a, b = s.get_simultaneous(((64,), F32), ((8,), "int8"))
-                seen.append((front.data_ptr(a), front.data_ptr(b), _state(slot)))
+                seen.append((at(a), at(b), _state(slot)))
             seen.append(_state(slot))
         with step as st:
             assert st is step
@@ -41,7 +47,7 @@ def _program(ws: Arena, reuse: bool) -> list[Any]:
             (y,) = st.get_simultaneous(((16,), F32))
             st.release(x)
             (z,) = st.get_simultaneous(((16,), F32))
-            seen.append(([front.data_ptr(v) for v in (x, y, z)], _state(slot), st.replay))
+            seen.append(([at(v) for v in (x, y, z)], _state(slot), st.replay))
         seen.append(_state(slot))
         del keep
     assert (slot.stack.top, slot.stack.live, slot.stack.regions) == (0, 0, [])

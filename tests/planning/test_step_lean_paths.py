@@ -54,6 +54,13 @@ def _program(ws: Arena, log: list[Any]) -> Any:
     return slot
 
 
+def _offsets(value: Any, origin: int) -> Any:
+    """``value``'s pointers (ints, nested in lists) as offsets from ``origin``."""
+    if isinstance(value, list):
+        return [_offsets(item, origin) for item in value]
+    return value - origin
+
+
 def _state(slot: Any) -> Any:
     books = {
         key: tuple((name, getattr(book, name)) for name in StepBook.__slots__ if name != "found")
@@ -101,7 +108,9 @@ def _run(
                 ws.lock()
             ptrs: list[Any] = []
             slot = _program(ws, ptrs)
-            log.append((run, repr(ptrs).replace(str(origin), "0"), _state(slot)))
+            # Offsets from the block's first view: two arenas' blocks lie at addresses of
+            # their own (a repr with only the origin itself replaced compared the others).
+            log.append((run, _offsets(ptrs, origin), _state(slot)))
     monkeypatch.undo()
     return log, taken
 
