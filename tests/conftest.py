@@ -16,11 +16,14 @@ from typing import Any
 import pytest
 
 import arena
+from arena.environment import flag_from_env
 from arena.memory.devices import cuda_device_count, cuda_unavailable_reason
 
-REQUIRE_GPU = os.environ.get("ARENA_REQUIRE_GPU", "") == "1"
+#: Read as every ARENA_* flag is (1/true/yes/on, any case; a ConfigError for anything
+#: else), so that "true" or "1 " does not turn the GPU policy off by accident.
+REQUIRE_GPU = flag_from_env("ARENA_REQUIRE_GPU")
 #: CI sets it where a C compiler is present: the compiled hit path must be built and tested.
-REQUIRE_COMPILED = os.environ.get("ARENA_REQUIRE_COMPILED", "") == "1"
+REQUIRE_COMPILED = flag_from_env("ARENA_REQUIRE_COMPILED")
 
 #: Skip reasons a GPU run accepts (a reason containing one of these), and why each is no gap.
 ALLOWED_GPU_SKIPS = {

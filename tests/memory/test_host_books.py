@@ -15,13 +15,14 @@ from typing import Any
 import pytest
 
 from arena import Arena
+from arena.environment import flag_from_env
 from arena.errors import ArenaOutOfMemoryError
 from arena.memory.ledger import Ledger, compiled_replace
 from arena.memory.sources import Allocation, HostSource
 from arena.slots import slot as slots
 from tests.conftest import check_pure_python_switch
 
-REQUIRE_COMPILED = os.environ.get("ARENA_REQUIRE_COMPILED", "") == "1"
+REQUIRE_COMPILED = flag_from_env("ARENA_REQUIRE_COMPILED")
 WHAT = "the scratch buffer of slot (ubatch 0, lane 0)"
 
 

@@ -5,7 +5,6 @@ errors, flat reference counts; and ``ARENA_PURE_PYTHON=1`` runs the mirror."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 from typing import Any
 
@@ -13,12 +12,13 @@ import numpy as np
 import pytest
 
 from arena import Arena
+from arena.environment import flag_from_env
 from arena.memory import sources
 from arena.memory.devices import CPU
 from arena.memory.sources import HOST_ALIGNMENT, Allocation, HostSource
 from tests.conftest import check_pure_python_switch
 
-REQUIRE_COMPILED = os.environ.get("ARENA_REQUIRE_COMPILED", "") == "1"
+REQUIRE_COMPILED = flag_from_env("ARENA_REQUIRE_COMPILED")
 SIZES = (1, 255, 4096, 4097, 10_000, 1 << 20, (1 << 22) + 3)
 
 

@@ -22,10 +22,11 @@ import numpy as np
 import pytest
 
 from arena.base.layout import MAX_BYTES
+from arena.environment import flag_from_env
 from arena.planning import OffsetPlan, offsets, plan_offsets
 
 Block = tuple[int, int, int]
-REQUIRE_COMPILED = os.environ.get("ARENA_REQUIRE_COMPILED", "") == "1"
+REQUIRE_COMPILED = flag_from_env("ARENA_REQUIRE_COMPILED")
 
 
 @pytest.fixture

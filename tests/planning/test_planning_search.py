@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from arena import Arena
 from arena.__main__ import main as arena_main
+from arena.environment import flag_from_env
 from arena.errors import ConfigError
 from arena.observe.profilefile import read_profile
 from arena.planning import plan_offsets, search
@@ -32,7 +33,7 @@ from tests.profiles import profile_data
 from tests.tilings import Block, blocks_of, check_plan, cut
 
 ALIGN = 16
-REQUIRE_COMPILED = os.environ.get("ARENA_REQUIRE_COMPILED", "") == "1"
+REQUIRE_COMPILED = flag_from_env("ARENA_REQUIRE_COMPILED")
 
 
 def _use(path: str, monkeypatch: pytest.MonkeyPatch) -> None:

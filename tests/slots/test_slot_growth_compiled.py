@@ -18,6 +18,7 @@ import pytest
 
 from arena import Arena
 from arena.base.layout import MAX_BYTES
+from arena.environment import flag_from_env
 from arena.errors import ArenaError, ArenaOutOfMemoryError
 from arena.memory.ledger import Ledger
 from arena.memory.sources import HostSource, compiled
@@ -29,7 +30,7 @@ from tests.conftest import check_pure_python_switch
 from tests.gates import Probe
 from tests.sources import check_books
 
-REQUIRE_COMPILED = os.environ.get("ARENA_REQUIRE_COMPILED", "") == "1"
+REQUIRE_COMPILED = flag_from_env("ARENA_REQUIRE_COMPILED")
 #: Request sizes in bytes, one growth each but the repeats (served from the buffer).
 SIZES = [256, 300, 4096, 4000, 10_000, 1 << 20, 1 << 20, 3 << 20]
 
