@@ -262,13 +262,17 @@ class HostSource:
     and starts at the first page boundary inside it.
     """
 
+    #: Where each block starts: a multiple of this many bytes (a page; an
+    #: :class:`AlignedHostSource` sets its own).
+    alignment = HOST_ALIGNMENT
+
     @property
     def device(self) -> Device:
         """Always the host."""
         return CPU
 
     def allocate(self, nbytes: int) -> Allocation:
-        """Allocate ``nbytes`` of page-aligned host memory.
+        """Allocate ``nbytes`` of host memory starting at a multiple of :attr:`alignment`.
 
         Made in C where the extension ``arena.memory._host`` is in use (the same calls,
         the same object: tests/memory/test_host_compiled.py compares the two); else, and
@@ -282,21 +286,22 @@ class HostSource:
             The memory is not available (a ``MemoryError``), naming the bytes.
         """
         empty = _HOST_EMPTY[0] if _HOST_EMPTY else _host_empty()
+        alignment = self.alignment
         made = _HOST_EMPTY[2]
-        if made is not None:
+        if made is not None and alignment == HOST_ALIGNMENT:  # the C one aligns to a page
             block = made(nbytes)
             if block is not None:
                 return block  # type: ignore[no-any-return]
             if _HOST_EMPTY[3](nbytes):  # NumPy was asked, and refused: not asked again
                 raise host_refused(nbytes)
         try:
-            raw = empty(nbytes + HOST_ALIGNMENT, _HOST_EMPTY[1])
+            raw = empty(nbytes + alignment, _HOST_EMPTY[1])
         except (MemoryError, ValueError, OverflowError) as exc:  # out of memory, or too big
             raise host_refused(nbytes) from exc
         # The address through a ctypes view of the array's buffer: a third of the cost of
         # reading ``__array_interface__`` (a dictionary built per call) on a growth's path.
         address = addressof(c_char.from_buffer(raw))
-        start = -address % HOST_ALIGNMENT
+        start = -address % alignment
         # Built as the dataclass's __init__ builds it, without its four object.__setattr__
         # look-ups (a third of a host allocation's cost, issue 32 item 4): the same frozen
         # Allocation (tests/memory/test_sources.py compares the two field by field).
@@ -319,7 +324,7 @@ class AlignedHostSource(HostSource):
     power of two above a page: the host source of an arena whose ``alignment`` exceeds
     :data:`HOST_ALIGNMENT`, so that a view's address, not only its offset, is a multiple
     of it. Each block over-allocates ``alignment`` bytes and starts at the first boundary
-    inside them.
+    inside them (:meth:`HostSource.allocate`, which reads :attr:`alignment`).
 
     Parameters
     ----------
@@ -331,18 +336,6 @@ class AlignedHostSource(HostSource):
         from arena.base.layout import check_alignment
 
         self.alignment = max(check_alignment(alignment), HOST_ALIGNMENT)
-
-    def allocate(self, nbytes: int) -> Allocation:
-        """Allocate ``nbytes`` of host memory starting at a multiple of the alignment."""
-        empty = _HOST_EMPTY[0] if _HOST_EMPTY else _host_empty()
-        alignment = self.alignment
-        try:
-            raw = empty(nbytes + alignment, _HOST_EMPTY[1])
-        except (MemoryError, ValueError, OverflowError) as exc:  # out of memory, or too big
-            raise host_refused(nbytes) from exc
-        address = addressof(c_char.from_buffer(raw))
-        start = -address % alignment
-        return Allocation(address + start, nbytes, raw[start : start + nbytes], CPU)
 
     def __repr__(self) -> str:
         return f"AlignedHostSource(alignment={self.alignment})"
