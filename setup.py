@@ -3,9 +3,11 @@
 ``arena/views/_hit.c`` is the compiled hit path; ``arena/planning/_search.c`` the compiled
 offset search behind ``plan_offsets(time_limit=...)`` (MiniMalloc's solver ported to C);
 ``arena/planning/_place.c`` the compiled best-fit placement behind ``plan_offsets``;
-``arena/memory/_host.c`` the compiled host allocation behind ``HostSource.allocate``. All
-are built where a C compiler and Python's headers are found; ``optional=True`` lets
-the install go on without them, and arena then runs their pure-Python versions
+``arena/memory/_host.c`` the compiled host allocation behind ``HostSource.allocate`` and a
+host ledger's compiled replace, whose C-API (``arena/memory/_host_api.h``)
+``arena/slots/_growth.c``, a slot's compiled growth, calls. All are built where a C
+compiler and Python's headers are found; ``optional=True`` lets the install go on without
+them, and arena then runs their pure-Python versions
 (``python -m arena --version`` says which hit path is in use).
 """
 
@@ -16,6 +18,18 @@ setup(
         Extension("arena.views._hit", ["arena/views/_hit.c"], optional=True),
         Extension("arena.planning._search", ["arena/planning/_search.c"], optional=True),
         Extension("arena.planning._place", ["arena/planning/_place.c"], optional=True),
-        Extension("arena.memory._host", ["arena/memory/_host.c"], optional=True),
+        Extension(
+            "arena.memory._host",
+            ["arena/memory/_host.c"],
+            depends=["arena/memory/_host_api.h"],
+            optional=True,
+        ),
+        # Above the memory layer, as its module name says: it imports _host's C-API.
+        Extension(
+            "arena.slots._growth",
+            ["arena/slots/_growth.c"],
+            depends=["arena/memory/_host_api.h"],
+            optional=True,
+        ),
     ]
 )

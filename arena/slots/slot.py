@@ -26,10 +26,11 @@ import weakref
 from typing import Any, Protocol, TypeVar, cast
 
 from arena.base.events import caller_info, format_mb
+from arena.base.extensions import load_extension
 from arena.base.layout import MAX_BYTES, Layout
 from arena.errors import ArenaError, ArenaLockedError, ArenaOutOfMemoryError
 from arena.memory.ledger import compiled_replace
-from arena.memory.sources import Allocation, compiled
+from arena.memory.sources import Allocation
 from arena.slots.governor import Governor
 from arena.slots.holder import SlotHolder
 from arena.slots.stack import RegionStack
@@ -116,8 +117,14 @@ def _compiled_replace() -> Any:
     return _REPLACE[0]
 
 
+#: The slot's compiled growth (arena/slots/_growth.c: :meth:`Slot.ensure`'s common case
+#: in C, calling the host ledger's compiled replace through arena.memory._host's C-API), or
+#: None where it is not in use (not built, ``ARENA_PURE_PYTHON`` set, or the memory
+#: layer's extension not in use); and why.
+compiled, WHY_PYTHON = load_extension("arena.slots._growth")
+
 #: ``[grow]``: a slot's compiled growth for a request (``SlotGrowth.grow``,
-#: arena/memory/_host.c; None where it is not in use), filled at the first growth (one
+#: arena/slots/_growth.c; None where it is not in use), filled at the first growth (one
 #: store). :meth:`Slot.ensure` calls it first where the request needs more than the buffer
 #: holds; it declines (None, nothing done) wherever the common case does not hold, and
 #: reads ``_REPLACE`` per call, so a test that sets the compiled replace aside sets it

@@ -1,4 +1,4 @@
-"""A slot's compiled growth for a request (``SlotGrowth.grow``, arena/memory/_host.c, which
+"""A slot's compiled growth for a request (``SlotGrowth.grow``, arena/slots/_growth.c, which
 ``Slot.ensure`` calls first) against its pure-Python mirror (``Slot.ensure`` and
 ``Slot._grow`` with it set aside): the same slot, buffer and books, the same errors, a
 slot restored after a failure, nothing done wherever it declines, flat reference counts;
@@ -21,7 +21,7 @@ from arena.base.layout import MAX_BYTES
 from arena.environment import flag_from_env
 from arena.errors import ArenaError, ArenaOutOfMemoryError
 from arena.memory.ledger import Ledger
-from arena.memory.sources import HostSource, compiled
+from arena.memory.sources import HostSource
 from arena.memory.virtual import VirtualHostSource
 from arena.slots import slot as slots
 from arena.slots.governor import Governor
@@ -263,7 +263,7 @@ def test_it_declines_what_is_not_a_slot_and_checks_its_arguments() -> None:
 
         wider: Any = Wider
         wider.__slots__ = (*Buffer.__slots__, "more")
-        compiled.SlotGrowth(Slot, wider, Governor, type(threading.RLock()), {}, MAX_BYTES)
+        slots.compiled.SlotGrowth(Slot, wider, Governor, type(threading.RLock()), {}, MAX_BYTES)
 
 
 def _refused(use_compiled: bool) -> tuple[str, dict[str, Any], int]:
@@ -378,7 +378,7 @@ def test_reference_counts_stay_flat() -> None:
 
 def test_arena_pure_python_runs_the_python_growth() -> None:
     code = (
-        "from arena.slots import slot; from arena.memory import sources; "
-        "print(slot._compiled_growth() is None, sources.WHY_PYTHON or '-')"
+        "from arena.slots import slot; "
+        "print(slot._compiled_growth() is None, slot.WHY_PYTHON or '-')"
     )
-    check_pure_python_switch(code, "arena.memory._host", compiled="False", python="True")
+    check_pure_python_switch(code, "arena.slots._growth", compiled="False", python="True")
