@@ -9,12 +9,16 @@ the ``adapters`` package.
 ``if TYPE_CHECKING:`` included) goes to the importer's own part or to one listed before
 it. Imports inside functions are scanned too: one that goes upward must be listed in
 :data:`UPWARD_IN_FUNCTIONS` with its reason (moving an import into a function does not
-hide it). docs/architecture.md describes the layers.
+hide it). The C extension modules are placed too: each is declared in setup.py under the
+name of its path, its imports (the arena modules its strings name, the headers it
+includes) go down the layers, and it names no field of a higher layer's classes unless
+:data:`C_FIELDS_FROM_ABOVE` says why. docs/architecture.md describes the layers.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -221,6 +225,200 @@ def test_adapters_import_only_base_and_memory() -> None:
     allowed = BASE_PARTS | {"memory"}
     wrong = sorted((a, b) for a, b in import_edges() if a == "adapters" and b not in allowed)
     assert not wrong, f"adapters import parts other than base and memory: {wrong}"
+
+
+# ---------------------------------------------------------------- the C extension modules
+# Issue 27 item 1 for the compiled modules: each is declared in setup.py under the name of
+# its path (arena/slots/_growth.c is arena.slots._growth: part slots), and what it imports
+# (a module named in a string, PyImport_ImportModule's or PyCapsule_Import's, and the
+# headers it includes) goes down the layers too. Beyond imports, a C module is handed
+# classes and reads their fields by name: a lower layer's C that names the fields of a
+# higher layer's objects knows that layer (arena/memory/_host.c named the Slot's, Buffer's
+# and Governor's until a slot's compiled growth moved to arena/slots/_growth.c).
+
+_C_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+_C_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+_C_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+def _c_files() -> list[Path]:
+    return sorted(p for ext in ("*.c", "*.h") for p in (ROOT / "arena").rglob(ext))
+
+
+def c_strings(source: str) -> list[str]:
+    """The string literals of C ``source``, comments left out."""
+    return _C_STRING.findall(_C_COMMENT.sub(" ", source))
+
+
+def declared_extensions() -> dict[str, list[str]]:
+    """setup.py's ``Extension(name, sources, ...)`` calls: name -> sources."""
+    tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf-8"))
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Extension":
+            name, sources = (ast.literal_eval(arg) for arg in node.args[:2])
+            found[name] = sources
+    return found
+
+
+def c_edges(files: dict[str, str] | None = None) -> set[tuple[str, str, str]]:
+    """(importer part, imported part, what) of every C file's imports: an ``arena.``
+    module named in a string (the longest prefix that is a module, a .c file or a
+    package), and an included header of arena. ``files``: path relative to ROOT -> text
+    (by default every .c and .h file of arena)."""
+    if files is None:
+        files = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in _c_files()}
+    edges = set()
+    for name, text in files.items():
+        path = ROOT / name
+        source = _part(_module_name(path))
+        targets = []
+        for literal in c_strings(text):
+            names = literal.split(".")
+            if names[0] != "arena" or not all(n.isidentifier() for n in names):
+                continue
+            for end in range(len(names), 0, -1):
+                candidate = ROOT.joinpath(*names[:end])
+                if (
+                    any(candidate.with_suffix(suffix).is_file() for suffix in (".py", ".c"))
+                    or candidate.is_dir()
+                ):
+                    targets.append((".".join(names[:end]), literal))
+                    break
+        for header in _C_INCLUDE.findall(text):
+            included = (path.parent / header).resolve()
+            if included.is_relative_to(ROOT / "arena"):
+                targets.append((_module_name(included), header))
+        for module, what in targets:
+            part = _part(module)
+            if part is not None and source is not None and part != source:
+                edges.add((source, part, what))
+    return edges
+
+
+def test_every_c_file_is_an_extension_named_for_its_path() -> None:
+    """A C module's part is the folder it lies in: setup.py declares it under that name
+    (so ``arena.slots._growth`` is of the slots layer), and every .c file of arena is
+    built by one extension."""
+    declared = declared_extensions()
+    assert declared, "no Extension(...) found in setup.py"
+    for name, sources in declared.items():
+        assert sources == [name.replace(".", "/") + ".c"], (name, sources)
+        assert _part(name) in ORDER, f"{name} is in no layer"
+    built = {s for sources in declared.values() for s in sources}
+    on_disk = {str(p.relative_to(ROOT)) for p in _c_files() if p.suffix == ".c"}
+    assert on_disk == built, f"C files no extension builds: {sorted(on_disk - built)}"
+
+
+def test_c_modules_import_down_the_layers() -> None:
+    upward = sorted(e for e in c_edges() if _rank(e[1]) > _rank(e[0]))
+    assert not upward, f"C modules importing a part listed after their own: {upward}"
+    cycles = cycle_edges(import_edges() | {(a, b) for a, b, _ in c_edges()})
+    assert not cycles, f"import edges on a cycle, C modules counted: {sorted(cycles)}"
+
+
+def test_the_c_import_reader_sees_imports() -> None:
+    """The slot's compiled growth imports the memory layer's C-API (its header, which
+    names the capsule it imports); a planted upward import is seen."""
+    assert ("slots", "memory", "../memory/_host_api.h") in c_edges()
+    planted = {
+        "arena/memory/_planted.c": '#include "../views/_x.h"\n'
+        '/* "arena.views._hit" in a comment is no import */\n'
+        'PyObject *m = PyImport_ImportModule("arena.slots.slot");\n'
+    }
+    assert c_edges(planted) == {
+        ("memory", "views", "../views/_x.h"),
+        ("memory", "slots", "arena.slots.slot"),
+    }
+
+
+def _word(node: ast.AST) -> str | None:
+    """The name a node of Python code uses, if it uses one."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, (ast.arg, ast.keyword)):
+        return node.arg
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name
+    return None
+
+
+def _vocabulary() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Per part: the ``__slots__`` fields of its classes, and every name its Python code
+    uses (names, attributes, arguments, keywords, definitions, module names) with them."""
+    fields: dict[str, set[str]] = {}
+    words: dict[str, set[str]] = {}
+    for folder in ("arena", "adapters"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            part = _part(_module_name(path))
+            assert part is not None
+            own = words.setdefault(part, set())
+            own.update(_module_name(path).split("."))
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                word = _word(node)
+                if word:
+                    own.add(word)
+                if isinstance(node, ast.ClassDef):
+                    for item in node.body:
+                        if isinstance(item, ast.Assign) and any(
+                            isinstance(t, ast.Name) and t.id == "__slots__" for t in item.targets
+                        ):
+                            names = ast.literal_eval(item.value)
+                            names = (names,) if isinstance(names, str) else names
+                            fields.setdefault(part, set()).update(
+                                n for n in names if not n.startswith("__")
+                            )
+    return fields, words
+
+
+def fields_from_above(source: str, part: str) -> list[tuple[str, str]]:
+    """(name, part above) of every string in C ``source`` of ``part`` that is a field of a
+    class of a part listed after ``part``, and no word of ``part`` or those before it."""
+    fields, words = _vocabulary()
+    rank = _rank(part)
+    known = set().union(*(words.get(p, set()) | fields.get(p, set()) for p in ORDER[: rank + 1]))
+    above: dict[str, str] = {}
+    for later in ORDER[rank + 1 :]:
+        for name in fields.get(later, ()):
+            above.setdefault(name, later)
+    return sorted({(s, above[s]) for s in c_strings(source) if s in above and s not in known})
+
+
+# C modules that name the fields of a higher part's objects, each with its reason; keep it
+# as small as it can be (and every entry still needed).
+C_FIELDS_FROM_ABOVE: dict[tuple[str, str], str] = {
+    ("arena/views/_hit.c", "planning"): "the compiled step and scope hits (StepHitBase, "
+    "ScopeHitBase) read the step books and runs of arena.planning: the compiled mirrors of "
+    "planning's replay, in the views layer (issue 27: to move as slots/_growth.c moved)",
+}
+
+
+def test_c_modules_name_no_fields_of_the_layers_above() -> None:
+    found: dict[tuple[str, str], list[str]] = {}
+    for path in _c_files():
+        name = str(path.relative_to(ROOT))
+        part = _part(_module_name(path))
+        assert part is not None
+        for field, later in fields_from_above(path.read_text(encoding="utf-8"), part):
+            found.setdefault((name, later), []).append(field)
+    unlisted = {k: v for k, v in found.items() if k not in C_FIELDS_FROM_ABOVE}
+    assert not unlisted, f"C modules that name fields of a layer above their own: {unlisted}"
+    stale = sorted(set(C_FIELDS_FROM_ABOVE) - set(found))
+    assert not stale, f"remove these from C_FIELDS_FROM_ABOVE, nothing names so: {stale}"
+
+
+def test_the_c_field_finder_sees_a_lower_layer_writing_the_slot() -> None:
+    """The slot's growth as the memory layer's C once held it is found; in the slots
+    layer it is the Slot's own."""
+    planted = 'static const char *names[] = {"high_water", "_siblings", "scratch_name"};'
+    assert fields_from_above(planted, "memory") == [
+        ("_siblings", "slots"),
+        ("high_water", "slots"),
+        ("scratch_name", "slots"),
+    ]
+    assert fields_from_above(planted, "slots") == []
 
 
 def test_the_graph_reader_sees_imports() -> None:
