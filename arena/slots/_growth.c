@@ -64,21 +64,21 @@ static void field_write(PyObject *obj, Py_ssize_t offset, PyObject *value) {
 /*
  * SlotGrowth(slot, buffer, governor, mutex, namespace, max_bytes).grow(slot, required): a
  * slot's growth for a request (Slot.ensure -> Slot._grow -> the host ledger's compiled
- * replace, arena/slots/slot.py) in one call, where the common case holds: the request needs more
- * than the slot's buffer holds, the arena is open, awake and unlocked, no capture probe,
- * no cap (max_bytes), no poisoning, the "exact" growth policy, a source that does not grow
- * in place, no sibling slot, nothing pending, the old buffer never served a capture, and
- * the slot module's compiled replace (namespace["_REPLACE"][0]) is HostBooks.replace
- * itself over a ledger it takes (the C-API's books_of and takes). `slot`, `buffer`,
- * `governor` are the Slot, Buffer and Governor classes, `mutex` the RLock type, `max_bytes` the most bytes a
- * buffer addresses (arena.base.layout.MAX_BYTES).
+ * replace, arena/slots/slot.py) in one call, where the common case holds: the request
+ * needs more than the slot's buffer holds, the arena is open, awake and unlocked, no
+ * capture probe, no cap (max_bytes), no poisoning, the "exact" growth policy, a source
+ * that does not grow in place, no sibling slot, nothing pending, the old buffer never
+ * served a capture, and the slot module's compiled replace (namespace["_REPLACE"][0]) is
+ * HostBooks.replace itself over a ledger it takes (the C-API's books_of and takes).
+ * `slot`, `buffer`, `governor` are the Slot, Buffer and Governor classes, `mutex` the
+ * RLock type, `max_bytes` the most bytes a buffer addresses (arena.base.layout.MAX_BYTES).
  *
  * It returns what Slot.ensure returns, (the slot's new buffer, [(slot, old capacity, new
  * capacity)]), with the same stores in the same order: under the governor's mutex (taken
  * and released as `with governor.mutex` does), an empty Buffer installed, the old block
  * released and the new one allocated and counted (the C-API's replace: the peak is the
- * new size), the new Buffer installed in one store, then the slot's growths,
- * high-water mark and calls. It returns None, with nothing done, wherever the common case
+ * new size), the new Buffer installed in one store, then the slot's growths, high-water
+ * mark and calls. It returns None, with nothing done, wherever the common case
  * does not hold: Slot.ensure then runs in Python, its mirror. Where the allocator declines
  * after the old block went, Ledger.replace is called with the same `held`, as Slot._grow
  * calls it; where anything fails after the empty Buffer is installed, what Slot._grow's

@@ -176,6 +176,8 @@ def _declined(a: Arena, slot: Slot, nbytes: int, what: str) -> None:
         "another source",
         "observer",
         "replace set aside",
+        "another C function as replace",
+        "replace unbound",
     ],
 )
 def test_it_declines_what_it_does_not_know_with_nothing_done(
@@ -248,6 +250,10 @@ def _set_up(case: str, a: Arena, slot: Slot, monkeypatch: pytest.MonkeyPatch) ->
         governor.ledger.observer = lambda *event: None
     elif case == "replace set aside":
         monkeypatch.setattr(slots, "_REPLACE", [None])
+    elif case == "another C function as replace":  # the C-API's books_of says no
+        monkeypatch.setattr(slots, "_REPLACE", [len])
+    elif case == "replace unbound":  # HostBooks.replace of no books
+        monkeypatch.setattr(slots, "_REPLACE", [type(slots._compiled_replace().__self__).replace])
     return nbytes
 
 
@@ -264,6 +270,19 @@ def test_it_declines_what_is_not_a_slot_and_checks_its_arguments() -> None:
         wider: Any = Wider
         wider.__slots__ = (*Buffer.__slots__, "more")
         slots.compiled.SlotGrowth(Slot, wider, Governor, type(threading.RLock()), {}, MAX_BYTES)
+
+
+def test_the_memory_layer_exports_its_replace_and_knows_no_slot() -> None:
+    """Issue 27: the slot's growth is the slots layer's (arena.slots._growth); the memory
+    layer's extension exports the host ledger's replace as a C-API capsule and has no
+    type of the slots layer."""
+    _grow()
+    host = sys.modules["arena.memory._host"]
+    assert type(host._C_API).__name__ == "PyCapsule"
+    assert repr(host._C_API).startswith('<capsule object "arena.memory._host._C_API"')
+    assert not hasattr(host, "SlotGrowth")
+    assert type(slots.compiled.SlotGrowth).__name__ == "type"
+    assert slots.compiled.SlotGrowth.__module__ == "arena.slots._growth"
 
 
 def _refused(use_compiled: bool) -> tuple[str, dict[str, Any], int]:
