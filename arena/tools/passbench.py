@@ -297,6 +297,29 @@ def _timed(passes: dict[str, Callable[[], Any]], rounds: int, reps: int) -> dict
     return times
 
 
+#: Plain requests per timed block of :func:`_requests`.
+REQUESTS = 100
+
+
+def _passes_dtype(framework: str) -> Any:
+    """The dtype of every tensor of the passes."""
+    return _kit(framework, DOCS_LAYERS, TOKENS)[1]
+
+
+def _requests(front: Any, spec: tuple[Any, ...]) -> Callable[[], None]:
+    """:data:`REQUESTS` plain requests of ``spec`` (one view), made once first: a block a
+    locked arena serves from its hit."""
+    get = front.get_simultaneous
+    get(spec)
+    get(spec)
+
+    def block() -> None:
+        for _ in range(REQUESTS):
+            get(spec)
+
+    return block
+
+
 def _modes(framework: str) -> dict[str, Callable[[], Any]]:
     if framework != "torch":
         return {"-": contextlib.nullcontext}
@@ -333,6 +356,16 @@ def _framework_figures(framework: str, rounds: int, reps: int) -> dict[str, Any]
                 raise ArenaError(f"the {framework} passes disagree: {sorted(outputs)}")
             ws.lock()
             t = _timed(passes, rounds, reps)
+            if inference:  # a plain locked request on either front, in the same rounds
+                spec = ((TOKENS, DOCS_LAYERS.hidden), _passes_dtype(framework))
+                plain = _timed(
+                    {
+                        "plain": _requests(ws.front(framework), spec),
+                        "inference_front_plain": _requests(front, spec),
+                    },
+                    rounds,
+                    reps,
+                )
         figures: dict[str, Any] = {
             f"{name}_us": statistics.median(values) for name, values in t.items()
         }
@@ -347,6 +380,11 @@ def _framework_figures(framework: str, rounds: int, reps: int) -> dict[str, Any]
         ):
             figures[f"{top}_over_{bottom}"] = _ratio(t[top], t[bottom])
         if inference:
+            for name in ("plain", "inference_front_plain"):
+                figures[f"{name}_request_us"] = statistics.median(plain[name]) / REQUESTS
+            figures["inference_front_plain_over_plain"] = _ratio(
+                plain["inference_front_plain"], plain["plain"]
+            )
             for name in INFERENCE_FRONT:
                 mine = f"inference_front_{name}"
                 figures[f"{mine}_over_floor"] = _ratio(t[mine], t["floor"])
@@ -439,4 +477,10 @@ def format_inference_front(figures: dict[str, Any]) -> list[str]:
             f"{name:<8}{cell(f[f'{mine}_over_floor']):>20}{cell(f[f'{mine}_over_empty']):>20}"
             f"{cell(f[f'{mine}_over_{name}']):>20}{f[f'{mine}_us']:>10.1f}"
         )
+    lines.append(
+        f"a plain locked request ({TOKENS}x{DOCS_LAYERS.hidden} float32, {REQUESTS} per "
+        f"block): {f['inference_front_plain_request_us']:.3f} us on the inference front, "
+        f"{f['plain_request_us']:.3f} us on the default front: "
+        f"{cell(f['inference_front_plain_over_plain'])}"
+    )
     return lines
