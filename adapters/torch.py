@@ -97,7 +97,7 @@ class TorchAdapter(Adapter):
 
     def plan_source(self, buffer: Any, native: Any) -> Any:
         """The buffer's alias for ``native`` (made outside inference mode, see
-        :meth:`wrap`; inside it for :class:`TorchInferenceAdapter`)."""
+        :meth:`wrap`; inside it for :class:`_TorchInferenceAdapter`)."""
         with torch.inference_mode(self.inference):
             return buffer.alias(native)
 
@@ -187,11 +187,11 @@ class _TorchInferenceAdapter(TorchAdapter):
     ``as_strided`` stay inference tensors in any mode, so hits, step replays and scope
     hits hand them out at no cost per request. Inside the mode they skip autograd's
     ``ADInplaceOrView`` kernel and version counter, which a normal tensor written there
-    pays on every in-place or ``out=`` op (arena/tools/passbench.py: 8 % of a 4-layer
-    decoder pass on normal tensors, see docs/performance.md).
+    pays on every in-place or ``out=`` op (about 8 % of a 4-layer decoder pass on normal
+    tensors, see docs/performance.md).
 
-    Outside inference mode torch refuses in-place writes to them and saving them for
-    backward (its own ``RuntimeError``); reading them works. The import, plan sources and
+    Outside inference mode torch refuses saving them for backward, and writing in place
+    one handed out inside the mode (its own ``RuntimeError``s); reading them works. The import, plan sources and
     remembered view sets are the adapter's own (:attr:`namespace`), never shared with the
     normal tensors of ``ws.torch``. Debug retirement, poisoning on a GPU and
     :meth:`write_into` run inside the mode, so they work from any mode.
