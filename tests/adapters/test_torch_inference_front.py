@@ -12,6 +12,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from arena.adapters.torch import ADAPTER  # noqa: E402
+
 from arena import Arena, ConfigError  # noqa: E402
 from arena.views.builder import ViewBuilder  # noqa: E402
 
@@ -212,3 +214,28 @@ def test_compiled_hits_on_an_inference_front_keep_reference_counts_flat(hit_path
         for _ in range(100_000):
             front.get_simultaneous(*PAIR)
         assert [sys.getrefcount(o) for o in watched] == before
+
+
+def test_a_plans_views_are_remembered_as_built_inside_the_mode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The default front remembers a plan's views built inside inference mode by building
+    normal ones again; the inference front keeps the ones the plan built (inference
+    tensors already): no second build."""
+    adapter = type(ADAPTER.for_inference())
+    built = [0]
+    typed = adapter.typed_views
+
+    def counting(self: Any, *args: Any) -> Any:
+        built[0] += 1
+        return typed(self, *args)
+
+    monkeypatch.setattr(adapter, "typed_views", counting)
+    with Arena("cpu", framework="torch") as ws, torch.inference_mode():
+        front = ws.front("torch", inference=True)
+        front.get_simultaneous(((64, 64), F32), ((64,), torch.int64))  # grows: built whole
+        built[0] = 0
+        for _ in range(3):  # a plan's, handed out as built, then remembered, then a hit
+            views = front.get_simultaneous(*PAIR)
+            assert all(torch.is_inference(v) for v in views)
+        assert built[0] == 0
