@@ -170,8 +170,8 @@ def _targets(
                 add(name, f["median"], limit, (f["p10"], f["p90"]))
                 front = figures.get(f"inference_front_{top}_over_{bottom}")
                 if front is not None:  # the same pass on ws.front("torch", inference=True)
-                    name = f"{where}, inference front: decoder pass with {top} / on tensors "
-                    name += "allocated once"
+                    name = f"{framework} inference front: decoder pass with {top} / on "
+                    name += "tensors allocated once"
                     add(name, front["median"], limit, (front["p10"], front["p90"]))
     zero = found["zero_allocations"]
     add(
