@@ -191,9 +191,10 @@ class _TorchInferenceAdapter(TorchAdapter):
     tensors, see docs/performance.md).
 
     Outside inference mode torch refuses saving them for backward, and writing in place
-    one handed out inside the mode (its own ``RuntimeError``s); reading them works. The import, plan sources and
-    remembered view sets are the adapter's own (:attr:`namespace`), never shared with the
-    normal tensors of ``ws.torch``. Debug retirement, poisoning on a GPU and
+    one handed out inside the mode (its own ``RuntimeError``s); reading them works. The
+    import, plan sources and remembered view sets are the adapter's own
+    (:attr:`namespace`), never shared with the normal tensors of ``ws.torch``. Debug
+    retirement, poisoning on a GPU and
     :meth:`write_into` run inside the mode, so they work from any mode.
     """
 
