@@ -55,6 +55,14 @@ class Adapter(abc.ABC):
         ``plan_source(buffer, native)`` -> what :attr:`plan_view` builds views of
         ``native`` from, given ``buffer`` (from :meth:`wrap`); made once per buffer and
         plan (torch: the buffer's alias for the dtype). None (default): ``buffer`` itself.
+    inference : bool
+        Whether the views are the framework's inference-mode arrays (torch's inference
+        tensors: ``ws.front("torch", inference=True)``). Default False.
+    namespace : str
+        Where a slot buffer keeps this adapter's import, plan sources and remembered view
+        sets (``Buffer.wrappers``, ``Buffer.prepared``) and a persistent buffer its view:
+        "" (default) for the framework's name. Another adapter of the same framework
+        whose views differ (torch's inference adapter) keeps its own.
     """
 
     framework: ClassVar[str] = ""
@@ -64,6 +72,13 @@ class Adapter(abc.ABC):
     plan_view: ClassVar[Any] = None  # PlanView | None
     plan_in_bytes: ClassVar[bool] = True
     plan_source: ClassVar[Any] = None  # Callable[[Any, Any], Any] | None
+    inference: ClassVar[bool] = False
+    namespace: ClassVar[str] = ""
+
+    @property
+    def space(self) -> str:
+        """:attr:`namespace`, or the framework's name where it is ""."""
+        return self.namespace or self.framework
 
     def is_available(self) -> bool:
         """Whether the framework is installed (without importing it)."""
@@ -97,6 +112,12 @@ class Adapter(abc.ABC):
         fresh = type(self).fresh_view
         assert fresh is not None, f"{type(self).__name__} needs fresh_view or fresh_views"
         return list(map(fresh, views))
+
+    def for_inference(self) -> Adapter | None:
+        """The adapter of this framework's inference-mode arrays (torch: inference
+        tensors, ``ws.front("torch", inference=True)``), or None where the framework has
+        no such mode (default)."""
+        return None
 
     def views_can_be_kept(self) -> bool:
         """Whether views a plan builds now may be remembered and handed out later (torch:

@@ -97,9 +97,13 @@ class TorchAdapter(Adapter):
 
     def plan_source(self, buffer: Any, native: Any) -> Any:
         """The buffer's alias for ``native`` (made outside inference mode, see
-        :meth:`wrap`)."""
-        with torch.inference_mode(False):
+        :meth:`wrap`; inside it for :class:`_TorchInferenceAdapter`)."""
+        with torch.inference_mode(self.inference):
             return buffer.alias(native)
+
+    def for_inference(self) -> Adapter | None:
+        """The adapter of torch inference tensors (:class:`_TorchInferenceAdapter`)."""
+        return _INFERENCE
 
     def views_can_be_kept(self) -> bool:
         """Not inside ``torch.inference_mode()``: views made there would carry the mode
@@ -114,7 +118,7 @@ class TorchAdapter(Adapter):
         too, so a later request used under autograd would fail ("Inference tensors cannot
         be saved for backward").
         """
-        with torch.inference_mode(False):
+        with torch.inference_mode(self.inference):
             base = from_dlpack(allocation.owner)
             if base.numel() == 0:  # DLPack gives empty tensors stride 0; view(dtype) refuses
                 base = base.as_strided((0,), (1,))
@@ -129,7 +133,7 @@ class TorchAdapter(Adapter):
         make a view.
         """
         views = []
-        with torch.inference_mode(False):
+        with torch.inference_mode(self.inference):
             for v in layout.views:
                 native = self.native_dtype(v.dtype)
                 offset = v.offset // v.dtype.itemsize  # in elements of the alias
@@ -173,5 +177,54 @@ class TorchAdapter(Adapter):
                 )
 
 
+class _TorchInferenceAdapter(TorchAdapter):
+    """torch inference tensors: the adapter of ``ws.front("torch", inference=True)``
+    (and of ``ws.torch`` in an arena made with ``inference_views=True``).
+
+    The same views as :class:`TorchAdapter`'s, built inside ``torch.inference_mode()``
+    from an import of the buffer made there: every view is an inference tensor, whatever
+    the caller's mode, like ``torch.empty``'s inside the mode. A view's ``.data`` and
+    ``as_strided`` stay inference tensors in any mode, so hits, step replays and scope
+    hits hand them out at no cost per request. Inside the mode they skip autograd's
+    ``ADInplaceOrView`` kernel and version counter, which a normal tensor written there
+    pays on every in-place or ``out=`` op (about 8 % of a 4-layer decoder pass on normal
+    tensors, see docs/performance.md).
+
+    Outside inference mode torch refuses saving them for backward, and writing in place
+    one handed out inside the mode (its own ``RuntimeError``s); reading them works. The
+    import, plan sources and remembered view sets are the adapter's own
+    (:attr:`namespace`), never shared with the normal tensors of ``ws.torch``. Debug
+    retirement, poisoning on a GPU and
+    :meth:`write_into` run inside the mode, so they work from any mode.
+    """
+
+    inference = True
+    namespace = "torch/inference"
+
+    def views_can_be_kept(self) -> bool:
+        """Always: the views are inference tensors whatever the caller's mode."""
+        return True
+
+    def retire_views(self, views: Sequence[Any]) -> None:
+        """:meth:`TorchAdapter.retire_views` inside inference mode (an inference tensor's
+        ``set_()`` is refused outside it)."""
+        with torch.inference_mode():
+            super().retire_views(views)
+
+    def write_into(self, view: Any, value: Any) -> Any:
+        """:meth:`TorchAdapter.write_into` inside inference mode (an inference tensor's
+        ``copy_`` is refused outside it)."""
+        with torch.inference_mode():
+            return super().write_into(view, value)
+
+    def fill(self, views: Sequence[Any]) -> None:
+        """:meth:`TorchAdapter.fill` inside inference mode (a GPU view's ``fill_``)."""
+        with torch.inference_mode():
+            super().fill(views)
+
+
 #: The adapter a torch front uses.
 ADAPTER = TorchAdapter()
+#: The adapter of a torch front made with ``inference=True`` (``ADAPTER.for_inference()``;
+#: the module exports the contract's two names only).
+_INFERENCE = _TorchInferenceAdapter()

@@ -43,7 +43,8 @@ _arena_ids = itertools.count()
 
 
 class Fronts:
-    """An arena's fronts, one per ``(framework, cached)``, each made on first use.
+    """An arena's fronts, one per ``(framework, cached, inference)``, each made on first
+    use.
 
     Parameters
     ----------
@@ -70,10 +71,14 @@ class Fronts:
         self._selector = selector
         self._config = config
         self._log = log
-        self._fronts: dict[tuple[str, bool], Front[Any]] = {}
+        self._fronts: dict[tuple[str, bool, bool], Front[Any]] = {}
 
-    def get(self, owner: object, framework: str, cached: bool) -> Front[Any]:
-        """The front of ``framework`` for ``owner`` (the arena, held weakly by the front).
+    def get(
+        self, owner: object, framework: str, cached: bool, inference: bool = False
+    ) -> Front[Any]:
+        """The front of ``framework`` for ``owner`` (the arena, held weakly by the front);
+        with ``inference``, the torch front of inference tensors (checked by the caller,
+        :func:`arena.config.check_inference`).
 
         Raises
         ------
@@ -82,7 +87,7 @@ class Fronts:
         FrameworkUnavailableError
             If the framework is not installed or cannot view this device's memory.
         """
-        front = self._fronts.get((framework, cached))
+        front = self._fronts.get((framework, cached, inference))
         if front is None:
             check_framework(framework)
             config = self._config
@@ -90,14 +95,14 @@ class Fronts:
                 owner,
                 self._selector.select,
                 self._table,
-                load_adapter(framework, self._table.governor.device),
+                load_adapter(framework, self._table.governor.device, inference),
                 cached=cached,
                 max_cached=config.max_cached,
                 poison=config.poison,
                 log=self._log,
                 shortcut=self._selector.shortcut,
             )
-            front = self._fronts.setdefault((framework, cached), front)
+            front = self._fronts.setdefault((framework, cached, inference), front)
         return front
 
 
@@ -167,7 +172,10 @@ def assemble(
         recorder = attach_profile(profile, table, key, str(config.growth))
     log = RequestLog(recorder) if config.track_sites else None
     fronts = Fronts(table, selector, config, log)
-    workspaces = LibraryWorkspaces(table, selector.select, chosen)
+    # An arena of inference views hands out its torch library workspaces as inference
+    # tensors too.
+    inference = config.inference_views and chosen == "torch"
+    workspaces = LibraryWorkspaces(table, selector.select, chosen, inference)
     return Parts(table, selector, fronts, chosen, recorder, log, workspaces)
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "check_flag",
     "check_framework",
     "check_growth",
+    "check_inference",
     "check_name",
     "check_path",
     "host_source_from_env",
@@ -67,6 +68,7 @@ class Settings:
     capture_probe: Callable[[], bool] | None
     poison: bool
     max_bytes: int | None = None
+    inference_views: bool = False
 
 
 def settings(
@@ -87,6 +89,7 @@ def settings(
     capture_probe: Any,
     poison: Any,
     max_bytes: Any = None,
+    inference_views: Any = False,
 ) -> Settings:
     """Validate :class:`arena.Arena`'s arguments, in the order of its signature, and make
     its memory source (and, for a CUDA arena without one, its capture probe).
@@ -117,6 +120,7 @@ def settings(
             raise ConfigError(f"{name} must be a callable returning {returns}, got {hook!r}")
     debug = debug_from_env() if debug is None else check_flag("debug", debug)
     cached_views = check_flag("cached_views", cached_views)
+    inference_views = check_flag("inference_views", inference_views)
     track_sites = check_flag("track_call_sites", track_call_sites)
     cap = max_bytes_from_env() if max_bytes is None else parse_bytes("max_bytes", max_bytes)
     source_object = make_source(device, source, cap, alignment)
@@ -138,6 +142,7 @@ def settings(
         capture_probe,
         poison,
         cap,
+        inference_views,
     )
 
 
@@ -459,9 +464,31 @@ def _default_cuda_source(device: Device) -> str:
     return "torch"
 
 
-def load_adapter(framework: str, device: Device) -> Any:
+def check_inference(framework: str, inference: Any) -> bool:
+    """``inference`` (a bool) for a front of ``framework`` (a known one).
+
+    Raises
+    ------
+    ConfigError
+        ``inference`` is not a bool, or True for another framework than torch: inference
+        tensors are torch's (``torch.inference_mode()``); NumPy, CuPy and JAX arrays have
+        no such mode.
+    """
+    wanted = check_flag("inference", inference)
+    if wanted and framework != "torch":
+        raise ConfigError(
+            f"inference=True is for torch fronts only (torch inference tensors, made inside "
+            f"torch.inference_mode()); {framework} arrays have no inference mode: use "
+            f"ws.front({framework!r}) without it, or ws.front('torch', inference=True)"
+        )
+    return wanted
+
+
+def load_adapter(framework: str, device: Device, inference: bool = False) -> Any:
     """The adapter of ``framework`` (``arena.adapters.<framework>.ADAPTER``, an
-    :class:`arena.adapters.base.Adapter`), checked to view ``device``'s memory.
+    :class:`arena.adapters.base.Adapter`), checked to view ``device``'s memory; with
+    ``inference``, its adapter of inference-mode arrays (``ADAPTER.for_inference()``: torch's
+    inference tensors; the caller checked the framework is torch, :func:`check_inference`).
 
     Raises
     ------
@@ -483,6 +510,6 @@ def load_adapter(framework: str, device: Device) -> Any:
             f"the {framework} front needs {framework}, which cannot be imported "
             f"({exc}); install it (pip install {framework}) or use another front"
         ) from exc
-    adapter = module.ADAPTER
+    adapter = module.ADAPTER.for_inference() if inference else module.ADAPTER
     adapter.check_device(device)
     return adapter

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from arena.assembly import assemble, close_when_collected, describe_arena
 from arena.base.events import ArenaEvent
 from arena.base.layout import DEFAULT_ALIGNMENT, compute_layout
-from arena.config import FRAMEWORKS, check_flag, settings
+from arena.config import FRAMEWORKS, check_flag, check_framework, check_inference, settings
 from arena.distributed import SyncReport, sync_table
 from arena.errors import SpecError
 from arena.front import Front
@@ -94,6 +94,11 @@ class Arena:
         seen twice are kept; when full, the oldest eighth not used lately is swept).
     cached_views : bool, optional
         Make every front cached by default (see :meth:`front`). Off by default.
+    inference_views : bool, optional
+        Make every torch front hand out torch inference tensors by default, and the
+        library workspaces of a torch arena too (see :meth:`front`): for engines that run
+        all their torch work, warm-up included, under ``torch.inference_mode()``. Off by
+        default; other frameworks ignore it.
     track_call_sites : bool, optional
         Record the peak bytes per ``file:line:function`` while unlocked (:meth:`stats`).
     capture_probe : callable, optional
@@ -132,6 +137,7 @@ class Arena:
         debug: bool | None = None,
         max_cached_layouts: int = 16384,
         cached_views: bool = False,
+        inference_views: bool = False,
         track_call_sites: bool = True,
         capture_probe: Callable[[], bool] | None = None,
         profile: Any = None,
@@ -157,6 +163,7 @@ class Arena:
             capture_probe=capture_probe,
             poison=poison,
             max_bytes=max_bytes,
+            inference_views=inference_views,
         )
         parts = assemble(
             config,
@@ -234,7 +241,9 @@ class Arena:
         governor = self._governor
         return StateFlag(lambda: governor.closed)
 
-    def front(self, framework: str, *, cached: bool | None = None) -> Front[Any]:
+    def front(
+        self, framework: str, *, cached: bool | None = None, inference: bool | None = None
+    ) -> Front[Any]:
         """The front that hands out views of this arena in ``framework``.
 
         Parameters
@@ -244,14 +253,27 @@ class Arena:
         cached : bool, optional
             Hand out the very same view objects for a repeated request (cheaper; never
             change their metadata in place). Default: the arena's ``cached_views``.
+        inference : bool, optional
+            torch only: hand out torch inference tensors, built inside
+            ``torch.inference_mode()`` whatever the caller's mode, which ops inside the
+            mode run on as cheaply as on ``torch.empty``'s there (docs/torch-cuda.md).
+            Outside the mode torch refuses writing them in place and saving them for
+            backward. The front keeps view sets of its own. Default: the arena's
+            ``inference_views`` for torch, False for other frameworks.
 
         Raises
         ------
         ConfigError, FrameworkUnavailableError
-            An unknown framework, or one not installed or unable to view this memory.
+            An unknown framework, one not installed or unable to view this memory, or
+            ``inference=True`` for another framework than torch.
         """
         use_cache = self._config.cached_views if cached is None else check_flag("cached", cached)
-        return self._fronts.get(self, framework, use_cache)
+        if inference is None:
+            inference = self._config.inference_views and framework == "torch"
+        elif inference is not False:
+            check_framework(framework)  # an unknown name is named first
+            inference = check_inference(framework, inference)
+        return self._fronts.get(self, framework, use_cache, inference)
 
     @property
     def numpy(self) -> Front[numpy.ndarray]:

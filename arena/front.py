@@ -109,6 +109,12 @@ class Front(HitBase, Generic[ViewT]):
         return self._name
 
     @property
+    def inference(self) -> bool:
+        """Whether the views are torch inference tensors (``ws.front("torch",
+        inference=True)``, docs/torch-cuda.md)."""
+        return bool(self._adapter.inference)
+
+    @property
     def arena(self) -> Any:
         """The :class:`~arena.Arena` behind this front.
 
@@ -375,16 +381,18 @@ class Front(HitBase, Generic[ViewT]):
         check_flag("zero_init", zero_init)
         layout = compute_layout(((shape, dtype),), self._governor.alignment)
         entry = self._select().store(PersistentStore).buffer(key, layout, zero_init)
-        view = entry.views.get(self._name)
+        # Keyed by the adapter's space: an inference front's view is an inference tensor.
+        space = self._adapter.space
+        view = entry.views.get(space)
         # A kept view passes the same check as a prepared one: a JAX array deleted by
         # donation is built again (and none is handed out while JAX traces).
         if view is None or self._adapter.fresh_views((view,)) is None:
             buffer = self._adapter.wrap(entry.allocation)
             built = self._adapter.typed_views(buffer, entry.layout)[0]
             if view is None:  # two threads at once: both get the view stored first
-                view = entry.views.setdefault(self._name, built)
+                view = entry.views.setdefault(space, built)
             else:
-                view = entry.views[self._name] = built
+                view = entry.views[space] = built
         return view
 
     def data_ptr(self, view: Any) -> int:
@@ -444,7 +452,7 @@ class Front(HitBase, Generic[ViewT]):
         return written
 
     def __repr__(self) -> str:
-        kind = "cached " if self._cached else ""
+        kind = ("cached " if self._cached else "") + ("inference " if self.inference else "")
         owner = self._owner()
         return f"<arena {kind}front {self._name!r} of {owner!r}>"
 

@@ -23,6 +23,8 @@ assert_type(ws.numpy.get_simultaneous(((4,), "float32")), list[numpy.ndarray])
 assert_type(ws.jax.get_simultaneous(((4,), "float32")), list[jax.Array])
 assert_type(ws.torch.try_get_simultaneous(((4,), "float32")), list[torch.Tensor] | None)
 assert_type(ws.front("torch"), Front[Any])
+assert_type(ws.front("torch", inference=True), Front[Any])
+assert_type(ws.torch.inference, bool)
 
 with ws.torch.scope() as scope:
     assert_type(scope.get_simultaneous(((4,), "float32")), list[torch.Tensor])

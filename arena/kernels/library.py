@@ -40,14 +40,23 @@ class LibraryWorkspaces:
         Returns the calling thread's slot.
     framework : str
         The framework of the views (the arena's default).
+    inference : bool, optional
+        torch inference tensors (an arena made with ``inference_views=True``).
     """
 
-    __slots__ = ("_adapter", "_framework", "_select", "_table")
+    __slots__ = ("_adapter", "_framework", "_inference", "_select", "_table")
 
-    def __init__(self, table: SlotTable, select: Callable[[], Slot], framework: str) -> None:
+    def __init__(
+        self,
+        table: SlotTable,
+        select: Callable[[], Slot],
+        framework: str,
+        inference: bool = False,
+    ) -> None:
         self._table = table
         self._select = select
         self._framework = framework
+        self._inference = inference
         self._adapter: ModuleType | None = None
 
     def get(
@@ -126,7 +135,8 @@ class LibraryWorkspaces:
         deleted by donation)."""
         adapter = self._adapter
         if adapter is None:
-            adapter = self._adapter = load_adapter(self._framework, self._table.governor.device)
+            device = self._table.governor.device
+            adapter = self._adapter = load_adapter(self._framework, device, self._inference)
         view = entry.views.get(self._framework)
         if view is None or adapter.fresh_views((view,)) is None:
             layout = compute_layout((((entry.nbytes,), "uint8"),), self._table.governor.alignment)

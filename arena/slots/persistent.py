@@ -36,7 +36,8 @@ class PersistentBuffer:
     zero_init : bool
         Whether it was zeroed when created (siblings created at lock() are too).
     views : dict
-        Framework name -> the view handed out (the same object every time).
+        Adapter space (``Adapter.space``: the framework's name, or torch's inference
+        adapter's) -> the view handed out (the same object every time).
     """
 
     allocation: Allocation

@@ -39,7 +39,12 @@ from arena.errors import DeviceUnavailableError
 from arena.memory.devices import cuda_device_count, cuda_unavailable_reason
 from arena.tools import checks
 from arena.tools.membench import fixed_address_figures, format_fixed_address
-from arena.tools.passbench import PASS_TARGETS, format_passes, pass_figures
+from arena.tools.passbench import (
+    PASS_TARGETS,
+    format_inference_front,
+    format_passes,
+    pass_figures,
+)
 from arena.tools.planbench import format_planning, run_planning_bench
 from arena.tools.regionbench import format_regions, region_figures
 from arena.tools.timing import Paired
@@ -163,6 +168,11 @@ def _targets(
                 f = figures[f"{top}_over_{bottom}"]
                 name = f"{where}: decoder pass with {top} / on tensors allocated once"
                 add(name, f["median"], limit, (f["p10"], f["p90"]))
+                front = figures.get(f"inference_front_{top}_over_{bottom}")
+                if front is not None:  # the same pass on ws.front("torch", inference=True)
+                    name = f"{framework} inference front: decoder pass with {top} / on "
+                    name += "tensors allocated once"
+                    add(name, front["median"], limit, (front["p10"], front["p90"]))
     zero = found["zero_allocations"]
     add(
         f"allocations after lock over {zero['steps']} varying steps",
@@ -404,6 +414,7 @@ def format_result(result: BenchResult) -> str:
             lines.append(f"  growth {m['growth']}: peak = {m['peak_over_new_size']:.3f} x new size")
     lines += format_regions(found.get("regions", {}))
     lines += format_passes(found.get("passes", {}))
+    lines += format_inference_front(found.get("passes", {}))
     lines += format_fixed_address(found.get("fixed_address", {}))
     if result.planning:
         lines += ["", format_planning(result.planning)]

@@ -19,7 +19,13 @@ runs four ways, written as a user writes them:
   (``steps/views`` is a step's cost beyond that).
 
 torch runs under ``no_grad`` and under ``inference_mode`` (the whole life in the mode,
-warm-up included, as an engine runs); NumPy once. A round times the four passes back to
+warm-up included, as an engine runs); NumPy once. Under ``inference_mode`` the same
+rounds also time the steps and scopes passes on a torch front of inference tensors
+(``ws.front("torch", inference=True)``), labelled ``inference front``
+(:data:`INFERENCE_FRONT`, :func:`format_inference_front`): the floor's tensors are
+``torch.empty``'s made inside the mode, inference tensors, while the default front hands
+out normal tensors, which every in-place and ``out=`` op inside the mode pays autograd's
+``ADInplaceOrView`` kernel for. A round times the four passes back to
 back (the order turned round every round); each ratio is the median of the per-round
 ratios with its 10th-90th percentile spread (see :mod:`arena.tools.timing`).
 """
@@ -39,13 +45,26 @@ from arena.errors import ArenaError
 from arena.tools.decoder import DOCS_LAYERS, DecoderShape, layer_released, layer_scoped
 from arena.tools.timing import quantile
 
-__all__ = ["METHODS", "PASS_TARGETS", "TOKENS", "format_passes", "make_passes", "pass_figures"]
+__all__ = [
+    "INFERENCE_FRONT",
+    "METHODS",
+    "PASS_TARGETS",
+    "TOKENS",
+    "format_inference_front",
+    "format_passes",
+    "make_passes",
+    "pass_figures",
+]
 
 #: Tokens per pass: few, so that allocation matters next to the arithmetic.
 TOKENS = 8
 
 #: The passes, in the order a round times them.
 METHODS = ("steps", "scopes", "empty", "floor", "views")
+
+#: The passes timed on a torch front of inference tensors too, under ``inference_mode``:
+#: their figures are keyed ``inference_front_<method>``.
+INFERENCE_FRONT = ("steps", "scopes")
 
 #: (method, baseline, limit): issue 32's whole-pass targets, per framework and mode.
 PASS_TARGETS = (("steps", "floor", 1.03), ("scopes", "floor", 1.03))
@@ -278,6 +297,29 @@ def _timed(passes: dict[str, Callable[[], Any]], rounds: int, reps: int) -> dict
     return times
 
 
+#: Plain requests per timed block of :func:`_requests`.
+REQUESTS = 100
+
+
+def _passes_dtype(framework: str) -> Any:
+    """The dtype of every tensor of the passes."""
+    return _kit(framework, DOCS_LAYERS, TOKENS)[1]
+
+
+def _requests(front: Any, spec: tuple[Any, ...]) -> Callable[[], None]:
+    """:data:`REQUESTS` plain requests of ``spec`` (one view), made once first: a block a
+    locked arena serves from its hit."""
+    get = front.get_simultaneous
+    get(spec)
+    get(spec)
+
+    def block() -> None:
+        for _ in range(REQUESTS):
+            get(spec)
+
+    return block
+
+
 def _modes(framework: str) -> dict[str, Callable[[], Any]]:
     if framework != "torch":
         return {"-": contextlib.nullcontext}
@@ -298,8 +340,14 @@ def _ratio(top: list[float], bottom: list[float]) -> dict[str, float]:
 def _framework_figures(framework: str, rounds: int, reps: int) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for mode, enter in _modes(framework).items():
+        inference = framework == "torch" and mode == "inference"
         with Arena("cpu", framework=framework) as ws, enter():
             passes = make_passes(framework, ws.front(framework), DOCS_LAYERS, TOKENS)
+            if inference:  # the same rounds: paired with the default front's passes
+                front = ws.front(framework, inference=True)
+                extra = make_passes(framework, front, DOCS_LAYERS, TOKENS)
+                for name in INFERENCE_FRONT:
+                    passes[f"inference_front_{name}"] = extra[name]
             outputs = {}
             for _ in range(3):  # record, plan, replay (and remember)
                 for name, run in passes.items():
@@ -308,6 +356,16 @@ def _framework_figures(framework: str, rounds: int, reps: int) -> dict[str, Any]
                 raise ArenaError(f"the {framework} passes disagree: {sorted(outputs)}")
             ws.lock()
             t = _timed(passes, rounds, reps)
+            if inference:  # a plain locked request on either front, in the same rounds
+                spec = ((TOKENS, DOCS_LAYERS.hidden), _passes_dtype(framework))
+                plain = _timed(
+                    {
+                        "plain": _requests(ws.front(framework), spec),
+                        "inference_front_plain": _requests(front, spec),
+                    },
+                    rounds,
+                    reps,
+                )
         figures: dict[str, Any] = {
             f"{name}_us": statistics.median(values) for name, values in t.items()
         }
@@ -321,6 +379,17 @@ def _framework_figures(framework: str, rounds: int, reps: int) -> dict[str, Any]
             ("steps", "views"),
         ):
             figures[f"{top}_over_{bottom}"] = _ratio(t[top], t[bottom])
+        if inference:
+            for name in ("plain", "inference_front_plain"):
+                figures[f"{name}_request_us"] = statistics.median(plain[name]) / REQUESTS
+            figures["inference_front_plain_over_plain"] = _ratio(
+                plain["inference_front_plain"], plain["plain"]
+            )
+            for name in INFERENCE_FRONT:
+                mine = f"inference_front_{name}"
+                figures[f"{mine}_over_floor"] = _ratio(t[mine], t["floor"])
+                figures[f"{mine}_over_empty"] = _ratio(t[mine], t["empty"])
+                figures[f"{mine}_over_{name}"] = _ratio(t[mine], t[name])
         figures["rounds"] = rounds
         found[mode] = figures
     return found
@@ -382,5 +451,36 @@ def format_passes(figures: dict[str, Any]) -> list[str]:
     lines.append(
         "views: the floor's tensors, a new view object of each per use as the front makes "
         "one (no allocator): steps/views is a step's cost beyond handing out new objects"
+    )
+    return lines
+
+
+def format_inference_front(figures: dict[str, Any]) -> list[str]:
+    """The inference front's figures (torch under ``inference_mode``) as table lines;
+    none where they were not measured."""
+    f = figures.get("torch", {}).get("inference", {})
+    if "inference_front_steps_us" not in f:
+        return []
+
+    def cell(r: dict[str, float]) -> str:
+        return f"{r['median']:.3g} ({r['p10']:.3g}-{r['p90']:.3g})"
+
+    lines = [
+        "",
+        "whole passes, torch under inference_mode, inference front "
+        '(ws.front("torch", inference=True)): the same rounds as the default front\'s',
+        f"{'pass':<8}{'/floor':>20}{'/empty':>20}{'/default front':>20}{'us':>10}",
+    ]
+    for name in INFERENCE_FRONT:
+        mine = f"inference_front_{name}"
+        lines.append(
+            f"{name:<8}{cell(f[f'{mine}_over_floor']):>20}{cell(f[f'{mine}_over_empty']):>20}"
+            f"{cell(f[f'{mine}_over_{name}']):>20}{f[f'{mine}_us']:>10.1f}"
+        )
+    lines.append(
+        f"a plain locked request ({TOKENS}x{DOCS_LAYERS.hidden} float32, {REQUESTS} per "
+        f"block): {f['inference_front_plain_request_us']:.3f} us on the inference front, "
+        f"{f['plain_request_us']:.3f} us on the default front: "
+        f"{cell(f['inference_front_plain_over_plain'])}"
     )
     return lines

@@ -134,7 +134,9 @@ class ViewBuilder:
         #: Where this front's entries live in a buffer's ``prepared``. Cached fronts keep
         #: their own entries: a caller's in-place change must never leak into an uncached
         #: front.
-        self.key = f"{self._name}/cached" if cached else self._name
+        #: A torch front of inference tensors keeps its own too (``Adapter.space``).
+        space: str = adapter.space
+        self.key = f"{space}/cached" if cached else space
         #: Fresh views of prepared ones (the hand-out of every request).
         self.fresh: Callable[[Any], list[Any] | None] = list if shared else adapter.fresh_views
         #: How the compiled hit path makes one fresh view: a per-view function, None for
@@ -287,7 +289,7 @@ class ViewBuilder:
                             )
                         keep = ONCE
                     elif planned is False:  # a first sighting: the planner builds it in C
-                        source = buffer.wrappers.get(self._name)  # the buffer's import
+                        source = buffer.wrappers.get(self._views.name)  # its import
                         if source is None:
                             source = self._views.wrapper(buffer)
                         made = planner.views(specs, source, buffer.capacity)

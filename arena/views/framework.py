@@ -31,7 +31,9 @@ class FrameworkViews:
     def __init__(self, adapter: Any, governor: Governor) -> None:
         self.adapter = adapter
         self.governor = governor
-        self.name: str = adapter.framework
+        #: The adapter's key into a buffer's ``wrappers`` (``Adapter.space``: the
+        #: framework's name, or torch's inference adapter's own).
+        self.name: str = adapter.space
 
     def wrapper(self, buffer: Buffer) -> Any:
         """The framework's handle on the whole buffer: one import per buffer.

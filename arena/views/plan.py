@@ -83,7 +83,8 @@ class Plan:
     Attributes
     ----------
     key : tuple
-        ``(framework, structure)``: where a buffer caches this plan's view sources.
+        ``(space, structure)``: where a buffer caches this plan's view sources (``space``
+        the adapter's, ``Adapter.space``: its framework's name, or its own).
     natives : tuple
         The adapter's dtype per view.
     build : callable
@@ -130,7 +131,7 @@ def make_plan(structure: tuple[Any, ...], adapter: Any, alignment: int) -> Plan 
     if adapter.plan_view is None or not structure:  # no views: the general path returns []
         return None
     try:
-        return Plan((adapter.framework, structure), adapter, alignment)
+        return Plan((adapter.space, structure), adapter, alignment)
     except (ArenaError, TypeError, ValueError):
         return None
 

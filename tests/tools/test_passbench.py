@@ -9,7 +9,15 @@ import pytest
 
 from arena.core import Arena
 from arena.tools.decoder import DOCS_LAYERS
-from arena.tools.passbench import METHODS, TOKENS, format_passes, make_passes, pass_figures
+from arena.tools.passbench import (
+    INFERENCE_FRONT,
+    METHODS,
+    TOKENS,
+    format_inference_front,
+    format_passes,
+    make_passes,
+    pass_figures,
+)
 
 FRAMEWORKS = [f for f in ("numpy", "torch") if importlib.util.find_spec(f) is not None]
 
@@ -55,3 +63,22 @@ def test_pass_figures_cover_every_framework_and_mode() -> None:
     lines = format_passes(figures)
     # a title, a header, a line per framework and mode, and the line naming the views pass
     assert len(lines) == 4 + sum(len(m) for m in figures.values())
+
+
+@pytest.mark.skipif("torch" not in FRAMEWORKS, reason="needs torch")
+def test_inference_front_figures_share_the_inference_rounds() -> None:
+    figures = pass_figures(quick=True)
+    inference = figures["torch"]["inference"]
+    for name in INFERENCE_FRONT:
+        assert inference[f"inference_front_{name}_us"] > 0
+        for bottom in ("floor", "empty", name):
+            f = inference[f"inference_front_{name}_over_{bottom}"]
+            assert 0 < f["p10"] <= f["median"] <= f["p90"]
+    f = inference["inference_front_plain_over_plain"]
+    assert 0 < f["p10"] <= f["median"] <= f["p90"]
+    assert inference["plain_request_us"] > 0 and inference["inference_front_plain_request_us"] > 0
+    assert not any(key.startswith("inference_front") for key in figures["torch"]["no_grad"])
+    lines = format_inference_front(figures)
+    # a blank line, a title, a header, a line per pass, the plain request's line
+    assert len(lines) == 4 + len(INFERENCE_FRONT)
+    assert format_inference_front({"numpy": figures.get("numpy", {})}) == []
