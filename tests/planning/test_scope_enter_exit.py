@@ -412,6 +412,7 @@ def test_a_bare_region_starts_closed_and_opens_at_the_slots_top() -> None:
     with Arena("cpu", framework="numpy") as ws, ws.scope() as s:
         s.get_simultaneous(((256,), F32))
         slot = s.slot
+        assert slot is not None
         region.open_on(slot)
         assert region.slot is slot and slot.stack.regions[-1] is region
         assert (region.base, region.end, region.held) == (1024, 1024, 0)
