@@ -681,3 +681,33 @@ def test_a_step_recorded_above_a_step_it_was_opened_below_marks_that_step_stale(
         assert ws.stats().slots[0].capacity == 4096
         run_b(ws)
         assert ws.stats().slots[0].capacity == 3072
+
+
+def test_a_recording_release_interrupted_at_the_stacks_call_frees_nothing(
+    hit_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Round 10 of the mutation tests (steps.py _start_inside #9 showed it): an interrupt
+    # at release()'s call of RegionStack.account, in a recording run, left the block freed
+    # for the run's next requests while the step and the slot still counted its bytes
+    # live, so LOAD passed the capacity (3072 bytes on a 2048-byte slot). The block now
+    # leaves the run's live blocks after that call, with the step's count: interrupted
+    # there, the release frees nothing, and the next request goes above it.
+    from arena.slots.stack import RegionStack
+
+    account = RegionStack.account
+
+    def interrupted(self: RegionStack, top: int, added: int) -> None:
+        if added < 0:
+            raise KeyboardInterrupt
+        account(self, top, added)
+
+    with Arena("cpu", framework="numpy") as ws, ws.step("k") as step:
+        step.get_simultaneous(KIB)
+        (b,) = step.get_simultaneous(KIB)
+        with monkeypatch.context() as m:
+            m.setattr(RegionStack, "account", interrupted)
+            with pytest.raises(KeyboardInterrupt):
+                step.release(b)
+        step.get_simultaneous(KIB)
+        stats = ws.stats().slots[0]
+        assert stats.load <= stats.capacity == 3072
