@@ -459,8 +459,13 @@ class Step(StepHitBase, Generic[ViewT]):
                 assert book is not None and book.offsets is not None
                 placed = (book.offsets[block], book.sizes[block])
             else:
-                placed = run.live.pop(block)
+                # Plain stores after the call: an interrupt at it frees nothing (the block
+                # stays live, as the step and the slot count it), none leaves the run's
+                # live blocks with bytes the step still counts (close_region heals the
+                # slot's figure from the regions' own counts).
+                placed = run.live[block]
                 slot.stack.account(slot.stack.top, -placed[1])
+                del run.live[block]
                 self.held -= placed[1]
             if self._poison:
                 offset, size = placed

@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 import hypothesis.strategies as st
+import numpy as np
 import pytest
 from hypothesis import given, settings
 
@@ -232,3 +233,16 @@ def test_two_threads_sweeping_the_memo_at_once_drop_one_quarter_and_raise_nothin
         assert len(module._MEMO) == limit - limit // 4 + 2
     finally:
         clear_layout_memo()
+
+
+def test_the_spec_by_spec_path_lays_out_dims_of_zero_and_one_as_the_straight_path() -> None:
+    # Round 10 of the mutation tests: layout.py _c_strides #12 (`max(dim, 2)`). NumPy
+    # ints as dimensions take the spec-by-spec path (_validated), plain ints the straight
+    # one; both give C-contiguous strides, a zero or one dimension counting as 1 (a stride
+    # of 8 elements, not 4, above a dimension of one was the mutant's).
+    plain = (((3, 1, 4), "float32"), ((2, 0, 5), "float32"), ((1, 1), "int8"))
+    numpy_ints = tuple((tuple(np.int64(d) for d in shape), dt) for shape, dt in plain)
+    straight = compute_layout(plain, 256)
+    by_spec = compute_layout(numpy_ints, 256)
+    assert [v.strides for v in straight.views] == [(4, 4, 1), (5, 5, 1), (1, 1)]
+    assert by_spec == straight

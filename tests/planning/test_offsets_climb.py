@@ -10,6 +10,7 @@ instances stand for the large ones.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -92,3 +93,33 @@ def test_the_climb_is_the_same_whatever_the_order_of_equal_plans(past_the_cap: N
             again.strategy,
             again.moves,
         )
+
+
+def test_the_climb_ends_at_the_best_local_optimum_of_the_orders_placed(
+    past_the_cap: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ended by local optima, not the clock, the climb's plan is as good as the best of the
+    climbs from each order placed, each run alone to its local optimum: the climbers take
+    rounds, and one at its local optimum leaves the others climbing (Round 10 of the
+    mutation tests: a climber found done ended the round, so the climbs after it in the
+    order stopped once the best one was done)."""
+    results: list[tuple[int, int]] = []
+    climb = offsets._climb
+
+    def also_alone(placer: Any, climbers: list[Any], **kwargs: Any) -> Any:
+        alone = [
+            climb(placer, [offsets._Climber(c.name, c.plan, c.moves, c.done)], **kwargs)
+            for c in climbers
+        ]
+        found = climb(placer, climbers, **kwargs)
+        assert not found[3] and not any(a[3] for a in alone)  # not ended by the clock
+        results.append((found[0].score[0], min(a[0].score[0] for a in alone)))
+        return found
+
+    monkeypatch.setattr(offsets, "_climb", also_alone)
+    rng = random.Random(5)  # 45 sets of 20 to 80 blocks; on the 43rd the climb from
+    for _ in range(45):  # "area" ends below the others, after the best one is done
+        pieces, steps, height = rng.randint(20, 80), rng.randint(6, 20), rng.randint(20, 64)
+        plan_offsets(_tiling(rng, pieces, steps, height), alignment=ALIGN, time_limit=60)
+    assert len(results) >= 5, len(results)
+    assert all(together == alone for together, alone in results), results

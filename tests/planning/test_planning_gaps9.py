@@ -208,6 +208,32 @@ def test_the_work_budget_counts_each_placement_at_its_estimated_cost(
     assert _placements(blocks, 4 * (n + pairs // 2), monkeypatch) == 5
 
 
+def test_an_order_whose_estimate_fits_the_work_budget_exactly_is_placed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Round 10: offsets.py _place_strategies #21 (`spent + placer.cost >= WORK_BUDGET`):
+    # the orders after greedy by size run while their estimates, summed, fit the budget
+    # (the module doc), so one that fits it exactly is placed. With the budget at two
+    # scans, greedy by size, peak (placed at every size) and area are placed, and the
+    # budget is spent; at `>=`, area was left out, and the local search's move that the
+    # budget then still paid for kept the count of placements the same.
+    blocks = _random_blocks(1, 12, (10, 14))  # many co-live pairs: the scan
+    cost = 20 * len(blocks) + _pairs(blocks) // 32
+    monkeypatch.setattr(offsets, "WORK_BUDGET", 2 * cost)
+    seen: list[Any] = []
+    place_strategies = offsets._place_strategies
+
+    def kept(*args: Any) -> Any:
+        seen.append(place_strategies(*args))
+        return seen[-1]
+
+    monkeypatch.setattr(offsets, "_place_strategies", kept)
+    assert not plan_offsets(blocks).optimal
+    ((_, _, spent, left_out),) = seen
+    assert spent == 2 * cost
+    assert left_out == offsets.STRATEGIES[3:] == ("lifetime", "first")
+
+
 def test_the_area_order_breaks_ties_of_area_by_size_descending() -> None:
     # offsets.py _order #33 (`+size[i]`): blocks of one area (size times lifetime) came
     # smallest first, where the order is area descending, then size descending (the

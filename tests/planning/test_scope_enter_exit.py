@@ -398,3 +398,23 @@ def test_an_enter_waiting_for_the_mutex_refuses_an_arena_closed_meanwhile(
     assert outcome == ["refused"]
     assert slot.stack.regions == [] and slot.detour == 0
     assert (slot.holder.thread, slot.holder.depth) == (None, 0)
+
+
+def test_a_bare_region_starts_closed_and_opens_at_the_slots_top() -> None:
+    """A :class:`~arena.planning.scopes.Region` made bare is closed (no slot, no bytes);
+    ``open_on`` opens it at the slot's top, above what is open there, and
+    :func:`~arena.planning.scopes.close_region` closes it (Round 10 of the mutation
+    tests: nothing in arena makes one, scopes and steps setting these fields inline)."""
+    region = scopes.Region()
+    assert region.slot is None
+    assert (region.base, region.end, region.held) == (0, 0, 0)
+    scopes.close_region(region)  # never opened: nothing to close
+    with Arena("cpu", framework="numpy") as ws, ws.scope() as s:
+        s.get_simultaneous(((256,), F32))
+        slot = s.slot
+        assert slot is not None
+        region.open_on(slot)
+        assert region.slot is slot and slot.stack.regions[-1] is region
+        assert (region.base, region.end, region.held) == (1024, 1024, 0)
+        scopes.close_region(region)
+        assert region.slot is None and slot.stack.regions[-1] is s

@@ -230,3 +230,57 @@ def test_a_scope_request_captured_by_a_graph_keeps_its_buffer_after_the_capture(
         assert ws.stats().slots[0].retired_buffers == 0
         ws.get_simultaneous(((1 << 20,), "uint8"))  # grows the slot
         assert ws.stats().slots[0].retired_buffers == 1  # kept for the graph, not released
+
+
+# Round 10 of the mutation tests (docs/testing.md).
+@pytest.mark.parametrize("kind", ["scope", "step"])
+def test_debug_mode_a_refused_enter_leaves_the_other_threads_hold_and_the_region_closed(
+    hit_path: str, kind: str
+) -> None:
+    # Another thread's scope or step on a slot a scope holds is refused (SlotError) before
+    # it holds anything: its refused enter lets go of no hold (the holder's stays, so the
+    # intruder's next plain request is refused too), and leaves its region closed, so the
+    # same object enters once the slot is free. Letting go without naming the region
+    # dropped the holder's hold; a scope left with a slot that is not None refused to
+    # enter again ("already open").
+    from arena import SlotError
+
+    with Arena("cpu", framework="numpy", debug=True) as ws:
+        ws.reserve_bytes(1 << 16)
+        region = ws.scope() if kind == "scope" else ws.step("intruder's")
+        outcome: list[BaseException | None] = []
+
+        def intruder() -> None:
+            for attempt in (region.__enter__, lambda: ws.get_simultaneous(((4,), F32))):
+                try:
+                    attempt()
+                    outcome.append(None)
+                except BaseException as error:
+                    outcome.append(error)
+
+        with ws.scope() as s:
+            s.get_simultaneous(((4,), F32))
+            thread = threading.Thread(target=intruder, name="intruder")
+            thread.start()
+            thread.join(10)
+            assert len(outcome) == 2
+            assert all(isinstance(error, SlotError) for error in outcome), outcome
+        with region:  # the slot is free: the refused object enters
+            region.get_simultaneous(((4,), F32))
+
+
+def test_debug_mode_retires_a_scope_request_made_again_at_the_same_top(hit_path: str) -> None:
+    # In debug mode every scope request takes the checked path, which keeps the views a
+    # scope's exit retires; none is served from the views remembered for a request made
+    # before at the same top. Debug mode alone (no poisoning, no probe, no log) decides
+    # that: with it counted only together with poisoning, the second and third requests
+    # came from the remembered views and their tensors stayed usable after the exit.
+    torch = pytest.importorskip("torch")
+    with Arena("cpu", framework="torch", debug=True) as ws:
+        ws.reserve_bytes(1 << 16)
+        ws.lock()  # no request log
+        for _ in range(3):
+            with ws.torch.scope() as s:
+                (t,) = s.get_simultaneous(((4,), torch.float32))
+                assert t.numel() == 4
+            assert t.numel() == 0  # retired: an empty storage

@@ -568,3 +568,146 @@ def test_a_step_recorded_again_with_other_lifetimes_plans_from_that_record_alone
         run(ws, released=False)  # diverges at its second request: records from there
         run(ws, released=False)  # plans the new record
         assert ws.planned_bytes() == 4096 + 256
+
+
+# Round 10 of the mutation tests (docs/testing.md): the steps run inside a step are kept
+# with its record (StepBook.nests), and each planning of the slot sizes the outer step
+# for what its inner steps' plans need now. An inner step that also runs on its own and
+# plans larger there makes the slot grow for the outer step before the outer step runs.
+def _outer(ws: Arena, inner: str | None = None, floats: int = 256) -> None:
+    """Step "outer": a view live across the run, the step ``inner`` right inside it (a
+    request of ``floats`` float32), then another view."""
+    with ws.step("outer") as outer:
+        outer.get_simultaneous(KIB)
+        if inner is not None:
+            with ws.step(inner) as step:
+                step.get_simultaneous(((floats,), F32))
+        outer.get_simultaneous(KIB)
+
+
+def _grow_on_its_own(ws: Arena, key: str) -> None:
+    """Run step ``key`` alone: planned at 4 KiB, then 32 KiB (a divergence records it
+    again), planned again."""
+    for floats in (1024, 8192, 8192):
+        with ws.step(key) as step:
+            step.get_simultaneous(((floats,), F32))
+
+
+@pytest.mark.parametrize("poison", [False, True])
+def test_a_step_first_run_inside_a_replay_is_covered_when_it_plans_larger(
+    hit_path: str, poison: bool
+) -> None:
+    # The outer step records with no step inside, then replays with "inner" inside: the
+    # replay's steps inside are merged into its book. "inner" then plans larger on its
+    # own, and that planning sizes the slot for "outer" with "inner" inside (33792 bytes:
+    # 1 KiB of outer's view under it, 32 KiB, outer's second view), so the next run of
+    # "outer" grows nothing. Unmerged, the slot was sized for "inner" alone (32 KiB) and
+    # the outer step's replay grew it. (With poison=True the replay exits through the
+    # checked exit, Step._finish; else through the quick one, Step._end_replay.)
+    with Arena("cpu", framework="numpy", poison=poison) as ws:
+        _outer(ws)  # records "outer": no step inside
+        _outer(ws, "inner", 1024)  # plans and replays "outer"; "inner" records inside
+        _grow_on_its_own(ws, "inner")
+        slot = ws.stats().slots[0]
+        assert slot.capacity == 33792
+        _outer(ws, "inner", 8192)
+        assert ws.stats().slots[0].growths == slot.growths
+
+
+def test_a_replays_other_inner_step_keeps_the_records_inner_step_covered(hit_path: str) -> None:
+    # The record ran "inner" inside; a replay runs "other" there instead. The book keeps
+    # both (merged), so when "inner" plans larger on its own the slot is sized for
+    # "outer" with it inside; with the replay's alone, the next run of "outer" with
+    # "inner" grew the slot.
+    with Arena("cpu", framework="numpy") as ws:
+        _outer(ws, "inner", 1024)  # records "outer" with "inner" inside
+        _outer(ws, "other", 256)  # plans and replays "outer", with "other" inside
+        _grow_on_its_own(ws, "inner")
+        slot = ws.stats().slots[0]
+        assert slot.capacity == 33792
+        _outer(ws, "inner", 8192)
+        assert ws.stats().slots[0].growths == slot.growths
+
+
+def test_a_record_merged_with_a_larger_run_keeps_both_runs_inner_steps(hit_path: str) -> None:
+    # A run that diverges (a larger first view) records again with the same requests and
+    # lifetimes: the record merges with it, sizes by the largest, and its steps inside
+    # with the earlier record's ("inner", then "other" in the new run). When "inner"
+    # then plans larger on its own, the slot is sized for "outer" with it inside (34816
+    # bytes: the merged 2 KiB first view under it); keeping the new run's steps alone,
+    # the next run of "outer" with "inner" grew the slot.
+    with Arena("cpu", framework="numpy") as ws:
+        _outer(ws, "inner", 1024)  # records "outer" with "inner" inside
+        with ws.step("outer") as outer:  # plans "outer"; diverges at its first request
+            outer.get_simultaneous(((512,), F32))
+            with ws.step("other") as step:
+                step.get_simultaneous(KIB)
+            outer.get_simultaneous(KIB)
+        _grow_on_its_own(ws, "inner")
+        slot = ws.stats().slots[0]
+        assert slot.capacity == 34816
+        _outer(ws, "inner", 8192)
+        assert ws.stats().slots[0].growths == slot.growths
+
+
+def test_a_step_recorded_above_a_step_it_was_opened_below_marks_that_step_stale(
+    hit_path: str,
+) -> None:
+    # Step "a" is opened, "b" inside it; "a" closes first (out of order, with an error:
+    # no record) and is entered again, now above "b", where it records. Each names the
+    # other as the step below it (a.nested is b, b.nested is a): the walk to the
+    # outermost step from "a" stops at "b", a step already seen once "a" itself counts
+    # as seen, and marks "b" stale. "b"'s next run, with nothing open, plans and sizes the
+    # slot (3 KiB: "b" at byte 0 and what it held above it, the 2 KiB "a" recorded);
+    # with "a" marked instead of "b", the slot kept the 4 KiB those runs grew it to.
+    def run_b(ws: Arena) -> None:
+        with ws.step("b") as step:
+            step.get_simultaneous(KIB)
+
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(3):  # record, plan, replay
+            run_b(ws)
+        a, b = ws.step("a"), ws.step("b")
+        a.__enter__()
+        a.get_simultaneous(KIB)
+        b.__enter__()
+        b.get_simultaneous(KIB)
+        error = RuntimeError("a ends first")
+        a.__exit__(RuntimeError, error, None)
+        a.__enter__()
+        a.get_simultaneous(((512,), F32))
+        a.__exit__(None, None, None)
+        b.__exit__(None, None, None)
+        assert ws.stats().slots[0].capacity == 4096
+        run_b(ws)
+        assert ws.stats().slots[0].capacity == 3072
+
+
+def test_a_recording_release_interrupted_at_the_stacks_call_frees_nothing(
+    hit_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Round 10 of the mutation tests (steps.py _start_inside #9 showed it): an interrupt
+    # at release()'s call of RegionStack.account, in a recording run, left the block freed
+    # for the run's next requests while the step and the slot still counted its bytes
+    # live, so LOAD passed the capacity (3072 bytes on a 2048-byte slot). The block now
+    # leaves the run's live blocks after that call, with the step's count: interrupted
+    # there, the release frees nothing, and the next request goes above it.
+    from arena.slots.stack import RegionStack
+
+    account = RegionStack.account
+
+    def interrupted(self: RegionStack, top: int, added: int) -> None:
+        if added < 0:
+            raise KeyboardInterrupt
+        account(self, top, added)
+
+    with Arena("cpu", framework="numpy") as ws, ws.step("k") as step:
+        step.get_simultaneous(KIB)
+        (b,) = step.get_simultaneous(KIB)
+        with monkeypatch.context() as m:
+            m.setattr(RegionStack, "account", interrupted)
+            with pytest.raises(KeyboardInterrupt):
+                step.release(b)
+        step.get_simultaneous(KIB)
+        stats = ws.stats().slots[0]
+        assert stats.load <= stats.capacity == 3072
