@@ -124,9 +124,10 @@ def plan_for_run(slot: Slot, book: StepBook, alignment: int) -> list[Resize]:
     (the others are sized at their own first planned run)."""
     if not slot.stack.regions:
         return fit_to_plans(slot, alignment)
-    if not book.planned and book.runs:
-        make_plan(book, alignment)
-        cover_nested(books_of(slot))
+    with slot.governor.mutex:  # as fit_to_plans: lock() may merge the key's plan meanwhile
+        if not book.planned and book.runs:
+            make_plan(book, alignment)
+            cover_nested(books_of(slot))
     return []
 
 
@@ -138,13 +139,19 @@ def fit_to_plans(slot: Slot, alignment: int) -> list[Resize]:
 
     Sized up front, before the planned runs: a step run inside another replays above the
     outer step's plan, higher than its recording ran, and growing during that run would
-    move the pointers the next runs repeat."""
-    plan_slot_steps(slot, alignment)
-    books = books_of(slot)
-    need = max([slot.plain_high, *(b.reach for b in list(books.values()) if b.planned)])
-    resize = slot.fit(max(need, slot.stack.top))
-    for book in list(books.values()):
-        book.stale = False  # sized (or the slot may not change now)
+    move the pointers the next runs repeat.
+
+    Under the arena's mutex, as :func:`share_plans` (``lock()``) and ``plan_steps()``
+    plan: a plan made from a book's sizes while another thread gave it a lane's merged
+    plan would be installed over the merged sizes (views of the next replay overlapping).
+    """
+    with slot.governor.mutex:
+        plan_slot_steps(slot, alignment)
+        books = books_of(slot)
+        need = max([slot.plain_high, *(b.reach for b in list(books.values()) if b.planned)])
+        resize = slot.fit(max(need, slot.stack.top))
+        for book in list(books.values()):
+            book.stale = False  # sized (or the slot may not change now)
     return [] if resize is None else [resize]
 
 
