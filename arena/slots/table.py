@@ -36,6 +36,7 @@ from arena.base.layout import MAX_BYTES, int_not_bool
 from arena.config import Settings
 from arena.errors import ConfigError, SpecError
 from arena.memory.ledger import Ledger
+from arena.memory.sources import Allocation
 from arena.slots.governor import Governor
 from arena.slots.hooks import LockHook
 from arena.slots.selector import check_index
@@ -288,8 +289,21 @@ class SlotTable:
         with governor.mutex:
             # wake() commits every block sleep() released again: none may go meanwhile.
             governor.check_awake("release_retired()")
-            blocks = [a for s in self.slots for a in s.take_retired(include_captured)]
-            governor.ledger.release_each(blocks)
+            ledger = governor.ledger
+            held = [a for s in self.slots for part in s.blocks() for a in part]
+            blocks: list[Allocation] = []
+            try:
+                for slot in self.slots:
+                    blocks += slot.take_retired(include_captured)
+                ledger.release_each(blocks)
+            except BaseException:
+                # An interrupt may have taken blocks out of a slot that never reached the
+                # list (at a take_retired's return) or the release: every block the slots
+                # gave up and the ledger still counts goes back now.
+                kept = {id(a) for s in self.slots for part in s.blocks() for a in part}
+                live = {id(a) for a in ledger.blocks()}
+                ledger.release_each([a for a in held if id(a) not in kept and id(a) in live])
+                raise
         return sum(a.nbytes for a in blocks)
 
     def close(self, *, collected: bool = False) -> None:
