@@ -68,6 +68,7 @@ class SlotTable:
     # table (and its buffers) alive.
     __slots__ = (
         "__weakref__",
+        "emptied",
         "governor",
         "hooks",
         "lanes",
@@ -101,6 +102,8 @@ class SlotTable:
         self.watched = governor.debug
         #: The lock hooks features registered (:meth:`add_hook`), in order.
         self.hooks: tuple[LockHook, ...] = ()
+        #: Whether close() emptied the slots (a close an interrupt split has not).
+        self.emptied = False
         self.slots = [
             Slot(governor, ub * lanes + lane, ub, lane)
             for ub in range(ubatches)
@@ -312,7 +315,7 @@ class SlotTable:
         governor = self.governor
         ledger = governor.ledger
         with governor.mutex:
-            if governor.closed and not ledger.live_blocks:
+            if governor.closed and not ledger.live_blocks and self.emptied:
                 return  # closed already (a close an interrupt split goes on below)
             try:
                 if not governor.closed:
@@ -325,6 +328,7 @@ class SlotTable:
                         governor.collected = collected
                         governor.closed = True
                 blocks = [a for s in self.slots for a in s.take_blocks()]
+                self.emptied = True
                 ledger.release_each(blocks)
             finally:
                 # Every block still counted live goes back too, so an interrupt anywhere
@@ -333,7 +337,15 @@ class SlotTable:
                     if governor.closed:
                         ledger.release_live()
                 finally:
-                    ledger.flush()
+                    try:
+                        if governor.closed and not self.emptied:
+                            # An interrupt came before the slots gave their blocks up
+                            # (released just above): they let go, and stats() reads 0.
+                            for slot in self.slots:
+                                slot.take_blocks()
+                            self.emptied = True
+                    finally:
+                        ledger.flush()
         self.announce("close")
 
     # ------------------------------------------------------------------ events
