@@ -227,13 +227,15 @@ def merged_plan(books: list[StepBook], alignment: int) -> StepBook | None:
     """One plan for ``books`` (one key, sibling slots): None when they differ in requests
     or lifetimes, are the same already, or one of them is running."""
     first = books[0]
-    if any(book.running for book in books):
+    # Lists and loops, not any() or all() over a generator: one they leave suspended is
+    # closed when collected, and an interrupt landing in that close is lost.
+    if [book for book in books if book.running]:
         return None
     shapes = [(b.counts, b.firsts, b.lasts) for b in books]
-    if any(shape != shapes[0] for shape in shapes):
+    if [shape for shape in shapes if shape != shapes[0]]:
         return None
-    sizes = [max(column) for column in zip(*(b.sizes for b in books), strict=True)]
-    if all(b.sizes == sizes and b.offsets == first.offsets for b in books):
+    sizes = [max(column) for column in zip(*[b.sizes for b in books], strict=True)]
+    if not [b for b in books if b.sizes != sizes or b.offsets != first.offsets]:
         return None
     merged = first.copy()
     merged.sizes, merged.found = sizes, None
@@ -241,7 +243,7 @@ def merged_plan(books: list[StepBook], alignment: int) -> StepBook | None:
     make_plan(merged, alignment)  # a new version: remembered views of the old plans go
     merged.base = max(b.base for b in books)
     merged.above = max(b.above for b in books)
-    merged.top_level = any(b.top_level for b in books)
+    merged.top_level = bool([b for b in books if b.top_level])
     return merged
 
 
