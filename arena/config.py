@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from arena.base.events import debug_from_env
-from arena.base.layout import MAX_BYTES, check_alignment, int_not_bool
+from arena.base.layout import MAX_BYTES, check_alignment, int_not_bool, plain_int_fix
 from arena.base.poison import poison_from_env
 from arena.environment import FALSE_WORDS, TRUE_WORDS, choice_from_env
 from arena.errors import ConfigError, FrameworkUnavailableError
@@ -149,7 +149,7 @@ def settings(
 def positive(name: str, value: Any) -> int:
     """``value`` if it is an int >= 1; otherwise :class:`ConfigError` naming ``name``."""
     if not int_not_bool(value) or value < 1:
-        raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
+        raise ConfigError(f"{name} must be an int >= 1, got {value!r}{plain_int_fix(value)}")
     return value
 
 
@@ -219,7 +219,8 @@ def check_growth(growth: Any) -> str | int:
     if int_not_bool(growth) and growth >= 1:
         return growth
     raise ConfigError(
-        f"growth must be 'exact', 'pow2' or a positive int granularity in bytes, got {growth!r}"
+        f"growth must be 'exact', 'pow2' or a positive int granularity in bytes, got "
+        f"{growth!r}{plain_int_fix(growth)}"
     )
 
 
@@ -265,7 +266,7 @@ def parse_bytes(name: str, value: Any) -> int:
         raise ConfigError(
             f"{name} must be a number of bytes >= 1 (an int, or a string of ASCII digits "
             f"such as '4GiB', '512MiB' or '1048576'; units KiB, MiB, GiB, TiB), got "
-            f"{_shown(value)}{why}"
+            f"{_shown(value)}{why}{plain_int_fix(value)}"
         )
     if number > MAX_BYTES:
         raise _past_the_limit(name, value, number)

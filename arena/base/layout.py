@@ -21,6 +21,7 @@ dictionary lookup plus a type check of its dimensions.
 from __future__ import annotations
 
 import itertools
+import numbers
 import operator
 import threading
 from collections.abc import Sequence
@@ -46,6 +47,7 @@ __all__ = [
     "exact_dims",
     "exact_int",
     "int_not_bool",
+    "plain_int_fix",
     "round_up",
     "shifted",
 ]
@@ -88,6 +90,15 @@ def int_not_bool(value: Any) -> TypeGuard[int]:
     """Whether ``value`` is an ``int`` or an int subclass (an ``IntEnum`` member) other than
     ``bool``: the rule for counts, sizes and settings."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def plain_int_fix(value: Any) -> str:
+    """What an error refusing ``value`` for a count, size or setting adds when ``value`` is
+    an integer of another type (a NumPy integer: "must be an int, got np.int64(2)" reads
+    as a contradiction): that it is no Python int and the call that makes one; else ''."""
+    if isinstance(value, numbers.Integral) and not (int_not_bool(value) or bool_like(value)):
+        return f" ({type(value).__name__} is not a Python int: pass int(...) of it, {int(value)})"
+    return ""
 
 
 def bool_like(value: Any) -> bool:
@@ -189,7 +200,8 @@ def check_alignment(alignment: Any) -> int:
     if not int_not_bool(alignment):
         raise ConfigError(
             f"alignment must be an int power of two >= {MIN_ALIGNMENT}, got "
-            f"{alignment!r} ({type(alignment).__name__}); use e.g. alignment={DEFAULT_ALIGNMENT}"
+            f"{alignment!r} {plain_int_fix(alignment).strip() or f'({type(alignment).__name__})'}"
+            f"; use e.g. alignment={DEFAULT_ALIGNMENT}"
         )
     if alignment > MAX_ALIGNMENT:
         raise ConfigError(

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from arena.base.layout import MAX_BYTES, compute_layout, int_not_bool, round_up
+from arena.base.layout import MAX_BYTES, compute_layout, int_not_bool, plain_int_fix, round_up
 from arena.config import check_flag, load_adapter
 from arena.errors import ConfigError, SpecError
 from arena.slots.persistent import check_key, check_new_key
@@ -156,6 +156,6 @@ def check_nbytes(name: str, nbytes: Any) -> int:
     if not int_not_bool(nbytes) or not 1 <= nbytes <= MAX_BYTES:
         raise SpecError(
             f"{name} must be an int from 1 to {MAX_BYTES} bytes, got {type(nbytes).__name__} "
-            f"{nbytes!r}"
+            f"{nbytes!r}{plain_int_fix(nbytes)}"
         )
     return nbytes

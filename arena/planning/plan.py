@@ -124,9 +124,10 @@ def plan_for_run(slot: Slot, book: StepBook, alignment: int) -> list[Resize]:
     (the others are sized at their own first planned run)."""
     if not slot.stack.regions:
         return fit_to_plans(slot, alignment)
-    if not book.planned and book.runs:
-        make_plan(book, alignment)
-        cover_nested(books_of(slot))
+    with slot.governor.mutex:  # as fit_to_plans: lock() may merge the key's plan meanwhile
+        if not book.planned and book.runs:
+            make_plan(book, alignment)
+            cover_nested(books_of(slot))
     return []
 
 
@@ -138,13 +139,19 @@ def fit_to_plans(slot: Slot, alignment: int) -> list[Resize]:
 
     Sized up front, before the planned runs: a step run inside another replays above the
     outer step's plan, higher than its recording ran, and growing during that run would
-    move the pointers the next runs repeat."""
-    plan_slot_steps(slot, alignment)
-    books = books_of(slot)
-    need = max([slot.plain_high, *(b.reach for b in list(books.values()) if b.planned)])
-    resize = slot.fit(max(need, slot.stack.top))
-    for book in list(books.values()):
-        book.stale = False  # sized (or the slot may not change now)
+    move the pointers the next runs repeat.
+
+    Under the arena's mutex, as :func:`share_plans` (``lock()``) and ``plan_steps()``
+    plan: a plan made from a book's sizes while another thread gave it a lane's merged
+    plan would be installed over the merged sizes (views of the next replay overlapping).
+    """
+    with slot.governor.mutex:
+        plan_slot_steps(slot, alignment)
+        books = books_of(slot)
+        need = max([slot.plain_high, *(b.reach for b in list(books.values()) if b.planned)])
+        resize = slot.fit(max(need, slot.stack.top))
+        for book in list(books.values()):
+            book.stale = False  # sized (or the slot may not change now)
     return [] if resize is None else [resize]
 
 
@@ -220,13 +227,15 @@ def merged_plan(books: list[StepBook], alignment: int) -> StepBook | None:
     """One plan for ``books`` (one key, sibling slots): None when they differ in requests
     or lifetimes, are the same already, or one of them is running."""
     first = books[0]
-    if any(book.running for book in books):
+    # Lists and loops, not any() or all() over a generator: one they leave suspended is
+    # closed when collected, and an interrupt landing in that close is lost.
+    if [book for book in books if book.running]:
         return None
     shapes = [(b.counts, b.firsts, b.lasts) for b in books]
-    if any(shape != shapes[0] for shape in shapes):
+    if [shape for shape in shapes if shape != shapes[0]]:
         return None
-    sizes = [max(column) for column in zip(*(b.sizes for b in books), strict=True)]
-    if all(b.sizes == sizes and b.offsets == first.offsets for b in books):
+    sizes = [max(column) for column in zip(*[b.sizes for b in books], strict=True)]
+    if not [b for b in books if b.sizes != sizes or b.offsets != first.offsets]:
         return None
     merged = first.copy()
     merged.sizes, merged.found = sizes, None
@@ -234,7 +243,7 @@ def merged_plan(books: list[StepBook], alignment: int) -> StepBook | None:
     make_plan(merged, alignment)  # a new version: remembered views of the old plans go
     merged.base = max(b.base for b in books)
     merged.above = max(b.above for b in books)
-    merged.top_level = any(b.top_level for b in books)
+    merged.top_level = bool([b for b in books if b.top_level])
     return merged
 
 

@@ -223,11 +223,14 @@ class SlotSelector:
     def _refuse_binding(what: str, resolver: Any, call: str) -> None:
         """A binding the resolver would override at every request: refused, not ignored."""
         if resolver is not None:
+            plural = "ubatches" if what == "ubatch" else f"{what}s"
+            # vLLM's drop-in resolves both: the micro-batch id, the workspace lane.
+            vllm = "the current micro-batch id" if what == "ubatch" else "use_workspace_lane()"
             raise ConfigError(
                 f"this arena was built with {what}_resolver={resolver!r}, which chooses the "
                 f"{what} of every request, so {call} would have no effect; change what the "
-                f"resolver returns (vLLM: the current micro-batch id), or build the arena "
-                f"without {what}_resolver to bind {what}s per thread or context"
+                f"resolver returns (vLLM: {vllm}), or build the arena "
+                f"without {what}_resolver to bind {plural} per thread or context"
             )
 
 

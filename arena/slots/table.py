@@ -32,10 +32,11 @@ from arena.base.events import (
     logger,
     warn_user,
 )
-from arena.base.layout import MAX_BYTES, int_not_bool
+from arena.base.layout import MAX_BYTES, int_not_bool, plain_int_fix
 from arena.config import Settings
 from arena.errors import ConfigError, SpecError
 from arena.memory.ledger import Ledger
+from arena.memory.sources import Allocation
 from arena.slots.governor import Governor
 from arena.slots.hooks import LockHook
 from arena.slots.selector import check_index
@@ -67,6 +68,7 @@ class SlotTable:
     # table (and its buffers) alive.
     __slots__ = (
         "__weakref__",
+        "emptied",
         "governor",
         "hooks",
         "lanes",
@@ -100,6 +102,8 @@ class SlotTable:
         self.watched = governor.debug
         #: The lock hooks features registered (:meth:`add_hook`), in order.
         self.hooks: tuple[LockHook, ...] = ()
+        #: Whether close() emptied the slots (a close an interrupt split has not).
+        self.emptied = False
         self.slots = [
             Slot(governor, ub * lanes + lane, ub, lane)
             for ub in range(ubatches)
@@ -160,6 +164,7 @@ class SlotTable:
                 if isinstance(nbytes, (tuple, list))  # a spec may be a 2-item list
                 else ""
             )
+            hint += plain_int_fix(nbytes)
             raise ConfigError(f"nbytes must be an int >= 0, got {nbytes!r}{hint}")
         if nbytes > MAX_BYTES:
             raise SpecError(
@@ -288,8 +293,21 @@ class SlotTable:
         with governor.mutex:
             # wake() commits every block sleep() released again: none may go meanwhile.
             governor.check_awake("release_retired()")
-            blocks = [a for s in self.slots for a in s.take_retired(include_captured)]
-            governor.ledger.release_each(blocks)
+            ledger = governor.ledger
+            held = [a for s in self.slots for part in s.blocks() for a in part]
+            blocks: list[Allocation] = []
+            try:
+                for slot in self.slots:
+                    blocks += slot.take_retired(include_captured)
+                ledger.release_each(blocks)
+            except BaseException:
+                # An interrupt may have taken blocks out of a slot that never reached the
+                # list (at a take_retired's return) or the release: every block the slots
+                # gave up and the ledger still counts goes back now.
+                kept = {id(a) for s in self.slots for part in s.blocks() for a in part}
+                live = {id(a) for a in ledger.blocks()}
+                ledger.release_each([a for a in held if id(a) not in kept and id(a) in live])
+                raise
         return sum(a.nbytes for a in blocks)
 
     def close(self, *, collected: bool = False) -> None:
@@ -298,7 +316,7 @@ class SlotTable:
         governor = self.governor
         ledger = governor.ledger
         with governor.mutex:
-            if governor.closed and not ledger.live_blocks:
+            if governor.closed and not ledger.live_blocks and self.emptied:
                 return  # closed already (a close an interrupt split goes on below)
             try:
                 if not governor.closed:
@@ -311,6 +329,7 @@ class SlotTable:
                         governor.collected = collected
                         governor.closed = True
                 blocks = [a for s in self.slots for a in s.take_blocks()]
+                self.emptied = True
                 ledger.release_each(blocks)
             finally:
                 # Every block still counted live goes back too, so an interrupt anywhere
@@ -319,7 +338,15 @@ class SlotTable:
                     if governor.closed:
                         ledger.release_live()
                 finally:
-                    ledger.flush()
+                    try:
+                        if governor.closed and not self.emptied:
+                            # An interrupt came before the slots gave their blocks up
+                            # (released just above): they let go, and stats() reads 0.
+                            for slot in self.slots:
+                                slot.take_blocks()
+                            self.emptied = True
+                    finally:
+                        ledger.flush()
         self.announce("close")
 
     # ------------------------------------------------------------------ events

@@ -154,11 +154,11 @@ def run_demo(
             arena.bind_ubatch(ubatch)
             _step(modules, ubatch, max_tokens, warm_up=True)
 
-        # warm-up: micro-batch 0 runs the largest batch; micro-batch 1 only a small one,
-        # so lock() has to size it (the sibling sizing vLLM #42275 missed)
-        warm_up(0)
+        # warm-up: micro-batch 0 runs the largest batch; micro-batch 1 only a small one
+        # (never larger: lock() would grow 0 under its long-lived view), so lock() has to
+        warm_up(0)  # size it (the sibling sizing vLLM #42275 missed)
         arena.bind_ubatch(1)
-        _step(modules, 1, 8, warm_up=True)
+        _step(modules, 1, min(8, max_tokens), warm_up=True)
         arena.bind_ubatch(0)
         arena.lock()
         at_lock = arena.stats()

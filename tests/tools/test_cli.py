@@ -341,3 +341,15 @@ def test_demo_on_a_missing_gpu_names_the_flag_not_only_the_keyword() -> None:
     assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
     assert result.stderr.startswith("python -m arena demo: DeviceUnavailableError: ")
     assert "(on the command line: --device cpu, or leave --device out)" in result.stderr
+
+
+@pytest.mark.parametrize("max_tokens", [1, 4, 7])
+def test_demo_with_fewer_tokens_than_the_sibling_warm_up_keeps_its_guarantees(
+    max_tokens: int,
+) -> None:
+    """``--max-tokens`` 1 to 7 was accepted, and micro-batch 1's fixed warm-up of 8 tokens
+    made it the larger sibling: ``lock()`` then grew micro-batch 0 under its long-lived
+    view and the demo reported FAILED for an arena that kept every promise."""
+    report = run_demo("cpu", "numpy", steps=2, max_tokens=max_tokens)
+    assert report.long_lived_view_intact, format_report(report)
+    assert report.ok, format_report(report)
