@@ -1556,6 +1556,33 @@ static PyObject *plus_one(PyObject *calls) {
     return PyNumber_Add(calls, one);
 }
 
+/* Whether the slot's call count `calls` may be counted up in place (count_in_place): an
+ * exact one-digit int (CPython 3.11's layout) below 2**30 - 1 that only its field refers
+ * to (reference count 1), so no one can see it change, and not a cached small int
+ * (those have more references). A step or scope hit then installs no new int: the
+ * allocation, and the old int's deallocation, are code and memory that a torch pass has
+ * evicted from the CPU's caches by the next request. */
+static inline int counts_in_place(PyObject *calls) {
+#if PY_VERSION_HEX < 0x030C0000
+    return calls != NULL && PyLong_CheckExact(calls) && Py_REFCNT(calls) == 1 &&
+           Py_SIZE(calls) == 1 &&
+           ((PyLongObject *)calls)->ob_digit[0] + 1 < ((digit)1 << PyLong_SHIFT);
+#else
+    (void)calls;
+    return 0;
+#endif
+}
+
+/* `calls` + 1, in place (see counts_in_place: checked by the caller, with no Python code
+ * run since). */
+static inline void count_in_place(PyObject *calls) {
+#if PY_VERSION_HEX < 0x030C0000
+    ((PyLongObject *)calls)->ob_digit[0] += 1;
+#else
+    (void)calls;
+#endif
+}
+
 /* A plain one-view request in a few machine words: its dtype object and up to
  * SIGNATURE_DIMS dimensions below 2**32. A memo compares a request with the one it noted
  * through this copy (plain_request_is) instead of reading the noted key's tuples and
@@ -1782,13 +1809,23 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
         }
         PyList_SET_ITEM(out, i, view);
     }
-    PyObject *calls = out == NULL ? NULL : plus_one(FIELD(slot, slot_calls));
+    /* The slot's count: counted up in place at the install (no Python code runs from
+     * here to there) where only the slot holds it, else a new int. Held either way. */
+    PyObject *calls = NULL;
+    int in_place = out != NULL && counts_in_place(FIELD(slot, slot_calls));
+    if (in_place) {
+        calls = FIELD(slot, slot_calls);
+        Py_INCREF(calls);
+    } else if (out != NULL) {
+        calls = plus_one(FIELD(slot, slot_calls));
+    }
     /* request + 1 from r (request's value, an exact int): no generic addition */
     PyObject *next = calls == NULL ? NULL : small_int(r + 1);
     /* The addresses (at the request's first block: the plan's every block made room for
      * once, at the run's first request), then the witnesses (the fresh views may have run
      * Python code: the record is checked again; none runs from here to the last store). */
-    int failed = next == NULL || self->ids != ids || self->handed != handed ||
+    int failed = next == NULL || (in_place && FIELD(slot, slot_calls) != calls) ||
+                 self->ids != ids || self->handed != handed ||
                  PyList_GET_SIZE(handed) != r;
     if (!failed && PyByteArray_GET_SIZE(ids) < total * (Py_ssize_t)sizeof(void *))
         failed = PyByteArray_Resize(ids, total * (Py_ssize_t)sizeof(void *)) < 0;
@@ -1810,7 +1847,12 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     }
     Py_INCREF(Py_True);
     put(&FIELD(entry, prepared_used), Py_True);
-    put(&FIELD(slot, slot_calls), calls);
+    if (in_place) {
+        count_in_place(calls);
+        Py_DECREF(calls); /* the field's reference stays */
+    } else {
+        put(&FIELD(slot, slot_calls), calls);
+    }
     put(&self->request, next);
 #if STEP_MEMO
     /* Noted where the dict is still the one walked, in the state walked (the step's
@@ -1836,6 +1878,23 @@ static int step_release_block(StepHitBase *self, PyObject *block, PyObject *last
     return failed ? -1 : 1;
 }
 
+/* Whether the exact ints `a` and `b` are equal: on CPython 3.11, their sizes and digits
+ * compared in place (an int's digits are normalized: equal values, equal digits), which
+ * saves a call into CPython's comparison code (cold between a torch pass's kernels);
+ * else PyObject_RichCompareBool. 1 or 0 (-1 with an exception set: never for exact ints). */
+static int same_int(PyObject *a, PyObject *b) {
+#if PY_VERSION_HEX < 0x030C0000
+    Py_ssize_t size = Py_SIZE(a);
+    if (size != Py_SIZE(b)) return 0;
+    const digit *x = ((PyLongObject *)a)->ob_digit, *y = ((PyLongObject *)b)->ob_digit;
+    for (Py_ssize_t i = 0; i < (size < 0 ? -size : size); i++)
+        if (x[i] != y[i]) return 0;
+    return 1;
+#else
+    return PyObject_RichCompareBool(a, b, Py_EQ);
+#endif
+}
+
 /* Whether `view` stands for a fresh view of the torch tensor `witness` (as
  * arena.planning.runs.same_view): exact torch.Tensor objects whose data start at the same
  * address, read by their data_ptr() methods. 1 where it does, 0 where it does not or where
@@ -1853,7 +1912,7 @@ static int same_tensor(StepHitBase *self, PyObject *view, PyObject *witness) {
                                     : PyObject_VectorcallMethod(str_data_ptr, &witness, 1, NULL);
     int same = theirs == NULL ? -1 : 0;
     if (theirs != NULL && PyLong_CheckExact(mine) && PyLong_CheckExact(theirs))
-        same = PyObject_RichCompareBool(mine, theirs, Py_EQ); /* exact ints: no Python code */
+        same = same_int(mine, theirs); /* exact ints: no Python code */
     if (same == 1 && (self->handed != handed || self->released != released ||
                       self->request != request || self->ids != ids))
         same = 0;
@@ -3052,6 +3111,7 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     PyObject *entry = scope_look_up(cache, top, at, specs, memo, &hash, &known);
     Py_DECREF(cache);
     PyObject *out = NULL, *live = NULL, *held = NULL, *calls = NULL;
+    int in_place = 0;
     PyObject *kept = entry == NULL ? NULL : FIELD(entry, prepared_key);
     /* Found by the memo's key, the dtypes are the very objects remembered. */
     if (entry == NULL || !Py_IS_TYPE(entry, prepared_type) || kept == NULL ||
@@ -3103,8 +3163,6 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
             Py_XDECREF(old_held);
         }
     }
-    calls = plus_one(FIELD(slot, slot_calls)); /* as PyNumber_Add(calls, 1) */
-    if (calls == NULL) goto error;
     /* Held while fresh views are made: that may run code that sweeps the cache. */
     Py_INCREF(views);
     out = PyList_New(count);
@@ -3126,8 +3184,15 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
         Py_CLEAR(out);
         goto done;
     }
+    /* The slot's count: counted up in place where only the slot holds it (no Python code
+     * runs from here to the last store), else a new int, as PyNumber_Add(calls, 1). */
+    in_place = counts_in_place(FIELD(slot, slot_calls));
+    if (!in_place && (calls = plus_one(FIELD(slot, slot_calls))) == NULL) goto error;
     if (FIELD(entry, prepared_used) != Py_True) keep(&FIELD(entry, prepared_used), Py_True);
-    put(&FIELD(slot, slot_calls), calls);
+    if (in_place)
+        count_in_place(FIELD(slot, slot_calls));
+    else
+        put(&FIELD(slot, slot_calls), calls);
     put(&FIELD(stack, stack_live), live);
     put(&self->held, held);
     keep(&FIELD(stack, stack_top), required);
