@@ -256,8 +256,73 @@ static void keep(PyObject **target, PyObject *value) {
     Py_XDECREF(old);
 }
 
-/* fresh(view), a torch tensor's through its data getter (see data_of). */
-static PyObject *fresh_call(PyObject *fresh, PyObject *view);
+/* `view.data` for a fresh view (torch's: adapters/torch.py's fresh_view is
+ * operator.attrgetter("data")), read by the attribute's getter itself: what
+ * PyObject_GetAttr(view, "data") calls for a type with the generic getattr and a getset
+ * descriptor named data (a data descriptor: an instance dict never shadows it), without
+ * the attrgetter call, the generic lookup and the descriptor's dispatch: code that a
+ * torch pass's kernels evict from the CPU's caches between two requests. The getter is
+ * looked up once per type and version tag (a type whose attributes change takes a new
+ * tag, and is looked up again); `fresh` is recognized once (its type's name and repr).
+ * A new reference, or NULL with *done 0 where `fresh` or the view's type is not that
+ * (the caller calls fresh(view)); NULL with *done 1 and an exception where the getter
+ * raised. */
+static PyObject *data_getter_yes, *data_getter_no; /* fresh_view objects recognized */
+static PyTypeObject *data_type;                     /* the type data_def was found in */
+static unsigned int data_tag;
+static PyGetSetDef *data_def;
+static PyObject *str_data;
+
+static int is_data_getter(PyObject *fresh) {
+    if (fresh == data_getter_yes) return 1;
+    if (fresh == data_getter_no) return 0;
+    int yes = 0;
+    if (strcmp(Py_TYPE(fresh)->tp_name, "operator.attrgetter") == 0) {
+        PyObject *repr = PyObject_Repr(fresh); /* operator's own: no Python code */
+        yes = repr != NULL && PyUnicode_Check(repr) &&
+              PyUnicode_CompareWithASCIIString(repr, "operator.attrgetter('data')") == 0;
+        Py_XDECREF(repr);
+        PyErr_Clear();
+    }
+    keep(yes ? &data_getter_yes : &data_getter_no, fresh);
+    return yes;
+}
+
+static PyObject *data_of(PyObject *fresh, PyObject *view, int *done) {
+    *done = 0;
+    PyTypeObject *type = Py_TYPE(view);
+    if (!is_data_getter(fresh) || type->tp_getattro != PyObject_GenericGetAttr) return NULL;
+    if (type != data_type || !(type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ||
+        type->tp_version_tag != data_tag) {
+        if (str_data == NULL && (str_data = PyUnicode_InternFromString("data")) == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        PyObject *descr = _PyType_Lookup(type, str_data); /* borrowed; runs no code */
+        PyGetSetDef *def = NULL;
+        if (descr != NULL && Py_IS_TYPE(descr, &PyGetSetDescr_Type) &&
+            PyObject_TypeCheck(view, PyDescr_TYPE(descr)))
+            def = ((PyGetSetDescrObject *)descr)->d_getset;
+        if (def == NULL || def->get == NULL || !(type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
+            return NULL; /* not cached: looked up again next time */
+        keep((PyObject **)&data_type, (PyObject *)type);
+        data_tag = type->tp_version_tag;
+        data_def = def;
+    }
+    *done = 1;
+    return data_def->get(view, data_def->closure);
+}
+
+/* fresh(view): through data_of where it applies (one comparison where `fresh` is known
+ * not to be attrgetter('data'), NumPy's ndarray.view). A new reference, NULL on error. */
+static inline PyObject *fresh_call(PyObject *fresh, PyObject *view) {
+    if (fresh != data_getter_no) {
+        int done;
+        PyObject *out = data_of(fresh, view, &done);
+        if (done) return out;
+    }
+    return PyObject_Vectorcall(fresh, &view, 1, NULL);
+}
 
 static PyObject *bind(PyObject *module, PyObject *args) {
     PyTypeObject *types[6];
@@ -1481,71 +1546,6 @@ typedef struct {
     PyObject *descr;
     int flags;
 } NdArray;
-
-/* `view.data` for a fresh view (torch's: adapters/torch.py's fresh_view is
- * operator.attrgetter("data")), read by the attribute's getter itself: what
- * PyObject_GetAttr(view, "data") calls for a type with the generic getattr and a getset
- * descriptor named data (a data descriptor: an instance dict never shadows it), without
- * the attrgetter call, the generic lookup and the descriptor's dispatch: code that a
- * torch pass's kernels evict from the CPU's caches between two requests. The getter is
- * looked up once per type and version tag (a type whose attributes change takes a new
- * tag, and is looked up again); `fresh` is recognized once (its type's name and repr).
- * A new reference, or NULL with *done 0 where `fresh` or the view's type is not that
- * (the caller calls fresh(view)); NULL with *done 1 and an exception where the getter
- * raised. */
-static PyObject *data_getter_yes, *data_getter_no; /* fresh_view objects recognized */
-static PyTypeObject *data_type;                     /* the type data_def was found in */
-static unsigned int data_tag;
-static PyGetSetDef *data_def;
-static PyObject *str_data;
-
-static int is_data_getter(PyObject *fresh) {
-    if (fresh == data_getter_yes) return 1;
-    if (fresh == data_getter_no) return 0;
-    int yes = 0;
-    if (strcmp(Py_TYPE(fresh)->tp_name, "operator.attrgetter") == 0) {
-        PyObject *repr = PyObject_Repr(fresh); /* operator's own: no Python code */
-        yes = repr != NULL && PyUnicode_Check(repr) &&
-              PyUnicode_CompareWithASCIIString(repr, "operator.attrgetter('data')") == 0;
-        Py_XDECREF(repr);
-        PyErr_Clear();
-    }
-    keep(yes ? &data_getter_yes : &data_getter_no, fresh);
-    return yes;
-}
-
-static PyObject *data_of(PyObject *fresh, PyObject *view, int *done) {
-    *done = 0;
-    PyTypeObject *type = Py_TYPE(view);
-    if (type->tp_getattro != PyObject_GenericGetAttr || !is_data_getter(fresh)) return NULL;
-    if (type != data_type || !(type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ||
-        type->tp_version_tag != data_tag) {
-        if (str_data == NULL && (str_data = PyUnicode_InternFromString("data")) == NULL) {
-            PyErr_Clear();
-            return NULL;
-        }
-        PyObject *descr = _PyType_Lookup(type, str_data); /* borrowed; runs no code */
-        PyGetSetDef *def = NULL;
-        if (descr != NULL && Py_IS_TYPE(descr, &PyGetSetDescr_Type) &&
-            PyObject_TypeCheck(view, PyDescr_TYPE(descr)))
-            def = ((PyGetSetDescrObject *)descr)->d_getset;
-        if (def == NULL || def->get == NULL || !(type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
-            return NULL; /* not cached: looked up again next time */
-        keep((PyObject **)&data_type, (PyObject *)type);
-        data_tag = type->tp_version_tag;
-        data_def = def;
-    }
-    *done = 1;
-    return data_def->get(view, data_def->closure);
-}
-
-/* fresh(view): through data_of where it applies. A new reference, NULL on error. */
-static PyObject *fresh_call(PyObject *fresh, PyObject *view) {
-    int done;
-    PyObject *out = data_of(fresh, view, &done);
-    if (done) return out;
-    return PyObject_Vectorcall(fresh, &view, 1, NULL);
-}
 
 /* A fresh view of `view` for a step's or scope's request (a new reference; NULL with an
  * exception set on error). Where `fresh` is numpy.ndarray.view and `view` an exact
