@@ -256,6 +256,74 @@ static void keep(PyObject **target, PyObject *value) {
     Py_XDECREF(old);
 }
 
+/* `view.data` for a fresh view (torch's: adapters/torch.py's fresh_view is
+ * operator.attrgetter("data")), read by the attribute's getter itself: what
+ * PyObject_GetAttr(view, "data") calls for a type with the generic getattr and a getset
+ * descriptor named data (a data descriptor: an instance dict never shadows it), without
+ * the attrgetter call, the generic lookup and the descriptor's dispatch: code that a
+ * torch pass's kernels evict from the CPU's caches between two requests. The getter is
+ * looked up once per type and version tag (a type whose attributes change takes a new
+ * tag, and is looked up again); `fresh` is recognized once (its type's name and repr).
+ * A new reference, or NULL with *done 0 where `fresh` or the view's type is not that
+ * (the caller calls fresh(view)); NULL with *done 1 and an exception where the getter
+ * raised. */
+static PyObject *data_getter_yes, *data_getter_no; /* fresh_view objects recognized */
+static PyTypeObject *data_type;                     /* the type data_def was found in */
+static unsigned int data_tag;
+static PyGetSetDef *data_def;
+static PyObject *str_data;
+
+static int is_data_getter(PyObject *fresh) {
+    if (fresh == data_getter_yes) return 1;
+    if (fresh == data_getter_no) return 0;
+    int yes = 0;
+    if (strcmp(Py_TYPE(fresh)->tp_name, "operator.attrgetter") == 0) {
+        PyObject *repr = PyObject_Repr(fresh); /* operator's own: no Python code */
+        yes = repr != NULL && PyUnicode_Check(repr) &&
+              PyUnicode_CompareWithASCIIString(repr, "operator.attrgetter('data')") == 0;
+        Py_XDECREF(repr);
+        PyErr_Clear();
+    }
+    keep(yes ? &data_getter_yes : &data_getter_no, fresh);
+    return yes;
+}
+
+static PyObject *data_of(PyObject *fresh, PyObject *view, int *done) {
+    *done = 0;
+    PyTypeObject *type = Py_TYPE(view);
+    if (!is_data_getter(fresh) || type->tp_getattro != PyObject_GenericGetAttr) return NULL;
+    if (type != data_type || !(type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ||
+        type->tp_version_tag != data_tag) {
+        if (str_data == NULL && (str_data = PyUnicode_InternFromString("data")) == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        PyObject *descr = _PyType_Lookup(type, str_data); /* borrowed; runs no code */
+        PyGetSetDef *def = NULL;
+        if (descr != NULL && Py_IS_TYPE(descr, &PyGetSetDescr_Type) &&
+            PyObject_TypeCheck(view, PyDescr_TYPE(descr)))
+            def = ((PyGetSetDescrObject *)descr)->d_getset;
+        if (def == NULL || def->get == NULL || !(type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
+            return NULL; /* not cached: looked up again next time */
+        keep((PyObject **)&data_type, (PyObject *)type);
+        data_tag = type->tp_version_tag;
+        data_def = def;
+    }
+    *done = 1;
+    return data_def->get(view, data_def->closure);
+}
+
+/* fresh(view): through data_of where it applies (one comparison where `fresh` is known
+ * not to be attrgetter('data'), NumPy's ndarray.view). A new reference, NULL on error. */
+static inline PyObject *fresh_call(PyObject *fresh, PyObject *view) {
+    if (fresh != data_getter_no) {
+        int done;
+        PyObject *out = data_of(fresh, view, &done);
+        if (done) return out;
+    }
+    return PyObject_Vectorcall(fresh, &view, 1, NULL);
+}
+
 static PyObject *bind(PyObject *module, PyObject *args) {
     PyTypeObject *types[6];
     PyObject *sites, *internal;
@@ -501,7 +569,7 @@ static PyObject *serve(HitBase *self, PyObject *slot, PyObject *specs, PyObject 
         PyObject *view = PyList_GET_ITEM(views, i);
         if (fresh == Py_None) {
             Py_INCREF(view);
-        } else if ((view = PyObject_Vectorcall(fresh, &view, 1, NULL)) == NULL) {
+        } else if ((view = fresh_call(fresh, view)) == NULL) {
             Py_CLEAR(out);
             break;
         }
@@ -1422,10 +1490,14 @@ typedef struct {
 static PyTypeObject *ndarray_seen; /* numpy.ndarray, once an object of it was seen */
 
 /* Whether `object` is an exact numpy.ndarray (its type named so; as runs._is_ndarray). */
+static PyTypeObject *tensor_seen; /* torch.Tensor, once an object of it was seen */
+
 static int is_ndarray(PyObject *object) {
     PyTypeObject *type = Py_TYPE(object);
     if (type == ndarray_seen) return 1;
-    if (strcmp(type->tp_name, "numpy.ndarray") != 0) return 0;
+    /* torch.Tensor is named "Tensor": no need to read its name (a cold line, between a
+     * torch pass's kernels, on every step request and release of a tensor) */
+    if (type == tensor_seen || strcmp(type->tp_name, "numpy.ndarray") != 0) return 0;
     Py_INCREF(type);
     Py_XSETREF(ndarray_seen, type);
     return 1;
@@ -1440,7 +1512,6 @@ static int same_ndarray(PyObject *view, PyObject *witness) {
     return ((NdFields *)view)->data == ((NdFields *)witness)->data;
 }
 
-static PyTypeObject *tensor_seen; /* torch.Tensor, once an object of it was seen */
 static PyObject *str_data_ptr, *str_module;
 
 /* Whether `object` is an exact torch.Tensor (a class named Tensor of module torch; as
@@ -1501,7 +1572,7 @@ static PyObject *fresh_of(PyObject *fresh, PyObject *view) {
         if (made->flags == a->flags && made->descr == a->descr) return out;
         Py_DECREF(out);
     }
-    return PyObject_Vectorcall(fresh, &view, 1, NULL);
+    return fresh_call(fresh, view);
 }
 
 /* Replace an object field with a new reference (consumed). */
@@ -1553,17 +1624,99 @@ static PyObject *plus_one(PyObject *calls) {
     return PyNumber_Add(calls, one);
 }
 
+/* Whether the slot's call count `calls` may be counted up in place (count_in_place): an
+ * exact one-digit int (CPython 3.11's layout) below 2**30 - 1 that only its field refers
+ * to (reference count 1), so no one can see it change, and not a cached small int
+ * (those have more references). A step or scope hit then installs no new int: the
+ * allocation, and the old int's deallocation, are code and memory that a torch pass has
+ * evicted from the CPU's caches by the next request. */
+static inline int counts_in_place(PyObject *calls) {
+#if PY_VERSION_HEX < 0x030C0000
+    return calls != NULL && PyLong_CheckExact(calls) && Py_REFCNT(calls) == 1 &&
+           Py_SIZE(calls) == 1 &&
+           ((PyLongObject *)calls)->ob_digit[0] + 1 < ((digit)1 << PyLong_SHIFT);
+#else
+    (void)calls;
+    return 0;
+#endif
+}
+
+/* `calls` + 1, in place (see counts_in_place: checked by the caller, with no Python code
+ * run since). */
+static inline void count_in_place(PyObject *calls) {
+#if PY_VERSION_HEX < 0x030C0000
+    ((PyLongObject *)calls)->ob_digit[0] += 1;
+#else
+    (void)calls;
+#endif
+}
+
+/* A plain one-view request in a few machine words: its dtype object and up to
+ * SIGNATURE_DIMS dimensions below 2**32. A memo compares a request with the one it noted
+ * through this copy (plain_request_is) instead of reading the noted key's tuples and
+ * ints: those objects lie elsewhere in memory, a cache line or two per request that
+ * another request index (or the arithmetic between requests) has evicted. */
+#define SIGNATURE_DIMS 4
+
+typedef struct {
+    PyObject *dtype; /* NULL: no copy (several views, more dimensions, a large one) */
+    Py_ssize_t ndim;
+    uint32_t dims[SIGNATURE_DIMS];
+} Signature;
+
+/* The signature of `key`, a plain request (exact tuples of (exact tuple of exact ints,
+ * dtype)); dtype NULL where it has none. Runs no Python code. */
+static Signature signature_of(PyObject *key) {
+    Signature sig = {NULL, 0, {0}};
+    if (!PyTuple_CheckExact(key) || PyTuple_GET_SIZE(key) != 1) return sig;
+    PyObject *spec = PyTuple_GET_ITEM(key, 0);
+    if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 2) return sig;
+    PyObject *shape = PyTuple_GET_ITEM(spec, 0);
+    if (!PyTuple_CheckExact(shape) || PyTuple_GET_SIZE(shape) > SIGNATURE_DIMS) return sig;
+    Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
+    for (Py_ssize_t k = 0; k < ndim; k++) {
+        Py_ssize_t dim = plain_size(PyTuple_GET_ITEM(shape, k));
+        if (dim < 0 || (unsigned long long)dim > 0xffffffffULL) return sig;
+        sig.dims[k] = (uint32_t)dim;
+    }
+    sig.ndim = ndim;
+    sig.dtype = PyTuple_GET_ITEM(spec, 1);
+    return sig;
+}
+
+static int same_plain_request(PyObject *key, PyObject *specs); /* (the scope section) */
+
+/* Whether `specs` is the plain request `key` whose signature is `sig` (as
+ * same_plain_request(key, specs): exact tuples, exact ints of the same values, the very
+ * same dtype object), read from the signature where it has one. 1 or 0; no Python code. */
+static ALWAYS_INLINE int plain_request_is(const Signature *sig, PyObject *key, PyObject *specs) {
+    if (sig->dtype == NULL) return same_plain_request(key, specs);
+    if (PyTuple_GET_SIZE(specs) != 1) return 0;
+    PyObject *spec = PyTuple_GET_ITEM(specs, 0);
+    if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 2 ||
+        PyTuple_GET_ITEM(spec, 1) != sig->dtype)
+        return 0;
+    PyObject *shape = PyTuple_GET_ITEM(spec, 0);
+    if (!PyTuple_CheckExact(shape) || PyTuple_GET_SIZE(shape) != sig->ndim) return 0;
+    for (Py_ssize_t k = 0; k < sig->ndim; k++)
+        if (plain_size(PyTuple_GET_ITEM(shape, k)) != (Py_ssize_t)sig->dims[k]) return 0;
+    return 1;
+}
+
 /* Where a request index's hit last found its entry in a cache of one request: the cache
- * dict, the state it had then, the key it held and the entry it mapped the key to. While
- * the request index's cache is that dict in that state, the dict still maps that key to
- * that entry (it holds both: the pointers are alive), so the hit compares the request with
- * the key without walking the dict (PyDict_Next reads its table, one more object per
- * request index of a step). A dict's state is its ma_version_tag: up to CPython 3.11,
- * every new dict and every change of any dict takes the next value of one process-wide
- * counter, so an address and a tag name one state of one dict. CPython 3.12 deprecates
- * the tag: there the hit walks the dict every time. The memo holds no references and
- * changes which memory is read, never the outcome: PyDict_Next of that dict in that state
- * yields that very key and entry. One memo per dict address (hashed), for every step. */
+ * dict, the state it had then, the key it held (and its signature) and the entry it
+ * mapped the key to. While the request index's cache is that dict in that state, the
+ * dict still maps that key to that entry (it holds both: the pointers are alive), so the
+ * hit compares the request with the key without walking the dict (PyDict_Next reads its
+ * table, one more object per request index of a step). A dict's state is its
+ * ma_version_tag: up to CPython 3.11, every new dict and every change of any dict takes
+ * the next value of one process-wide counter, so an address and a tag name one state of
+ * one dict. CPython 3.12 deprecates the tag: there the hit walks the dict every time. The
+ * memo holds no references and changes which memory is read, never the outcome:
+ * PyDict_Next of that dict in that state yields that very key and entry. A memo is one
+ * cache line, and a step's request indices take consecutive ones (from a hash of its
+ * caches list, which lives as long as the buffer), so a replay reads them in order, as
+ * the CPU's prefetcher expects, for every step. */
 #if PY_VERSION_HEX < 0x030C0000
 #define STEP_MEMO 1
 #define STEP_MEMO_SIZE 4096
@@ -1572,18 +1725,22 @@ typedef struct {
     uint64_t version;
     PyObject *key;
     PyObject *entry;
+    Signature sig;
 } StepMemo;
+_Static_assert(sizeof(void *) != 8 || sizeof(StepMemo) == 64, "a step memo: one line");
+#if defined(__GNUC__)
+static StepMemo step_memo[STEP_MEMO_SIZE] __attribute__((aligned(64)));
+#else
 static StepMemo step_memo[STEP_MEMO_SIZE];
+#endif
 
-static inline StepMemo *step_memo_of(PyObject *cache) {
-    uintptr_t at = (uintptr_t)cache;
-    return &step_memo[((at >> 4) ^ (at >> 16)) % STEP_MEMO_SIZE];
+static inline StepMemo *step_memo_of(PyObject *caches, Py_ssize_t r) {
+    uintptr_t at = (uintptr_t)caches;
+    return &step_memo[(((at >> 4) ^ (at >> 16)) * 61 + (uintptr_t)r) % STEP_MEMO_SIZE];
 }
 #else
 #define STEP_MEMO 0
 #endif
-
-static int same_plain_request(PyObject *key, PyObject *specs); /* (the scope section) */
 
 /* The replay's hit: fresh views (a new reference); NULL without an exception when the
  * Python path serves the request, NULL with one on error. */
@@ -1603,17 +1760,20 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     if (r < 0 || r >= PyList_GET_SIZE(caches)) return NULL;
     PyObject *cache = PyList_GET_ITEM(caches, r);
     if (!PyDict_CheckExact(cache)) return NULL;
-    PyObject *found = NULL;
+    PyObject *found = NULL, *memo_key = NULL; /* memo_key: the key found through the memo */
 #if STEP_MEMO
     /* This dict in the state it had at a hit that noted it: its one key and entry. The
      * key noted is a plain request (it matched one), so a request that is the same plain
-     * request (same_plain_request: exact tuples and ints, no Python code) is plain and is
-     * that key's: no digest, no second comparison. */
+     * request (plain_request_is, from the memo's copy of the key: exact tuples and ints,
+     * no Python code) is plain and is that key's: no digest, no second comparison. */
     uint64_t seen = ((PyDictObject *)cache)->ma_version_tag;
-    StepMemo *memo = step_memo_of(cache);
+    StepMemo *memo = step_memo_of(caches, r);
     PyObject *noted = NULL; /* the dict's key to note, where PyDict_Next found it */
     int memo_seen = memo->cache == cache && memo->version == seen;
-    if (memo_seen && same_plain_request(memo->key, specs)) found = memo->entry;
+    if (memo_seen && plain_request_is(&memo->sig, memo->key, specs)) {
+        found = memo->entry;
+        memo_key = memo->key;
+    }
 #endif
     /* Plain requests only (exact tuples of exact ints): 4.0 hashes like 4. */
     if (found == NULL && digest_of(specs) == 0) return NULL;
@@ -1640,8 +1800,11 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     if (found == NULL) found = PyDict_GetItemWithError(cache, specs);
     Py_XINCREF(found);
     Py_DECREF(cache);
+    /* Found through the memo under the entry's own key, the dtypes are the very objects
+     * of that key (plain_request_is): of its classes. */
     if (found == NULL || !Py_IS_TYPE(found, prepared_type) ||
-        !same_classes(FIELD(found, prepared_key), specs)) {
+        (!(memo_key != NULL && FIELD(found, prepared_key) == memo_key) &&
+         !same_classes(FIELD(found, prepared_key), specs))) {
         PyErr_Clear(); /* a miss, or an unhashable dtype: the Python path explains */
         Py_XDECREF(found);
         return NULL;
@@ -1714,13 +1877,23 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
         }
         PyList_SET_ITEM(out, i, view);
     }
-    PyObject *calls = out == NULL ? NULL : plus_one(FIELD(slot, slot_calls));
+    /* The slot's count: counted up in place at the install (no Python code runs from
+     * here to there) where only the slot holds it, else a new int. Held either way. */
+    PyObject *calls = NULL;
+    int in_place = out != NULL && counts_in_place(FIELD(slot, slot_calls));
+    if (in_place) {
+        calls = FIELD(slot, slot_calls);
+        Py_INCREF(calls);
+    } else if (out != NULL) {
+        calls = plus_one(FIELD(slot, slot_calls));
+    }
     /* request + 1 from r (request's value, an exact int): no generic addition */
     PyObject *next = calls == NULL ? NULL : small_int(r + 1);
     /* The addresses (at the request's first block: the plan's every block made room for
      * once, at the run's first request), then the witnesses (the fresh views may have run
      * Python code: the record is checked again; none runs from here to the last store). */
-    int failed = next == NULL || self->ids != ids || self->handed != handed ||
+    int failed = next == NULL || (in_place && FIELD(slot, slot_calls) != calls) ||
+                 self->ids != ids || self->handed != handed ||
                  PyList_GET_SIZE(handed) != r;
     if (!failed && PyByteArray_GET_SIZE(ids) < total * (Py_ssize_t)sizeof(void *))
         failed = PyByteArray_Resize(ids, total * (Py_ssize_t)sizeof(void *)) < 0;
@@ -1742,18 +1915,24 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     }
     Py_INCREF(Py_True);
     put(&FIELD(entry, prepared_used), Py_True);
-    put(&FIELD(slot, slot_calls), calls);
+    if (in_place) {
+        count_in_place(calls);
+        Py_DECREF(calls); /* the field's reference stays */
+    } else {
+        put(&FIELD(slot, slot_calls), calls);
+    }
     put(&self->request, next);
 #if STEP_MEMO
     /* Noted where the dict is still the one walked, in the state walked (the step's
      * caches, held by it, still hold it): plain stores, no Python code. */
     if (noted != NULL && self->caches == caches && r < PyList_GET_SIZE(caches) &&
         PyList_GET_ITEM(caches, r) == cache && ((PyDictObject *)cache)->ma_version_tag == seen) {
-        memo = step_memo_of(cache);
+        memo = step_memo_of(caches, r);
         memo->cache = cache;
         memo->version = seen;
         memo->key = noted;
         memo->entry = entry;
+        memo->sig = signature_of(noted);
     }
 #endif
     Py_DECREF(entry);
@@ -1765,6 +1944,23 @@ static int step_release_block(StepHitBase *self, PyObject *block, PyObject *last
     int failed = PyDict_SetItem(self->lasts, block, last) < 0 ||
                  PySet_Add(self->released, block) < 0;
     return failed ? -1 : 1;
+}
+
+/* Whether the exact ints `a` and `b` are equal: on CPython 3.11, their sizes and digits
+ * compared in place (an int's digits are normalized: equal values, equal digits), which
+ * saves a call into CPython's comparison code (cold between a torch pass's kernels);
+ * else PyObject_RichCompareBool. 1 or 0 (-1 with an exception set: never for exact ints). */
+static int same_int(PyObject *a, PyObject *b) {
+#if PY_VERSION_HEX < 0x030C0000
+    Py_ssize_t size = Py_SIZE(a);
+    if (size != Py_SIZE(b)) return 0;
+    const digit *x = ((PyLongObject *)a)->ob_digit, *y = ((PyLongObject *)b)->ob_digit;
+    for (Py_ssize_t i = 0; i < (size < 0 ? -size : size); i++)
+        if (x[i] != y[i]) return 0;
+    return 1;
+#else
+    return PyObject_RichCompareBool(a, b, Py_EQ);
+#endif
 }
 
 /* Whether `view` stands for a fresh view of the torch tensor `witness` (as
@@ -1784,7 +1980,7 @@ static int same_tensor(StepHitBase *self, PyObject *view, PyObject *witness) {
                                     : PyObject_VectorcallMethod(str_data_ptr, &witness, 1, NULL);
     int same = theirs == NULL ? -1 : 0;
     if (theirs != NULL && PyLong_CheckExact(mine) && PyLong_CheckExact(theirs))
-        same = PyObject_RichCompareBool(mine, theirs, Py_EQ); /* exact ints: no Python code */
+        same = same_int(mine, theirs); /* exact ints: no Python code */
     if (same == 1 && (self->handed != handed || self->released != released ||
                       self->request != request || self->ids != ids))
         same = 0;
@@ -2783,7 +2979,7 @@ static PyTypeObject *scope_type;
  * remembered under in its front's scope cache, the tuple (top, specs) that
  * arena.planning.scopes keeps as the entry's `key`, with its hash and the top. A request
  * at the same top that is the same plain request (exact tuples and ints of the same
- * values, the very same dtype objects: same_plain_request) is looked up by that key, whose
+ * values, the very same dtype objects: plain_request_is) is looked up by that key, whose
  * hash is known and which the cache finds by identity: no tuple to build, no hashing, no
  * digest. The cache still decides: a key it no longer holds is a miss.
  *
@@ -2791,7 +2987,8 @@ static PyTypeObject *scope_type;
  * bytes and the scope's held bytes (live_in, held_in) with a request reaching `required`,
  * the new values (live_out, held_out: int objects made once). A repeated scope makes the
  * same requests from the same values, and then installs those objects again instead of
- * making new ones. A slot is 64 bytes (one cache line on 64-bit machines). */
+ * making new ones. A slot is 128 bytes (two cache lines on 64-bit machines, which the
+ * CPU fetches together). */
 #define SCOPE_MEMO_BITS 9
 #define SCOPE_MEMO_SIZE (1 << SCOPE_MEMO_BITS)
 
@@ -2801,8 +2998,19 @@ typedef struct {
     Py_ssize_t top;
     Py_ssize_t required, live_in, held_in;
     PyObject *live_out, *held_out;
+    /* The key's request in a few words (plain_request_is reads it instead of the key's
+     * tuples), and where the key was last looked up: the cache dict, the state it had
+     * (ma_version_tag, as the step's memo reads it) and the entry it mapped the key to.
+     * While that dict is in that state it maps the key to that entry: no hash probe.
+     * No references: the dict holds both. */
+    Signature sig;
+    PyObject *cache;
+    uint64_t version;
+    PyObject *entry;
+    void *spare; /* two whole cache lines */
 } ScopeMemo;
 
+_Static_assert(sizeof(void *) != 8 || sizeof(ScopeMemo) == 128, "a scope memo: two lines");
 #if defined(__GNUC__)
 static ScopeMemo scope_memo[SCOPE_MEMO_SIZE] __attribute__((aligned(64)));
 #else
@@ -2858,7 +3066,7 @@ static ScopeMemo *scope_memo_slot(Py_ssize_t at, PyObject *specs) {
 }
 
 /* Remember in `memo` the key `kept` (an entry's, equal to the plain request (top `at`,
- * specs): checked here) under `hash`, with no bookkeeping yet. */
+ * specs): checked here) under `hash`, with no bookkeeping and no lookup yet. */
 static void scope_remember(ScopeMemo *memo, PyObject *kept, Py_hash_t hash, Py_ssize_t at,
                            PyObject *specs) {
     if (plain_size(PyTuple_GET_ITEM(kept, 0)) != at ||
@@ -2868,7 +3076,8 @@ static void scope_remember(ScopeMemo *memo, PyObject *kept, Py_hash_t hash, Py_s
         return;
     }
     ScopeMemo old = *memo;
-    ScopeMemo now = {kept, hash, at, -1, -1, -1, NULL, NULL};
+    ScopeMemo now = {kept, hash, at, -1, -1, -1, NULL, NULL,
+                     signature_of(PyTuple_GET_ITEM(kept, 1)), NULL, 0, NULL, NULL};
     Py_INCREF(kept);
     *memo = now; /* installed before the old objects go (their ends may run code) */
     Py_XDECREF(old.key);
@@ -2884,15 +3093,32 @@ static PyObject *scope_look_up(PyObject *cache, PyObject *top, Py_ssize_t at, Py
                                ScopeMemo *memo, Py_hash_t *hash_out, int *known) {
     PyObject *key = memo->key, *entry;
     *known = 0;
-    if (key != NULL && memo->top == at && same_plain_request(PyTuple_GET_ITEM(key, 1), specs)) {
+    if (key != NULL && memo->top == at &&
+        plain_request_is(&memo->sig, PyTuple_GET_ITEM(key, 1), specs)) {
         *hash_out = memo->hash;
         *known = 1;
+#if STEP_MEMO
+        uint64_t seen = ((PyDictObject *)cache)->ma_version_tag;
+        if (memo->entry != NULL && memo->cache == cache && memo->version == seen) {
+            Py_INCREF(memo->entry); /* the dict in that state maps key to it */
+            return memo->entry;
+        }
+#endif
         /* Held: the lookup may run code (another key's __eq__) that replaces the memo's. */
         Py_INCREF(key);
 #if PY_VERSION_HEX < 0x030D0000
         entry = _PyDict_GetItem_KnownHash(cache, key, memo->hash);
 #else
         entry = PyDict_GetItemWithError(cache, key);
+#endif
+#if STEP_MEMO
+        /* Noted where the memo still holds this key and the dict is in the state it had
+         * before the lookup (which may have run code): that state maps key to entry. */
+        if (entry != NULL && memo->key == key && ((PyDictObject *)cache)->ma_version_tag == seen) {
+            memo->cache = cache;
+            memo->version = seen;
+            memo->entry = entry;
+        }
 #endif
         Py_XINCREF(entry);
         Py_DECREF(key);
@@ -2953,6 +3179,7 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     PyObject *entry = scope_look_up(cache, top, at, specs, memo, &hash, &known);
     Py_DECREF(cache);
     PyObject *out = NULL, *live = NULL, *held = NULL, *calls = NULL;
+    int in_place = 0;
     PyObject *kept = entry == NULL ? NULL : FIELD(entry, prepared_key);
     /* Found by the memo's key, the dtypes are the very objects remembered. */
     if (entry == NULL || !Py_IS_TYPE(entry, prepared_type) || kept == NULL ||
@@ -3004,8 +3231,6 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
             Py_XDECREF(old_held);
         }
     }
-    calls = plus_one(FIELD(slot, slot_calls)); /* as PyNumber_Add(calls, 1) */
-    if (calls == NULL) goto error;
     /* Held while fresh views are made: that may run code that sweeps the cache. */
     Py_INCREF(views);
     out = PyList_New(count);
@@ -3027,8 +3252,15 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
         Py_CLEAR(out);
         goto done;
     }
+    /* The slot's count: counted up in place where only the slot holds it (no Python code
+     * runs from here to the last store), else a new int, as PyNumber_Add(calls, 1). */
+    in_place = counts_in_place(FIELD(slot, slot_calls));
+    if (!in_place && (calls = plus_one(FIELD(slot, slot_calls))) == NULL) goto error;
     if (FIELD(entry, prepared_used) != Py_True) keep(&FIELD(entry, prepared_used), Py_True);
-    put(&FIELD(slot, slot_calls), calls);
+    if (in_place)
+        count_in_place(FIELD(slot, slot_calls));
+    else
+        put(&FIELD(slot, slot_calls), calls);
     put(&FIELD(stack, stack_live), live);
     put(&self->held, held);
     keep(&FIELD(stack, stack_top), required);

@@ -10,7 +10,8 @@ Two implementations serve it, with the same results:
   base class of :class:`~arena.front.Front`, and its ``get_simultaneous`` and
   ``try_get_simultaneous`` serve a plain hit without running Python code: the slot (its
   ``Binding`` holds each thread's micro-batch in the thread state), the lookup, the
-  exact-int check, one ``fresh_view`` call per view, and, while unlocked, the request
+  exact-int check, one ``fresh_view`` call per view (torch's ``t.data`` through the
+  attribute's getter), and, while unlocked, the request
   log's note when the call site is already known. Everything else (debug mode, a miss, a
   dimension that is not an exact ``int``, capture marking, a new call site or peak) is
   handed to the front's Python methods, so each guarantee is written once, in Python.

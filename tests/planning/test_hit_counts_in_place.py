@@ -1,0 +1,61 @@
+"""The compiled step and scope hits count the slot's calls up in place where only the
+slot refers to its count (an exact one-digit int of reference count 1, CPython 3.11's
+layout; ``counts_in_place`` in ``arena/views/_hit.c``): the count must come out as the
+Python path's, and an int anyone else holds (a value read from ``slot.calls`` or from
+the stats) must never change under them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from arena import Arena
+
+F32 = "float32"
+SPEC = ((4, 8), F32)
+
+
+def _region(ws: Arena, kind: str) -> Any:
+    return ws.numpy.step("count") if kind == "step" else ws.numpy.scope()
+
+
+def _warm(ws: Arena, kind: str) -> None:
+    ws.reserve_bytes(1 << 16)
+    for _ in range(3):  # record, plan, replay (remembered)
+        with _region(ws, kind) as region:
+            region.get_simultaneous(SPEC)
+    ws.lock()
+    for _ in range(300):  # the count past the cached small ints (257 and up: heap ints)
+        ws.numpy.get_simultaneous(SPEC)
+    for _ in range(3):  # the compiled hit from here
+        with _region(ws, kind) as region:
+            region.get_simultaneous(SPEC)
+
+
+@pytest.mark.parametrize("kind", ["step", "scope"])
+def test_the_call_count_comes_out_as_on_the_python_path(hit_path: str, kind: str) -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        _warm(ws, kind)
+        before = ws.stats().slots[0].calls
+        for _ in range(500):
+            with _region(ws, kind) as region:
+                region.get_simultaneous(SPEC)
+        assert ws.stats().slots[0].calls == before + 500
+
+
+@pytest.mark.parametrize("kind", ["step", "scope"])
+def test_a_count_someone_holds_is_never_changed_in_place(hit_path: str, kind: str) -> None:
+    with Arena("cpu", framework="numpy") as ws:
+        _warm(ws, kind)
+        for _ in range(3):
+            with _region(ws, kind) as region:
+                slot = region.slot
+                assert slot is not None
+                held = slot.calls  # a second reference to the slot's count
+                value = int(str(held))  # a copy that is no reference to it
+                region.get_simultaneous(SPEC)
+                assert held == value
+                assert slot.calls == value + 1
+                del held
