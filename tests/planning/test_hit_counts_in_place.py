@@ -59,3 +59,23 @@ def test_a_count_someone_holds_is_never_changed_in_place(hit_path: str, kind: st
                 assert held == value
                 assert slot.calls == value + 1
                 del held
+
+
+@pytest.mark.parametrize("kind", ["step", "scope"])
+def test_a_count_at_the_top_digit_goes_on_into_a_second_digit(hit_path: str, kind: str) -> None:
+    """A one-digit count at 2**30 - 2 is counted in place once (to 2**30 - 1, the largest
+    digit) and then made a new two-digit int: a digit of 2**30 is no int CPython knows
+    (it equals no int, not even 2**30). Fails with counts_in_place's bound one off
+    (``digit < 2**30`` in place of ``digit + 1 < 2**30``; planted, 2026-12-03)."""
+    top = (1 << 30) - 2
+    with Arena("cpu", framework="numpy") as ws:
+        _warm(ws, kind)
+        with _region(ws, kind) as region:
+            slot = region.slot
+            assert slot is not None
+        slot.calls = int(str(top))  # a fresh int that only the slot refers to
+        for n in range(1, 5):
+            with _region(ws, kind) as region:
+                region.get_simultaneous(SPEC)
+            assert slot.calls == top + n, n
+        assert ws.stats().slots[0].calls == top + 4

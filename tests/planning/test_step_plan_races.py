@@ -95,3 +95,45 @@ def test_lock_merging_a_plan_while_a_step_enter_plans_the_slot_leaves_no_stale_o
         for _ in range(2):  # locked replays of micro-batch 1's warm-up sizes
             assert _run(ws, "b", [1500, 1500]) == [True, True]
     ws.close()
+
+
+def _held_elsewhere(mutex: Any) -> bool:
+    """Whether another thread holds ``mutex`` (this one cannot take it at once)."""
+    taken: list[bool] = []
+
+    def probe() -> None:
+        got = mutex.acquire(blocking=False)
+        taken.append(got)
+        if got:
+            mutex.release()
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join(TIMEOUT)
+    return taken == [False]
+
+
+@pytest.mark.parametrize("inside", ["scope", "step"])
+def test_a_step_enter_inside_a_scope_or_step_plans_its_key_under_the_mutex(
+    monkeypatch: pytest.MonkeyPatch, inside: str
+) -> None:
+    """Under an open scope or step, a step's second run plans only its own key
+    (plan_for_run's second branch, not fit_to_plans): that plan, too, is made under the
+    arena's mutex, as lock() merges plans under it (the enter read the key's sizes, lock()
+    merged them, the enter installed offsets for the old sizes). Fails with the branch's
+    ``with slot.governor.mutex`` left out (planted, 2026-12-03)."""
+    ws = arena.Arena("cpu", framework="numpy", profile=False)
+    held: list[bool] = []
+    real_make_plan = plan_module.make_plan
+
+    def make_plan(book: Any, alignment: int) -> Any:
+        held.append(_held_elsewhere(ws._governor.mutex))
+        return real_make_plan(book, alignment)
+
+    monkeypatch.setattr(plan_module, "make_plan", make_plan)
+    outer = ws.scope() if inside == "scope" else ws.step("outer")
+    with outer:
+        for _ in range(3):  # records, plans at its enter, replays
+            assert _run(ws, "inner", [100, 300]) == [True, True]
+    assert held and all(held)
+    ws.close()
