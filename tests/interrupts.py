@@ -150,6 +150,46 @@ def damage(ws: Arena, locked: bool) -> str:
     return ""
 
 
+def lost_interrupts(
+    run: Callable[[Any], object], setup: Callable[[], Any] = lambda: None
+) -> list[str]:
+    """Interrupt ``run(setup())`` at each of its entry and return events in arena's code
+    in turn (``setup`` runs untraced each time); the events whose KeyboardInterrupt did
+    not come out of ``run``: lost, e.g. raised inside the close of a generator that
+    any(), all() or next() left suspended, which Python prints as "Exception ignored"
+    (those say so), or turned into another error. ``run`` handles the errors it expects."""
+    counter = Injector()
+    state = setup()
+    sys.settrace(counter)
+    try:
+        run(state)
+    finally:
+        sys.settrace(None)
+    lost = []
+    for at in range(1, counter.count + 1):
+        state = setup()
+        shot = Injector(at)
+        raised = False
+        ignored: list[str] = []
+        hook = sys.unraisablehook
+        sys.unraisablehook = lambda unraisable, seen=ignored: seen.append(
+            repr(unraisable.exc_value)
+        )
+        sys.settrace(shot)
+        try:
+            run(state)
+        except KeyboardInterrupt:
+            raised = True
+        except Exception:  # another error came out instead: the interrupt was lost
+            pass
+        finally:
+            sys.settrace(None)
+            sys.unraisablehook = hook
+        if shot.fired and not raised:
+            lost.append(shot.where + (f" (Exception ignored: {ignored[0]})" if ignored else ""))
+    return lost
+
+
 def count_points(phase: int) -> int:
     """Calls and returns in arena's code during the interrupted run of ``phase``."""
     with warnings.catch_warnings():

@@ -354,7 +354,7 @@ def _validated(specs: Any, alignment: int) -> tuple[Layout, list[Any] | None]:
             )
         canonical.append((shape, spec[1]))
     layout = Layout(tuple(views), offset, alignment)
-    if any(isinstance(d, str) and d.__class__ is not str for _, d in canonical):
+    if [d for _, d in canonical if isinstance(d, str) and d.__class__ is not str]:
         return layout, None  # a str subclass must never key what a plain name finds
     return layout, canonical
 
@@ -366,7 +366,7 @@ def _split_spec(index: int, spec: Any) -> tuple[tuple[int, ...], DType]:
             "write e.g. ((4, 128), 'float32')"
         )
     raw_shape, raw_dtype = spec
-    if all(int_not_bool(dim) for dim in spec):
+    if int_not_bool(raw_shape) and int_not_bool(raw_dtype):
         raise SpecError(
             f"spec #{index} is {spec!r}, a shape without its dtype: each argument is one "
             f"view's (shape, dtype) pair, as in get_simultaneous(({tuple(spec)!r}, "

@@ -221,7 +221,7 @@ def _check_nothing_grows(table: SlotTable, local: dict[str, list[int]], got: Exc
             assert own is not None  # every rank has every slot of its configuration
             grows = values[0] > own[0]
         else:
-            grows = own is None or any(g > o for g, o in zip(values, own, strict=True))
+            grows = own is None or bool([g for g, o in zip(values, own, strict=True) if g > o])
         if not grows:
             continue
         slot = table.slots[entry[1]]

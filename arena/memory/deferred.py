@@ -111,8 +111,11 @@ class PendingReleases:
             for stream in self.events.streams(handles):
                 recorded.append(self.events.record(stream))
         except BaseException:
-            index = next(i for i, e in enumerate(self._entries) if e is entry)
-            self._entries[index] = (None, allocation)
+            # A loop, not next() over a generator: its close could lose an interrupt.
+            for index, e in enumerate(self._entries):
+                if e is entry:
+                    self._entries[index] = (None, allocation)
+                    break
             raise
 
     def collect(self) -> None:
@@ -127,7 +130,7 @@ class PendingReleases:
     def flush(self) -> None:
         """Wait for every held block's own events, then give them all back."""
         events = self.events
-        if any(recorded is None for recorded, _ in self._entries):
+        if [e for e in self._entries if e[0] is None]:
             events.synchronize()
         for recorded, _ in list(self._entries):
             for event in recorded or ():

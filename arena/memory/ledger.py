@@ -125,7 +125,12 @@ class Ledger:
 
     def owns(self, ptr: int) -> bool:
         """Whether ``ptr`` lies in a block this ledger handed out and holds."""
-        return any(a.ptr <= ptr < a.ptr + a.nbytes for a in list(self._live.values()))
+        # A loop, not any() over a generator: one any() leaves suspended is closed when
+        # collected, and an interrupt landing in that close is printed and lost.
+        for a in list(self._live.values()):  # noqa: SIM110 - see above
+            if a.ptr <= ptr < a.ptr + a.nbytes:
+                return True
+        return False
 
     @property
     def pending_bytes(self) -> int:

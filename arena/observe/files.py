@@ -40,7 +40,10 @@ def file_kind(mode: int) -> str:
         (stat.S_ISDIR, "a directory"),
         (stat.S_ISSOCK, "a socket"),
     )
-    return next((name for test, name in kinds if test(mode)), "not a regular file")
+    for test, name in kinds:
+        if test(mode):
+            return name
+    return "not a regular file"
 
 
 def _regular(info: os.stat_result) -> None:

@@ -58,7 +58,7 @@ def _demand(ax: Any, slots: list[dict[str, Any]], sites: list[dict[str, Any]]) -
     for slot in slots:
         mine = [r for r in sites if r["ubatch"] == slot["ubatch"] and r["lane"] == slot["lane"]]
         start = y
-        if not any(r["sizes_slot"] for r in mine):
+        if not [r for r in mine if r["sizes_slot"]]:
             # Sized like a sibling micro-batch (at its next call or at lock()): show which.
             sizing = [r for r in sites if r["lane"] == slot["lane"] and r["sizes_slot"]]
             for r in sizing[:1]:
@@ -132,7 +132,7 @@ def _against_load(ax: Any, slots: list[dict[str, Any]]) -> None:
     ax.set_yticks(range(len(labels)), labels, fontsize=9)
     ax.set_ylim(len(slots) - 0.1, -0.7)
     ax.set_xlim(0, biggest / MB * 1.5)
-    recorded = any(s["load"] is not None for s in slots)
+    recorded = bool([s for s in slots if s["load"] is not None])
     ax.set_xlabel(
         "MB; blue: capacity, green: planned need, black tick: LOAD"
         if recorded

@@ -107,7 +107,7 @@ def _check_views(views: Any, where: str) -> None:
             or len(view) != 2
             or not isinstance(view[0], list)
             or not isinstance(view[1], str)
-            or not all(int_not_bool(d) and d >= 0 for d in view[0])
+            or [d for d in view[0] if not (int_not_bool(d) and d >= 0)]
         ):
             raise ProfileError(
                 f"{where} 'views' must hold [[dims >= 0], \"dtype\"] pairs, found {_show(view)}"

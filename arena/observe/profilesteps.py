@@ -65,9 +65,11 @@ def _lists(entry: dict[str, Any], limit: int) -> dict[str, list[int]] | str:
         value = entry.get(name)
         if not isinstance(value, list):
             return f"{name!r} must be a list, found {_show(value)}"
-        bad = next((i for i, item in enumerate(value) if not _count(item, limit)), None)
-        if bad is not None:
-            return f"{name!r} #{bad} must be an int from 0 to 2**63 - 1, found {_show(value[bad])}"
+        bad = [i for i, item in enumerate(value) if not _count(item, limit)]
+        if bad:
+            first = bad[0]
+            found_text = _show(value[first])
+            return f"{name!r} #{first} must be an int from 0 to 2**63 - 1, found {found_text}"
         found[name] = value
     blocks = sum(found["counts"])
     for name in STEP_LISTS[1:]:

@@ -194,7 +194,7 @@ def _load_lines(slots: list[dict[str, Any]]) -> list[str]:
         "capacity against LOAD (MB)",
         f"{'slot':<8}{'capacity':>10}{'LOAD':>10}{'cap/LOAD':>10}{'planned':>10}{'plan/LOAD':>11}",
     ]
-    if all(s["load"] is None for s in slots):
+    if not [s for s in slots if s["load"] is not None]:
         return [*lines, "  (not recorded: the profile was written before LOAD was)"]
     for s in slots:
         load, planned = s["load"], s["planned"]

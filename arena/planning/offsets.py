@@ -528,16 +528,47 @@ class _Placer:
         return tops + near
 
 
-def _moves(order: list[int], candidates: list[int]) -> Iterator[list[int]]:
+class _Moves:
     """Orders one move away from ``order``: each candidate moved to the front, then each
-    candidate moved to every other earlier position."""
-    for block in candidates:
-        if block != order[0]:
-            yield [block, *(i for i in order if i != block)]
-    for block in candidates:
-        rest = [i for i in order if i != block]
-        for pos in range(1, order.index(block)):
-            yield [*rest[:pos], block, *rest[pos:]]
+    candidate moved to every other earlier position.
+
+    An iterator object, not a generator: the searches stop at the first move that helps
+    and drop the rest, and a generator dropped half-way is closed when collected, where
+    an interrupt that lands is printed as "Exception ignored" and lost (planning went on).
+    Dropping this one runs no code.
+    """
+
+    __slots__ = ("at", "block", "candidates", "end", "fronts", "order", "pos", "rest")
+
+    def __init__(self, order: list[int], candidates: list[int]) -> None:
+        self.order, self.candidates = order, candidates
+        self.fronts = True  # still moving candidates to the front
+        self.at = 0  # the candidate moved now
+        self.block, self.rest, self.pos, self.end = -1, order, 1, 0
+
+    def __iter__(self) -> _Moves:
+        return self
+
+    def __next__(self) -> list[int]:
+        order, candidates = self.order, self.candidates
+        if self.fronts:
+            while self.at < len(candidates):
+                block = candidates[self.at]
+                self.at += 1
+                if block != order[0]:
+                    return [block, *[i for i in order if i != block]]
+            self.fronts, self.at, self.pos, self.end = False, 0, 1, 0
+        while True:
+            if self.pos < self.end:
+                pos, rest = self.pos, self.rest
+                self.pos += 1
+                return [*rest[:pos], self.block, *rest[pos:]]
+            if self.at >= len(candidates):
+                raise StopIteration
+            block = candidates[self.at]
+            self.at += 1
+            self.block, self.pos, self.end = block, 1, order.index(block)
+            self.rest = [i for i in order if i != block]
 
 
 def plan_offsets(
@@ -695,7 +726,7 @@ def _local_search(
     optimum (no move helps) rather than at the budget or at ``lower``."""
     moves = 0
     while best.score[0] > lower and spent + placer.cost <= WORK_BUDGET:
-        for order in _moves(best.order, placer.candidates(best)):
+        for order in _Moves(best.order, placer.candidates(best)):
             if spent + placer.cost > WORK_BUDGET:
                 break
             spent += placer.cost
@@ -808,7 +839,7 @@ def _climb(
                 if time.perf_counter() + per_placement > deadline:
                     return winner.plan, winner.name, winner.moves, True
                 if climber.tries is None:
-                    climber.tries = _moves(climber.plan.order, placer.candidates(climber.plan))
+                    climber.tries = _Moves(climber.plan.order, placer.candidates(climber.plan))
                 order = next(climber.tries, None)
                 if order is None:
                     climber.done = True

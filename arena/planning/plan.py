@@ -261,7 +261,7 @@ def lift_outer_steps(
     if not any(lifts):
         return
     for key, (planned, merged) in merges.items():
-        outer = [(i, s[key]) for i, s in enumerate(lane) if any(s.get(key) is b for b in planned)]
+        outer = [(i, s[key]) for i, s in enumerate(lane) if [b for b in planned if s.get(key) is b]]
         tops = [(i, book) for i, book in outer if book.top_level]
         above = max((book.above + lifts[i].get(key, 0) for i, book in tops), default=0)
         for i, book in tops:

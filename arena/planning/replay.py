@@ -48,7 +48,8 @@ def divergence(book: StepBook, r: int, sizes: list[int]) -> str:
         return f"the plan has {len(book.counts)} requests"
     if book.counts[r] != len(sizes):
         return f"the plan's request {r} has {book.counts[r]} views, this one {len(sizes)}"
-    if any(s > book.sizes[book.starts[r] + k] for k, s in enumerate(sizes)):
+    first = book.starts[r]
+    if [s for k, s in enumerate(sizes) if s > book.sizes[first + k]]:
         planned = book.sizes[book.starts[r] : book.starts[r] + len(sizes)]
         return f"its views need {sizes} bytes, the plan holds {planned}"
     return "a view is kept past its planned last use (release it earlier)"

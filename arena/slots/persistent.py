@@ -315,7 +315,10 @@ def _unequal(key: Any) -> bool:
     """Whether ``key`` or an item of a tuple or frozenset key is not equal to itself (a
     NaN: both compare their items by identity first, so the key itself seems equal)."""
     if isinstance(key, (tuple, frozenset)):  # namedtuples too
-        return any(_unequal(item) for item in key)
+        for item in key:  # noqa: SIM110 - any() over a generator can lose an interrupt
+            if _unequal(item):
+                return True
+        return False
     try:
         return not bool(key == key)  # noqa: PLR0124 (the point: a NaN is not)
     except Exception:  # an __eq__ that cannot answer cannot find its entry again either

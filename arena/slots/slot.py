@@ -568,7 +568,7 @@ class Slot:
     def outgrow(self, buffer: Buffer) -> None:
         """Poisoning: keep ``buffer``, which a growth replaces, until its views are
         poisoned (mutex held)."""
-        if all(b is not buffer for b in self.outgrown):
+        if not [b for b in self.outgrown if b is buffer]:
             self.outgrown = [*self.outgrown, buffer]
 
     def forget_outgrown(self) -> None:

@@ -262,7 +262,7 @@ class WorkspaceStore:
                         self._let_go(old)
                     except BaseException:  # an interrupt: the old block stays held (retired)
                         held = governor.ledger.holds(old.allocation)
-                        if held and all(w is not old for w in self.retired):
+                        if held and not [w for w in self.retired if w is old]:
                             old.captured = True  # kept until close() or release_retired(True)
                             self.retired = [*self.retired, old]
                         raise

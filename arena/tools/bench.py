@@ -77,14 +77,10 @@ class BenchResult:
 
 
 def _row(rows: list[WorkloadRow], workload: str, framework: str) -> WorkloadRow | None:
-    return next(
-        (
-            r
-            for r in rows
-            if r.workload == workload and r.framework == framework and r.device == "cpu"
-        ),
-        None,
-    )
+    for r in rows:
+        if r.workload == workload and r.framework == framework and r.device == "cpu":
+            return r
+    return None
 
 
 #: (workload, framework, baseline, limit): ``arena`` against a baseline, paired per round.

@@ -83,7 +83,7 @@ def _table(records: Sequence[Mapping[str, Any]]) -> list[str]:
         c
         for c in columns
         if len(rows) > 1
-        and all(c in row for row in rows)
+        and not [row for row in rows if c not in row]
         and len({_cell(row[c]) for row in rows}) == 1
         and not isinstance(rows[0][c], (int, float))
     ]
@@ -111,13 +111,15 @@ def _groups(records: Iterable[Mapping[str, Any]]) -> list[list[Mapping[str, Any]
 
 def _section(name: str, value: Any) -> list[str]:
     lines = [f"**{name}**", ""]
-    if isinstance(value, Mapping) and all(isinstance(v, (Mapping, list)) for v in value.values()):
+    if isinstance(value, Mapping) and not [
+        v for v in value.values() if not isinstance(v, (Mapping, list))
+    ]:
         lines = []
         for key, inner in value.items():
             lines += _section(f"{name}: {key}", inner)
         return lines
     records = [value] if isinstance(value, Mapping) else list(value)
-    if not records or not all(isinstance(r, Mapping) for r in records):
+    if not records or [r for r in records if not isinstance(r, Mapping)]:
         return [*lines, f"{_cell(value)}", ""]
     for group in _groups(records):
         lines += [*_table(group), ""]

@@ -41,7 +41,7 @@ __all__ = [
     "zero_allocations_after_lock",
 ]
 
-_FIXED = next(w for w in WORKLOADS if w.name == "fixed")
+(_FIXED,) = [w for w in WORKLOADS if w.name == "fixed"]
 
 
 def frameworks(device: str) -> list[str]:

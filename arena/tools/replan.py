@@ -114,7 +114,7 @@ def main(argv: list[str]) -> int:
             "no step plans in this profile: nothing to re-plan (an engine stores them "
             "when it runs steps, `with ws.step(key):`, in an Arena(profile=PATH))"
         )
-    if not any(after < before for _, _, before, after, _ in rows):
+    if not [row for row in rows if row[3] < row[2]]:
         return 0
     with exclusive(target.with_name(target.name + ".lock")):
         if read_profile(target) != profile:

@@ -101,7 +101,17 @@ def _decode_heavy(rng: random.Random, steps: int) -> list[int]:
 
 
 def _buckets(rng: random.Random, steps: int) -> list[int]:
-    return [next(b for b in BUCKETS if b >= rng.randint(1, 512)) for _ in range(steps)]
+    return [_bucket(rng) for _ in range(steps)]
+
+
+def _bucket(rng: random.Random) -> int:
+    # A loop, not next() over a generator (one left suspended loses an interrupt landing
+    # in its close); the same draws, one per bucket tried (the last, 512, always fits).
+    bucket: int
+    for bucket in BUCKETS:
+        if bucket >= rng.randint(1, 512):
+            break
+    return bucket
 
 
 def _rotation(rng: random.Random, steps: int) -> list[int]:

@@ -169,7 +169,7 @@ def test_the_local_search_reaches_the_lower_bound_no_starting_order_does(
     # search) no starting order reaches the lower bound and one move does; the mutants
     # that leave out the blocks live beside a top one (candidates #9, #13, #14), miss
     # those live up to or from a top block's first or last index (#11, #12), start from
-    # the blocks below the total (#5), or never move a block to the front (_moves #1)
+    # the blocks below the total (#5), or never move a block to the front (_moves #1, now _Moves)
     # stop above it.
     from arena.planning.offsets import plan_offsets
 
