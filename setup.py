@@ -21,14 +21,14 @@ setup(
         Extension(
             "arena.memory._host",
             ["arena/memory/_host.c"],
-            depends=["arena/memory/_host_api.h"],
+            depends=["arena/memory/_host_api.h", "arena/base/_fields.h"],
             optional=True,
         ),
         # Above the memory layer, as its module name says: it imports _host's C-API.
         Extension(
             "arena.slots._growth",
             ["arena/slots/_growth.c"],
-            depends=["arena/memory/_host_api.h"],
+            depends=["arena/memory/_host_api.h", "arena/base/_fields.h"],
             optional=True,
         ),
     ]

@@ -38,6 +38,7 @@
 #include <structmember.h>
 
 #include "_host_api.h"
+#include "../base/_fields.h"
 
 /* NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE (NumPy recomputes the
  * first two from the address and shape). */
@@ -63,45 +64,6 @@ typedef struct {
     PyObject *refused;        /* refused(nbytes, error) -> the error to raise, or NULL */
 } HostAllocator;
 
-/* A __slots__ field read and written at its offset, bound once from the class's member
- * descriptor: a descriptor and its PyMemberDef are two more cache lines per field, cold on
- * a fresh arena's first growth (issue 32 item 4). */
-#define FIELD(object, offset) (*(PyObject **)((char *)(object) + (offset)))
-
-/* The offset of a member descriptor's writable object slot: 0, or -1 with a TypeError. */
-static int slot_offset(PyObject *descr, const char *owner, const char *name,
-                       Py_ssize_t *offset) {
-    if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
-        PyErr_Format(PyExc_TypeError, "%s needs a slot named %s", owner, name);
-        return -1;
-    }
-    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-    if (member->type != T_OBJECT_EX || (member->flags & READONLY)) {
-        PyErr_Format(PyExc_TypeError, "%s needs %s a writable object slot", owner, name);
-        return -1;
-    }
-    *offset = member->offset;
-    return 0;
-}
-
-/* The field's value (a new reference), or NULL with an AttributeError where it is unset,
- * as the descriptor raises. */
-static PyObject *field_read(PyObject *obj, Py_ssize_t offset, const char *name) {
-    PyObject *value = FIELD(obj, offset);
-    if (value == NULL) {
-        PyErr_Format(PyExc_AttributeError, "'%s' object has no attribute '%s'",
-                     Py_TYPE(obj)->tp_name, name);
-        return NULL;
-    }
-    return Py_NewRef(value);
-}
-
-/* The field set to value as the descriptor sets it (the old value released last). */
-static void field_write(PyObject *obj, Py_ssize_t offset, PyObject *value) {
-    PyObject *old = FIELD(obj, offset);
-    FIELD(obj, offset) = Py_NewRef(value);
-    Py_XDECREF(old);
-}
 
 static const char *allocation_names[] = {"ptr", "nbytes", "owner", "device"};
 
