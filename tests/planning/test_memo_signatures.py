@@ -20,6 +20,7 @@ from arena import Arena, ArenaLockedError
 from arena.planning.scopes import Scope
 from arena.planning.steps import Step
 from arena.views import hit
+from tests.counting import counting
 
 F32 = "float32"
 
@@ -39,18 +40,6 @@ POOL: list[tuple[Any, ...]] = [
     (((4, 8), F32), ((3,), "int32")),  # two views: no signature
     (((4, Size(8)), F32),),  # an int subclass: never a plain request
 ]
-
-
-def _counting(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[int]:
-    calls = [0]
-    original = getattr(owner, name)
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls[0] += 1
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(owner, name, counted)
-    return calls
 
 
 def _described(ws: Arena, views: list[Any], start: int) -> list[tuple[Any, ...]]:
@@ -103,7 +92,7 @@ def test_compiled_and_pure_hits_agree_on_requests_near_the_noted_one(
                 for _ in range(3):  # record, plan, replay
                     _play(ws, kind, key, run)
             ws.lock()
-            python = _counting(monkeypatch, owner, "_python_get")
+            python = counting(monkeypatch, owner, "_python_get")
             played = [_play(ws, kind, key, run) for _ in range(2) for key, run in program]
         results[path] = (played, python[0])
         monkeypatch.undo()

@@ -15,20 +15,9 @@ from arena import Arena, ArenaError, SpecError
 from arena.planning.scopes import Scope
 from arena.views import hit
 from arena.views.builder import ViewBuilder
+from tests.counting import counting
 
 F32 = "float32"
-
-
-def _counting(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[int]:
-    calls = [0]
-    original = getattr(owner, name)
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls[0] += 1
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(owner, name, counted)
-    return calls
 
 
 def _describe(ws: Arena, framework: str, views: list[Any]) -> list[tuple[Any, ...]]:
@@ -60,8 +49,8 @@ def test_repeated_scope_requests_take_the_hit_with_the_checked_path_s_views(
 ) -> None:
     if framework == "torch":
         pytest.importorskip("torch")
-    placed = _counting(monkeypatch, ViewBuilder, "place")
-    python = _counting(monkeypatch, Scope, "_python_get")
+    placed = counting(monkeypatch, ViewBuilder, "place")
+    python = counting(monkeypatch, Scope, "_python_get")
     with Arena("cpu", framework=framework) as ws:
         ws.reserve_bytes(1 << 20)  # one buffer: the checked run's pointers stay valid
         _block(ws, framework)  # unlocked: the request log's bookkeeping, nothing kept
@@ -134,7 +123,7 @@ def test_a_hit_is_refused_where_the_checked_path_must_run(
 ) -> None:
     """A new top, a float dimension, a grown buffer and an outer scope's request while an
     inner one is open all take the checked path."""
-    placed = _counting(monkeypatch, ViewBuilder, "place")
+    placed = counting(monkeypatch, ViewBuilder, "place")
     with Arena("cpu", framework="numpy") as ws:
         ws.reserve_bytes(1 << 12)
         ws.lock()  # unlocked, the request log's bookkeeping takes every request
@@ -274,7 +263,7 @@ def test_compiled_and_pure_scopes_agree_on_random_programs(
     results = {}
     for path in ("compiled", "python"):
         monkeypatch.setattr(hit, "HIT_PATH", path)
-        python = _counting(monkeypatch, Scope, "_python_get")
+        python = counting(monkeypatch, Scope, "_python_get")
         with Arena("cpu", framework="numpy") as ws:
             played = [_play(ws, ops) for _ in range(2)]
             ws.lock()
