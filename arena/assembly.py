@@ -174,8 +174,7 @@ def assemble(
     fronts = Fronts(table, selector, config, log)
     # An arena of inference views hands out its torch library workspaces as inference
     # tensors too.
-    inference = config.inference_views and chosen == "torch"
-    workspaces = LibraryWorkspaces(table, selector.select, chosen, inference)
+    workspaces = LibraryWorkspaces(table, selector.select, chosen, config.inference_for(chosen))
     return Parts(table, selector, fronts, chosen, recorder, log, workspaces)
 
 

@@ -70,6 +70,11 @@ class Settings:
     max_bytes: int | None = None
     inference_views: bool = False
 
+    def inference_for(self, framework: str) -> bool:
+        """Whether ``framework``'s views are inference arrays by default: torch's, in an
+        arena made with ``inference_views=True`` (other frameworks have none)."""
+        return self.inference_views and framework == "torch"
+
 
 def settings(
     device: Any,
@@ -393,15 +398,12 @@ def _check_host_alignment(source: MemorySource, alignment: int) -> None:
     ConfigError
         Naming the source, its alignment, the arena's and the fix.
     """
-    from arena.memory.sources import HOST_ALIGNMENT, AlignedHostSource, HostSource
+    from arena.memory.sources import HostSource
     from arena.memory.virtual import VirtualHostSource
 
-    if isinstance(source, AlignedHostSource | VirtualHostSource):
-        most = source.alignment
-    elif isinstance(source, HostSource):
-        most = HOST_ALIGNMENT
-    else:
+    if not isinstance(source, HostSource | VirtualHostSource):
         return  # its alignment is its own contract (MemorySource.allocate: >= 256)
+    most = source.alignment  # a HostSource's is a page, an AlignedHostSource's its own
     if alignment > most:
         raise ConfigError(
             f"alignment={alignment} is more than {source!r} aligns its blocks to ({most} "

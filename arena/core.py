@@ -269,7 +269,7 @@ class Arena:
         """
         use_cache = self._config.cached_views if cached is None else check_flag("cached", cached)
         if inference is None:
-            inference = self._config.inference_views and framework == "torch"
+            inference = self._config.inference_for(framework)
         elif inference is not False:
             check_framework(framework)  # an unknown name is named first
             inference = check_inference(framework, inference)
