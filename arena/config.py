@@ -460,7 +460,7 @@ def pick_framework(framework: str | None, device: Device) -> str:
 def _default_cuda_source(device: Device) -> str:
     """``"device"`` (cudaMalloc through CuPy), or ``"torch"`` where only torch sees ``device``.
 
-    So ``Arena("cuda:0")`` works with torch alone (``pip install cupy-arena torch``).
+    So ``Arena("cuda:0")`` works with torch alone (``pip install -e ".[torch]"``).
     """
     if cupy_device_count() > device.index or torch_device_count() <= device.index:
         return "device"  # CuPy serves it, or nothing does and "device" explains what to install

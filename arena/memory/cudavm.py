@@ -10,8 +10,8 @@ at the same addresses. When no view holds a block any more its range is unmapped
 memory released and its addresses freed (``cuMemAddressFree``).
 
 The driver layer (:mod:`arena.memory.cudadriver`) is a handful of calls, made through
-NVIDIA's ``cuda.bindings.driver`` where cuda-python is installed (``pip install
-cupy-arena[cuda-python]``), else through ``ctypes`` over ``libcuda.so.1`` (the GPU
+NVIDIA's ``cuda.bindings.driver`` where cuda-python is installed (``pip install -e
+".[cuda-python]"``), else through ``ctypes`` over ``libcuda.so.1`` (the GPU
 machines arena is checked on have no cuda-python and no network).
 
 Both make the context explicit: the device's primary context is retained
