@@ -280,10 +280,32 @@ def test_reserve_sizes_only_the_lane_asked_for_and_refuses_only_what_does_not_fi
         assert source.events == before
     assert info.value.slot == (0, 0) and info.value.required == 2048
     assert str(info.value) == (
-        f"arena is locked but allocation from '{info.value.caller}' requires 0.00 MB (2048 "
+        f"arena is locked but reserve() from '{info.value.caller}' requires 0.00 MB (2048 "
         "bytes), current size is 0.00 MB in slot (ubatch 0, lane 0) on cpu; growth after "
-        "lock() is refused. Warm up this size before locking, presize with reserve(), or use "
-        "try_get_simultaneous() to fall back"
+        "lock() is refused. reserve() sizes slots ahead of the requests: call it before "
+        "lock(), or inside with ws.unlocked(): ..."
+    )
+
+
+def test_reserve_while_locked_says_to_reserve_before_lock_not_to_reserve() -> None:
+    # The request's fix ("presize with reserve()") told a reserve() call to call itself.
+    with Arena("cpu", framework="numpy") as a:
+        a.get_simultaneous(((10,), F32))
+        a.lock()
+        with pytest.raises(ArenaLockedError) as info:
+            a.reserve(((1000,), F32))
+        request = _locked_request(a)
+    assert info.value.caller.startswith("test_error_details.py:")
+    assert (info.value.required, info.value.current) == (4096, 256)
+    assert str(info.value) == (
+        f"arena is locked but reserve() from '{info.value.caller}' requires 0.00 MB (4096 "
+        "bytes), current size is 0.00 MB in slot (ubatch 0, lane 0) on cpu; growth after "
+        "lock() is refused. reserve() sizes slots ahead of the requests: call it before "
+        "lock(), or inside with ws.unlocked(): ..."
+    )
+    assert str(request).startswith("arena is locked but allocation from ")
+    assert str(request).endswith(
+        "presize with reserve(), or use try_get_simultaneous() to fall back"
     )
 
 

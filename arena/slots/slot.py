@@ -702,19 +702,30 @@ class Slot:
             return True
 
     # ------------------------------------------------------------------ errors
-    def locked_error(self, required: int, what: str = "") -> ArenaLockedError:
+    def locked_error(
+        self, required: int, what: str = "", *, reserving: bool = False
+    ) -> ArenaLockedError:
         """The error for a request that would grow this slot while the arena is locked;
-        ``what`` names a scope or step request (the bytes then count what lies below it)."""
+        ``what`` names a scope or step request (the bytes then count what lies below it);
+        ``reserving``: the growth is ``reserve()``'s, whose fix is not "presize with
+        reserve()" but to call it before ``lock()``."""
         caller = caller_info()
         capacity = self.buffer.capacity
         below = f" for a {what} (with the {self.stack.top} bytes of the open scopes and steps)"
         return ArenaLockedError(
-            f"arena is locked but allocation from '{caller}' requires "
+            f"arena is locked but {'reserve()' if reserving else 'allocation'} from "
+            f"'{caller}' requires "
             f"{format_mb(required)} ({required} bytes{below if what else ''}), current size is "
             f"{format_mb(capacity)} in slot {self.describe()} on {self.governor.device}"
             + (" (this slot was never sized during warm-up)" if self.growths == 0 else "")
-            + "; growth after lock() is refused. Warm up this size before locking, presize "
-            "with reserve(), or use try_get_simultaneous() to fall back",
+            + "; growth after lock() is refused. "
+            + (
+                "reserve() sizes slots ahead of the requests: call it before lock(), or "
+                "inside with ws.unlocked(): ..."
+                if reserving
+                else "Warm up this size before locking, presize with reserve(), or use "
+                "try_get_simultaneous() to fall back"
+            ),
             caller=caller,
             required=required,
             current=capacity,

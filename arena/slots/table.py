@@ -185,7 +185,7 @@ class SlotTable:
                     if s.buffer.capacity < nbytes and (lane is None or s.lane == lane)
                 ]
                 if short and governor.locked:
-                    raise short[0].locked_error(nbytes)
+                    raise short[0].locked_error(nbytes, reserving=True)
                 for slot in self.slots:  # a floor: planning never shrinks a slot below it
                     if lane is None or slot.lane == lane:
                         slot.note_plain(nbytes)
