@@ -11,6 +11,7 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from arena.base.events import debug_from_env
@@ -413,10 +414,27 @@ def _check_host_alignment(source: MemorySource, alignment: int) -> None:
         )
 
 
+#: Other spellings of a framework's name, for the hint of an unknown one (never accepted:
+#: one name per framework keeps the fronts and the settings one key each).
+_FRAMEWORK_SPELLINGS = {"np": "numpy", "pytorch": "torch", "pt": "torch", "jnp": "jax"}
+
+
 def check_framework(framework: str) -> str:
-    """``framework`` if it is one of :data:`FRAMEWORKS`; otherwise :class:`ConfigError`."""
+    """``framework`` if it is one of :data:`FRAMEWORKS`; otherwise :class:`ConfigError`,
+    naming the name to use where ``framework`` is another spelling of one (``'NumPy'``,
+    ``'np'``, ``'pytorch'``) or the framework's module itself."""
     if framework not in FRAMEWORKS:
-        raise ConfigError(f"unknown framework {framework!r}; choose one of {', '.join(FRAMEWORKS)}")
+        choices = ", ".join(FRAMEWORKS)
+        if isinstance(framework, ModuleType):
+            module = framework.__name__
+            root = module.partition(".")[0]
+            root = "jax" if root == "jaxlib" else root
+            fix = f"pass its name, {root!r}" if root in FRAMEWORKS else f"choose one of {choices}"
+            raise ConfigError(f"framework must be a name, got the module {module}; {fix}")
+        name = framework.strip().lower() if isinstance(framework, str) else None
+        meant = name if name in FRAMEWORKS else _FRAMEWORK_SPELLINGS.get(name or "")
+        hint = f" (for {framework!r} write {meant!r})" if meant else ""
+        raise ConfigError(f"unknown framework {framework!r}; choose one of {choices}{hint}")
     return framework
 
 

@@ -230,6 +230,92 @@ def test_specs_passed_as_one_list_get_a_hint(host: Arena) -> None:
         host.get_simultaneous([((4,), F32), ((2,), "int32")])  # type: ignore[arg-type]
 
 
+ONE_SEQUENCE = (
+    "the specs look like they were passed as one sequence; pass each (shape, dtype) as its "
+    "own argument, get_simultaneous(spec0, spec1, ...) or get_simultaneous(*specs)"
+)
+
+
+@pytest.mark.parametrize("method", ["get_simultaneous", "try_get_simultaneous", "reserve"])
+def test_one_or_three_specs_passed_as_one_sequence_get_the_same_hint(
+    host: Arena, method: str
+) -> None:
+    # Two specs in one list reach the dimension check; one or three are a spec of the
+    # wrong length, which used to say only "must be a (shape, dtype) tuple".
+    call = getattr(host, method)
+    with pytest.raises(SpecError) as one:
+        call([((4,), F32)])
+    assert str(one.value) == (
+        f"spec #0 is 1 (shape, dtype) pair(s) in one list, [((4,), 'float32')]: {ONE_SEQUENCE}"
+    )
+    three = (((4,), F32), ((2, 2), "int32"), ([8], "bfloat16"))
+    with pytest.raises(SpecError) as info:
+        call(three)
+    assert str(info.value) == (
+        f"spec #0 is 3 (shape, dtype) pair(s) in one tuple, {three!r}: {ONE_SEQUENCE}"
+    )
+    with pytest.raises(SpecError) as shape_only:  # a shape alone is not a pair: as before
+        call(((4,),))
+    assert str(shape_only.value).startswith("spec #0 must be a (shape, dtype) tuple")
+    assert host.stats().allocations == 0
+
+
+@pytest.mark.parametrize(
+    ("dim", "message"),
+    [
+        (
+            None,
+            "got NoneType None; every dimension needs its size: pass the int (arena does "
+            "not infer dimensions)",
+        ),
+        ("4", "got str '4'; use 4"),
+        (" 16 ", "got str ' 16 '; use 16"),
+        ("4x", "got str '4x'"),
+    ],
+)
+def test_a_dimension_that_is_none_or_text_names_the_fix(dim: Any, message: str) -> None:
+    with pytest.raises(SpecError) as info:
+        compute_layout((((2, dim), F32),))
+    assert str(info.value) == f"spec #0: dimension 1 must be an int, {message}"
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            "NumPy",
+            "unknown framework 'NumPy'; choose one of numpy, torch, cupy, jax (for "
+            "'NumPy' write 'numpy')",
+        ),
+        (
+            "np",
+            "unknown framework 'np'; choose one of numpy, torch, cupy, jax (for 'np' "
+            "write 'numpy')",
+        ),
+        (
+            "pytorch",
+            "unknown framework 'pytorch'; choose one of numpy, torch, cupy, jax (for "
+            "'pytorch' write 'torch')",
+        ),
+        (np, "framework must be a name, got the module numpy; pass its name, 'numpy'"),
+        (
+            sys,
+            "framework must be a name, got the module sys; choose one of numpy, torch, cupy, jax",
+        ),
+        ("tensorflow", "unknown framework 'tensorflow'; choose one of numpy, torch, cupy, jax"),
+    ],
+)
+def test_a_framework_spelled_another_way_names_the_name_to_use(
+    host: Arena, given: Any, message: str
+) -> None:
+    with pytest.raises(ConfigError) as front:
+        host.front(given)
+    assert str(front.value) == message
+    with pytest.raises(ConfigError) as construction:
+        Arena("cpu", framework=given)
+    assert str(construction.value) == message
+
+
 def test_a_missing_cupy_gives_one_message_naming_the_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

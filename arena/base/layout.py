@@ -359,8 +359,27 @@ def _validated(specs: Any, alignment: int) -> tuple[Layout, list[Any] | None]:
     return layout, canonical
 
 
+#: The hint for specs given as one sequence: get_simultaneous([spec0, spec1]).
+_ONE_SEQUENCE = (
+    "the specs look like they were passed as one sequence; pass each (shape, dtype) as its "
+    "own argument, get_simultaneous(spec0, spec1, ...) or get_simultaneous(*specs)"
+)
+
+
+def _is_pair(item: Any) -> bool:
+    """Whether ``item`` reads as one (shape, dtype) spec: a 2-item sequence led by a shape."""
+    return isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], (tuple, list))
+
+
 def _split_spec(index: int, spec: Any) -> tuple[tuple[int, ...], DType]:
     if not isinstance(spec, (tuple, list)) or len(spec) != 2:
+        # One spec (or three) wrapped in a list reads as a spec of the wrong length;
+        # two wrapped reach check_dim, which says the same.
+        if isinstance(spec, (tuple, list)) and spec and all(_is_pair(s) for s in spec):
+            raise SpecError(
+                f"spec #{index} is {len(spec)} (shape, dtype) pair(s) in one "
+                f"{type(spec).__name__}, {spec!r}: {_ONE_SEQUENCE}"
+            )
         raise SpecError(
             f"spec #{index} must be a (shape, dtype) tuple (or 2-item list), got {spec!r}; "
             "write e.g. ((4, 128), 'float32')"
@@ -409,15 +428,17 @@ def check_dim(index: int, axis: int, dim: Any) -> int:
             "one-element array)"
         )
     if isinstance(dim, (tuple, list)):
-        raise SpecError(
-            f"spec #{index}: dimension {axis} is a tuple {dim!r}: the specs look like they "
-            "were passed as one sequence; pass each (shape, dtype) as its own argument, "
-            "get_simultaneous(spec0, spec1, ...) or get_simultaneous(*specs)"
-        )
+        raise SpecError(f"spec #{index}: dimension {axis} is a tuple {dim!r}: {_ONE_SEQUENCE}")
     try:
         value = operator.index(dim)
     except TypeError:
-        fix = f"; use {int(dim)}" if isinstance(dim, float) and dim.is_integer() else ""
+        fix = ""
+        if isinstance(dim, float) and dim.is_integer():
+            fix = f"; use {int(dim)}"
+        elif isinstance(dim, str) and dim.strip().isdecimal() and dim.isascii():
+            fix = f"; use {int(dim)}"  # a size read from text or a config file
+        elif dim is None:  # an unknown size, as ONNX and symbolic shapes spell it
+            fix = "; every dimension needs its size: pass the int (arena does not infer dimensions)"
         raise SpecError(
             f"spec #{index}: dimension {axis} must be an int, got {type(dim).__name__} {dim!r}{fix}"
         ) from None
