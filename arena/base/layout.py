@@ -375,7 +375,8 @@ def _split_spec(index: int, spec: Any) -> tuple[tuple[int, ...], DType]:
     if not isinstance(spec, (tuple, list)) or len(spec) != 2:
         # One spec (or three) wrapped in a list reads as a spec of the wrong length;
         # two wrapped reach check_dim, which says the same.
-        if isinstance(spec, (tuple, list)) and spec and all(_is_pair(s) for s in spec):
+        # (A list, not all() of a generator: tests/test_generator_interrupts.py.)
+        if isinstance(spec, (tuple, list)) and spec and not [s for s in spec if not _is_pair(s)]:
             raise SpecError(
                 f"spec #{index} is {len(spec)} (shape, dtype) pair(s) in one "
                 f"{type(spec).__name__}, {spec!r}: {_ONE_SEQUENCE}"
