@@ -392,6 +392,26 @@ def test_a_state_switch_used_as_a_bool_names_the_state_to_test() -> None:
             assert repr(switch) == f"<context manager factory ws.{name}()>"
 
 
+def test_a_state_switch_called_and_tested_as_a_bool_names_the_state_to_test() -> None:
+    # if ws.locked(): (vLLM's is_locked() misspelt) was always true and locked nothing.
+    with Arena("cpu", framework="numpy") as a:
+        for name in ("locked", "unlocked"):
+            block = getattr(a, name)()
+            with pytest.raises(TypeError) as info:
+                bool(block)
+            assert str(info.value) == (
+                f"ws.{name}() is a context manager (with ws.{name}(): ...), not a state; to "
+                "test whether the arena is locked use ws.is_locked (or vLLM's ws.is_locked())"
+            )
+            assert not a.is_locked  # making the block changed nothing
+        with a.locked() as same:
+            assert same is a and a.is_locked
+            with a.unlocked():
+                assert not a.is_locked
+            assert a.is_locked
+        assert not a.is_locked
+
+
 def test_a_zero_init_persistent_buffer_is_zeroed_on_a_torch_owned_block() -> None:
     torch = pytest.importorskip("torch")
 

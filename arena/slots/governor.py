@@ -355,10 +355,10 @@ class StateSwitch(Generic[_T]):
     TypeError that gives the spelling meant: ``ws.is_locked``.
     """
 
-    __slots__ = ("_locked", "_name", "_owner", "_slots")
+    __slots__ = ("_locked", "_owner", "_slots", "name")
 
     def __init__(self, name: str, owner: _T, locked: bool, slots: Lockable) -> None:
-        self._name = name
+        self.name = name  # "locked" or "unlocked"
         self._owner = owner
         self._locked = locked
         self._slots = slots
@@ -369,8 +369,12 @@ class StateSwitch(Generic[_T]):
         else:
             self._slots.unlock()
 
+    def __call__(self) -> _Switched[_T]:
+        return _Switched(self)
+
     @contextmanager
-    def __call__(self) -> Iterator[_T]:
+    def switched(self) -> Iterator[_T]:
+        """The block's state: this switch's inside, the previous one restored after."""
         governor = self._slots.governor
         was, in_place = governor.locked, governor.in_place  # restored as it was
         self._set(self._locked)
@@ -381,14 +385,39 @@ class StateSwitch(Generic[_T]):
                 self._set(was, in_place)
 
     def __bool__(self) -> bool:
-        raise TypeError(
-            f"ws.{self._name} is a context manager (with ws.{self._name}(): ...), not a "
-            "state; to test whether the arena is locked use ws.is_locked (or vLLM's "
-            "ws.is_locked())"
-        )
+        raise TypeError(_not_a_state(f"ws.{self.name}", self.name))
 
     def __repr__(self) -> str:
-        return f"<context manager factory ws.{self._name}()>"
+        return f"<context manager factory ws.{self.name}()>"
+
+
+def _not_a_state(spelled: str, name: str) -> str:
+    """What testing ``ws.locked`` or ``ws.locked()`` as a bool says (both always true)."""
+    return (
+        f"{spelled} is a context manager (with ws.{name}(): ...), not a state; to test "
+        "whether the arena is locked use ws.is_locked (or vLLM's ws.is_locked())"
+    )
+
+
+class _Switched(Generic[_T]):
+    """What ``ws.locked()`` returns: the ``with`` block of :meth:`StateSwitch.switched`,
+    refusing to be tested as a bool (``if ws.locked():``, vLLM's ``is_locked()`` misspelt,
+    would otherwise be always true and lock nothing)."""
+
+    __slots__ = ("_block", "_name")
+
+    def __init__(self, switch: StateSwitch[_T]) -> None:
+        self._name = switch.name
+        self._block = switch.switched()
+
+    def __enter__(self) -> _T:
+        return self._block.__enter__()
+
+    def __exit__(self, *exc_info: Any) -> bool | None:
+        return self._block.__exit__(*exc_info)
+
+    def __bool__(self) -> bool:
+        raise TypeError(_not_a_state(f"ws.{self._name}()", self._name))
 
 
 def address_bytes(governor: Governor) -> int:
