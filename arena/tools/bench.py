@@ -55,6 +55,7 @@ __all__ = [
     "TARGETS",
     "BenchResult",
     "format_result",
+    "format_targets",
     "load_average",
     "main",
     "run_bench",
@@ -332,6 +333,21 @@ def _spread(value: float, low: float | None, high: float | None) -> str:
     return f"{value:.3g} ({low:.3g}-{high:.3g})"
 
 
+def format_targets(targets: list[dict[str, Any]]) -> list[str]:
+    """The targets table: one line per target, its columns aligned whatever the names' length
+    (the longest, the decoder passes on the torch inference front, pass 66 characters)."""
+    width = max([66, *[len(t["target"]) + 2 for t in targets]])
+    lines = [f"{'target':<{width}}{'measured (p10-p90)':>26}{'limit':>7}  result"]
+    for t in targets:
+        lines.append(
+            f"{t['target']:<{width}}{_spread(t['measured'], t['p10'], t['p90']):>26}"
+            f"{t['limit']:>7g}  "
+            + ("met" if t["met"] else "NOT MET")
+            + (f" ({t['note']})" if t.get("note") else "")
+        )
+    return lines
+
+
 def format_result(result: BenchResult) -> str:
     """Tables for people."""
     meta = result.meta
@@ -360,14 +376,7 @@ def format_result(result: BenchResult) -> str:
         )
         where = row.framework + ("" if row.device == "cpu" else f" {row.device}")
         lines.append(f"{row.workload:<22}{where:<11}{cells}{ratios}")
-    lines += ["", f"{'target':<66}{'measured (p10-p90)':>26}{'limit':>7}  result"]
-    for t in result.targets:
-        lines.append(
-            f"{t['target']:<66}{_spread(t['measured'], t['p10'], t['p90']):>26}"
-            f"{t['limit']:>7g}  "
-            + ("met" if t["met"] else "NOT MET")
-            + (f" ({t['note']})" if t.get("note") else "")
-        )
+    lines += ["", *format_targets(result.targets)]
     found = result.checks
     memo = found["layout"]
     lines += [

@@ -15,7 +15,7 @@ import pytest
 
 from arena.errors import ConfigError
 from arena.memory.devices import cuda_device_count
-from arena.tools.bench import format_result, run_bench
+from arena.tools.bench import format_result, format_targets, run_bench
 from arena.tools.demo import format_report, run_demo
 
 
@@ -87,6 +87,40 @@ def test_bench_quick_run_measures_every_method_and_target() -> None:
     assert result.meta["hit path"] in ("compiled", "python")
     text = format_result(result)
     assert "arena / reference" in text and "(p10-p90)" in text
+
+
+def test_the_targets_table_keeps_its_columns_aligned_under_long_names() -> None:
+    # The torch inference front's decoder-pass targets are longer than the 66 columns the
+    # name had: their figures were pushed right of every other line's.
+    long = "torch inference front: decoder pass with scopes / on tensors allocated once"
+    targets = [
+        {
+            "target": "torch fixed: arena / alloc",
+            "measured": 0.25,
+            "p10": 0.2,
+            "p90": 0.3,
+            "limit": 0.3,
+            "met": True,
+        },
+        {"target": long, "measured": 1.11, "p10": 1.05, "p90": 1.23, "limit": 1.03, "met": False},
+        {
+            "target": "allocations after lock",
+            "measured": 0,
+            "p10": None,
+            "p90": None,
+            "limit": 0,
+            "met": True,
+        },
+    ]
+    header, *lines = format_targets(targets)
+    assert header.startswith("target ") and header.endswith("limit  result")
+    measured = header.index("measured (p10-p90)") + len("measured (p10-p90)")  # right-aligned
+    result = header.index("result")
+    for line in lines:  # each figure ends where its heading does; the verdict starts there
+        assert line[measured - 1] != " " and line[measured] == " ", (header, line)
+        assert line[result - 3] != " " and line[result - 2 : result] == "  ", (header, line)
+        assert line[result:] in ("met", "NOT MET"), (header, line)
+    assert lines[1].startswith(long + "  ")
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
