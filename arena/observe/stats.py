@@ -142,20 +142,41 @@ class ArenaStats:
         return sum(s.growths for s in self.slots)
 
     def table(self) -> str:
-        """A plain-text table of the slots, for people."""
-        header = f"{'slot':<14}{'capacity MB':>13}{'LOAD MB':>9}{'cap/LOAD':>9}"
-        header += f"{'growths':>9}{'calls':>10}{'persistent MB':>15}{'retired MB':>12}"
-        header += f"{'workspace MB':>14}{'triton MB':>11}"
+        """A plain-text table of the slots, for people.
+
+        The persistent, retired, workspace and Triton columns appear only where a slot holds
+        such bytes, so an arena of plain requests prints a table that fits 80 columns.
+        """
+        labels = [f"ubatch {s.ubatch} lane {s.lane}" for s in self.slots]
+        # As wide as the longest label and a space: 14 put every row a column right of its
+        # heading ("ubatch 0 lane 0" is 15 characters).
+        first = max([15, *[len(label) for label in labels]]) + 1
+        header = f"{'slot':<{first}}{'capacity MB':>13}{'LOAD MB':>9}{'cap/LOAD':>9}"
+        header += f"{'growths':>9}{'calls':>10}"
+        optional = [
+            (name, width, field)
+            for name, width, field in _OPTIONAL_COLUMNS
+            if [s for s in self.slots if getattr(s, field)]
+        ]
+        header += "".join(f"{name:>{width}}" for name, width, _ in optional)
         lines = [header, "-" * len(header)]
-        for s in self.slots:
+        for s, label in zip(self.slots, labels, strict=True):
             ratio = f"{s.capacity_over_load:.2f}" if s.load else "-"
             lines.append(
-                f"{f'ubatch {s.ubatch} lane {s.lane}':<14}{s.capacity / MB:>13.2f}"
+                f"{label:<{first}}{s.capacity / MB:>13.2f}"
                 f"{s.load / MB:>9.2f}{ratio:>9}{s.growths:>9}{s.calls:>10}"
-                f"{s.persistent_bytes / MB:>15.2f}{s.retired_bytes / MB:>12.2f}"
-                f"{s.workspace_bytes / MB:>14.2f}{s.triton_bytes / MB:>11.2f}"
+                + "".join(f"{getattr(s, field) / MB:>{width}.2f}" for _, width, field in optional)
             )
         return "\n".join(lines)
+
+
+#: The table's columns shown only where some slot has bytes there: (heading, width, field).
+_OPTIONAL_COLUMNS = (
+    ("persistent MB", 15, "persistent_bytes"),
+    ("retired MB", 12, "retired_bytes"),
+    ("workspace MB", 14, "workspace_bytes"),
+    ("triton MB", 11, "triton_bytes"),
+)
 
 
 def arena_stats(table: SlotTable, call_sites: dict[str, int]) -> ArenaStats:

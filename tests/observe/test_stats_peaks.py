@@ -30,3 +30,20 @@ def test_allocated_peak_does_not_depend_on_memory_stats_calls() -> None:
         shrunk = unwatched.memory_stats()["allocated_bytes.all.current"]
     assert seen == unseen
     assert unseen > shrunk  # the recording's figure, not the plan's
+
+
+def test_the_stats_table_shows_only_the_columns_some_slot_uses() -> None:
+    # The README's first example printed 116 columns, four of them all zeros.
+    with arena.Arena("cpu", framework="numpy", ubatches=2) as ws:
+        ws.get_simultaneous(((1 << 18,), "float32"))
+        plain = ws.stats().table().splitlines()
+        heading = "slot capacity MB LOAD MB cap/LOAD growths calls"
+        assert plain[0].split() == heading.split()
+        assert max(len(line) for line in plain) <= 80
+        with ws.ubatch(1):
+            ws.get_persistent("kv", (1 << 18,), "float32")  # 1 MiB on ubatch 1 only
+        ws.get_library_workspace("fi", 1 << 19)
+        table = ws.stats().table().splitlines()
+    assert table[0].split()[-4:] == ["persistent", "MB", "workspace", "MB"]
+    assert [line.split()[-2:] for line in table[2:]] == [["0.00", "0.50"], ["1.00", "0.00"]]
+    assert len({len(line) for line in table}) == 1  # every row under its heading
