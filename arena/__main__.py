@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 import sys
 
-from arena.errors import ArenaError, DeviceUnavailableError
+from arena.errors import ArenaError, ConfigError, DeviceUnavailableError
 
 USAGE = """usage: python -m arena COMMAND [options]
        python -m arena --version
@@ -55,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         # The library's advice is Python's (device='cpu'); give the flag beside it.
         flag = isinstance(exc, DeviceUnavailableError) and "device='cpu'" in str(exc)
         tail = " (on the command line: --device cpu, or leave --device out)" if flag else ""
+        if isinstance(exc, ConfigError) and "framework='" in str(exc) and "--framework" in args:
+            # framework='cupy' on a host arena: its advice names the keyword too.
+            tail = " (on the command line: --framework NAME, or leave --framework out)"
         print(f"{where}: {type(exc).__name__}: {exc}{tail}", file=sys.stderr)
         return 2
 

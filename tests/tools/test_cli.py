@@ -377,6 +377,19 @@ def test_demo_on_a_missing_gpu_names_the_flag_not_only_the_keyword() -> None:
     assert "(on the command line: --device cpu, or leave --device out)" in result.stderr
 
 
+@pytest.mark.skipif(cuda_device_count() > 0, reason="a CUDA device is usable here")
+def test_demo_with_a_framework_that_cannot_view_the_host_names_the_flag() -> None:
+    """``demo --framework cupy`` on a host: the advice was ``framework='torch'``, a keyword
+    a command-line user cannot type; the line also names ``--framework``."""
+    result = _run("demo", "--framework", "cupy", "--steps", "2")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+    assert result.stderr.startswith("python -m arena demo: ConfigError: framework='cupy' ")
+    assert result.stderr.endswith(
+        " (on the command line: --framework NAME, or leave --framework out)\n"
+    )
+
+
 @pytest.mark.parametrize("max_tokens", [1, 4, 7])
 def test_demo_with_fewer_tokens_than_the_sibling_warm_up_keeps_its_guarantees(
     max_tokens: int,
