@@ -47,6 +47,7 @@ __all__ = [
     "exact_dims",
     "exact_int",
     "int_not_bool",
+    "past_address_range",
     "plain_int_fix",
     "round_up",
     "shifted",
@@ -177,6 +178,15 @@ def clear_layout_memo() -> None:
 def round_up(nbytes: int, alignment: int) -> int:
     """Round ``nbytes`` up to a multiple of ``alignment`` (a power of two)."""
     return (nbytes + alignment - 1) & ~(alignment - 1)
+
+
+def past_address_range(what: str, total: int, fix: str) -> SpecError:
+    """The error for a request that reaches ``total`` bytes (rounded up to its
+    alignment), more than a buffer can address (:data:`MAX_BYTES`): ``what`` leads up to
+    the value (``"spec #0 brings the layout to"``), ``fix`` says what to do. One wording
+    for plain requests and the blocks asked for in bytes (library workspaces, Triton's),
+    so an impossible size is never reported as memory running out."""
+    return SpecError(f"{what} {total} bytes, more than the {MAX_BYTES} a buffer can address; {fix}")
 
 
 def shifted(layout: Layout, base: int) -> Layout:
@@ -348,9 +358,10 @@ def _validated(specs: Any, alignment: int) -> tuple[Layout, list[Any] | None]:
         views.append(ViewLayout(shape, dtype, offset, nbytes, _c_strides(shape)))
         offset += round_up(nbytes, alignment)
         if offset > MAX_BYTES:
-            raise SpecError(
-                f"spec #{index} brings the layout to {offset} bytes, more than the "
-                f"{MAX_BYTES} a buffer can address; split the request or shrink the shapes"
+            raise past_address_range(
+                f"spec #{index} brings the layout to",
+                offset,
+                "split the request or shrink the shapes",
             )
         canonical.append((shape, spec[1]))
     layout = Layout(tuple(views), offset, alignment)
