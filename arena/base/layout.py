@@ -60,6 +60,8 @@ MAX_ALIGNMENT = 1 << 30
 #: Largest byte count a layout may reach: frameworks index memory with signed 64-bit ints.
 MAX_BYTES = 2**63 - 1
 _MEMO_LIMIT = 4096
+_CLASS_OF = operator.attrgetter("__class__")
+_DTYPE_OF = operator.itemgetter(1)
 _SEQUENCES = (tuple, list)
 
 
@@ -162,7 +164,7 @@ class Layout:
     alignment: int
 
 
-_MEMO: dict[tuple[Any, int], Layout] = {}
+_MEMO: dict[tuple[Any, int], tuple[Layout, tuple[type, ...]]] = {}
 # Guards the memo's check, sweep and insert (lookups need no lock): two threads sweeping at
 # once would each drop a quarter, and one could find the keys it listed gone. Re-entrant: a
 # signal handler or a dtype's __hash__ may lay out a request while this thread holds it.
@@ -254,14 +256,15 @@ def compute_layout(specs: Sequence[Any], alignment: int = DEFAULT_ALIGNMENT) -> 
     """
     key = (specs, alignment)
     try:
-        layout = _MEMO[key]
+        layout, kinds = _MEMO[key]
     except (KeyError, TypeError):
         return _compute_and_memoise(specs, alignment)
     # 1.0 == 1 and True == 1 hash alike: a hit only counts for plain int dimensions, exact
-    # tuple shapes and dtype names that are plain strs (subclasses may equal one name and
-    # mean another).
-    for shape, dtype in specs:
-        if shape.__class__ is not tuple or (isinstance(dtype, str) and dtype.__class__ is not str):
+    # tuple shapes and dtypes of the memoised dtypes' own classes (an object of another
+    # class, a str subclass or not, may equal a name and hash like it, and mean another
+    # dtype or none).
+    for (shape, dtype), kind in zip(specs, kinds, strict=True):
+        if shape.__class__ is not tuple or dtype.__class__ is not kind:
             return _compute_and_memoise(specs, alignment)
         if not exact_dims(shape):
             return _compute_and_memoise(specs, alignment)
@@ -323,6 +326,8 @@ def _compute_and_memoise(specs: Any, alignment: int) -> Layout:
         layout, canonical = _validated(specs, alignment)
     if canonical is None:
         return layout
+    # Each spec's dtype class, in C (no comprehension's frame on a first request's path).
+    kinds = tuple(map(_CLASS_OF, map(_DTYPE_OF, canonical)))
     try:
         key = (tuple(canonical), alignment)
         hash(key)  # a dtype's __hash__ runs outside the lock
@@ -333,7 +338,7 @@ def _compute_and_memoise(specs: Any, alignment: int) -> Layout:
             # Drop the oldest quarter, never the whole memo: a working set that fits stays.
             for old in list(itertools.islice(_MEMO, _MEMO_LIMIT // 4)):
                 _MEMO.pop(old, None)  # a re-entrant sweep may have dropped it
-        _MEMO[key] = layout
+        _MEMO[key] = (layout, kinds)
     return layout
 
 
