@@ -459,13 +459,14 @@ class Step(StepHitBase, Generic[ViewT]):
                 assert book is not None and book.offsets is not None
                 placed = (book.offsets[block], book.sizes[block])
             else:
-                # The block leaves the run's live blocks, the step's count follows them,
-                # then the stack recounts from the count: an interrupt at a call between
-                # leaves a figure behind until the run's next request or its close
-                # derives and recounts it.
+                # The block leaves the run's live blocks and the step's count with no
+                # call between (a recording's count never exceeds its live blocks: see
+                # _start_inside), then the stack recounts from the count: an interrupt at
+                # that call leaves the stack's figure behind until the run's next request
+                # or its close recounts it.
                 placed = run.live[block]
                 del run.live[block]
-                self.held = run.live_bytes()
+                self.held -= placed[1]
                 slot.stack.settle(slot.stack.top)
             if self._poison:
                 offset, size = placed
@@ -478,7 +479,10 @@ class Step(StepHitBase, Generic[ViewT]):
 
     def _start_inside(self, outer: Step[Any]) -> int:
         """Start right inside the run ``outer``, above its live views only; returns what
-        ``outer`` counts as live beyond them (a replay counts its plan's LOAD)."""
+        ``outer`` counts as live beyond them (a replay counts its plan's LOAD; a
+        recording counts its live blocks and never more, so nothing: its count follows
+        them with no call between, or is derived from them, and only falls behind them,
+        by a block an interrupted request booked, until its next request)."""
         plan = outer._book if outer.replay else None
         height, holds, self.under = outer.run.live_extent(plan)
         self.base = self.end = outer.base + height
