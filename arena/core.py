@@ -518,6 +518,9 @@ class Arena:
         ------
         ArenaLockedError, GraphCaptureError, ArenaOutOfMemoryError
             To create or grow it while locked or capturing, or past memory or the cap.
+        SpecError
+            A bad size, or one that rounds up past the 2**63 - 1 bytes a buffer can
+            address (naming the largest size the arena's alignment allows).
         """
         return self._workspaces.get(key, nbytes, on_grow, zero_init)
 

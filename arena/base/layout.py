@@ -47,6 +47,7 @@ __all__ = [
     "exact_dims",
     "exact_int",
     "int_not_bool",
+    "past_address_range",
     "plain_int_fix",
     "round_up",
     "shifted",
@@ -59,6 +60,8 @@ MAX_ALIGNMENT = 1 << 30
 #: Largest byte count a layout may reach: frameworks index memory with signed 64-bit ints.
 MAX_BYTES = 2**63 - 1
 _MEMO_LIMIT = 4096
+_CLASS_OF = operator.attrgetter("__class__")
+_DTYPE_OF = operator.itemgetter(1)
 _SEQUENCES = (tuple, list)
 
 
@@ -161,7 +164,7 @@ class Layout:
     alignment: int
 
 
-_MEMO: dict[tuple[Any, int], Layout] = {}
+_MEMO: dict[tuple[Any, int], tuple[Layout, tuple[type, ...]]] = {}
 # Guards the memo's check, sweep and insert (lookups need no lock): two threads sweeping at
 # once would each drop a quarter, and one could find the keys it listed gone. Re-entrant: a
 # signal handler or a dtype's __hash__ may lay out a request while this thread holds it.
@@ -177,6 +180,15 @@ def clear_layout_memo() -> None:
 def round_up(nbytes: int, alignment: int) -> int:
     """Round ``nbytes`` up to a multiple of ``alignment`` (a power of two)."""
     return (nbytes + alignment - 1) & ~(alignment - 1)
+
+
+def past_address_range(what: str, total: int, fix: str) -> SpecError:
+    """The error for a request that reaches ``total`` bytes (rounded up to its
+    alignment), more than a buffer can address (:data:`MAX_BYTES`): ``what`` leads up to
+    the value (``"spec #0 brings the layout to"``), ``fix`` says what to do. One wording
+    for plain requests and the blocks asked for in bytes (library workspaces, Triton's),
+    so an impossible size is never reported as memory running out."""
+    return SpecError(f"{what} {total} bytes, more than the {MAX_BYTES} a buffer can address; {fix}")
 
 
 def shifted(layout: Layout, base: int) -> Layout:
@@ -244,14 +256,15 @@ def compute_layout(specs: Sequence[Any], alignment: int = DEFAULT_ALIGNMENT) -> 
     """
     key = (specs, alignment)
     try:
-        layout = _MEMO[key]
+        layout, kinds = _MEMO[key]
     except (KeyError, TypeError):
         return _compute_and_memoise(specs, alignment)
     # 1.0 == 1 and True == 1 hash alike: a hit only counts for plain int dimensions, exact
-    # tuple shapes and dtype names that are plain strs (subclasses may equal one name and
-    # mean another).
-    for shape, dtype in specs:
-        if shape.__class__ is not tuple or (isinstance(dtype, str) and dtype.__class__ is not str):
+    # tuple shapes and dtypes of the memoised dtypes' own classes (an object of another
+    # class, a str subclass or not, may equal a name and hash like it, and mean another
+    # dtype or none).
+    for (shape, dtype), kind in zip(specs, kinds, strict=True):
+        if shape.__class__ is not tuple or dtype.__class__ is not kind:
             return _compute_and_memoise(specs, alignment)
         if not exact_dims(shape):
             return _compute_and_memoise(specs, alignment)
@@ -313,6 +326,8 @@ def _compute_and_memoise(specs: Any, alignment: int) -> Layout:
         layout, canonical = _validated(specs, alignment)
     if canonical is None:
         return layout
+    # Each spec's dtype class, in C (no comprehension's frame on a first request's path).
+    kinds = tuple(map(_CLASS_OF, map(_DTYPE_OF, canonical)))
     try:
         key = (tuple(canonical), alignment)
         hash(key)  # a dtype's __hash__ runs outside the lock
@@ -323,7 +338,7 @@ def _compute_and_memoise(specs: Any, alignment: int) -> Layout:
             # Drop the oldest quarter, never the whole memo: a working set that fits stays.
             for old in list(itertools.islice(_MEMO, _MEMO_LIMIT // 4)):
                 _MEMO.pop(old, None)  # a re-entrant sweep may have dropped it
-        _MEMO[key] = layout
+        _MEMO[key] = (layout, kinds)
     return layout
 
 
@@ -348,9 +363,10 @@ def _validated(specs: Any, alignment: int) -> tuple[Layout, list[Any] | None]:
         views.append(ViewLayout(shape, dtype, offset, nbytes, _c_strides(shape)))
         offset += round_up(nbytes, alignment)
         if offset > MAX_BYTES:
-            raise SpecError(
-                f"spec #{index} brings the layout to {offset} bytes, more than the "
-                f"{MAX_BYTES} a buffer can address; split the request or shrink the shapes"
+            raise past_address_range(
+                f"spec #{index} brings the layout to",
+                offset,
+                "split the request or shrink the shapes",
             )
         canonical.append((shape, spec[1]))
     layout = Layout(tuple(views), offset, alignment)

@@ -15,7 +15,14 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from arena.base.layout import MAX_BYTES, compute_layout, int_not_bool, plain_int_fix, round_up
+from arena.base.layout import (
+    MAX_BYTES,
+    compute_layout,
+    int_not_bool,
+    past_address_range,
+    plain_int_fix,
+    round_up,
+)
 from arena.config import check_flag, load_adapter
 from arena.errors import ConfigError, SpecError
 from arena.slots.persistent import check_key, check_new_key
@@ -91,6 +98,13 @@ class LibraryWorkspaces:
         governor = self._table.governor
         governor.check_awake(f"library workspace {key!r}")
         size = round_up(max(nbytes, governor.alignment), governor.alignment)
+        if size > MAX_BYTES:  # not an allocation that failed: no buffer can hold it
+            raise past_address_range(
+                f"library workspace {key!r} of {nbytes} bytes rounds up to",
+                size,
+                f"ask for at most {MAX_BYTES & -governor.alignment} bytes (the limit rounded "
+                f"down to the arena's alignment, {governor.alignment})",
+            )
         slot = self._select()
         store = slot.store(WorkspaceStore)
         grown: tuple[Workspace, Workspace | None] | None = None

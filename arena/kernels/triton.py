@@ -62,6 +62,7 @@ from arena.base.layout import (
     ViewLayout,
     exact_int,
     int_not_bool,
+    past_address_range,
     round_up,
 )
 from arena.config import load_adapter
@@ -199,6 +200,12 @@ class TritonAllocator:
         governor = self._table.governor
         need = max(size, 1) + max(0, alignment - _BASE_ALIGNMENT)
         target = max(round_up(need, governor.alignment), store.triton_hint)
+        if target > MAX_BYTES:  # not an allocation that failed: no buffer can hold it
+            raise past_address_range(
+                f"a Triton block for {size} bytes aligned to {alignment} rounds up to",
+                target,
+                "ask Triton for less (its kernel's scratch size is past any device)",
+            )
         entry, old, grew = store.grow(TRITON, stream, need, target, copy=False)
         if grew:
             before = 0 if old is None else old.nbytes

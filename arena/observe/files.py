@@ -8,10 +8,10 @@ most a stated number of bytes, and take a lock file that they remove when done.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable
+from typing import TypeVar
 
 from arena.errors import ArenaError
 
@@ -23,6 +23,8 @@ __all__ = [
     "read_regular",
     "refuse_special",
 ]
+
+T = TypeVar("T")
 
 _NONBLOCK = os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
 
@@ -118,9 +120,9 @@ def open_append(path: str | os.PathLike[str]) -> int:
     return descriptor
 
 
-@contextlib.contextmanager
-def exclusive(path: str | os.PathLike[str]) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on the lock file ``path``; remove it when done.
+def exclusive(path: str | os.PathLike[str], action: Callable[[], T]) -> T:
+    """Return ``action()``, called with an exclusive ``flock`` held on the lock file
+    ``path``; the lock file is removed when done, however the call ends.
 
     The lock file exists only while a writer holds it. Removing it is safe because every
     holder checks, once it has the lock, that ``path`` still names the file it locked: a
@@ -128,6 +130,15 @@ def exclusive(path: str | os.PathLike[str]) -> Iterator[None]:
     since replaced by a new one) lets go and locks the file ``path`` names now. Only a
     holder removes the file, while it still holds the lock. Where ``fcntl`` is missing
     (not POSIX) there is no lock.
+
+    Made for interrupts (a ``KeyboardInterrupt`` from a signal, at any call or return):
+    from the lock file's creation to its removal and the descriptor's close this frame
+    calls no Python code outside the ``try`` whose ``finally`` removes and closes (plain
+    ``os`` and ``fcntl`` calls), so no interrupt leaves the descriptor open (its lock held
+    for the rest of the process: a context manager made of a generator lost both when an
+    interrupt landed at its ``yield``) or the file behind. One interrupted while waiting
+    for the lock removes the file if it then takes the lock at once (another writer that
+    holds it removes it when done).
 
     Raises
     ------
@@ -139,26 +150,39 @@ def exclusive(path: str | os.PathLike[str]) -> Iterator[None]:
     try:
         import fcntl
     except ImportError:  # not POSIX: the caller's atomic replace only
-        yield
-        return
-    while True:
-        refuse_special(path)
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | _NONBLOCK, 0o666)
-        try:
+        return action()
+    descriptor, locked = -1, False
+    try:
+        while True:
+            refuse_special(path)  # nothing open here (-1): an interrupt leaves nothing
+            descriptor = os.open(path, os.O_RDWR | os.O_CREAT | _NONBLOCK, 0o666)
             held = os.fstat(descriptor)
-            _regular(held)
+            if not stat.S_ISREG(held.st_mode):
+                raise FileRefused(f"it is {file_kind(held.st_mode)}, not a regular file")
             fcntl.flock(descriptor, fcntl.LOCK_EX)
             try:
-                now = os.stat(path)
+                now: os.stat_result | None = os.stat(path)
             except FileNotFoundError:
-                continue  # removed by the holder we waited for
-            if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
-                continue  # a newer lock file took its place
-            try:
-                yield
-            finally:
-                with contextlib.suppress(OSError):  # a read-only directory keeps it
+                now = None  # removed by the holder we waited for
+            if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+                break
+            os.close(descriptor)  # a newer lock file took its place (or none is there)
+            descriptor = -1
+        locked = True
+        return action()
+    finally:
+        if descriptor >= 0:
+            if not locked:  # stopped while waiting: remove it only as its holder
+                try:
+                    fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    now = os.stat(path)
+                    mine = os.fstat(descriptor)
+                    locked = (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino)
+                except OSError:  # held by another writer (or gone): it removes its own
+                    pass
+            if locked:
+                try:  # a read-only directory keeps it
                     os.unlink(path)
-            return
-        finally:
+                except OSError:
+                    pass
             os.close(descriptor)  # releases the flock, after the unlink

@@ -55,6 +55,7 @@ import os
 import stat
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -299,29 +300,34 @@ def write_merged(path: str | os.PathLike[str], run: dict[str, Any]) -> str | Non
         kind = stat.S_IFREG
     if not stat.S_ISREG(kind):
         raise ProfileError(f"it is {file_kind(kind)}, not a regular file")
+    return exclusive(target.with_name(target.name + ".lock"), partial(_merge_into, target, run))
+
+
+def _merge_into(target: Path, run: dict[str, Any]) -> str | None:
+    """:func:`write_merged` under the lock: merge ``run`` into the profile at the real
+    path ``target`` and write it atomically; what changed beyond a merge, or None."""
     note: str | None = None
-    with exclusive(target.with_name(target.name + ".lock")):
-        found = load_profile(target)
-        if found is None:
-            merged = run
+    found = load_profile(target)
+    if found is None:
+        merged = run
+    else:
+        existing, repairs = found
+        if repairs:
+            note = f"it was repaired first: {describe_repairs(repairs)}"
+        if key_of(existing) == key_of(run):
+            merged = merge_profiles(existing, run)
         else:
-            existing, repairs = found
-            if repairs:
-                note = f"it was repaired first: {describe_repairs(repairs)}"
-            if key_of(existing) == key_of(run):
-                merged = merge_profiles(existing, run)
-            else:
-                note = (
-                    f"it was recorded for {describe_key(key_of(existing))}, so this run's "
-                    "profile replaced it"
-                )
-                merged = run
-        merged = {**merged, "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        try:
-            check_profile(merged)
-        except ProfileError as exc:  # a bug here: never write what the reader refuses
-            raise RuntimeError(f"the merged profile fails its own check: {exc}") from exc
-        write_atomically(target, merged)
+            note = (
+                f"it was recorded for {describe_key(key_of(existing))}, so this run's "
+                "profile replaced it"
+            )
+            merged = run
+    merged = {**merged, "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    try:
+        check_profile(merged)
+    except ProfileError as exc:  # a bug here: never write what the reader refuses
+        raise RuntimeError(f"the merged profile fails its own check: {exc}") from exc
+    write_atomically(target, merged)
     return note
 
 

@@ -173,8 +173,8 @@ def close_region(region: Any) -> None:
     # The regions still open keep what they reach (a step opened right inside a step starts
     # below the outer one's end; one closed out of order may have others above it). What
     # stays live is what they hold: a sum, not the stack's figure less this region's, so
-    # that an interrupt between a region's bookkeeping and the stack's (RegionStack.account,
-    # then the region's own stores) heals when the region closes. One loop, no generator.
+    # that an interrupt between a region's bookkeeping and the stack's (the region's own
+    # stores, then RegionStack.settle) heals when the region closes. One loop, no generator.
     top, live = region.base, 0
     for other in slot.stack.regions:
         if other is not region:
@@ -335,9 +335,11 @@ class Scope(Region, Generic[ViewT]):
     def _account(self, slot: Slot, base: int, end: int) -> None:
         """A request placed from ``base`` to ``end``: the slot's top, live bytes and LOAD."""
         total = end - base
-        slot.stack.account(end, total)
-        self.end = end  # plain stores after the call: with it, all or nothing
-        self.held += total
+        # The scope's own figures in one store, then the stack recounts from them: an
+        # interrupt at that call leaves the stack's figures behind until the next
+        # request through a scope or step, or this scope's close, recounts them.
+        self.end, self.held = end, self.held + total
+        slot.stack.settle(end)
         slot.note_load(slot.stack.live, reach=end, placer=self)
 
     def _keeper(self, base: int, specs: Any) -> Callable[[Buffer, Any], None]:

@@ -292,8 +292,8 @@ class Step(StepHitBase, Generic[ViewT]):
                 end = self.base + book.total
                 # A replay's live bytes are bounded by the plan's LOAD: counted once here.
                 held = max(0, book.load - spare)
-                slot.stack.account(end, held)
-                self.end, self.held = end, held  # plain stores after the call: all or nothing
+                self.end, self.held = end, held  # one store, then the stack recounts
+                slot.stack.settle(end)
                 slot.note_load(slot.stack.live)
                 # Where a replay's views are remembered: per front, key, start and plan.
                 self._memo = (self._placer.key, "step", self.key, self.base, book.version)
@@ -331,8 +331,8 @@ class Step(StepHitBase, Generic[ViewT]):
             self.moved = book.settled != book.version  # book.settle(base, free=False)
             end = base + book.total
             held = book.load  # a replay's live bytes: the plan's LOAD, counted once here
-            slot.stack.account(end, held)
-            self.end, self.held = end, held  # plain stores after the call: all or nothing
+            self.end, self.held = end, held  # one store, then the stack recounts
+            slot.stack.settle(end)
             if slot.stack.live > slot.load:
                 slot.note_load(slot.stack.live)
             self._memo = memo = (placer.key, "step", self.key, base, book.version)
@@ -459,14 +459,15 @@ class Step(StepHitBase, Generic[ViewT]):
                 assert book is not None and book.offsets is not None
                 placed = (book.offsets[block], book.sizes[block])
             else:
-                # Plain stores after the call: an interrupt at it frees nothing (the block
-                # stays live, as the step and the slot count it), none leaves the run's
-                # live blocks with bytes the step still counts (close_region heals the
-                # slot's figure from the regions' own counts).
+                # The block leaves the run's live blocks and the step's count with no
+                # call between (a recording's count never exceeds its live blocks: see
+                # _start_inside), then the stack recounts from the count: an interrupt at
+                # that call leaves the stack's figure behind until the run's next request
+                # or its close recounts it.
                 placed = run.live[block]
-                slot.stack.account(slot.stack.top, -placed[1])
                 del run.live[block]
                 self.held -= placed[1]
+                slot.stack.settle(slot.stack.top)
             if self._poison:
                 offset, size = placed
                 poison_slot_bytes(slot, self.base + offset, self.base + offset + size)
@@ -478,7 +479,10 @@ class Step(StepHitBase, Generic[ViewT]):
 
     def _start_inside(self, outer: Step[Any]) -> int:
         """Start right inside the run ``outer``, above its live views only; returns what
-        ``outer`` counts as live beyond them (a replay counts its plan's LOAD)."""
+        ``outer`` counts as live beyond them (a replay counts its plan's LOAD; a
+        recording counts its live blocks and never more, so nothing: its count follows
+        them with no call between, or is derived from them, and only falls behind them,
+        by a block an interrupted request booked, until its next request)."""
         plan = outer._book if outer.replay else None
         height, holds, self.under = outer.run.live_extent(plan)
         self.base = self.end = outer.base + height
@@ -633,15 +637,18 @@ class Step(StepHitBase, Generic[ViewT]):
         # An interrupt between here and the request's count leaves the run broken: it is
         # no record (its blocks and requests may not match).
         run.broken = True
+        held = self.held
         if self.replay:
             run.hand(r, book.starts, views, views)  # kept: the views themselves
-            if extent > self.end:
-                slot.stack.account(extent, 0)
         else:  # recorded once placed: a refused request is no block
-            added = book_request(run, r, views, blocks=blocks, offsets=offsets, sizes=sizes)
-            slot.stack.account(extent if extent > self.end else slot.stack.top, added)
-            self.held += added
-        self.end = max(self.end, extent)
+            book_request(run, r, views, blocks=blocks, offsets=offsets, sizes=sizes)
+            # Derived, not added: a block an interrupted request booked is counted too.
+            held = run.live_bytes()
+        top = extent if extent > self.end else slot.stack.top
+        # The step's own figures in one store, then the stack recounts from them (every
+        # request here does: one an interrupt left behind is recounted by the next).
+        self.end, self.held = max(self.end, extent), held
+        slot.stack.settle(top)
         if not self.replay:
             slot.note_load(slot.stack.live)
         self.request, run.broken = r + 1, False
@@ -680,11 +687,15 @@ class Step(StepHitBase, Generic[ViewT]):
         run = self.run
         run.broken = True
         run.adopt(book, r)
-        held = sum(size for _, size in run.live.values())
-        self._quick = False
-        self._caches, self.replay = None, False
-        slot.stack.account(slot.stack.top, held - self.held)
-        self.held, run.broken = held, False
+        held = run.live_bytes()
+        self._quick, self._caches = False, None  # no hit (the checked path) from here
+        # The switch to recording and what the step holds then (the adopted blocks, not
+        # the plan's LOAD) in one store, then the stack recounts its live bytes from the
+        # regions' counts: an interrupt before the store leaves a replay (the request
+        # diverges again), one at the recount's call the stack's figure behind until the
+        # run's next request or its close recounts it.
+        self.replay, self.held, run.broken = False, held, False
+        slot.stack.settle(slot.stack.top)
 
 
 class CompiledStep(Step[ViewT]):

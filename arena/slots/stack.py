@@ -9,12 +9,13 @@ The figures a request leaves behind (LOAD, the largest request outside every ste
 the slot's own counters, beside its calls and high-water mark
 (:meth:`~arena.slots.slot.Slot.note_load`, which asks the stack for the step below).
 
-This module knows of a region only what the stack needs: an object that may have
-``note_above`` (a step: the bytes a request inside its run reached above its end). The
-scopes and steps, above this layer, open and close their regions through the slot
-(:meth:`~arena.slots.slot.Slot.open_region`, :meth:`~arena.slots.slot.Slot.close_region`:
-the slot keeps its ``detour`` flag in step with the stack) and account the bytes they
-place and release through the stack's own methods; the request path
+This module knows of a region only what the stack needs: an object with ``held`` (the
+bytes it holds for live views) that may have ``note_above`` (a step: the bytes a request
+inside its run reached above its end). The scopes and steps, above this layer, open and
+close their regions through the slot (:meth:`~arena.slots.slot.Slot.open_region`,
+:meth:`~arena.slots.slot.Slot.close_region`: the slot keeps its ``detour`` flag in step
+with the stack) and, once they stored what they hold, have the stack recount its live
+bytes from them (:meth:`RegionStack.settle`); the request path
 (:mod:`arena.views.builder`) asks it for the top. Only this class's methods write its
 fields (tests/test_layers.py holds it), and the compiled hits (``arena/views/_hit.c``)
 read and write them by member offset (bound by ``bind``), with the same plain stores.
@@ -72,13 +73,22 @@ class RegionStack:
         self.live = live
         return True
 
-    def account(self, top: int, added: int) -> None:
-        """A scope or step placed or released bytes: the next request above the open
-        regions starts at ``top``, and ``added`` bytes more (fewer, negative) are live.
-        Only the slot's own thread calls this; both are plain stores with no call between
-        them, so an interrupt never splits them."""
-        self.top = top
-        self.live += added
+    def settle(self, top: int) -> None:
+        """A scope or step placed or released bytes, its own ``end`` and ``held`` stored
+        first: the next request above the open regions starts at ``top``, and the live
+        bytes are recounted as what the open regions hold (a sum, as
+        :func:`~arena.planning.scopes.close_region` counts what stays). Only the slot's
+        own thread calls this.
+
+        The region's stores come first, in one assignment, and this recount after: an
+        interrupt between them (at this call) leaves the stack's old figures, which the
+        region's next request or its close recounts, never a region whose count and the
+        stack's disagree for good. Both figures are installed by plain stores after the
+        loop, with no call between them."""
+        live = 0
+        for region in self.regions:  # a loop with no call (a signal lands before the stores)
+            live += region.held
+        self.top, self.live = top, live
 
     def step_below(self, region: Any) -> Any:
         """The innermost step (a region with ``note_above``) open below ``region`` (None:

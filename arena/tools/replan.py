@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -116,10 +117,20 @@ def main(argv: list[str]) -> int:
         )
     if not [row for row in rows if row[3] < row[2]]:
         return 0
-    with exclusive(target.with_name(target.name + ".lock")):
-        if read_profile(target) != profile:
-            print(f"{target} changed while planning: not written; run again", file=sys.stderr)
-            return 1
-        _write(target, new)
+    written = exclusive(
+        target.with_name(target.name + ".lock"), partial(_write_unchanged, target, profile, new)
+    )
+    if not written:
+        print(f"{target} changed while planning: not written; run again", file=sys.stderr)
+        return 1
     print(f"wrote {target}")
     return 0
+
+
+def _write_unchanged(target: Path, profile: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Under the profile's lock: write ``new`` over ``target`` if it still holds
+    ``profile`` (nobody wrote since it was read); whether it did."""
+    if read_profile(target) != profile:
+        return False
+    _write(target, new)
+    return True

@@ -225,10 +225,41 @@ def test_library_workspace_sizes_up_to_the_largest_pass_the_check_and_a_bad_one_
     # instead of reaching the cap), #9 (the type of a bad size named NoneType).
     with Arena("cpu", framework="numpy", max_bytes=1 << 24) as ws:
         with pytest.raises(ArenaOutOfMemoryError, match="max_bytes"):
-            ws.get_library_workspace("k", MAX_BYTES)
+            ws.get_library_workspace("k", MAX_BYTES & -256)  # the largest that rounds
+        with pytest.raises(SpecError, match="rounds up to 9223372036854775808 bytes"):
+            ws.get_library_workspace("k", MAX_BYTES)  # checked, then past the range
         with pytest.raises(
             SpecError, match=r"^nbytes must be an int from 1 to \d+ bytes, got str '64'$"
         ):
             ws.get_library_workspace("k", "64")  # type: ignore[arg-type]
         with pytest.raises(SpecError, match=r"got int 0$"):
             ws.get_library_workspace("k", 0)
+
+
+@pytest.mark.parametrize("kind", ["library", "triton"])
+def test_a_block_past_the_address_range_is_refused_as_such_not_as_out_of_memory(
+    kind: str,
+) -> None:
+    """2**63 - 1 bytes pass the size check but round up past what a buffer can address:
+    refused as a plain request of that size is (naming the value, the limit and what to
+    ask for), not as an allocation of 2**63 bytes that failed (issue 26: "could not
+    allocate 9223372036854775808 bytes ... free memory elsewhere")."""
+    with Arena("cpu", framework="numpy") as ws:
+        if kind == "triton":
+            pytest.importorskip("torch")
+            ask = ws.triton_allocator()
+            with pytest.raises(SpecError) as info:
+                ask(MAX_BYTES, 256, None)
+        else:
+            with pytest.raises(SpecError) as info:
+                ws.get_library_workspace("k", MAX_BYTES)
+        message = str(info.value)
+        assert (
+            f"{MAX_BYTES} bytes" in message and "rounds up to 9223372036854775808 bytes" in message
+        )
+        assert f"more than the {MAX_BYTES} a buffer can address; ask " in message
+        if kind == "library":
+            assert "at most 9223372036854775552 bytes" in message
+        with pytest.raises(SpecError, match=f"more than the {MAX_BYTES} a buffer can address"):
+            ws.get_simultaneous(((MAX_BYTES,), "uint8"))  # the plain request's wording
+        assert ws.stats().slots[0].capacity == 0  # nothing asked of the source

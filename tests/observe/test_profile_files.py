@@ -32,6 +32,7 @@ from arena.observe.profilefile import (
     merge_profiles,
     read_profile,
 )
+from tests.interrupts import Injector
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX files only")
@@ -491,3 +492,62 @@ def test_a_missing_folder_is_said_at_construction_at_the_callers_line(tmp_path: 
     path.parent.mkdir()  # made after all: the save goes through
     ws.close()
     assert path.is_file()
+
+
+def _held(lock: Path) -> str:
+    """' (held)' when the lock file ``lock`` exists and its lock is held (by a
+    descriptor an interrupted save left open), else ''."""
+    import fcntl
+
+    if not lock.exists():
+        return ""
+    with open(lock, "rb") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return " (held)"
+    return ""
+
+
+def test_an_interrupted_save_leaves_no_lock_file(tmp_path: Path) -> None:
+    """A KeyboardInterrupt at every entry and return of arena's code during a save
+    (:func:`~arena.observe.profilefile.write_merged`, onto no file and onto a profile):
+    it comes out, the lock file and the temporary file are gone, and the profile reads
+    as the old one or the merged one. Before, an interrupt at the check of the opened
+    lock file (between creating it and the lock's ``try``) left an empty ``p.json.lock``
+    behind, and one at the ``yield`` of the generator that held the lock ended it
+    without its ``finally``: the lock file stayed, locked by a descriptor never closed,
+    and the process's next save waited on it for ever."""
+    path = tmp_path / "p.json"
+    for existing in (False, True):
+        counter = Injector()
+        sys.settrace(counter)
+        try:
+            profilefile.write_merged(path, _valid())
+        finally:
+            sys.settrace(None)
+        assert counter.count > 20
+        left = []
+        for at in range(1, counter.count + 1):
+            if existing:
+                path.write_text(json.dumps(_valid(runs=3)))
+            else:
+                path.unlink(missing_ok=True)
+            injector = Injector(at)
+            sys.settrace(injector)
+            try:
+                profilefile.write_merged(path, _valid())
+            except KeyboardInterrupt:
+                pass
+            finally:
+                sys.settrace(None)
+            assert injector.fired
+            names = sorted(p.name for p in tmp_path.iterdir())
+            if names not in (["p.json"], []):
+                left.append(f"{injector.where}: {names}{_held(tmp_path / 'p.json.lock')}")
+                for name in names:  # the next save must not wait on a lock left held
+                    if name != "p.json":
+                        (tmp_path / name).unlink()
+            elif names:
+                assert read_profile(path)["runs"] in ((4, 3) if existing else (1,))
+        assert left == []

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import sys
 import warnings
+from typing import Any
 
 import pytest
 
-from arena import Arena, ArenaWarning
+from arena import Arena, ArenaError, ArenaWarning
 from tests import interrupts
 from tests.interrupts import Injector, damage, fresh, program
+
+F32 = "float32"
 
 
 def _interrupt_at(ws: Arena, function: str, event: str, nth: int) -> None:
@@ -142,3 +145,94 @@ def test_a_plain_request_after_an_interrupted_enter_is_not_placed_above_it(
         assert view.nbytes == capacity
         assert damage(ws, True) == ""
         ws.close()
+
+
+def _warm_diverging(ws: Arena) -> None:
+    """Two runs of step "d": recorded, then planned (256 B, 128 B, 64 B floats)."""
+    for _ in range(2):
+        with ws.step("d") as step:
+            (a,) = step.get_simultaneous(((256,), F32))
+            step.get_simultaneous(((128,), F32))
+            step.release(a)
+            step.get_simultaneous(((64,), F32))
+
+
+def _diverging_run(ws: Arena, injector: Injector | None) -> tuple[dict[str, int], dict[str, int]]:
+    """A replay of "d" that diverges at its second request (a view larger than planned)
+    and records from there, with ``injector`` tracing its requests and releases; an
+    interrupt is caught inside the step and the call made again where it did not take
+    effect (a request not counted, a release refused nowhere). The slot's figures while
+    the step is still open, then after it closed."""
+    slot = ws.numpy._select()
+
+    def figures(step: Any = None) -> dict[str, int]:
+        out = {"live": slot.stack.live, "top": slot.stack.top, "load": slot.load}
+        out["capacity"] = slot.buffer.capacity
+        if step is not None:
+            out["held"] = step.held
+            out["regions hold"] = sum(region.held for region in slot.stack.regions)
+            out["run holds"] = sum(size for _, size in step.run.live.values())
+        return out
+
+    booked = 0  # a request interrupted after booking its views: those bytes stay held
+    with ws.step("d") as step:
+        (a,) = step.get_simultaneous(((256,), F32))
+        if injector is not None:
+            sys.settrace(injector)
+        try:
+            for spec in (((512,), F32), None, ((64,), F32)):  # None: release a
+                before, views = step.request, len(step.run.views)
+                try:
+                    step.get_simultaneous(spec) if spec else step.release(a)
+                except KeyboardInterrupt:
+                    sys.settrace(None)
+                    booked = int(bool(spec) and len(step.run.views) > views)
+                    if spec and step.request == before:
+                        step.get_simultaneous(spec)
+                    elif not spec:
+                        try:
+                            step.release(a)
+                        except ArenaError:  # released already, before the interrupt
+                            pass
+        finally:
+            sys.settrace(None)
+        inside = figures(step)
+    inside["booked"] = booked
+    return inside, figures()
+
+
+def test_an_interrupt_in_a_diverging_run_leaves_the_books_right(hit_path: str) -> None:
+    """Every entry and return of a replay's divergence and the requests and release that
+    follow it, the interrupt caught inside the step. While the step is open the slot's
+    live bytes are what the open regions hold and the step holds what its run has live;
+    LOAD never passes the capacity; unless a request was stopped after booking its views
+    (their bytes stay held, as a lost view's, and the call made again places its own
+    views apart), every figure is the uninterrupted run's, open and closed. Before the
+    stack recounted from the regions (RegionStack.settle), an interrupt at the stack's
+    call in ``Step._diverge`` left the step counting the plan's LOAD (LOAD 3584 on a
+    3072-byte slot), at its return the step holding 2816 bytes with 2304 live."""
+    with Arena("cpu", framework="numpy") as ws:
+        _warm_diverging(ws)
+        reference = _diverging_run(ws, None)
+    damaged, at = [], 1
+    while True:
+        with Arena("cpu", framework="numpy") as ws:
+            _warm_diverging(ws)
+            injector = Injector(at)
+            inside, closed = _diverging_run(ws, injector)
+        if not injector.fired:
+            break  # past the last point
+        wrong = []
+        if not inside["live"] == inside["regions hold"] == inside["held"] == inside["run holds"]:
+            wrong.append("live bytes apart from what the step holds")
+        if not inside["live"] <= inside["load"] <= inside["capacity"]:
+            wrong.append("LOAD below the live bytes or above the capacity")
+        if closed["load"] > closed["capacity"] or closed["live"] or closed["top"]:
+            wrong.append("the closed step's figures")
+        if not inside["booked"] and (inside, closed) != reference:
+            wrong.append(f"not the uninterrupted run's {reference}")
+        if wrong:
+            damaged.append(f"{injector.where}: {', '.join(wrong)}: {inside}, {closed}")
+        at += 1
+    assert at > 100  # the points were reached
+    assert damaged == []

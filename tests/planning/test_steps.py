@@ -683,31 +683,37 @@ def test_a_step_recorded_above_a_step_it_was_opened_below_marks_that_step_stale(
         assert ws.stats().slots[0].capacity == 3072
 
 
-def test_a_recording_release_interrupted_at_the_stacks_call_frees_nothing(
+def test_a_recording_release_interrupted_at_the_stacks_call_keeps_the_books(
     hit_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Round 10 of the mutation tests (steps.py _start_inside #9 showed it): an interrupt
-    # at release()'s call of RegionStack.account, in a recording run, left the block freed
-    # for the run's next requests while the step and the slot still counted its bytes
-    # live, so LOAD passed the capacity (3072 bytes on a 2048-byte slot). The block now
-    # leaves the run's live blocks after that call, with the step's count: interrupted
-    # there, the release frees nothing, and the next request goes above it.
+    # at release()'s call of the stack, in a recording run, left the block freed for the
+    # run's next requests while the step and the slot still counted its bytes live, so
+    # LOAD passed the capacity (3072 bytes on a 2048-byte slot). Since the stack recounts
+    # its live bytes from what the regions hold (RegionStack.settle, after the step's own
+    # stores), interrupted there the release is made (the block is free, the step's count
+    # follows the run's live blocks) and the stack's figure, left behind, is recounted by
+    # the next request, which reuses the block's bytes.
     from arena.slots.stack import RegionStack
 
-    account = RegionStack.account
+    settle = RegionStack.settle
 
-    def interrupted(self: RegionStack, top: int, added: int) -> None:
-        if added < 0:
+    def interrupted(self: RegionStack, top: int) -> None:
+        if sum(region.held for region in self.regions) < self.live:  # a release
             raise KeyboardInterrupt
-        account(self, top, added)
+        settle(self, top)
 
     with Arena("cpu", framework="numpy") as ws, ws.step("k") as step:
+        slot = ws.numpy._select()
         step.get_simultaneous(KIB)
         (b,) = step.get_simultaneous(KIB)
         with monkeypatch.context() as m:
-            m.setattr(RegionStack, "account", interrupted)
+            m.setattr(RegionStack, "settle", interrupted)
             with pytest.raises(KeyboardInterrupt):
                 step.release(b)
+        with pytest.raises(ArenaError, match="released already"):
+            step.release(b)
         step.get_simultaneous(KIB)
         stats = ws.stats().slots[0]
-        assert stats.load <= stats.capacity == 3072
+        assert stats.load <= stats.capacity == 2048
+        assert slot.stack.live == step.held == 2048
