@@ -429,7 +429,10 @@ def test_the_c_field_finder_sees_a_lower_layer_writing_the_slot() -> None:
 # named for their class (``slot_calls``, ``stack_top``, ``buffer_prepared``,
 # ``governor_locked``); a store is one through ``FIELD(obj, offset)`` (assigned, its
 # address taken, passed to Py_SETREF, Py_XSETREF or Py_CLEAR) or ``field_write(obj,
-# offset, ...)`` (arena/base/_fields.h). No exception is listed: none is needed.
+# offset, ...)`` (arena/base/_fields.h). The offsets the C-API's table holds for its
+# header's inline stores (``calls_at``, ``top_at``, ``live_at``, read through
+# ``ARENA_SLOT_AT``) are the header's alone: a module above that names one is refused too.
+# No exception is listed: none is needed.
 _SLOTS_OFFSET = r"(?:slot|stack|buffer|governor)_\w+"
 _FIELD_AT = r"FIELD\(\s*[^,;]+?\s*,\s*(" + _SLOTS_OFFSET + r")\s*\)"
 _C_SLOT_STORES = (
@@ -437,6 +440,7 @@ _C_SLOT_STORES = (
     re.compile(_FIELD_AT + r"\s*(?:[-+*/|&^]?=(?!=)|\+\+|--)"),
     re.compile(r"\b(?:Py_X?SETREF|Py_X?CLEAR)\(\s*" + _FIELD_AT),
     re.compile(r"\bfield_write\(\s*[^,;]+?,\s*(" + _SLOTS_OFFSET + r")\s*,"),
+    re.compile(r"\b(ARENA_SLOT_AT|calls_at|top_at|live_at)\b"),
 )
 
 
@@ -480,6 +484,8 @@ def test_the_c_slot_store_finder_sees_stores() -> None:
         "keep(&FIELD(entry, prepared_used), Py_True);\n"  # a Prepared's (views)
         "/* FIELD(slot, slot_calls) = more; */\n"  # a comment
         "FIELD(buffer, buffer_captured) = Py_True; FIELD(g, governor_locked) = x;\n"
+        "ARENA_SLOT_AT(slot, slot_api->calls_at) = more;\n"  # the C-API header's own
+        "arena_slot_count_call(slot_api, slot);\n"  # the C-API's store: asked for
     )
     assert c_slot_stores(planted) == [
         (1, "slot_calls"),
@@ -489,6 +495,8 @@ def test_the_c_slot_store_finder_sees_stores() -> None:
         (5, "slot_detour"),
         (10, "buffer_captured"),
         (10, "governor_locked"),
+        (11, "ARENA_SLOT_AT"),
+        (11, "calls_at"),
     ]
 
 

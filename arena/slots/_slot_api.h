@@ -12,15 +12,16 @@
  * its C-API as `_ARRAY_API`); a module that uses it imports it once, at its own import,
  * with PyCapsule_Import, and calls `bind` once with the classes before anything else.
  *
- * Every function but `bind` and the counts' `count_ahead` and `count_call` (which may
- * allocate an int) is plain stores: it runs no Python code, and the values it replaces are
- * ints and lists of regions held elsewhere too (by the new list, or by the caller: the
- * region that closes), whose release runs none either. So a
- * caller that installs a change in one step (every value made and every field it decided
- * on read again first) calls them among its own stores, and no other thread sees the
- * change half made. `slot` is always a Slot of the bound class, `stack` its RegionStack
- * (the caller checked their types, as the compiled hits check every object they read);
- * the objects passed are borrowed, and the functions take their own references.
+ * Every function here but `bind` and the counts' arena_slot_count_ahead and
+ * arena_slot_count_call (which may allocate an int) is plain stores: it runs no Python
+ * code, and the values it replaces are ints and lists of regions held elsewhere too (by
+ * the new list, or by the caller: the region that closes), whose release runs none
+ * either. So a caller that installs a change in one step (every value made and every
+ * field it decided on read again first) calls them among its own stores, and no other
+ * thread sees the change half made. `slot` is always a Slot of the bound class, `stack`
+ * its RegionStack (the caller checked their types, as the compiled hits check every
+ * object they read); the objects passed are borrowed, and the functions take their own
+ * references.
  */
 #ifndef ARENA_SLOT_API_H
 #define ARENA_SLOT_API_H
@@ -32,33 +33,23 @@
 #define ARENA_SLOT_API_VERSION 1
 #define ARENA_SLOT_API_CAPSULE "arena.slots._slot._C_API"
 
-/* A slot's next call count, made before a caller's stores (count_ahead) and installed
- * among them (count_install). `calls` is the caller's reference until then: it drops it
- * (Py_CLEAR) where it installs nothing. */
+/* A slot's next call count, made before a caller's stores (arena_slot_count_ahead) and
+ * installed among them (arena_slot_count_install). `calls` is the caller's reference until
+ * then: it drops it (Py_CLEAR) where it installs nothing. */
 typedef struct {
     PyObject *calls; /* the count to install: the field's own int (in_place) or a new one */
-    int in_place;    /* the field's int is counted up where it lies (see _slot.c) */
+    int in_place;    /* the field's int is counted up where it lies */
 } ArenaSlotCount;
 
 typedef struct {
     int version; /* ARENA_SLOT_API_VERSION */
+    /* Where this header's inline functions below store: Slot.calls, RegionStack.top and
+     * RegionStack.live, the offsets `bind` found (only those functions use them). */
+    Py_ssize_t calls_at, top_at, live_at;
     /* The classes whose fields the functions write: Slot, RegionStack and Governor (whose
      * `asleep` close_region reads). 0, or -1 with a TypeError where a field is not a
-     * writable __slots__ member. */
+     * writable __slots__ member. Called once, before anything else of this API. */
     int (*bind)(PyTypeObject *slot, PyTypeObject *stack, PyTypeObject *governor);
-    /* Slot.count_call(): slot.calls + 1, installed now. 0, or -1 with an exception set
-     * (no memory for the new int: nothing changed). An unset field stays unset. */
-    int (*count_call)(PyObject *slot);
-    /* Slot.count_call() in two steps, for a caller that must make every value before it
-     * stores anything: the next count into `*count` (0), or -1 with an exception set
-     * (`count->calls` NULL). Where an unset field is found: -1 with an AttributeError. */
-    int (*count_ahead)(PyObject *slot, ArenaSlotCount *count);
-    /* ... and its store, with no Python code run since count_ahead (the int counted in
-     * place must still be only the field's): consumes `count->calls` (set to NULL). */
-    void (*count_install)(PyObject *slot, ArenaSlotCount *count);
-    /* RegionStack.account(top, added): stack.top = top, stack.live = live, where `live`
-     * (an exact int) is stack.live + added, made by the caller ahead (an int allocation). */
-    void (*account)(PyObject *stack, PyObject *top, PyObject *live);
     /* Slot.note_load(live) (no reach): slot.load = max(slot.load, live), for an exact int
      * `live` and load (else nothing changes). */
     void (*note_load)(PyObject *slot, PyObject *live);
@@ -73,5 +64,125 @@ typedef struct {
      * `asleep` is nonzero, else 0; a value that is no exact int counts as nonzero). */
     void (*close_region)(PyObject *slot, PyObject *kept, PyObject *top, PyObject *live);
 } ArenaSlotAPI;
+
+/*
+ * A hit's per-request stores (Slot.count_call's, RegionStack.account's), written here as
+ * static inline functions over the offsets above: the slots layer's code, compiled into
+ * the caller where it calls them, so a hit pays no call for them (as NumPy's headers
+ * inline an array's accessors over its C-API). The other stores are the table's functions.
+ */
+
+#define ARENA_SLOT_AT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
+
+/* Whether the call count `calls` may be counted up in place: an exact one-digit int
+ * (CPython 3.11's layout) below 2**30 - 1 that only its field refers to (reference count
+ * 1), so no one can see it change, and not a cached small int (those have more
+ * references). A hit then installs no new int: the allocation, and the old int's
+ * deallocation, are code and memory that a torch pass has evicted from the CPU's caches by
+ * the next request. (Later CPythons lay ints out otherwise: never.) */
+static inline int arena_slot_counts_in_place(PyObject *calls) {
+#if PY_VERSION_HEX < 0x030C0000
+    return calls != NULL && PyLong_CheckExact(calls) && Py_REFCNT(calls) == 1 &&
+           Py_SIZE(calls) == 1 &&
+           ((PyLongObject *)calls)->ob_digit[0] + 1 < ((digit)1 << PyLong_SHIFT);
+#else
+    (void)calls;
+    return 0;
+#endif
+}
+
+/* `calls` + 1 in place (arena_slot_counts_in_place said yes, no Python code run since). */
+static inline void arena_slot_count_in_place(PyObject *calls) {
+#if PY_VERSION_HEX < 0x030C0000
+    ((PyLongObject *)calls)->ob_digit[0] += 1;
+#else
+    (void)calls;
+#endif
+}
+
+/* `calls` + 1 as a new int, the value `self.calls += 1` stores: PyLong_FromLong for a
+ * one-digit int, else PyNumber_Add (an exact int's: no Python code). NULL with an
+ * exception set on error. */
+static inline PyObject *arena_slot_plus_one(PyObject *calls) {
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyLong_CheckExact(calls) && Py_SIZE(calls) == 1)
+        return PyLong_FromLong((long)((PyLongObject *)calls)->ob_digit[0] + 1);
+#endif
+    PyObject *one = PyLong_FromLong(1); /* a cached small int */
+    PyObject *more = one == NULL ? NULL : PyNumber_Add(calls, one);
+    Py_XDECREF(one);
+    return more;
+}
+
+/* Slot.count_call(): slot.calls + 1, installed now. 0, or -1 with an exception set (no
+ * memory for the new int: nothing changed). An unset field (never: Slot.__init__ sets
+ * it) stays unset. */
+static inline int arena_slot_count_call(const ArenaSlotAPI *api, PyObject *slot) {
+    PyObject **field = &ARENA_SLOT_AT(slot, api->calls_at);
+    PyObject *calls = *field;
+    if (calls == NULL) return 0;
+    if (arena_slot_counts_in_place(calls)) {
+        arena_slot_count_in_place(calls);
+        return 0;
+    }
+    PyObject *more = arena_slot_plus_one(calls);
+    if (more == NULL) return -1;
+    *field = more;
+    Py_DECREF(calls);
+    return 0;
+}
+
+/* Slot.count_call() in two steps, for a caller that makes every value before it stores
+ * anything: the next count into `*count` (0), or -1 with an exception set (`count->calls`
+ * NULL; an unset field: an AttributeError). */
+static inline int arena_slot_count_ahead(const ArenaSlotAPI *api, PyObject *slot,
+                                         ArenaSlotCount *count) {
+    PyObject *calls = ARENA_SLOT_AT(slot, api->calls_at);
+    count->in_place = arena_slot_counts_in_place(calls);
+    if (count->in_place) {
+        count->calls = Py_NewRef(calls); /* held: the install counts it up and lets go */
+        return 0;
+    }
+    if (calls == NULL) {
+        count->calls = NULL;
+        PyErr_Format(PyExc_AttributeError, "'%s' object has no attribute 'calls'",
+                     Py_TYPE(slot)->tp_name);
+        return -1;
+    }
+    count->calls = arena_slot_plus_one(calls);
+    return count->calls == NULL ? -1 : 0;
+}
+
+/* ... and its store, with no Python code run since arena_slot_count_ahead (the int
+ * counted in place must still be only the field's): consumes `count->calls` (NULL
+ * after). */
+static inline void arena_slot_count_install(const ArenaSlotAPI *api, PyObject *slot,
+                                            ArenaSlotCount *count) {
+    PyObject *calls = count->calls;
+    count->calls = NULL;
+    if (count->in_place) {
+        arena_slot_count_in_place(calls);
+        Py_DECREF(calls); /* the field's reference stays */
+        return;
+    }
+    PyObject **field = &ARENA_SLOT_AT(slot, api->calls_at);
+    PyObject *old = *field;
+    *field = calls;
+    Py_XDECREF(old);
+}
+
+/* RegionStack.account(top, added): stack.top = top, stack.live = live, where `live` (an
+ * exact int) is stack.live + added, made by the caller ahead (an int allocation). The
+ * replaced ints are released after both stores. */
+static inline void arena_slot_account(const ArenaSlotAPI *api, PyObject *stack,
+                                      PyObject *top, PyObject *live) {
+    PyObject **top_field = &ARENA_SLOT_AT(stack, api->top_at);
+    PyObject **live_field = &ARENA_SLOT_AT(stack, api->live_at);
+    PyObject *old_top = *top_field, *old_live = *live_field;
+    *top_field = Py_NewRef(top);
+    *live_field = Py_NewRef(live);
+    Py_XDECREF(old_top);
+    Py_XDECREF(old_live);
+}
 
 #endif /* ARENA_SLOT_API_H */

@@ -1229,7 +1229,7 @@ static PyObject *plan_serve(HitBase *self, PyObject *slot, PyObject *specs) {
         FIELD(slot, slot_buffer) != buffer || Py_TYPE(source) != (PyTypeObject *)p->ndarray)
         goto release;
     out = planned_views(p, planned, count, source, total);
-    if (out != NULL && slot_api->count_call(slot) < 0) Py_CLEAR(out);
+    if (out != NULL && arena_slot_count_call(slot_api, slot) < 0) Py_CLEAR(out);
 release:
     release_planned(planned, count);
 finish:
@@ -1278,7 +1278,7 @@ static PyObject *request(HitBase *self, PyObject *specs, PyObject *strict) {
     /* The bookkeeping of a hit: the entry was used (the cache's CLOCK sweep spares it),
      * the slot served one more request. */
     keep(&FIELD(entry, prepared_used), Py_True);
-    if (slot_api->count_call(slot) < 0) goto error;
+    if (arena_slot_count_call(slot_api, slot) < 0) goto error;
     result = views;
     PyObject *required = FIELD(entry, prepared_required);
     int capturing = 0;
@@ -1838,7 +1838,7 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
      * only the slot holds it, else a new int), made after the last Python code (the fresh
      * views): none runs from here to the last store. */
     ArenaSlotCount calls = {NULL, 0};
-    if (out != NULL && slot_api->count_ahead(slot, &calls) < 0) Py_CLEAR(out);
+    if (out != NULL && arena_slot_count_ahead(slot_api, slot, &calls) < 0) Py_CLEAR(out);
     /* request + 1 from r (request's value, an exact int): no generic addition */
     PyObject *next = out == NULL ? NULL : small_int(r + 1);
     /* The addresses (at the request's first block: the plan's every block made room for
@@ -1866,7 +1866,7 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     }
     Py_INCREF(Py_True);
     put(&FIELD(entry, prepared_used), Py_True);
-    slot_api->count_install(slot, &calls);
+    arena_slot_count_install(slot_api, slot, &calls);
     put(&self->request, next);
 #if STEP_MEMO
     /* Noted where the dict is still the one walked, in the state walked (the step's
@@ -2630,7 +2630,7 @@ static PyObject *enter_replay(PyObject *self, PyObject *slot) {
     store(&stores, &step->expiring, first.expiring);
     store(&stores, &FIELD(book, book_running), Py_True);
     slot_api->open_region(slot, stack);
-    slot_api->account(first.stack, end, live);
+    arena_slot_account(slot_api, first.stack, end, live);
     slot_api->note_load(slot, live);
     release_stores(&stores);
     Py_INCREF(self);
@@ -3197,10 +3197,10 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     /* The slot's next count (the slots layer's: counted up in place where only the slot
      * holds it, else a new int): no Python code runs from here to the last store. Then
      * Slot.count_call and RegionStack.account (top: the request's end; live: ahead). */
-    if (slot_api->count_ahead(slot, &calls) < 0) goto error;
+    if (arena_slot_count_ahead(slot_api, slot, &calls) < 0) goto error;
     if (FIELD(entry, prepared_used) != Py_True) keep(&FIELD(entry, prepared_used), Py_True);
-    slot_api->count_install(slot, &calls);
-    slot_api->account(stack, required, live);
+    arena_slot_count_install(slot_api, slot, &calls);
+    arena_slot_account(slot_api, stack, required, live);
     put(&self->held, held);
     if (self->end != required) keep(&self->end, required);
     held = NULL;
