@@ -1,8 +1,9 @@
 """The compiled plain, step and scope hits count the slot's calls up in place where only
 the slot refers to its count (an exact one-digit int of reference count 1, CPython 3.11's
 layout; ``arena_slot_counts_in_place``, in the slots layer's C-API that the hits call,
-``arena/slots/_slot_api.h``): the count must come out as the Python path's, and an int anyone else holds (a
-value read from ``slot.calls`` or from the stats) must never change under them.
+``arena/slots/_slot_api.h``): the count must come out as the Python path's, and an int
+anyone else holds (a value read from ``slot.calls`` or from the stats) must never change
+under them.
 """
 
 from __future__ import annotations
