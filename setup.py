@@ -5,7 +5,9 @@ offset search behind ``plan_offsets(time_limit=...)`` (MiniMalloc's solver porte
 ``arena/planning/_place.c`` the compiled best-fit placement behind ``plan_offsets``;
 ``arena/memory/_host.c`` the compiled host allocation behind ``HostSource.allocate`` and a
 host ledger's compiled replace, whose C-API (``arena/memory/_host_api.h``)
-``arena/slots/_growth.c``, a slot's compiled growth, calls. All are built where a C
+``arena/slots/_growth.c``, a slot's compiled growth, calls; ``arena/slots/_slot.c`` the
+slot's and its region stack's own stores, whose C-API (``arena/slots/_slot_api.h``) the
+hit path calls. All are built where a C
 compiler and Python's headers are found; ``optional=True`` lets the install go on without
 them, and arena then runs their pure-Python versions
 (``python -m arena --version`` says which hit path is in use).
@@ -15,7 +17,13 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("arena.views._hit", ["arena/views/_hit.c"], optional=True),
+        # Above the slots layer: it imports _slot's C-API (the slot's own stores).
+        Extension(
+            "arena.views._hit",
+            ["arena/views/_hit.c"],
+            depends=["arena/slots/_slot_api.h"],
+            optional=True,
+        ),
         Extension("arena.planning._search", ["arena/planning/_search.c"], optional=True),
         Extension("arena.planning._place", ["arena/planning/_place.c"], optional=True),
         Extension(
@@ -29,6 +37,13 @@ setup(
             "arena.slots._growth",
             ["arena/slots/_growth.c"],
             depends=["arena/memory/_host_api.h", "arena/base/_fields.h"],
+            optional=True,
+        ),
+        # The slot's and its region stack's own stores, exported to _hit as a C-API.
+        Extension(
+            "arena.slots._slot",
+            ["arena/slots/_slot.c"],
+            depends=["arena/slots/_slot_api.h", "arena/base/_fields.h"],
             optional=True,
         ),
     ]

@@ -421,6 +421,85 @@ def test_the_c_field_finder_sees_a_lower_layer_writing_the_slot() -> None:
     assert fields_from_above(planted, "slots") == []
 
 
+# Issue 27 item 3 for the compiled modules: a C module above the slots layer reads the
+# fields of a slot, its region stack, buffer or governor at their offsets (as every layer
+# may read), but stores into none of them: what it changes, it asks of the slots layer's
+# C-API (arena/slots/_slot_api.h, the Slot's and RegionStack's own stores in
+# arena/slots/_slot.c), as Python code above calls the Slot's methods. Its offsets are
+# named for their class (``slot_calls``, ``stack_top``, ``buffer_prepared``,
+# ``governor_locked``); a store is one through ``FIELD(obj, offset)`` (assigned, its
+# address taken, passed to Py_SETREF, Py_XSETREF or Py_CLEAR) or ``field_write(obj,
+# offset, ...)`` (arena/base/_fields.h). The offsets the C-API's table holds for its
+# header's inline stores (``calls_at``, ``top_at``, ``live_at``, read through
+# ``ARENA_SLOT_AT``) are the header's alone: a module above that names one is refused too.
+# No exception is listed: none is needed.
+_SLOTS_OFFSET = r"(?:slot|stack|buffer|governor)_\w+"
+_FIELD_AT = r"FIELD\(\s*[^,;]+?\s*,\s*(" + _SLOTS_OFFSET + r")\s*\)"
+_C_SLOT_STORES = (
+    re.compile(r"(?:^|[(,=?:])\s*&\s*" + _FIELD_AT, re.M),  # an address, not a "&&"
+    re.compile(_FIELD_AT + r"\s*(?:[-+*/|&^]?=(?!=)|\+\+|--)"),
+    re.compile(r"\b(?:Py_X?SETREF|Py_X?CLEAR)\(\s*" + _FIELD_AT),
+    re.compile(r"\bfield_write\(\s*[^,;]+?,\s*(" + _SLOTS_OFFSET + r")\s*,"),
+    re.compile(r"\b(ARENA_SLOT_AT|calls_at|top_at|live_at)\b"),
+)
+
+
+def c_slot_stores(source: str) -> list[tuple[int, str]]:
+    """(line, offset) of every store in C ``source`` into a field at an offset named for a
+    class of the slots layer; comments are left out (their lines kept)."""
+    text = _C_COMMENT.sub(lambda m: "\n" * m.group().count("\n") or " ", source)
+    found = set()
+    for pattern in _C_SLOT_STORES:
+        for match in pattern.finditer(text):
+            found.add((text.count("\n", 0, match.start()) + 1, match.group(1)))
+    return sorted(found)
+
+
+def test_c_modules_above_the_slots_layer_store_into_no_slot_field() -> None:
+    stores = []
+    for path in _c_files():
+        part = _part(_module_name(path))
+        assert part is not None
+        if _rank(part) <= _rank("slots"):
+            continue
+        for line, offset in c_slot_stores(path.read_text(encoding="utf-8")):
+            stores.append(f"{path.relative_to(ROOT)}:{line} stores at {offset}")
+    assert not stores, (
+        "only the slots layer writes its fields (issue 27): call the slots layer's C-API "
+        f"(arena/slots/_slot_api.h) instead: {stores}"
+    )
+
+
+def test_the_c_slot_store_finder_sees_stores() -> None:
+    """The stores the compiled hit made before the slots layer's C-API are found; reads,
+    and stores into the fields of a class of another layer, are not."""
+    planted = (
+        "FIELD(slot, slot_calls) = more;\n"
+        "put(&FIELD(slot, slot_calls), calls);\n"
+        "store(&stores, &FIELD(first.stack, stack_top), end);\n"
+        "Py_SETREF(FIELD(v->slot, slot_load), live);\n"
+        "field_write(slot, slot_detour, one);\n"
+        "if (FIELD(slot, slot_calls) == NULL && x & FIELD(s, slot_x)) return NULL;\n"  # reads
+        "PyObject *top = FIELD(stack, stack_top), *b = FIELD(slot, slot_buffer);\n"
+        "keep(&FIELD(entry, prepared_used), Py_True);\n"  # a Prepared's (views)
+        "/* FIELD(slot, slot_calls) = more; */\n"  # a comment
+        "FIELD(buffer, buffer_captured) = Py_True; FIELD(g, governor_locked) = x;\n"
+        "ARENA_SLOT_AT(slot, slot_api->calls_at) = more;\n"  # the C-API header's own
+        "arena_slot_count_call(slot_api, slot);\n"  # the C-API's store: asked for
+    )
+    assert c_slot_stores(planted) == [
+        (1, "slot_calls"),
+        (2, "slot_calls"),
+        (3, "stack_top"),
+        (4, "slot_load"),
+        (5, "slot_detour"),
+        (10, "buffer_captured"),
+        (10, "governor_locked"),
+        (11, "ARENA_SLOT_AT"),
+        (11, "calls_at"),
+    ]
+
+
 def test_the_graph_reader_sees_imports() -> None:
     """The reader is not blind: known imports are edges, and a planted cycle is found."""
     edges = import_edges()

@@ -301,7 +301,11 @@ class Slot:
             return self.buffer, resizes
 
     def count_call(self, count: int = 1) -> None:
-        """Count ``count`` requests served (``-1``: one counted already is served again)."""
+        """Count ``count`` requests served (``-1``: one counted already is served again).
+        The compiled hits count one through its compiled form
+        (``arena_slot_count_call`` in ``arena/slots/_slot_api.h``, the slots layer's
+        C-API), as they open and close regions through :meth:`open_region`'s and
+        :meth:`close_region`'s (``arena/slots/_slot.c``)."""
         self.calls += count
 
     def note_plain(self, nbytes: int) -> None:

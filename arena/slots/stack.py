@@ -17,8 +17,10 @@ close their regions through the slot (:meth:`~arena.slots.slot.Slot.open_region`
 with the stack) and, once they stored what they hold, have the stack recount its live
 bytes from them (:meth:`RegionStack.settle`); the request path
 (:mod:`arena.views.builder`) asks it for the top. Only this class's methods write its
-fields (tests/test_layers.py holds it), and the compiled hits (``arena/views/_hit.c``)
-read and write them by member offset (bound by ``bind``), with the same plain stores.
+fields (tests/test_layers.py holds it). The compiled hits (``arena/views/_hit.c``) read
+them by member offset and change them through this layer's compiled stores (its C-API,
+``arena/slots/_slot_api.h`` and ``_slot.c``: ``arena_slot_account`` and the slot's
+``open_region`` and ``close_region``), the same plain stores.
 
 Each change a method makes is installed by plain stores with no call between them, so an
 interrupt sees the stack as it was or as it is after the change: a new list of regions,

@@ -54,6 +54,14 @@
 #include <frameobject.h>
 #include <structmember.h>
 
+#include "../slots/_slot_api.h"
+
+/* The slots layer's C-API (arena/slots/_slot_api.h), imported when this module is: what
+ * this module changes of a slot or its region stack (a call counted, the stack's top and
+ * live bytes, a region opened or closed, LOAD), it asks of it. It reads their fields
+ * itself, at the offsets bind() finds. */
+static ArenaSlotAPI *slot_api;
+
 /* ------------------------------------------------------------------ Binding */
 
 typedef struct {
@@ -360,7 +368,8 @@ static PyObject *bind(PyObject *module, PyObject *args) {
         member_offset(types[4], "asleep", &governor_asleep) < 0 ||
         member_offset(types[5], "peaks", &log_peaks) < 0 ||
         member_offset(types[5], "last_requests", &log_last_requests) < 0 ||
-        member_offset(types[5], "recorder", &log_recorder) < 0)
+        member_offset(types[5], "recorder", &log_recorder) < 0 ||
+        slot_api->bind(types[0], types[1], types[4]) < 0)
         return NULL;
     PyTypeObject **targets[6] = {&slot_type,     &stack_type,    &buffer_type,
                                  &prepared_type, &governor_type, &log_type};
@@ -1220,18 +1229,7 @@ static PyObject *plan_serve(HitBase *self, PyObject *slot, PyObject *specs) {
         FIELD(slot, slot_buffer) != buffer || Py_TYPE(source) != (PyTypeObject *)p->ndarray)
         goto release;
     out = planned_views(p, planned, count, source, total);
-    if (out != NULL) {
-        PyObject *calls = FIELD(slot, slot_calls);
-        if (calls != NULL) {
-            PyObject *more = PyNumber_Add(calls, one);
-            if (more == NULL) {
-                Py_CLEAR(out);
-            } else {
-                FIELD(slot, slot_calls) = more;
-                Py_DECREF(calls);
-            }
-        }
-    }
+    if (out != NULL && arena_slot_count_call(slot_api, slot) < 0) Py_CLEAR(out);
 release:
     release_planned(planned, count);
 finish:
@@ -1280,13 +1278,7 @@ static PyObject *request(HitBase *self, PyObject *specs, PyObject *strict) {
     /* The bookkeeping of a hit: the entry was used (the cache's CLOCK sweep spares it),
      * the slot served one more request. */
     keep(&FIELD(entry, prepared_used), Py_True);
-    PyObject *calls = FIELD(slot, slot_calls);
-    if (calls != NULL) {
-        PyObject *more = PyNumber_Add(calls, one);
-        if (more == NULL) goto error;
-        FIELD(slot, slot_calls) = more;
-        Py_DECREF(calls);
-    }
+    if (arena_slot_count_call(slot_api, slot) < 0) goto error;
     result = views;
     PyObject *required = FIELD(entry, prepared_required);
     int capturing = 0;
@@ -1616,41 +1608,6 @@ static inline PyObject *small_int(Py_ssize_t value) {
     return value < ((Py_ssize_t)1 << 30) ? PyLong_FromLong((long)value) : PyLong_FromSsize_t(value);
 }
 
-/* `calls` + 1: in place of PyNumber_Add for an exact int below 2**30 (a slot's call count),
- * the same value; NULL with an exception set on error. */
-static PyObject *plus_one(PyObject *calls) {
-    Py_ssize_t value = plain_size(calls);
-    if (value >= 0 && value < ((Py_ssize_t)1 << 30)) return small_int(value + 1);
-    return PyNumber_Add(calls, one);
-}
-
-/* Whether the slot's call count `calls` may be counted up in place (count_in_place): an
- * exact one-digit int (CPython 3.11's layout) below 2**30 - 1 that only its field refers
- * to (reference count 1), so no one can see it change, and not a cached small int
- * (those have more references). A step or scope hit then installs no new int: the
- * allocation, and the old int's deallocation, are code and memory that a torch pass has
- * evicted from the CPU's caches by the next request. */
-static inline int counts_in_place(PyObject *calls) {
-#if PY_VERSION_HEX < 0x030C0000
-    return calls != NULL && PyLong_CheckExact(calls) && Py_REFCNT(calls) == 1 &&
-           Py_SIZE(calls) == 1 &&
-           ((PyLongObject *)calls)->ob_digit[0] + 1 < ((digit)1 << PyLong_SHIFT);
-#else
-    (void)calls;
-    return 0;
-#endif
-}
-
-/* `calls` + 1, in place (see counts_in_place: checked by the caller, with no Python code
- * run since). */
-static inline void count_in_place(PyObject *calls) {
-#if PY_VERSION_HEX < 0x030C0000
-    ((PyLongObject *)calls)->ob_digit[0] += 1;
-#else
-    (void)calls;
-#endif
-}
-
 /* A plain one-view request in a few machine words: its dtype object and up to
  * SIGNATURE_DIMS dimensions below 2**32. A memo compares a request with the one it noted
  * through this copy (plain_request_is) instead of reading the noted key's tuples and
@@ -1877,23 +1834,17 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
         }
         PyList_SET_ITEM(out, i, view);
     }
-    /* The slot's count: counted up in place at the install (no Python code runs from
-     * here to there) where only the slot holds it, else a new int. Held either way. */
-    PyObject *calls = NULL;
-    int in_place = out != NULL && counts_in_place(FIELD(slot, slot_calls));
-    if (in_place) {
-        calls = FIELD(slot, slot_calls);
-        Py_INCREF(calls);
-    } else if (out != NULL) {
-        calls = plus_one(FIELD(slot, slot_calls));
-    }
+    /* The slot's next count (the slots layer's: counted up in place at the install where
+     * only the slot holds it, else a new int), made after the last Python code (the fresh
+     * views): none runs from here to the last store. */
+    ArenaSlotCount calls = {NULL, 0};
+    if (out != NULL && arena_slot_count_ahead(slot_api, slot, &calls) < 0) Py_CLEAR(out);
     /* request + 1 from r (request's value, an exact int): no generic addition */
-    PyObject *next = calls == NULL ? NULL : small_int(r + 1);
+    PyObject *next = out == NULL ? NULL : small_int(r + 1);
     /* The addresses (at the request's first block: the plan's every block made room for
      * once, at the run's first request), then the witnesses (the fresh views may have run
-     * Python code: the record is checked again; none runs from here to the last store). */
-    int failed = next == NULL || (in_place && FIELD(slot, slot_calls) != calls) ||
-                 self->ids != ids || self->handed != handed ||
+     * Python code: the record is checked again). */
+    int failed = next == NULL || self->ids != ids || self->handed != handed ||
                  PyList_GET_SIZE(handed) != r;
     if (!failed && PyByteArray_GET_SIZE(ids) < total * (Py_ssize_t)sizeof(void *))
         failed = PyByteArray_Resize(ids, total * (Py_ssize_t)sizeof(void *)) < 0;
@@ -1908,19 +1859,14 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     Py_DECREF(views);
     if (failed) {
         Py_XDECREF(next);
-        Py_XDECREF(calls);
+        Py_XDECREF(calls.calls);
         Py_XDECREF(out);
         Py_DECREF(entry);
         return NULL; /* with an exception where one was raised, else the Python path */
     }
     Py_INCREF(Py_True);
     put(&FIELD(entry, prepared_used), Py_True);
-    if (in_place) {
-        count_in_place(calls);
-        Py_DECREF(calls); /* the field's reference stays */
-    } else {
-        put(&FIELD(slot, slot_calls), calls);
-    }
+    arena_slot_count_install(slot_api, slot, &calls);
     put(&self->request, next);
 #if STEP_MEMO
     /* Noted where the dict is still the one walked, in the state walked (the step's
@@ -2650,11 +2596,11 @@ static PyObject *enter_replay(PyObject *self, PyObject *slot) {
     if (enter_view(self, slot, book, &now) <= 0 || memcmp(&first, &now, sizeof first) != 0 ||
         first.stores != owner || FIELD(self, st_key) != key)
         goto done;
-    int higher = PyObject_RichCompareBool(live, first.load, Py_GT); /* exact ints */
     int moved = PyObject_RichCompareBool(first.settled, first.version, Py_NE);
-    int free = higher < 0 || moved < 0 ? -1 : mutex_free(first.mutex);
+    int free = moved < 0 ? -1 : mutex_free(first.mutex);
     if (free <= 0) goto done;
-    /* Installed: plain stores, no Python code among them. */
+    /* Installed: plain stores, no Python code among them (the slot's and its stack's
+     * last, by the slots layer: Slot.open_region, RegionStack.account, Slot.note_load). */
     PyObject *yes_no[2] = {Py_False, Py_True};
     int quick = first.poison == Py_False && first.debug == Py_False;
     StepHitBase *step = (StepHitBase *)self;
@@ -2682,12 +2628,10 @@ static PyObject *enter_replay(PyObject *self, PyObject *slot) {
     store(&stores, &step->buffer, first.buffer);
     store(&stores, &step->caches, caches == NULL ? Py_None : caches);
     store(&stores, &step->expiring, first.expiring);
-    store(&stores, &FIELD(slot, slot_detour), one);
-    store(&stores, &FIELD(first.stack, stack_regions), stack);
-    store(&stores, &FIELD(first.stack, stack_top), end);
-    store(&stores, &FIELD(first.stack, stack_live), live);
-    if (higher) store(&stores, &FIELD(slot, slot_load), live);
     store(&stores, &FIELD(book, book_running), Py_True);
+    slot_api->open_region(slot, stack);
+    arena_slot_account(slot_api, first.stack, end, live);
+    slot_api->note_load(slot, live);
     release_stores(&stores);
     Py_INCREF(self);
     out = self;
@@ -2793,9 +2737,7 @@ static int exit_replay(PyObject *self) {
     int later = PyObject_RichCompareBool(first.start, first.base, Py_GT);
     int again = PyObject_IsTrue(first.above_runs);
     int larger = PyObject_RichCompareBool(first.above, first.book_above, Py_GT);
-    int detour = PyObject_IsTrue(first.pending);
-    if (detour == 0) detour = PyObject_IsTrue(first.asleep);
-    int free = later < 0 || again < 0 || larger < 0 || detour < 0 ? -1 : mutex_free(first.mutex);
+    int free = later < 0 || again < 0 || larger < 0 ? -1 : mutex_free(first.mutex);
     if (free <= 0) {
         done = free;
         goto finish;
@@ -2815,12 +2757,12 @@ static int exit_replay(PyObject *self) {
     store(&stores, &step->quick, Py_False);
     store(&stores, &step->buffer, Py_None);
     store(&stores, &step->caches, Py_None);
-    store(&stores, &FIELD(first.stack, stack_regions), stack);
-    store(&stores, &FIELD(first.stack, stack_top), zero);
-    store(&stores, &FIELD(first.stack, stack_live), zero);
-    store(&stores, &FIELD(first.slot, slot_detour), detour ? one : zero);
-    store(&stores, &step->slot, Py_None);
     store(&stores, &FIELD(self, st_nested), Py_None);
+    /* Slot.close_region(self, start, 0), nothing else open (the slots layer's stores:
+     * the stack emptied, the detour flag recomputed), before the step lets go of the slot
+     * (its reference). */
+    slot_api->close_region(first.slot, stack, zero, zero);
+    store(&stores, &step->slot, Py_None);
     release_stores(&stores);
     done = 1;
 finish:
@@ -3178,8 +3120,8 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     int known;
     PyObject *entry = scope_look_up(cache, top, at, specs, memo, &hash, &known);
     Py_DECREF(cache);
-    PyObject *out = NULL, *live = NULL, *held = NULL, *calls = NULL;
-    int in_place = 0;
+    PyObject *out = NULL, *live = NULL, *held = NULL;
+    ArenaSlotCount calls = {NULL, 0};
     PyObject *kept = entry == NULL ? NULL : FIELD(entry, prepared_key);
     /* Found by the memo's key, the dtypes are the very objects remembered. */
     if (entry == NULL || !Py_IS_TYPE(entry, prepared_type) || kept == NULL ||
@@ -3252,25 +3194,21 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
         Py_CLEAR(out);
         goto done;
     }
-    /* The slot's count: counted up in place where only the slot holds it (no Python code
-     * runs from here to the last store), else a new int, as PyNumber_Add(calls, 1). */
-    in_place = counts_in_place(FIELD(slot, slot_calls));
-    if (!in_place && (calls = plus_one(FIELD(slot, slot_calls))) == NULL) goto error;
+    /* The slot's next count (the slots layer's: counted up in place where only the slot
+     * holds it, else a new int): no Python code runs from here to the last store. Then
+     * Slot.count_call and RegionStack.account (top: the request's end; live: ahead). */
+    if (arena_slot_count_ahead(slot_api, slot, &calls) < 0) goto error;
     if (FIELD(entry, prepared_used) != Py_True) keep(&FIELD(entry, prepared_used), Py_True);
-    if (in_place)
-        count_in_place(FIELD(slot, slot_calls));
-    else
-        put(&FIELD(slot, slot_calls), calls);
-    put(&FIELD(stack, stack_live), live);
+    arena_slot_count_install(slot_api, slot, &calls);
+    arena_slot_account(slot_api, stack, required, live);
     put(&self->held, held);
-    keep(&FIELD(stack, stack_top), required);
     if (self->end != required) keep(&self->end, required);
-    calls = live = held = NULL;
+    held = NULL;
     goto done;
 error:
     Py_CLEAR(out);
 done:
-    Py_XDECREF(calls);
+    Py_XDECREF(calls.calls);
     Py_XDECREF(held);
     Py_XDECREF(live);
     Py_XDECREF(entry);
@@ -3513,9 +3451,7 @@ static int scope_open(PyObject *self, PyObject *slot) {
     store(&stores, &scope->base, first.top);
     store(&stores, &scope->end, first.top);
     store(&stores, &scope->held, zero);
-    store_new(&stores, &FIELD(first.stack, stack_regions), list);
-    list = NULL;
-    store(&stores, &FIELD(slot, slot_detour), one);
+    slot_api->open_region(slot, list); /* Slot.open_region(self)'s stores */
     release_stores(&stores);
     done = 1;
 finish:
@@ -3667,8 +3603,7 @@ static int scope_close(PyObject *self) {
         memcmp(&first, &now, scope_close_objects(&first)) != 0 || now.top != first.top ||
         now.live != first.live)
         goto finish;
-    int pending = PyObject_IsTrue(first.pending), asleep = PyObject_IsTrue(first.asleep);
-    int free = pending < 0 || asleep < 0 ? -1 : mutex_free(first.mutex);
+    int free = mutex_free(first.mutex);
     if (free <= 0) {
         done = free;
         goto finish;
@@ -3679,13 +3614,9 @@ static int scope_close(PyObject *self) {
         Py_INCREF(r);
         PyList_SET_ITEM(kept, i, r);
     }
-    int detour = pending || kept_count > 0 || asleep;
+    /* Slot.close_region(self, top, live)'s stores (the stack's, then the detour flag). */
+    slot_api->close_region(first.slot, kept, top, live);
     Stores stores = {.count = 0};
-    store_new(&stores, &FIELD(first.stack, stack_regions), kept);
-    store_new(&stores, &FIELD(first.stack, stack_top), top);
-    store_new(&stores, &FIELD(first.stack, stack_live), live);
-    kept = top = live = NULL;
-    store(&stores, &FIELD(first.slot, slot_detour), detour ? one : zero);
     store(&stores, &((ScopeHitBase *)self)->slot, Py_None);
     release_stores(&stores);
     done = 1;
@@ -3805,6 +3736,29 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__hit(void) {
+    /* The slots layer's C-API, as NumPy's import_array() takes NumPy's: once. Its module
+     * is imported first: PyCapsule_Import imports only the package and reads the rest as
+     * attributes, and arena.slots may not have imported it yet. */
+    PyObject *slots = PyImport_ImportModule("arena.slots._slot");
+    Py_XDECREF(slots);
+    ArenaSlotAPI *api = slots == NULL ? NULL
+                                      : (ArenaSlotAPI *)PyCapsule_Import(ARENA_SLOT_API_CAPSULE, 0);
+    if (api == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_ImportError)) { /* a _slot without the C-API */
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ImportError, "arena.views._hit needs the C-API of "
+                                               "arena.slots._slot: rebuild arena");
+        }
+        return NULL;
+    }
+    if (api->version != ARENA_SLOT_API_VERSION) {
+        PyErr_Format(PyExc_ImportError,
+                     "arena.views._hit was built for version %d of arena.slots._slot's "
+                     "C-API, which exports version %d: rebuild arena",
+                     ARENA_SLOT_API_VERSION, api->version);
+        return NULL;
+    }
+    slot_api = api;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) return NULL;
     str_miss = PyUnicode_InternFromString("miss");
