@@ -9,7 +9,7 @@
  * stores of a region's opening and closing and of LOAD (Slot.open_region's,
  * Slot.close_region's, Slot.note_load's), called through the table's function pointers
  * once per step or scope. A hit's per-request stores (Slot.count_call's,
- * RegionStack.account's) are the header's static inline functions, over the offsets the
+ * RegionStack.settle's) are the header's static inline functions, over the offsets the
  * table holds: no call on the hot path. The module has no Python functions: its capsule
  * is all it exports.
  */

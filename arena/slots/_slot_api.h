@@ -66,7 +66,7 @@ typedef struct {
 } ArenaSlotAPI;
 
 /*
- * A hit's per-request stores (Slot.count_call's, RegionStack.account's), written here as
+ * A hit's per-request stores (Slot.count_call's, RegionStack.settle's), written here as
  * static inline functions over the offsets above: the slots layer's code, compiled into
  * the caller where it calls them, so a hit pays no call for them (as NumPy's headers
  * inline an array's accessors over its C-API). The other stores are the table's functions.
@@ -194,9 +194,12 @@ ARENA_SLOT_INLINE void arena_slot_count_install(const ArenaSlotAPI *api, PyObjec
     Py_XDECREF(old);
 }
 
-/* RegionStack.account(top, added): stack.top = top, stack.live = live, where `live` (an
- * exact int) is stack.live + added, made by the caller ahead (an int allocation). The
- * replaced ints are released after both stores. */
+/* RegionStack.settle(top)'s stores: stack.top = top, stack.live = live, where `live` (an
+ * exact int, made by the caller ahead: an int allocation) is stack.live plus what the hit
+ * added. settle recounts live as the sum of the open regions' held bytes, so that a
+ * Python-level interrupt between a region's own stores and the recount is healed by the
+ * next one; no Python code runs between a compiled hit's stores, so its running sum is
+ * that recount. The replaced ints are released after both stores. */
 ARENA_SLOT_INLINE void arena_slot_account(const ArenaSlotAPI *api, PyObject *stack,
                                           PyObject *top, PyObject *live) {
     PyObject **top_field = &ARENA_SLOT_AT(stack, api->top_at);

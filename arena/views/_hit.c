@@ -2600,7 +2600,7 @@ static PyObject *enter_replay(PyObject *self, PyObject *slot) {
     int free = moved < 0 ? -1 : mutex_free(first.mutex);
     if (free <= 0) goto done;
     /* Installed: plain stores, no Python code among them (the slot's and its stack's
-     * last, by the slots layer: Slot.open_region, RegionStack.account, Slot.note_load). */
+     * last, by the slots layer: Slot.open_region, RegionStack.settle, Slot.note_load). */
     PyObject *yes_no[2] = {Py_False, Py_True};
     int quick = first.poison == Py_False && first.debug == Py_False;
     StepHitBase *step = (StepHitBase *)self;
@@ -3196,7 +3196,7 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     }
     /* The slot's next count (the slots layer's: counted up in place where only the slot
      * holds it, else a new int): no Python code runs from here to the last store. Then
-     * Slot.count_call and RegionStack.account (top: the request's end; live: ahead). */
+     * Slot.count_call and RegionStack.settle (top: the request's end; live: ahead). */
     if (arena_slot_count_ahead(slot_api, slot, &calls) < 0) goto error;
     if (FIELD(entry, prepared_used) != Py_True) keep(&FIELD(entry, prepared_used), Py_True);
     arena_slot_count_install(slot_api, slot, &calls);
