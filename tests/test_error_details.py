@@ -393,6 +393,17 @@ def test_a_front_says_which_framework_and_arena_it_is_and_whether_it_is_cached()
         assert repr(a.front("numpy", cached=True)) == f"<arena cached front 'numpy' of {a!r}>"
 
 
+def test_an_inference_fronts_repr_says_so_in_the_words_of_the_others() -> None:
+    """Mutation Round 11: ``Front.__repr__`` #10 garbled the word, and the only check was
+    that the repr holds "inference"."""
+    pytest.importorskip("torch")
+    with Arena("cpu", framework="torch") as a:
+        front = a.front("torch", cached=True, inference=True)
+        assert repr(front) == f"<arena cached inference front 'torch' of {a!r}>"
+        plain = a.front("torch", inference=True)
+        assert repr(plain) == f"<arena inference front 'torch' of {a!r}>"
+
+
 def test_where_a_view_starts_is_read_from_numpy_and_cupy_style_arrays() -> None:
     from arena.views.prepared import array_start, metadata
 

@@ -4,8 +4,17 @@ names no caller rather than raising."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+from pathlib import Path
 
+import arena.adapters
+import pytest
+
+import arena
+from arena import ArenaWarning
+from arena.base import events
 from arena.base.events import caller_info
 
 
@@ -28,3 +37,59 @@ def test_more_frames_skipped_than_the_stack_holds_names_no_caller() -> None:
         depth += 1
     assert caller_info(depth + 1) == "<unknown>"
     assert caller_info(10**6) == "<unknown>"
+
+
+# Mutation Round 11: events.py's own tests. Arena's files are resolved once per process
+# and the internal folders found once, so each test below starts from empty memos.
+
+
+@pytest.fixture
+def fresh_memos(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(events, "_internal_dirs", None)
+    monkeypatch.setattr(events, "_INTERNAL_FILES", {})
+
+
+@pytest.mark.usefixtures("fresh_memos")
+def test_the_internal_folders_are_arenas_its_adapters_and_contextlib() -> None:
+    found = events._internal()
+    package = str(Path(arena.__file__).resolve().parent) + os.sep
+    adapters = str(Path(arena.adapters.__file__).resolve().parent) + os.sep
+    contextlib_file = str(Path(contextlib.__file__).resolve())
+    assert found == (package, adapters, contextlib_file)
+    assert events._internal() is found  # found once
+
+
+@pytest.mark.usefixtures("fresh_memos")
+def test_a_pseudo_file_is_never_arenas_even_from_inside_its_folder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``<string>`` (exec, doctest) is no file: not resolved against the working folder,
+    which may be arena's own."""
+    monkeypatch.chdir(Path(arena.__file__).resolve().parent)
+    assert events._is_internal("<string>") is False
+    assert events._is_internal("core.py") is True  # a relative path is resolved
+
+
+@pytest.mark.usefixtures("fresh_memos")
+def test_a_link_into_arena_is_arenas_and_an_unresolvable_path_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    link = tmp_path / "linked.py"
+    link.symlink_to(Path(arena.__file__).resolve().parent / "core.py")
+    assert events._is_internal(str(link)) is True
+    assert events._is_internal(str(tmp_path / "user.py")) is False
+
+    class _Unresolvable(type(Path())):  # type: ignore[misc]
+        def resolve(self, strict: bool = False) -> Path:
+            raise OSError("no such mount")
+
+    monkeypatch.setattr(events, "Path", _Unresolvable)
+    assert events._is_internal(str(tmp_path / "elsewhere.py")) is False
+
+
+@pytest.mark.usefixtures("fresh_memos")
+def test_a_warning_names_the_users_line_when_no_file_was_resolved_yet() -> None:
+    with pytest.warns(ArenaWarning, match="from the test") as caught:
+        line = _line() + 1
+        events.warn_user("from the test")
+    assert caught[0].filename == __file__ and caught[0].lineno == line
