@@ -21,6 +21,7 @@ from arena import (
     ArenaLockedError,
     ArenaOutOfMemoryError,
     ConfigError,
+    DTypeError,
     GraphCaptureError,
     PersistentMismatchError,
     SlotError,
@@ -687,3 +688,18 @@ def test_planning_steps_announces_each_shrink_and_plans_the_largest_need() -> No
         ("resize", (1, 0), recorded[1], after[1]),
         ("close", None, 0, 0),
     ]
+
+
+@pytest.mark.parametrize(
+    ("module", "front"),
+    [("cupy._core.core", "cupy"), ("jaxlib.xla_extension", "jax"), ("torch", "torch")],
+)
+def test_an_array_of_another_framework_is_sent_to_that_frameworks_front(
+    module: str, front: str
+) -> None:
+    """``data_ptr`` given another framework's array names that framework's front, JAX's
+    arrays by their ``jaxlib`` module too (Round 11: ``Front.data_ptr`` #15, #30)."""
+    foreign = type("ndarray", (), {"__module__": module})()
+    refused = pytest.raises(DTypeError, match=rf"call ws\.{front}\.data_ptr or ws\.{front}\.")
+    with Arena("cpu", framework="numpy") as a, refused:
+        a.numpy.data_ptr(foreign)

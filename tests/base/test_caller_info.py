@@ -5,6 +5,7 @@ names no caller rather than raising."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import arena.adapters
 import pytest
 
 import arena
-from arena import ArenaWarning
+from arena import Arena, ArenaWarning
 from arena.base import events
 from arena.base.events import caller_info
 
@@ -93,3 +94,42 @@ def test_a_warning_names_the_users_line_when_no_file_was_resolved_yet() -> None:
         line = _line() + 1
         events.warn_user("from the test")
     assert caught[0].filename == __file__ and caught[0].lineno == line
+
+
+def test_debug_mode_prints_its_lines_where_no_logging_is_configured(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ARENA_DEBUG`` with no handler anywhere: a stderr handler is attached and the
+    line is the prefix and the message, nothing else; without debug the line goes to
+    DEBUG (Round 11: ``log_event``'s format, handler and level)."""
+    monkeypatch.setattr(events.logger, "handlers", [])
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])
+    level = events.logger.level
+    try:
+        events.log_event("grew slot (0, 0)", debug=True)
+        assert capsys.readouterr().err == "[arena] grew slot (0, 0)\n"
+        assert events.logger.level == logging.INFO
+        events.log_event("quiet", debug=False)  # DEBUG: below the level just set
+        assert capsys.readouterr().err == ""
+    finally:
+        events.logger.setLevel(level)
+
+
+def test_without_debug_mode_the_line_goes_to_debug(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="arena"):
+        events.log_event("grew", debug=False, prefix="[x]")
+    (record,) = caplog.records
+    assert record.levelno == logging.DEBUG and record.getMessage() == "[x] grew"
+
+
+def test_the_request_log_keeps_each_sites_peak_and_each_slots_last_request() -> None:
+    """A large request then a small one from one line: the site's peak is the large one,
+    keyed by the test's own line (Round 11: ``RequestLog.note`` #3 skipped one frame too
+    many, #12 kept the last size)."""
+    with Arena("cpu", framework="numpy") as ws:
+        line = _line() + 2
+        for n in (4096, 64):
+            ws.numpy.get_simultaneous(((n,), "float32"))
+        name = test_the_request_log_keeps_each_sites_peak_and_each_slots_last_request.__name__
+        site = f"test_caller_info.py:{line}:{name}"
+        assert ws.stats().call_sites == {site: 4096 * 4}
