@@ -88,8 +88,11 @@ def test_a_link_into_arena_is_arenas_and_an_unresolvable_path_is_not(
     assert events._is_internal(str(tmp_path / "elsewhere.py")) is False
 
 
-@pytest.mark.usefixtures("fresh_memos")
-def test_a_warning_names_the_users_line_when_no_file_was_resolved_yet() -> None:
+def test_a_warning_names_the_users_line_when_no_file_was_resolved_yet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The internal folders are kept: a mutation run adds its own there.
+    monkeypatch.setattr(events, "_INTERNAL_FILES", {})
     with pytest.warns(ArenaWarning, match="from the test") as caught:
         line = _line() + 1
         events.warn_user("from the test")
