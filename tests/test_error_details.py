@@ -21,6 +21,7 @@ from arena import (
     ArenaLockedError,
     ArenaOutOfMemoryError,
     ConfigError,
+    DTypeError,
     GraphCaptureError,
     PersistentMismatchError,
     SlotError,
@@ -435,6 +436,17 @@ def test_a_front_says_which_framework_and_arena_it_is_and_whether_it_is_cached()
         assert repr(a.front("numpy", cached=True)) == f"<arena cached front 'numpy' of {a!r}>"
 
 
+def test_an_inference_fronts_repr_says_so_in_the_words_of_the_others() -> None:
+    """Mutation Round 11: ``Front.__repr__`` #10 garbled the word, and the only check was
+    that the repr holds "inference"."""
+    pytest.importorskip("torch")
+    with Arena("cpu", framework="torch") as a:
+        front = a.front("torch", cached=True, inference=True)
+        assert repr(front) == f"<arena cached inference front 'torch' of {a!r}>"
+        plain = a.front("torch", inference=True)
+        assert repr(plain) == f"<arena inference front 'torch' of {a!r}>"
+
+
 def test_where_a_view_starts_is_read_from_numpy_and_cupy_style_arrays() -> None:
     from arena.views.prepared import array_start, metadata
 
@@ -718,3 +730,18 @@ def test_planning_steps_announces_each_shrink_and_plans_the_largest_need() -> No
         ("resize", (1, 0), recorded[1], after[1]),
         ("close", None, 0, 0),
     ]
+
+
+@pytest.mark.parametrize(
+    ("module", "front"),
+    [("cupy._core.core", "cupy"), ("jaxlib.xla_extension", "jax"), ("torch", "torch")],
+)
+def test_an_array_of_another_framework_is_sent_to_that_frameworks_front(
+    module: str, front: str
+) -> None:
+    """``data_ptr`` given another framework's array names that framework's front, JAX's
+    arrays by their ``jaxlib`` module too (Round 11: ``Front.data_ptr`` #15, #30)."""
+    foreign = type("ndarray", (), {"__module__": module})()
+    refused = pytest.raises(DTypeError, match=rf"call ws\.{front}\.data_ptr or ws\.{front}\.")
+    with Arena("cpu", framework="numpy") as a, refused:
+        a.numpy.data_ptr(foreign)
