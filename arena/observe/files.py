@@ -157,8 +157,7 @@ def exclusive(path: str | os.PathLike[str], action: Callable[[], T]) -> T:
             refuse_special(path)  # nothing open here (-1): an interrupt leaves nothing
             descriptor = os.open(path, os.O_RDWR | os.O_CREAT | _NONBLOCK, 0o666)
             held = os.fstat(descriptor)
-            if not stat.S_ISREG(held.st_mode):
-                raise FileRefused(f"it is {file_kind(held.st_mode)}, not a regular file")
+            _regular(held)  # inside the try: an interrupt there closes the descriptor
             fcntl.flock(descriptor, fcntl.LOCK_EX)
             try:
                 now: os.stat_result | None = os.stat(path)
