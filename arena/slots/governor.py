@@ -380,8 +380,10 @@ class StateSwitch(Generic[_T]):
         """The block's state: this switch's inside, the previous one restored after."""
         governor = self._slots.governor
         was, in_place = governor.locked, governor.in_place  # restored as it was
-        self._set(self._locked)
         try:
+            # Inside the try: an interrupt while the state is switched (lock() sizes every
+            # slot, then logs) restores the one before instead of leaving it switched.
+            self._set(self._locked)
             yield self._owner
         finally:
             if was != self._locked and not governor.closed:
