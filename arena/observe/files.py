@@ -169,8 +169,12 @@ def exclusive(path: str | os.PathLike[str], action: Callable[[], T]) -> T:
                 now = None  # removed by the holder we waited for
             if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
                 break
-            os.close(descriptor)  # a newer lock file took its place (or none is there)
-            descriptor = -1
+            # A newer lock file took its place (or none is there): let go of this one.
+            # The number is cleared before the close: a signal handled as os.close returns
+            # must not leave the finally a closed number to close again (EBADF in place of
+            # the interrupt, or another thread's file opened under that number since).
+            stale, descriptor = descriptor, -1
+            os.close(stale)
         locked = True
         return action()
     finally:

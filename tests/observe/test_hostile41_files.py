@@ -48,3 +48,42 @@ def test_a_special_file_at_the_lock_path_is_refused_and_kept(tmp_path: Path) -> 
     with pytest.raises(files.FileRefused):
         files.exclusive(lock, lambda: None)
     assert lock.is_fifo()
+
+
+def test_an_interrupt_as_a_stale_lock_file_is_let_go_closes_its_descriptor_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that finds, once it holds the lock, that the path names another file (or
+    none) closes its descriptor and tries again. A signal handled as that os.close returns
+    (before ``descriptor = -1``) left the closed number in ``descriptor``: the ``finally``
+    closed it again, raising OSError EBADF in place of the KeyboardInterrupt, or closing
+    whatever file another thread had opened under that number meanwhile. Seen with real
+    SIGINTs sent to four processes saving in turn; simulated here: the stat after the lock
+    says the file is gone, and os.close closes, then raises as the handler would."""
+    lock = tmp_path / "p.json.lock"
+    real_stat, real_close = os.stat, os.close
+    stats = [0]
+    closed: list[int] = []
+
+    def stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if os.fspath(path) == os.fspath(lock):
+            stats[0] += 1
+            if stats[0] == 2:  # the check after the flock (the first is refuse_special's)
+                raise FileNotFoundError(path)
+        return real_stat(path, *args, **kwargs)
+
+    def close(descriptor: int) -> None:
+        closed.append(descriptor)
+        real_close(descriptor)
+        if len(closed) == 1:
+            raise KeyboardInterrupt("at os.close's return")
+
+    monkeypatch.setattr(files.os, "stat", stat)
+    monkeypatch.setattr(files.os, "close", close)
+    with pytest.raises(KeyboardInterrupt):
+        files.exclusive(lock, lambda: None)
+    monkeypatch.setattr(files.os, "close", real_close)
+    monkeypatch.setattr(files.os, "stat", real_stat)
+    assert len(closed) == len(set(closed)) == 1
+    assert files.exclusive(lock, lambda: 7) == 7  # a lock file left is taken and removed
+    assert not lock.exists()
