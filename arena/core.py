@@ -267,6 +267,8 @@ class Arena:
             An unknown framework, one not installed or unable to view this memory, or
             ``inference=True`` for another framework than torch.
         """
+        if not isinstance(framework, str):  # a list or set is no key: named, not a TypeError
+            check_framework(framework)
         use_cache = self._config.cached_views if cached is None else check_flag("cached", cached)
         if inference is None:
             inference = self._config.inference_for(framework)

@@ -450,10 +450,14 @@ def check_dim(index: int, axis: int, dim: Any) -> int:
         value = operator.index(dim)
     except TypeError:
         fix = ""
-        if isinstance(dim, float) and dim.is_integer():
+        # "use N" only where N is a size a dimension may have: text of up to 19 digits
+        # (int() of text past sys.get_int_max_str_digits raises ValueError, and longer
+        # text is past MAX_BYTES anyway), a whole float, either from 0 to MAX_BYTES.
+        text = dim.strip() if isinstance(dim, str) else ""
+        if isinstance(dim, float) and dim.is_integer() and 0 <= int(dim) <= MAX_BYTES:
             fix = f"; use {int(dim)}"
-        elif isinstance(dim, str) and dim.strip().isdecimal() and dim.isascii():
-            fix = f"; use {int(dim)}"  # a size read from text or a config file
+        elif text.isdecimal() and text.isascii() and len(text) <= 19 and int(text) <= MAX_BYTES:
+            fix = f"; use {int(text)}"  # a size read from text or a config file
         elif dim is None:  # an unknown size, as ONNX and symbolic shapes spell it
             fix = "; every dimension needs its size: pass the int (arena does not infer dimensions)"
         raise SpecError(

@@ -138,7 +138,8 @@ def exclusive(path: str | os.PathLike[str], action: Callable[[], T]) -> T:
     for the rest of the process: a context manager made of a generator lost both when an
     interrupt landed at its ``yield``) or the file behind. One interrupted while waiting
     for the lock removes the file if it then takes the lock at once (another writer that
-    holds it removes it when done).
+    holds it removes it when done); one interrupted as ``os.open`` returns (the
+    descriptor not yet stored) opens the file again and removes it where no one holds it.
 
     Raises
     ------
@@ -151,11 +152,13 @@ def exclusive(path: str | os.PathLike[str], action: Callable[[], T]) -> T:
         import fcntl
     except ImportError:  # not POSIX: the caller's atomic replace only
         return action()
-    descriptor, locked = -1, False
+    descriptor, locked, opening = -1, False, False
     try:
         while True:
             refuse_special(path)  # nothing open here (-1): an interrupt leaves nothing
+            opening = True
             descriptor = os.open(path, os.O_RDWR | os.O_CREAT | _NONBLOCK, 0o666)
+            opening = False
             held = os.fstat(descriptor)
             _regular(held)  # inside the try: an interrupt there closes the descriptor
             fcntl.flock(descriptor, fcntl.LOCK_EX)
@@ -165,18 +168,32 @@ def exclusive(path: str | os.PathLike[str], action: Callable[[], T]) -> T:
                 now = None  # removed by the holder we waited for
             if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
                 break
-            os.close(descriptor)  # a newer lock file took its place (or none is there)
-            descriptor = -1
+            # A newer lock file took its place (or none is there): let go of this one.
+            # The number is cleared before the close: a signal handled as os.close returns
+            # must not leave the finally a closed number to close again (EBADF in place of
+            # the interrupt, or another thread's file opened under that number since).
+            stale, descriptor = descriptor, -1
+            os.close(stale)
         locked = True
         return action()
     finally:
+        if opening and descriptor < 0:
+            # Stopped at os.open: a signal handled as it returned (before the store) loses
+            # the descriptor of the file it may have created. Opened again, never created,
+            # the file is removed below where it is free: a lock file no one holds is no
+            # writer's (each checks, once it holds the lock, that the path still names it).
+            try:
+                descriptor = os.open(path, os.O_RDWR | _NONBLOCK)
+            except OSError:  # gone, or not ours to open
+                pass
         if descriptor >= 0:
             if not locked:  # stopped while waiting: remove it only as its holder
                 try:
-                    fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    now = os.stat(path)
                     mine = os.fstat(descriptor)
-                    locked = (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino)
+                    if stat.S_ISREG(mine.st_mode):  # never a FIFO or device put there
+                        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        now = os.stat(path)
+                        locked = (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino)
                 except OSError:  # held by another writer (or gone): it removes its own
                     pass
             if locked:

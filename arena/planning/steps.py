@@ -240,7 +240,8 @@ class Step(StepHitBase, Generic[ViewT]):
             raise ArenaError(
                 f"step {self.key!r} is already running on slot {slot.describe()}: a step "
                 "inside a run of the same key would share its record and plan; give the "
-                "inner step a key of its own"
+                "inner step a key of its own (or, where another thread runs it on this "
+                "slot, give each thread its own slot: with ws.ubatch(i) or a lane)"
             )
         if book.stale or (not book.planned and book.runs):
             # The plan phase (stale: a key run inside recorded anew; size the slot first).

@@ -18,10 +18,11 @@ The governor knows nothing of slots: slots hold it, never the other way round.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from arena.base.events import caller_info, format_mb
 from arena.errors import (
@@ -38,6 +39,8 @@ from arena.memory.sources import Allocation, empty_allocation, fixed_address
 __all__ = ["Governor", "Lockable", "StateFlag", "StateSwitch", "address_bytes"]
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class Governor:
@@ -377,8 +380,10 @@ class StateSwitch(Generic[_T]):
         """The block's state: this switch's inside, the previous one restored after."""
         governor = self._slots.governor
         was, in_place = governor.locked, governor.in_place  # restored as it was
-        self._set(self._locked)
         try:
+            # Inside the try: an interrupt while the state is switched (lock() sizes every
+            # slot, then logs) restores the one before instead of leaving it switched.
+            self._set(self._locked)
             yield self._owner
         finally:
             if was != self._locked and not governor.closed:
@@ -404,10 +409,11 @@ class _Switched(Generic[_T]):
     refusing to be tested as a bool (``if ws.locked():``, vLLM's ``is_locked()`` misspelt,
     would otherwise be always true and lock nothing)."""
 
-    __slots__ = ("_block", "_name")
+    __slots__ = ("_block", "_name", "_switch")
 
     def __init__(self, switch: StateSwitch[_T]) -> None:
         self._name = switch.name
+        self._switch = switch
         self._block = switch.switched()
 
     def __enter__(self) -> _T:
@@ -416,8 +422,24 @@ class _Switched(Generic[_T]):
     def __exit__(self, *exc_info: Any) -> bool | None:
         return self._block.__exit__(*exc_info)
 
+    def __call__(self, function: Callable[_P, _R]) -> Callable[_P, _R]:
+        """``@ws.locked()``: ``function`` runs in this state at every call, as the
+        generator context manager this block wraps decorates (contextlib's
+        ContextDecorator), a fresh block each call."""
+        switch = self._switch
+
+        @functools.wraps(function)
+        def switched(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            with _Switched(switch):
+                return function(*args, **kwargs)
+
+        return switched
+
     def __bool__(self) -> bool:
         raise TypeError(_not_a_state(f"ws.{self._name}()", self._name))
+
+    def __repr__(self) -> str:
+        return f"<context manager ws.{self._name}()>"
 
 
 def address_bytes(governor: Governor) -> int:
