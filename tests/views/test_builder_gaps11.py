@@ -4,9 +4,14 @@ with its mutant planted."""
 
 from __future__ import annotations
 
+import sys
+import threading
+from collections.abc import Callable
+
 import pytest
 
 from arena import Arena, ArenaLockedError
+from tests.gates import TIMEOUT, Probe, moving_only
 
 F32 = "float32"
 
@@ -24,3 +29,67 @@ def test_a_request_refused_while_locked_is_not_counted_and_not_uncounted() -> No
         assert ws.stats().calls == before
         ws.numpy.get_simultaneous(((64,), F32))
         assert ws.stats().calls == before + 1
+
+
+class RaceProbe:
+    """A capture probe that says "capturing" to one thread alone (CUDA's capture status
+    is a stream's), and, asked by ``ViewBuilder.served`` once armed, first lets another
+    thread run ``intrude``: the race between a request's views and its capture mark."""
+
+    def __init__(self, intrude: Callable[[], object]) -> None:
+        self.thread: threading.Thread | None = None
+        self.armed = False
+        self.intrude = intrude
+        self.errors: list[BaseException] = []
+
+    def __call__(self) -> bool:
+        if threading.current_thread() is not self.thread:
+            return False
+        if self.armed and sys._getframe(1).f_code.co_name == "served":
+            self.armed = False
+            other = threading.Thread(target=self._intrude)
+            other.start()
+            other.join(TIMEOUT)
+        return True
+
+    def _intrude(self) -> None:
+        try:
+            self.intrude()
+        except BaseException as exc:
+            self.errors.append(exc)
+
+
+def test_a_zero_byte_first_request_while_capturing_is_served_and_marked() -> None:
+    """A zero-byte request on a slot never sized, while a graph is captured, takes the
+    general path and marks the slot's buffer captured (Round 11: ``ViewBuilder.miss``
+    #268 marked ``None``, failed, and served it again the same way, for ever)."""
+    probe = Probe()
+    with Arena("cpu", framework="numpy", capture_probe=probe) as ws:
+        probe.capturing = True
+        views = ws.numpy.get_simultaneous(((0,), F32))
+        assert views[0].shape == (0,)
+        assert ws.stats().calls == 1
+
+
+@moving_only("the race needs a growth that replaces the buffer")
+def test_a_scope_request_served_again_after_a_capture_race_keeps_its_specs() -> None:
+    """Another thread grows the slot between a captured scope request's views and their
+    capture mark: the request is served again from the new buffer, and the request log
+    keeps its specs (Round 11: ``ViewBuilder.miss`` #291 served it again with specs
+    ``None``, which the log kept and ``memory_snapshot()`` could not lay out)."""
+    box: list[Arena] = []
+    probe = RaceProbe(lambda: box[0].numpy.get_simultaneous(((1 << 16,), F32)))
+    with Arena("cpu", framework="numpy", capture_probe=probe) as ws:
+        box.append(ws)
+        ws.numpy.get_simultaneous(((256,), F32))
+        probe.thread = threading.current_thread()
+        with ws.numpy.scope() as scope:
+            probe.armed = True
+            views = scope.get_simultaneous(((16,), F32))
+            assert not probe.armed, "the race did not happen"
+            assert probe.errors == []
+            assert ws.stats().slots[0].capacity == 1 << 18  # grown by the other thread
+            assert views[0].shape == (16,)
+            (segment,) = ws.memory_snapshot()["segments"]
+            sizes = [v["requested_size"] for b in segment["blocks"] for v in b["arena_views"]]
+            assert sizes == [64]
