@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -93,3 +94,30 @@ def test_a_scope_request_served_again_after_a_capture_race_keeps_its_specs() -> 
             (segment,) = ws.memory_snapshot()["segments"]
             sizes = [v["requested_size"] for b in segment["blocks"] for v in b["arena_views"]]
             assert sizes == [64]
+
+
+def test_a_first_sighting_on_a_reserved_buffer_is_planned_at_its_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A NumPy front places a structure's first sighting from the request and plans it at
+    the second, also on a buffer ``reserve()`` made, which holds no import of the buffer
+    yet (Round 11: ``ViewBuilder.miss`` #68 gave the compiled planner no import of the
+    buffer, which left the request to Python's plan, made at the first sighting)."""
+    from arena.views import builder
+
+    made: list[Any] = []
+    make_plan = builder.make_plan
+
+    def counting(structure: Any, *args: Any) -> Any:
+        made.append(structure)
+        return make_plan(structure, *args)
+
+    monkeypatch.setattr(builder, "make_plan", counting)
+    specs = (((4,), F32), ((4, 4), "int32"))
+    with Arena("cpu", framework="numpy") as ws:
+        ws.reserve(((1 << 16,), F32))
+        first = ws.numpy.get_simultaneous(*specs)
+        assert made == []
+        assert [v.shape for v in first] == [(4,), (4, 4)]
+        ws.numpy.get_simultaneous(*specs)
+        assert len(made) == 1  # planned at the second sighting
