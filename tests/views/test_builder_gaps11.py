@@ -121,3 +121,22 @@ def test_a_first_sighting_on_a_reserved_buffer_is_planned_at_its_second(
         assert [v.shape for v in first] == [(4,), (4, 4)]
         ws.numpy.get_simultaneous(*specs)
         assert len(made) == 1  # planned at the second sighting
+
+
+def test_a_request_with_list_shapes_leaves_a_full_cache_of_layouts_alone() -> None:
+    """A request with list shapes (unhashable) is never remembered, so it sweeps nothing
+    out of a full cache of remembered layouts (Round 11: ``ViewBuilder.deliver`` #19
+    admitted it where the layouts seen once were not empty, the only case the lookup of
+    an unhashable key raises: ``remember`` swept the cache to make room for an entry it
+    then could not insert)."""
+    with Arena("cpu", framework="numpy", max_cached_layouts=8) as ws:
+        ws.reserve(((1 << 14,), F32))
+        for n in range(1, 9):
+            for _ in range(2):  # remembered at the second sighting
+                ws.numpy.get_simultaneous(((n,), F32))
+        assert ws.stats().cached_layouts == 8
+        ws.numpy.get_simultaneous(((100,), F32))  # seen once: not remembered yet
+        for _ in range(2):
+            views = ws.numpy.get_simultaneous(([4], F32), ([2, 2], "int32"))
+            assert [v.shape for v in views] == [(4,), (2, 2)]
+        assert ws.stats().cached_layouts == 8
