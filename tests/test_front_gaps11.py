@@ -3,6 +3,8 @@ left not sorted there), each test failing with its mutant planted."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from arena import Arena
@@ -37,3 +39,31 @@ def test_a_deleted_persistent_jax_array_is_built_again() -> None:
         assert not again.is_deleted()
         assert float(again.sum()) == 0.0  # the same bytes, zeroed when made
         assert front.get_persistent("k", (4,), F32) is again
+
+
+@pytest.mark.parametrize("kind", ["cached", "poison"])
+def test_a_numpy_front_handing_out_no_fresh_views_plans_at_the_first_sighting(
+    monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """Only a NumPy front handing out fresh views (``ndarray.view``) places a structure's
+    first sighting from the request and plans it at the second; a cached front (the
+    prepared views themselves) and a poisoning one plan it at the first (Round 11:
+    ``_numpy_fresh`` #5, ``or`` made ``and``, took every NumPy front for one handing out
+    fresh views)."""
+    from arena.views import builder
+
+    made: list[Any] = []
+    make_plan = builder.make_plan
+
+    def counting(structure: Any, *args: Any) -> Any:
+        made.append(structure)
+        return make_plan(structure, *args)
+
+    monkeypatch.setattr(builder, "make_plan", counting)
+    specs = (((4,), F32), ((4, 4), "int32"))
+    with Arena("cpu", framework="numpy", poison=kind == "poison") as ws:
+        front = ws.front("numpy", cached=kind == "cached")
+        ws.reserve(((1 << 16,), F32))
+        views = front.get_simultaneous(*specs)
+        assert [v.shape for v in views] == [(4,), (4, 4)]
+        assert len(made) == 1
