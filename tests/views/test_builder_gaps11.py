@@ -140,3 +140,19 @@ def test_a_request_with_list_shapes_leaves_a_full_cache_of_layouts_alone() -> No
             views = ws.numpy.get_simultaneous(([4], F32), ([2, 2], "int32"))
             assert [v.shape for v in views] == [(4,), (2, 2)]
         assert ws.stats().cached_layouts == 8
+
+
+def test_a_poisoning_fronts_locked_replays_hand_out_fresh_views() -> None:
+    """A poisoning NumPy front hands out new views on every replay of a planned step, also
+    where the compiled replay hit serves it (locked: no request log to tell) (Round 11:
+    ``ViewBuilder.__init__`` #41, ``fresh_view = None`` with poisoning, made that hit hand
+    out the remembered views themselves, the same objects every replay)."""
+    with Arena("cpu", framework="numpy", poison=True) as ws:
+        kept = []
+        for run in range(5):
+            if run == 1:
+                ws.plan_steps()
+                ws.lock()
+            with ws.numpy.step("s") as step:
+                kept.append(step.get_simultaneous(((4,), F32), ((8,), F32)))
+        assert len({id(views[0]) for views in kept}) == len(kept)
