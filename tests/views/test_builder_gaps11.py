@@ -46,7 +46,8 @@ class RaceProbe:
     def __call__(self) -> bool:
         if threading.current_thread() is not self.thread:
             return False
-        if self.armed and sys._getframe(1).f_code.co_name == "served":
+        # "in": mutmut's copy of ``served`` has a longer name (served__mutmut_orig).
+        if self.armed and "served" in sys._getframe(1).f_code.co_name:
             self.armed = False
             other = threading.Thread(target=self._intrude)
             other.start()
