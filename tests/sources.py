@@ -34,6 +34,16 @@ class RecordingSource:
 
 
 @dataclass
+class DirtySource(RecordingSource):
+    """Hands out blocks full of 0xA5, as reused device memory would be."""
+
+    def allocate(self, nbytes: int) -> Allocation:
+        allocation = super().allocate(nbytes)
+        allocation.owner[:] = 0xA5
+        return allocation
+
+
+@dataclass
 class FailingSource(RecordingSource):
     """Raises ``MemoryError`` for any request above ``limit`` bytes."""
 

@@ -3,11 +3,10 @@ left not sorted there), each test failing with its mutant planted."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from arena import Arena
+from tests.counting import counting
 
 F32 = "float32"
 
@@ -52,18 +51,11 @@ def test_a_numpy_front_handing_out_no_fresh_views_plans_at_the_first_sighting(
     fresh views)."""
     from arena.views import builder
 
-    made: list[Any] = []
-    make_plan = builder.make_plan
-
-    def counting(structure: Any, *args: Any) -> Any:
-        made.append(structure)
-        return make_plan(structure, *args)
-
-    monkeypatch.setattr(builder, "make_plan", counting)
+    made = counting(monkeypatch, builder, "make_plan")  # plans made, as one count
     specs = (((4,), F32), ((4, 4), "int32"))
     with Arena("cpu", framework="numpy", poison=kind == "poison") as ws:
         front = ws.front("numpy", cached=kind == "cached")
         ws.reserve(((1 << 16,), F32))
         views = front.get_simultaneous(*specs)
         assert [v.shape for v in views] == [(4,), (4, 4)]
-        assert len(made) == 1
+        assert made == [1]

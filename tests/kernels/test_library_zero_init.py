@@ -3,25 +3,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pytest
 
 import arena
-from arena import Allocation
-from tests.sources import RecordingSource
-
-
-@dataclass
-class DirtySource(RecordingSource):
-    """Hands out blocks full of 0xA5, as reused device memory would be."""
-
-    def allocate(self, nbytes: int) -> Allocation:
-        allocation = super().allocate(nbytes)
-        allocation.owner[:] = 0xA5
-        return allocation
+from tests.sources import DirtySource
 
 
 def _arena(**kwargs: Any) -> arena.Arena:

@@ -11,26 +11,13 @@ import pytest
 from arena import Arena
 from arena.observe.profilefile import merge_profiles, read_profile
 from arena.observe.profilesteps import step_problem
+from tests.profiles import profile_data
 
 
 def _profile(world: int | None) -> dict[str, Any]:
-    profile: dict[str, Any] = {
-        "format": "arena-profile",
-        "version": 1,
-        "device": "cpu",
-        "ubatches": 1,
-        "lanes": 1,
-        "alignment": 256,
-        "growth": "exact",
-        "runs": 1,
-        "ranks": [0],
-        "slots": [{"ubatch": 0, "lane": 0, "peak": 4096, "capacity": 4096, "growths": 1}],
-        "sites": [],
-        "timeline": [],
-    }
-    if world is not None:
-        profile["world"] = world
-    return profile
+    """A one-run profile of one 4096-byte slot, of ``world`` ranks (None: no world field)."""
+    worlds = {} if world is None else {"world": world}
+    return profile_data({"peak": 4096, "capacity": 4096}, growth="exact", **worlds)
 
 
 @pytest.mark.parametrize(

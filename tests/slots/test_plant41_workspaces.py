@@ -5,21 +5,8 @@ siblings' workspaces."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import arena
-from arena import Allocation
-from tests.sources import RecordingSource
-
-
-@dataclass
-class DirtySource(RecordingSource):
-    """Hands out blocks full of 0xA5, as reused device memory would be."""
-
-    def allocate(self, nbytes: int) -> Allocation:
-        allocation = super().allocate(nbytes)
-        allocation.owner[:] = 0xA5
-        return allocation
+from tests.sources import DirtySource
 
 
 def test_a_siblings_workspace_made_by_lock_stays_zero_init_for_every_later_call() -> None:

@@ -7,11 +7,11 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from arena import Arena, ArenaLockedError
+from tests.counting import counting
 from tests.gates import TIMEOUT, Probe, moving_only
 
 F32 = "float32"
@@ -106,22 +106,15 @@ def test_a_first_sighting_on_a_reserved_buffer_is_planned_at_its_second(
     buffer, which left the request to Python's plan, made at the first sighting)."""
     from arena.views import builder
 
-    made: list[Any] = []
-    make_plan = builder.make_plan
-
-    def counting(structure: Any, *args: Any) -> Any:
-        made.append(structure)
-        return make_plan(structure, *args)
-
-    monkeypatch.setattr(builder, "make_plan", counting)
+    made = counting(monkeypatch, builder, "make_plan")  # plans made, as one count
     specs = (((4,), F32), ((4, 4), "int32"))
     with Arena("cpu", framework="numpy") as ws:
         ws.reserve(((1 << 16,), F32))
         first = ws.numpy.get_simultaneous(*specs)
-        assert made == []
+        assert made == [0]
         assert [v.shape for v in first] == [(4,), (4, 4)]
         ws.numpy.get_simultaneous(*specs)
-        assert len(made) == 1  # planned at the second sighting
+        assert made == [1]  # planned at the second sighting
 
 
 def test_a_request_with_list_shapes_leaves_a_full_cache_of_layouts_alone() -> None:
