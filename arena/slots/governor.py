@@ -409,10 +409,9 @@ class _Switched(Generic[_T]):
     refusing to be tested as a bool (``if ws.locked():``, vLLM's ``is_locked()`` misspelt,
     would otherwise be always true and lock nothing)."""
 
-    __slots__ = ("_block", "_name", "_switch")
+    __slots__ = ("_block", "_switch")
 
     def __init__(self, switch: StateSwitch[_T]) -> None:
-        self._name = switch.name
         self._switch = switch
         self._block = switch.switched()
 
@@ -436,10 +435,11 @@ class _Switched(Generic[_T]):
         return switched
 
     def __bool__(self) -> bool:
-        raise TypeError(_not_a_state(f"ws.{self._name}()", self._name))
+        name = self._switch.name
+        raise TypeError(_not_a_state(f"ws.{name}()", name))
 
     def __repr__(self) -> str:
-        return f"<context manager ws.{self._name}()>"
+        return f"<context manager ws.{self._switch.name}()>"
 
 
 def address_bytes(governor: Governor) -> int:
