@@ -471,6 +471,20 @@ def test_compute_layout_validates_its_alignment() -> None:
         compute_layout((((4,), F32),), 100)
 
 
+def test_compute_layout_given_specs_as_arguments_names_the_sequence_it_takes() -> None:
+    # Written like get_simultaneous(spec0, spec1): the second spec lands in alignment, which
+    # said only "alignment must be an int power of two >= 16, got ((4,), 'float32')".
+    with pytest.raises(ConfigError) as caught:
+        compute_layout(((4,), F32), ((2, 3), "int8"))  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        "compute_layout() got the spec ((2, 3), 'int8') as its alignment: it takes the specs "
+        "as one sequence, compute_layout((spec0, spec1, ...)), and the alignment second, "
+        "e.g. compute_layout(specs, alignment=256)"
+    )
+    with pytest.raises(ConfigError, match=r"^alignment must be an int power of two >= 16"):
+        compute_layout((((4,), F32),), (4, 4))  # type: ignore[arg-type]  # no spec: as before
+
+
 def test_a_missing_framework_is_framework_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
     monkeypatch.delitem(sys.modules, "arena.adapters.torch", raising=False)
