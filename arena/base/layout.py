@@ -210,6 +210,14 @@ def check_alignment(alignment: Any) -> int:
         With the value and the nearest valid alignment.
     """
     if not int_not_bool(alignment):
+        if _is_pair(alignment):
+            # compute_layout(spec0, spec1), written like get_simultaneous, reads spec1 as
+            # the alignment: say so, not only that a tuple is no power of two.
+            raise ConfigError(
+                f"compute_layout() got the spec {alignment!r} as its alignment: it takes "
+                "the specs as one sequence, compute_layout((spec0, spec1, ...)), and the "
+                "alignment second, e.g. compute_layout(specs, alignment=256)"
+            )
         raise ConfigError(
             f"alignment must be an int power of two >= {MIN_ALIGNMENT}, got "
             f"{alignment!r} {plain_int_fix(alignment).strip() or f'({type(alignment).__name__})'}"
@@ -271,22 +279,6 @@ def compute_layout(specs: Sequence[Any], alignment: int = DEFAULT_ALIGNMENT) -> 
     return layout
 
 
-def _check_layout_alignment(alignment: Any) -> None:
-    """:func:`check_alignment` for :func:`compute_layout`, whose misuse
-    ``compute_layout(spec0, spec1)`` (written like ``get_simultaneous``) reads ``spec1`` as
-    the alignment: the error then says so, not only that a tuple is no power of two."""
-    try:
-        check_alignment(alignment)
-    except ConfigError:
-        if _is_pair(alignment):
-            raise ConfigError(
-                f"compute_layout() got the spec {alignment!r} as its alignment: it takes "
-                "the specs as one sequence, compute_layout((spec0, spec1, ...)), and the "
-                "alignment second, e.g. compute_layout(specs, alignment=256)"
-            ) from None
-        raise
-
-
 def _compute_and_memoise(specs: Any, alignment: int) -> Layout:
     """Compute and memoise ``specs``' layout.
 
@@ -296,7 +288,7 @@ def _compute_and_memoise(specs: Any, alignment: int) -> Layout:
     nothing of this module's after).
     Anything else, and any error, takes :func:`_validated`, which checks spec by spec and
     raises the message of the first spec that is wrong."""
-    _check_layout_alignment(alignment)
+    check_alignment(alignment)
     canonical: list[Any] | None = []
     try:
         if specs.__class__ not in _SEQUENCES:
