@@ -133,6 +133,21 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def test_a_misspelt_command_is_refused_naming_the_command_it_most_likely_meant(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from arena.__main__ import main
+
+    assert main(["reprot"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "unknown command 'reprot'; did you mean 'report'?\n\nusage: python -m arena"
+    )
+    assert main(["--verison"]) == 2
+    assert "did you mean '--version'?" in capsys.readouterr().err
+    assert main(["frobnicate"]) == 2  # nothing close: no guess
+    assert capsys.readouterr().err.startswith("unknown command 'frobnicate'\n\n")
+
+
 def test_command_line(tmp_path: Path) -> None:
     assert "demo" in _run("--help").stdout
     bad = _run("frobnicate")
