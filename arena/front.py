@@ -454,7 +454,9 @@ class Front(HitBase, Generic[ViewT]):
     def __repr__(self) -> str:
         kind = ("cached " if self._cached else "") + ("inference " if self.inference else "")
         owner = self._owner()
-        return f"<arena {kind}front {self._name!r} of {owner!r}>"
+        # "of None" told a new user nothing: the arena was collected (Arena(...).numpy).
+        shown = "a garbage-collected Arena, closed" if owner is None else repr(owner)
+        return f"<arena {kind}front {self._name!r} of {shown}>"
 
 
 class CompiledFront(Front[ViewT]):

@@ -5,6 +5,7 @@ change with its kind and sizes; the memory snapshot names what each block is for
 
 from __future__ import annotations
 
+import gc
 import logging
 import re
 import sys
@@ -434,6 +435,13 @@ def test_a_front_says_which_framework_and_arena_it_is_and_whether_it_is_cached()
     with Arena("cpu", framework="numpy") as a:
         assert repr(a.numpy) == f"<arena front 'numpy' of {a!r}>"
         assert repr(a.front("numpy", cached=True)) == f"<arena cached front 'numpy' of {a!r}>"
+
+
+def test_a_front_whose_arena_was_collected_says_so_in_its_repr() -> None:
+    # Arena(...).numpy printed "<arena front 'numpy' of None>" (found by a new user).
+    front = Arena("cpu", framework="numpy").numpy
+    gc.collect()
+    assert repr(front) == "<arena front 'numpy' of a garbage-collected Arena, closed>"
 
 
 def test_an_inference_fronts_repr_says_so_in_the_words_of_the_others() -> None:
