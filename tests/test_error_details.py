@@ -56,8 +56,8 @@ def test_a_locked_request_error_carries_its_caller_sizes_and_slot() -> None:
     message = str(error)
     assert message == (
         f"arena is locked but allocation from '{error.caller}' requires 0.01 MB (8192 bytes), "
-        "current size is 0.00 MB in slot (ubatch 1, lane 0) on cpu; growth after lock() is "
-        "refused. Warm up this size before locking, presize with reserve(), or use "
+        "current size is 0.00 MB (4096 bytes) in slot (ubatch 1, lane 0) on cpu; growth after "
+        "lock() is refused. Warm up this size before locking, presize with reserve(), or use "
         "try_get_simultaneous() to fall back"
     )
 
@@ -283,9 +283,9 @@ def test_reserve_sizes_only_the_lane_asked_for_and_refuses_only_what_does_not_fi
     assert info.value.slot == (0, 0) and info.value.required == 2048
     assert str(info.value) == (
         f"arena is locked but reserve() from '{info.value.caller}' requires 0.00 MB (2048 "
-        "bytes), current size is 0.00 MB in slot (ubatch 0, lane 0) on cpu; growth after "
-        "lock() is refused. reserve() sizes slots ahead of the requests: call it before "
-        "lock(), or inside with ws.unlocked(): ..."
+        "bytes), current size is 0.00 MB (1024 bytes) in slot (ubatch 0, lane 0) on cpu; "
+        "growth after lock() is refused. reserve() sizes slots ahead of the requests: call it "
+        "before lock(), or inside with ws.unlocked(): ..."
     )
 
 
@@ -301,9 +301,9 @@ def test_reserve_while_locked_says_to_reserve_before_lock_not_to_reserve() -> No
     assert (info.value.required, info.value.current) == (4096, 256)
     assert str(info.value) == (
         f"arena is locked but reserve() from '{info.value.caller}' requires 0.00 MB (4096 "
-        "bytes), current size is 0.00 MB in slot (ubatch 0, lane 0) on cpu; growth after "
-        "lock() is refused. reserve() sizes slots ahead of the requests: call it before "
-        "lock(), or inside with ws.unlocked(): ..."
+        "bytes), current size is 0.00 MB (256 bytes) in slot (ubatch 0, lane 0) on cpu; "
+        "growth after lock() is refused. reserve() sizes slots ahead of the requests: call it "
+        "before lock(), or inside with ws.unlocked(): ..."
     )
     assert str(request).startswith("arena is locked but allocation from ")
     assert str(request).endswith(
