@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import platform
 import sys
 
@@ -86,7 +87,10 @@ def _dispatch(args: list[str]) -> int:
         from arena.tools.replan import main as plan_main
 
         return plan_main(rest)
-    print(f"unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+    # A misspelt command gets the one it most likely meant (found by a new user).
+    close = difflib.get_close_matches(command, (*COMMANDS, "--version", "--help"), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    print(f"unknown command {command!r}{hint}\n\n{USAGE}", file=sys.stderr)
     return 2
 
 

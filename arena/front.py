@@ -27,7 +27,7 @@ from arena.base.extensions import numpy_array_api
 from arena.base.layout import compute_layout
 from arena.base.poison import poison_outgrown, poison_stale_bytes
 from arena.config import check_flag, load_adapter
-from arena.errors import ConfigError, DTypeError
+from arena.errors import ConfigError, DTypeError, SpecError
 from arena.planning.scopes import Scope, scope_class
 from arena.planning.steps import Step, step_class
 from arena.slots.persistent import PersistentStore
@@ -370,6 +370,8 @@ class Front(HitBase, Generic[ViewT]):
 
         Raises
         ------
+        SpecError, DTypeError
+            A bad ``shape`` or ``dtype``, named with ``key``.
         PersistentMismatchError
             ``key`` exists with another shape or dtype.
         ArenaLockedError
@@ -379,7 +381,14 @@ class Front(HitBase, Generic[ViewT]):
             workspaces.
         """
         check_flag("zero_init", zero_init)
-        layout = compute_layout(((shape, dtype),), self._governor.alignment)
+        try:
+            layout = compute_layout(((shape, dtype),), self._governor.alignment)
+        except SpecError as exc:
+            # The layout's checks number the specs of a request; this call has none.
+            text = str(exc)
+            if not text.startswith("spec #0"):
+                raise
+            raise SpecError(f"get_persistent({key!r}){text.removeprefix('spec #0')}") from None
         entry = self._select().store(PersistentStore).buffer(key, layout, zero_init)
         # Keyed by the adapter's space: an inference front's view is an inference tensor.
         space = self._adapter.space
@@ -454,7 +463,9 @@ class Front(HitBase, Generic[ViewT]):
     def __repr__(self) -> str:
         kind = ("cached " if self._cached else "") + ("inference " if self.inference else "")
         owner = self._owner()
-        return f"<arena {kind}front {self._name!r} of {owner!r}>"
+        # "of None" told a new user nothing: the arena was collected (Arena(...).numpy).
+        shown = "a garbage-collected Arena, closed" if owner is None else repr(owner)
+        return f"<arena {kind}front {self._name!r} of {shown}>"
 
 
 class CompiledFront(Front[ViewT]):

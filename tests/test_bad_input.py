@@ -471,6 +471,20 @@ def test_compute_layout_validates_its_alignment() -> None:
         compute_layout((((4,), F32),), 100)
 
 
+def test_compute_layout_given_specs_as_arguments_names_the_sequence_it_takes() -> None:
+    # Written like get_simultaneous(spec0, spec1): the second spec lands in alignment, which
+    # said only "alignment must be an int power of two >= 16, got ((4,), 'float32')".
+    with pytest.raises(ConfigError) as caught:
+        compute_layout(((4,), F32), ((2, 3), "int8"))  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        "compute_layout() got the spec ((2, 3), 'int8') as its alignment: it takes the specs "
+        "as one sequence, compute_layout((spec0, spec1, ...)), and the alignment second, "
+        "e.g. compute_layout(specs, alignment=256)"
+    )
+    with pytest.raises(ConfigError, match=r"^alignment must be an int power of two >= 16"):
+        compute_layout((((4,), F32),), (4, 4))  # type: ignore[arg-type]  # no spec: as before
+
+
 def test_a_missing_framework_is_framework_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
     monkeypatch.delitem(sys.modules, "arena.adapters.torch", raising=False)
@@ -634,3 +648,20 @@ def test_an_object_of_no_framework_is_not_sent_to_another_front(given: object) -
             message = str(caught.value)
             assert "got a builtins." in message and "the front." not in message, message
             assert "pass a view this arena handed out (ws.numpy.get_simultaneous)" in message
+
+
+@pytest.mark.parametrize(
+    ("shape", "message"),
+    [
+        (4, "get_persistent('cache'): shape must be a tuple or list of ints, got int 4; pass (4,)"),
+        ((-1,), "get_persistent('cache'): dimension 0 is negative (-1); sizes are >= 0"),
+    ],
+)
+def test_a_bad_persistent_shape_is_named_by_its_key_not_as_spec_0(
+    host: Arena, shape: Any, message: str
+) -> None:
+    # get_persistent takes one shape, yet said "spec #0: shape must be ..." (found by a new
+    # user writing get_persistent(key, 4, dtype) as for np.zeros(4)).
+    with pytest.raises(SpecError) as caught:
+        host.get_persistent("cache", shape, F32)
+    assert str(caught.value).startswith(message)

@@ -5,6 +5,7 @@ change with its kind and sizes; the memory snapshot names what each block is for
 
 from __future__ import annotations
 
+import gc
 import logging
 import re
 import sys
@@ -55,8 +56,8 @@ def test_a_locked_request_error_carries_its_caller_sizes_and_slot() -> None:
     message = str(error)
     assert message == (
         f"arena is locked but allocation from '{error.caller}' requires 0.01 MB (8192 bytes), "
-        "current size is 0.00 MB in slot (ubatch 1, lane 0) on cpu; growth after lock() is "
-        "refused. Warm up this size before locking, presize with reserve(), or use "
+        "current size is 0.00 MB (4096 bytes) in slot (ubatch 1, lane 0) on cpu; growth after "
+        "lock() is refused. Warm up this size before locking, presize with reserve(), or use "
         "try_get_simultaneous() to fall back"
     )
 
@@ -282,9 +283,9 @@ def test_reserve_sizes_only_the_lane_asked_for_and_refuses_only_what_does_not_fi
     assert info.value.slot == (0, 0) and info.value.required == 2048
     assert str(info.value) == (
         f"arena is locked but reserve() from '{info.value.caller}' requires 0.00 MB (2048 "
-        "bytes), current size is 0.00 MB in slot (ubatch 0, lane 0) on cpu; growth after "
-        "lock() is refused. reserve() sizes slots ahead of the requests: call it before "
-        "lock(), or inside with ws.unlocked(): ..."
+        "bytes), current size is 0.00 MB (1024 bytes) in slot (ubatch 0, lane 0) on cpu; "
+        "growth after lock() is refused. reserve() sizes slots ahead of the requests: call it "
+        "before lock(), or inside with ws.unlocked(): ..."
     )
 
 
@@ -300,9 +301,9 @@ def test_reserve_while_locked_says_to_reserve_before_lock_not_to_reserve() -> No
     assert (info.value.required, info.value.current) == (4096, 256)
     assert str(info.value) == (
         f"arena is locked but reserve() from '{info.value.caller}' requires 0.00 MB (4096 "
-        "bytes), current size is 0.00 MB in slot (ubatch 0, lane 0) on cpu; growth after "
-        "lock() is refused. reserve() sizes slots ahead of the requests: call it before "
-        "lock(), or inside with ws.unlocked(): ..."
+        "bytes), current size is 0.00 MB (256 bytes) in slot (ubatch 0, lane 0) on cpu; "
+        "growth after lock() is refused. reserve() sizes slots ahead of the requests: call it "
+        "before lock(), or inside with ws.unlocked(): ..."
     )
     assert str(request).startswith("arena is locked but allocation from ")
     assert str(request).endswith(
@@ -434,6 +435,13 @@ def test_a_front_says_which_framework_and_arena_it_is_and_whether_it_is_cached()
     with Arena("cpu", framework="numpy") as a:
         assert repr(a.numpy) == f"<arena front 'numpy' of {a!r}>"
         assert repr(a.front("numpy", cached=True)) == f"<arena cached front 'numpy' of {a!r}>"
+
+
+def test_a_front_whose_arena_was_collected_says_so_in_its_repr() -> None:
+    # Arena(...).numpy printed "<arena front 'numpy' of None>" (found by a new user).
+    front = Arena("cpu", framework="numpy").numpy
+    gc.collect()
+    assert repr(front) == "<arena front 'numpy' of a garbage-collected Arena, closed>"
 
 
 def test_an_inference_fronts_repr_says_so_in_the_words_of_the_others() -> None:

@@ -221,7 +221,9 @@ def test_a_failed_growth_keeps_a_buffer_of_the_old_capacity(fault: type[BaseExce
     w[:] = 3
     with pytest.raises(ArenaLockedError) as locked:
         a.get_simultaneous(((2000,), F32))
-    assert "never sized" not in str(locked.value) and "4096 bytes" not in str(locked.value)
+    assert "never sized" not in str(locked.value) and "keeps a buffer" not in str(locked.value)
+    assert locked.value.current == 4096  # and the message says so: "(4096 bytes) in slot"
+    assert "current size is 0.00 MB (4096 bytes) in slot" in str(locked.value)
     a.close()
     assert source.live == {}
 

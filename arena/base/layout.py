@@ -98,8 +98,12 @@ def int_not_bool(value: Any) -> TypeGuard[int]:
 def plain_int_fix(value: Any) -> str:
     """What an error refusing ``value`` for a count, size or setting adds when ``value`` is
     an integer of another type (a NumPy integer: "must be an int, got np.int64(2)" reads
-    as a contradiction): that it is no Python int and the call that makes one; else ''."""
-    if isinstance(value, numbers.Integral) and not (int_not_bool(value) or bool_like(value)):
+    as a contradiction), or a whole float in range (``reserve_bytes(1e9)``,
+    ``max_bytes=8e9``): that it is no Python int and the call that makes one; else ''."""
+    whole = isinstance(value, float) and value.is_integer() and 0 <= value <= MAX_BYTES
+    if whole or (
+        isinstance(value, numbers.Integral) and not (int_not_bool(value) or bool_like(value))
+    ):
         return f" ({type(value).__name__} is not a Python int: pass int(...) of it, {int(value)})"
     return ""
 
@@ -210,6 +214,14 @@ def check_alignment(alignment: Any) -> int:
         With the value and the nearest valid alignment.
     """
     if not int_not_bool(alignment):
+        if _is_pair(alignment):
+            # compute_layout(spec0, spec1), written like get_simultaneous, reads spec1 as
+            # the alignment: say so, not only that a tuple is no power of two.
+            raise ConfigError(
+                f"compute_layout() got the spec {alignment!r} as its alignment: it takes "
+                "the specs as one sequence, compute_layout((spec0, spec1, ...)), and the "
+                "alignment second, e.g. compute_layout(specs, alignment=256)"
+            )
         raise ConfigError(
             f"alignment must be an int power of two >= {MIN_ALIGNMENT}, got "
             f"{alignment!r} {plain_int_fix(alignment).strip() or f'({type(alignment).__name__})'}"

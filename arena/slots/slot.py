@@ -720,7 +720,8 @@ class Slot:
             f"arena is locked but {'reserve()' if reserving else 'allocation'} from "
             f"'{caller}' requires "
             f"{format_mb(required)} ({required} bytes{below if what else ''}), current size is "
-            f"{format_mb(capacity)} in slot {self.describe()} on {self.governor.device}"
+            f"{format_mb(capacity)} ({capacity} bytes) in slot {self.describe()} on "
+            f"{self.governor.device}"
             + (" (this slot was never sized during warm-up)" if self.growths == 0 else "")
             + "; growth after lock() is refused. "
             + (

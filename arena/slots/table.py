@@ -386,8 +386,10 @@ class SlotTable:
             if logged:
                 log_event(
                     f"resized slot {slot.describe()} from '{caller_info()}': "
-                    f"{format_mb(old)} -> {format_mb(new)} ({self.ubatches} ubatches x "
-                    f"{self.lanes} lanes, total memory {format_mb(sum(self.sizes()))})",
+                    # The bytes too: a small slot's growth read "0.00 MB -> 0.00 MB".
+                    f"{format_mb(old)} -> {format_mb(new)} ({old} -> {new} bytes; "
+                    f"{self.ubatches} ubatches x {self.lanes} lanes, total memory "
+                    f"{format_mb(sum(self.sizes()))})",
                     debug=debug,
                 )
             if self.listeners:

@@ -104,7 +104,7 @@ class _Modules:
         return float(fused_out[0, 0])
 
     def indexer(self, ubatch: int, tokens: int, warm_up: bool) -> float:
-        keys = self.front.get_persistent("indexer.keys", (INDEX_TOP_K, HEAD_DIM), "float32")
+        keys = _indexer_keys(self.front)
         (scores,) = self.front.get_simultaneous(((tokens, INDEX_TOP_K), "float32"))
         if warm_up:
             # a long-lived view, as FlashMLA keeps q_concat_buffer: valid because the
@@ -272,7 +272,7 @@ class _JaxModules(_Modules):
     def indexer(self, ubatch: int, tokens: int, warm_up: bool) -> float:
         import numpy as np
 
-        keys = self.front.get_persistent("indexer.keys", (INDEX_TOP_K, HEAD_DIM), "float32")
+        keys = _indexer_keys(self.front)
         (scores,) = self.front.get_simultaneous(((tokens, INDEX_TOP_K), "float32"))
         if warm_up:
             self.long_lived[ubatch] = scores
@@ -416,6 +416,15 @@ def _at_least(low: int, why: str = "") -> Any:
         return value
 
     return parse
+
+
+def _indexer_keys(front: Any) -> Any:
+    """The indexer's persistent key cache, zeroed when it is created: the consumers read
+    it before they write it (uninitialised, it held whatever the memory did, once a
+    signalling NaN, on which NumPy warned "invalid value encountered in scalar add").
+    Kept down here so that the call sites the docs print (demo.py:108:indexer, ...) stay
+    on their lines."""
+    return front.get_persistent("indexer.keys", (INDEX_TOP_K, HEAD_DIM), "float32", zero_init=True)
 
 
 if __name__ == "__main__":

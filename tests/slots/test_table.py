@@ -21,6 +21,22 @@ def test_a_growth_is_logged_at_debug_level_without_debug_mode(
     assert "resized slot (ubatch 0, lane 0) from 'test_table.py:" in caplog.text
 
 
+def test_the_resize_line_names_the_bytes_of_a_growth_under_a_hundredth_of_a_megabyte(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A small slot's growth read "0.00 MB -> 0.00 MB" in the debug log, twice for two
+    different growths (found by a new user trying the examples with ``debug=True``)."""
+    caplog.set_level(logging.DEBUG, logger="arena")
+    with Arena("cpu", framework="numpy", profile=False) as a:
+        a.get_simultaneous(((64,), "float32"))
+        a.get_simultaneous(((65,), "float32"))
+    lines = [m for m in caplog.messages if "resized slot" in m]
+    assert [line.split("': ", 1)[1] for line in lines] == [
+        "0.00 MB -> 0.00 MB (0 -> 256 bytes; 1 ubatches x 1 lanes, total memory 0.00 MB)",
+        "0.00 MB -> 0.00 MB (256 -> 512 bytes; 1 ubatches x 1 lanes, total memory 0.00 MB)",
+    ]
+
+
 def test_watched_follows_the_listeners_and_debug_mode() -> None:
     """Every resize reaches the listeners registered, none once the last one is gone
     (slip: remove_listener left ``watched`` set, or cleared it with one listener left)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import json
 import os
@@ -10,7 +11,9 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from arena.errors import ConfigError
@@ -131,6 +134,21 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=600,
         check=False,
     )
+
+
+def test_a_misspelt_command_is_refused_naming_the_command_it_most_likely_meant(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from arena.__main__ import main
+
+    assert main(["reprot"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "unknown command 'reprot'; did you mean 'report'?\n\nusage: python -m arena"
+    )
+    assert main(["--verison"]) == 2
+    assert "did you mean '--version'?" in capsys.readouterr().err
+    assert main(["frobnicate"]) == 2  # nothing close: no guess
+    assert capsys.readouterr().err.startswith("unknown command 'frobnicate'\n\n")
 
 
 def test_command_line(tmp_path: Path) -> None:
@@ -400,3 +418,28 @@ def test_demo_with_fewer_tokens_than_the_sibling_warm_up_keeps_its_guarantees(
     report = run_demo("cpu", "numpy", steps=2, max_tokens=max_tokens)
     assert report.long_lived_view_intact, format_report(report)
     assert report.ok, format_report(report)
+
+
+def test_the_demo_reads_no_persistent_byte_it_did_not_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The indexer's persistent key cache was not zero-initialised: its ``+= 1`` read
+    whatever the memory held, and where that was a signalling NaN NumPy warned "invalid
+    value encountered in scalar add" (a fresh clone's suite failed on it under
+    ``filterwarnings=error``). Every host block here starts filled with float32 signalling
+    NaNs: the demo must not read one."""
+    from arena.memory.sources import HostSource
+
+    allocate = HostSource.allocate
+    filled: list[int] = []
+
+    def stale(self: HostSource, nbytes: int) -> Any:
+        block = allocate(self, nbytes)
+        words = (ctypes.c_uint32 * (block.nbytes // 4)).from_address(block.ptr)
+        np.ctypeslib.as_array(words)[:] = 0x7FA00000  # a float32 signalling NaN
+        filled.append(nbytes)
+        return block
+
+    monkeypatch.setattr(HostSource, "allocate", stale)
+    report = run_demo("cpu", "numpy", steps=4, max_tokens=8)
+    assert filled and "growth after lock() is refused" in report.refused_growth_message
