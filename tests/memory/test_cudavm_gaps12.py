@@ -1,0 +1,96 @@
+"""Round 12b (issue 26 item 12): tests that kill mutants the suite let through in
+``arena/memory/cudavm.py``, against the recording fake of the driver and the CuPy stand-in
+of tests/memory/test_virtual_cuda.py (no GPU)."""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import pytest
+
+from arena.memory import cudavm
+from arena.memory.devices import Device
+from tests.memory.test_virtual_cuda import (
+    GRANULARITY,
+    MiB,
+    RecordingDriver,
+    _source,
+    cupy,  # noqa: F401  (the fixture)
+)
+
+
+class _AskedDriver(RecordingDriver):
+    """Records the device each granularity was asked for; ``fail_access_at`` makes that
+    set_access call (counted from 1) fail."""
+
+    def __init__(self, fail_access_at: int = 0) -> None:
+        super().__init__()
+        self.granularity_asked: list[Any] = []
+        self.fail_access_at = fail_access_at
+        self.accesses = 0
+
+    def granularity(self, device: int) -> int:
+        self.granularity_asked.append(device)
+        return GRANULARITY
+
+    def set_access(self, ptr: int, size: int, device: int) -> None:
+        self.accesses += 1
+        if self.accesses == self.fail_access_at:
+            raise MemoryError("set_access refused (fake)")
+        super().set_access(ptr, size, device)
+
+
+def test_the_granularity_is_asked_of_the_sources_device(cupy: Any) -> None:  # noqa: F811
+    driver = _AskedDriver()
+    _source(driver, cupy)
+    assert driver.granularity_asked == [0]
+
+
+def test_a_closed_range_frees_exactly_the_addresses_it_reserved(cupy: Any) -> None:  # noqa: F811
+    driver = _AskedDriver()
+    source = _source(driver, cupy, reserve=4 * MiB)
+    block = source.reserve(GRANULARITY)
+    base = block.ptr
+    source.release(block)
+    del block
+    gc.collect()
+    assert ("reserve", base, 4 * MiB) in driver.calls
+    assert driver.calls[-1] == ("address_free", base, 4 * MiB)
+
+
+def test_a_growth_whose_access_fails_unmaps_its_own_chunk_and_keeps_the_first(
+    cupy: Any,  # noqa: F811
+) -> None:
+    driver = _AskedDriver(fail_access_at=2)  # the first growth's chunk
+    source = _source(driver, cupy, reserve=4 * MiB)
+    block = source.reserve(GRANULARITY)
+    with pytest.raises(MemoryError, match="set_access refused"):
+        source.commit(block, 3 * GRANULARITY)
+    unmapped = [c for c in driver.calls if c[0] == "unmap"]
+    assert unmapped == [("unmap", block.ptr + GRANULARITY, 2 * GRANULARITY)]
+    assert list(driver.mapped) == [block.ptr]  # the first chunk stays, mapped
+
+
+def test_the_torch_interface_describes_the_range_as_bytes() -> None:
+    keeper = object()
+    interface = cudavm._Interface(0x1000, 4096, keeper)
+    assert interface.keeper is keeper
+    assert interface.__cuda_array_interface__ == {
+        "shape": (4096,),
+        "typestr": "|u1",
+        "data": (0x1000, False),
+        "version": 3,
+        "strides": None,
+    }
+
+
+def test_the_default_wrap_puts_a_cupy_array_at_the_ranges_address(
+    cupy: Any,  # noqa: F811
+) -> None:
+    driver = RecordingDriver()
+    driver.push(("primary", 0))
+    base = driver.address_reserve(GRANULARITY, GRANULARITY)
+    keeper = object()
+    array = cudavm._wrap_device_memory(base, GRANULARITY, keeper, Device("cuda", 0))
+    assert int(array.data.ptr) == base and array.nbytes == GRANULARITY
