@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from arena.compat.vllm import (  # noqa: E402  (after the torch check)
+from arena.compat.vllm import (
     current_workspace_manager,
     init_workspace_manager,
     reset_workspace_manager,
