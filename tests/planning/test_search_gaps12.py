@@ -28,9 +28,7 @@ def _tilings() -> list[tuple[list[int], list[int], list[int]]]:
             k = max(
                 range(len(pieces)),
                 key=lambda i: (
-                    rng.random()
-                    * (pieces[i][1] - pieces[i][0])
-                    * (pieces[i][3] - pieces[i][2])
+                    rng.random() * (pieces[i][1] - pieces[i][0]) * (pieces[i][3] - pieces[i][2])
                 ),
             )
             pieces += cut(rng, pieces.pop(k))
