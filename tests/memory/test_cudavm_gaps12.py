@@ -4,17 +4,20 @@ of tests/memory/test_virtual_cuda.py (no GPU)."""
 
 from __future__ import annotations
 
+import ctypes
 import gc
 from typing import Any
 
 import pytest
 
+from arena import ArenaError
 from arena.memory import cudavm
 from arena.memory.devices import Device
 from tests.memory.test_virtual_cuda import (
     GRANULARITY,
     MiB,
     RecordingDriver,
+    _FakeLibcuda,
     _source,
     cupy,  # noqa: F401  (the fixture)
 )
@@ -94,3 +97,54 @@ def test_the_default_wrap_puts_a_cupy_array_at_the_ranges_address(
     keeper = object()
     array = cudavm._wrap_device_memory(base, GRANULARITY, keeper, Device("cuda", 0))
     assert int(array.data.ptr) == base and array.nbytes == GRANULARITY
+
+
+class _ArgumentsLibcuda(_FakeLibcuda):
+    """:class:`_FakeLibcuda` that also records each call's arguments as plain values: a
+    ctypes scalar as its value, a pointer (``byref``) as ``"&"``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arguments: list[tuple[str, list[Any]]] = []
+
+    def __getattr__(self, call: str) -> Any:
+        inner = super().__getattr__(call)
+
+        def function(*args: Any) -> int:
+            plain = ["&" if hasattr(a, "_obj") else getattr(a, "value", a) for a in args]
+            self.arguments.append((call, plain))
+            return int(inner(*args))
+
+        return function
+
+
+def test_the_ctypes_driver_passes_each_argument_the_driver_api_takes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from arena.memory.cudadriver import CtypesDriver
+
+    lib = _ArgumentsLibcuda()
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: lib)
+    driver = CtypesDriver()
+    assert driver.address_reserve(1 << 21, 1 << 22) == 1 << 21
+    assert driver.create(1 << 21, 0) == 1 << 21
+    driver.map(1 << 23, 1 << 21, 5)
+    assert lib.arguments == [
+        ("cuInit", [0]),
+        # (pointer out, size, alignment, fixed address 0: anywhere, flags 0)
+        ("cuMemAddressReserve", ["&", 1 << 21, 1 << 22, 0, 0]),
+        # (handle out, size, the allocation's properties, flags 0)
+        ("cuMemCreate", ["&", 1 << 21, "&", 0]),
+        # (address, size, offset into the handle 0, handle, flags 0)
+        ("cuMemMap", [1 << 23, 1 << 21, 0, 5, 0]),
+    ]
+
+
+def test_a_failed_cu_init_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from arena.memory.cudadriver import CtypesDriver
+
+    lib = _FakeLibcuda()
+    lib.status = 1
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: lib)
+    with pytest.raises(ArenaError, match=r"^cuInit failed: CUDA_ERROR_INVALID_VALUE \(1\)$"):
+        CtypesDriver()
