@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import sys
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -148,3 +150,68 @@ def test_a_failed_cu_init_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ctypes, "CDLL", lambda name: lib)
     with pytest.raises(ArenaError, match=r"^cuInit failed: CUDA_ERROR_INVALID_VALUE \(1\)$"):
         CtypesDriver()
+
+
+class _FakeBindings:
+    """Stands in for NVIDIA's ``cuda.bindings.driver``: every ``cu*`` call is recorded with
+    its arguments and returns ``(status, 1 << 21)``, as the bindings return a status and
+    the values the C call writes."""
+
+    CUmemAllocationType = SimpleNamespace(CU_MEM_ALLOCATION_TYPE_PINNED=1)
+    CUmemLocationType = SimpleNamespace(CU_MEM_LOCATION_TYPE_DEVICE=1)
+    CUmemAllocationGranularity_flags = SimpleNamespace(CU_MEM_ALLOC_GRANULARITY_MINIMUM=0)
+    CUmemAccess_flags = SimpleNamespace(CU_MEM_ACCESS_FLAGS_PROT_READWRITE=3)
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.status = 0
+
+    @staticmethod
+    def CUmemAllocationProp() -> Any:
+        return SimpleNamespace(location=SimpleNamespace())
+
+    @staticmethod
+    def CUmemAccessDesc() -> Any:
+        return SimpleNamespace(location=SimpleNamespace())
+
+    def __getattr__(self, call: str) -> Any:
+        def function(*args: Any) -> tuple[int, ...]:
+            self.calls.append((call, args))
+            return (self.status, 1 << 21) if self.status == 0 else (self.status,)
+
+        return function
+
+
+def test_the_bindings_driver_is_loaded_where_installed_and_passes_each_argument(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from arena.memory.cudadriver import BindingsDriver, load_driver
+
+    fake = _FakeBindings()
+    package, bindings = ModuleType("cuda"), ModuleType("cuda.bindings")
+    bindings.driver = fake  # type: ignore[attr-defined]
+    package.bindings = bindings  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cuda", package)
+    monkeypatch.setitem(sys.modules, "cuda.bindings", bindings)
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", fake)
+    driver = load_driver()
+    assert isinstance(driver, BindingsDriver)
+    assert driver.address_reserve(1 << 21, 1 << 22) == 1 << 21
+    assert driver.create(1 << 21, 0) == 1 << 21
+    driver.map(1 << 23, 1 << 21, 5)
+    driver.unmap(1 << 23, 1 << 21)
+    calls = [(name, args) for name, args in fake.calls if name != "cuMemCreate"]
+    assert calls == [
+        ("cuInit", (0,)),
+        ("cuMemAddressReserve", (1 << 21, 1 << 22, 0, 0)),
+        ("cuMemMap", (1 << 23, 1 << 21, 0, 5, 0)),
+        ("cuMemUnmap", (1 << 23, 1 << 21)),
+    ]
+    (create,) = [args for name, args in fake.calls if name == "cuMemCreate"]
+    assert create[0] == 1 << 21 and create[1].location.id == 0 and create[2:] == (0,)
+    fake.status = 1
+    with pytest.raises(ArenaError, match=r"^cuMemAddressReserve failed: 1$"):
+        driver.address_reserve(1 << 21, 1 << 22)
+    fake.status = 2  # CUDA_ERROR_OUT_OF_MEMORY
+    with pytest.raises(MemoryError, match=r"^cuMemCreate failed: 2$"):
+        driver.create(1 << 21, 0)
