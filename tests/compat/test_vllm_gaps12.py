@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
-pytest.importorskip("torch")
-
+from arena.compat import vllm
 from arena.compat.vllm import (
+    WorkspaceManager,
     current_workspace_manager,
     init_workspace_manager,
     reset_workspace_manager,
 )
+
+torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(autouse=True)
@@ -43,3 +47,36 @@ def test_reinitialising_names_the_device_the_manager_was_made_on(
         "WorkspaceManager already initialized on device cpu, reinitializing on device cpu"
     ]
     assert current_workspace_manager().arena.ubatches == 2
+
+
+def test_every_allocation_runs_in_the_managers_alloc_context() -> None:
+    entered: list[str] = []
+
+    @contextmanager
+    def context() -> Iterator[None]:
+        entered.append("enter")
+        yield
+
+    manager = WorkspaceManager("cpu", alloc_context=context)
+    try:
+        manager.get_simultaneous(((1024,), torch.float32))
+        assert entered == ["enter"]
+    finally:
+        manager.arena.close()
+
+
+def test_a_cuda_manager_takes_its_memory_from_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    # vLLM counts its memory through torch's allocator: the drop-in asks torch, not the
+    # default CUDA source (CuPy's, where CuPy is installed).
+    made: list[dict[str, Any]] = []
+
+    def recording_arena(*args: Any, **kwargs: Any) -> Any:
+        made.append(kwargs)
+        raise RuntimeError("stop here: no CUDA device to build it on")
+
+    monkeypatch.setattr(vllm, "Arena", recording_arena)
+    with pytest.raises(RuntimeError, match="stop here"):
+        WorkspaceManager("cuda:0")
+    with pytest.raises(RuntimeError, match="stop here"):
+        WorkspaceManager("cpu")
+    assert [m.get("source", "missing") for m in made] == ["torch", None]
