@@ -37,3 +37,23 @@ def test_a_locked_rank_outgrown_names_what_it_holds_and_what_it_needs() -> None:
     assert isinstance(small, ArenaLockedError)
     assert (small.required, small.current, small.slot) == (8192, 4096, (0, 0))
     assert large == (8192,)
+
+
+def test_a_step_whose_run_is_open_here_is_not_taken_and_says_why() -> None:
+    ranks = ThreadRanks(2)
+
+    def body(rank: int, group: RankGroup) -> Any:
+        with Arena("cpu", framework="numpy") as ws:
+            if rank == 0:
+                for _ in range(2):
+                    with ws.step("s") as st:
+                        st.get_simultaneous(((256,), "float32"))
+                        st.get_simultaneous(((256,), "float32"))
+                return ws.sync(group).not_taken
+            with ws.step("s") as st:  # its first run, recording, open during sync()
+                st.get_simultaneous(((256,), "float32"))
+                return ws.sync(group).not_taken
+
+    done, open_here = ranks.run(body)
+    assert done == ()
+    assert open_here == ("step 's' of slot (ubatch 0, lane 0) (a run of it is open here)",)
