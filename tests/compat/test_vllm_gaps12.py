@@ -80,3 +80,21 @@ def test_a_cuda_manager_takes_its_memory_from_torch(monkeypatch: pytest.MonkeyPa
     with pytest.raises(RuntimeError, match="stop here"):
         WorkspaceManager("cpu")
     assert [m.get("source", "missing") for m in made] == ["torch", None]
+
+
+def test_the_debug_log_says_locked_at_lock_and_unlocked_at_unlock(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("VLLM_DEBUG_WORKSPACE", "1")
+    manager = WorkspaceManager("cpu")
+    try:
+        manager.get_simultaneous(((1024,), torch.float32))
+        with caplog.at_level(logging.INFO, logger="arena.compat.vllm"):
+            manager.lock()
+            after_lock = [r.getMessage() for r in caplog.records]
+            manager.unlock()
+            after_unlock = [r.getMessage() for r in caplog.records][len(after_lock) :]
+    finally:
+        manager.arena.close()
+    assert [m.split(".")[0] for m in after_lock] == ["[WORKSPACE DEBUG] Workspace locked"]
+    assert [m.split(".")[0] for m in after_unlock] == ["[WORKSPACE DEBUG] Workspace unlocked"]
