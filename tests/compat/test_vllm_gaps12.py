@@ -17,6 +17,7 @@ from arena.compat.vllm import (
     init_workspace_manager,
     reset_workspace_manager,
 )
+from tests.sources import DirtySource
 
 torch = pytest.importorskip("torch")
 
@@ -98,3 +99,36 @@ def test_the_debug_log_says_locked_at_lock_and_unlocked_at_unlock(
         manager.arena.close()
     assert [m.split(".")[0] for m in after_lock] == ["[WORKSPACE DEBUG] Workspace locked"]
     assert [m.split(".")[0] for m in after_unlock] == ["[WORKSPACE DEBUG] Workspace unlocked"]
+
+
+def test_a_persistent_tensor_is_zeroed_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Over memory handed out dirty (0xA5 bytes), as reused device memory is: vLLM's
+    # get_persistent zeroes only with zero_init=True.
+    real_arena = vllm.Arena
+
+    def dirty_arena(*args: Any, **kwargs: Any) -> Any:
+        return real_arena(*args, **{**kwargs, "source": DirtySource()})
+
+    monkeypatch.setattr(vllm, "Arena", dirty_arena)
+    manager = WorkspaceManager("cpu")
+    try:
+        plain = manager.get_persistent("plain", (4,), torch.int32)
+        zeroed = manager.get_persistent("zeroed", (4,), torch.int32, zero_init=True)
+        assert plain.tolist() == [-1515870811] * 4  # 0xA5A5A5A5, left as it was
+        assert zeroed.tolist() == [0] * 4
+    finally:
+        manager.arena.close()
+
+
+def test_a_key_the_arena_holds_under_another_shape_is_refused_in_vllms_words() -> None:
+    manager = WorkspaceManager("cpu")
+    try:
+        manager.arena.torch.get_persistent("k", (4,), torch.float32)
+        with pytest.raises(ValueError) as caught:
+            manager.get_persistent("k", (8,), torch.float16)
+    finally:
+        manager.arena.close()
+    assert str(caught.value) == (
+        "Persistent workspace 'k' has shape=torch.Size([4]), dtype=torch.float32; "
+        "requested shape=(8,), dtype=torch.float16."
+    )
