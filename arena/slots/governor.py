@@ -423,7 +423,7 @@ class _Switched(Generic[_T]):
     function may call itself. Refuses to be tested as a bool (``if ws.locked():``,
     vLLM's ``is_locked()`` misspelt, would otherwise be always true and lock nothing).
 
-    Interrupts (docs/overview.md, "Interrupts in steps and scopes"): the state before
+    Interrupts (docs/overview.md, "Lock-state blocks"): the state before
     is saved before the switch starts, and the switch runs inside the ``try`` that
     restores it, so an interrupt inside ``lock()`` restores it. The exit's first call is
     the restore. Restoring an unlocked state is one check and one store
