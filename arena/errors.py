@@ -15,6 +15,7 @@ __all__ = [
     "ArenaOutOfMemoryError",
     "ArenaSyncError",
     "ArenaWarning",
+    "BlockActiveError",
     "ConfigError",
     "DTypeError",
     "DeviceError",
@@ -109,6 +110,12 @@ class ArenaSyncError(ArenaError, RuntimeError):
 
 class ArenaClosedError(ArenaError, RuntimeError):
     """The arena was closed (or reset) and can no longer hand out memory."""
+
+
+class BlockActiveError(ArenaError, RuntimeError):
+    """A ``ws.locked()`` or ``ws.unlocked()`` block was entered again while it is active
+    (nested in itself, or from another thread): it saves one state to restore. Nest a new
+    block (call ``ws.locked()`` again); a block that exited may be entered again."""
 
 
 class PersistentMismatchError(ArenaError, ValueError):

@@ -4,7 +4,9 @@ SIGALRM at a random moment, then checks that the arena is still usable.
 
 Used by tests/planning/test_step_interrupts.py and by hand for the long counts:
 ``python -m tests.interrupts points`` (every entry and return of every phase) and
-``python -m tests.interrupts signals 1000`` (random real-signal rounds).
+``python -m tests.interrupts signals 1000`` (random real-signal rounds); the same for
+``with ws.locked():`` and ``ws.unlocked()`` blocks: ``python -m tests.interrupts switch``
+and ``python -m tests.interrupts switch-signals 1000``.
 """
 
 from __future__ import annotations
@@ -315,6 +317,117 @@ def signal_rounds(rounds: int, seed: int = 0, *, growth: bool = True) -> tuple[i
     return landed, len(damaged), damaged
 
 
+#: The lock state blocks a switch sweep runs: (which block, whether the arena is locked
+#: before it). ``ws.locked()`` on an unlocked arena unlocks at its exit, ``ws.unlocked()``
+#: on a locked one locks again (a whole ``lock()``).
+SWITCHES = (("locked", False), ("unlocked", True), ("locked", True), ("unlocked", False))
+
+#: The tracer's own event: an exception raised at the return of the block's ``__enter__``
+#: leaves the ``with`` statement without its exit (the block restores once dropped),
+#: where a real signal cannot land (the statement calls the enter from C and runs no
+#: check before the block's body).
+ENTER_RETURN = "return of _Switched.__enter__"
+
+
+def switch_arena(locked: bool) -> Arena:
+    """An arena that served :func:`switch_block`'s largest request, locked or not."""
+    ws = Arena("cpu", framework="numpy")
+    ws.get_simultaneous(((4,), F32), ((4,), F32))
+    if locked:
+        ws.lock()
+    return ws
+
+
+def switch_block(ws: Arena, which: str) -> None:
+    """One ``with ws.locked():`` (or ``ws.unlocked()``) block with requests inside."""
+    with getattr(ws, which)():
+        ws.get_simultaneous(((8,), F32))
+        ws.get_simultaneous(((4,), F32), ((4,), F32))
+
+
+def switch_points() -> tuple[int, list[str], list[str]]:
+    """Interrupt each switch block of :data:`SWITCHES` at every entry and return in
+    arena's code in turn. Returns (points, the points after which the state the block
+    found was not back when the interrupt reached the caller's ``except``, those where it
+    was not back once the interrupt and its traceback were dropped)."""
+    total, caught, dropped = 0, [], []
+    for which, locked in SWITCHES:
+        counter = Injector()
+        ws = switch_arena(locked)
+        sys.settrace(counter)
+        try:
+            switch_block(ws, which)
+        finally:
+            sys.settrace(None)
+        ws.close()
+        total += counter.count
+        for at in range(1, counter.count + 1):
+            ws = switch_arena(locked)
+            shot = Injector(at)
+            state = "not raised"
+            sys.settrace(shot)
+            try:
+                switch_block(ws, which)
+            except KeyboardInterrupt:
+                state = "kept" if bool(ws.is_locked) == locked else "changed"
+            finally:
+                sys.settrace(None)
+            where = f"ws.{which}() on a {'locked' if locked else 'unlocked'} arena: {shot.where}"
+            if shot.fired and state != "kept":
+                caught.append(f"{where} ({state})")
+            if bool(ws.is_locked) != locked:
+                dropped.append(where)
+            ws.close()
+    return total, caught, dropped
+
+
+def switch_signal_rounds(rounds: int, seed: int = 0) -> tuple[int, list[str], list[str]]:
+    """``rounds`` switch blocks (of :data:`SWITCHES` in turn, each on a fresh arena) with
+    a real SIGALRM raising KeyboardInterrupt at a random moment of the block. Returns
+    (rounds the interrupt landed in, those whose state was not back in the caller's
+    ``except``, those where it was not back once the interrupt was dropped)."""
+    rng = random.Random(seed)
+    alarm = _Alarm()
+    previous = signal.signal(signal.SIGALRM, alarm)
+    callbacks = gc.callbacks[:]  # as in signal_rounds: no other code's GC callbacks
+    gc.callbacks.clear()
+    landed, caught, dropped = 0, [], []
+    try:
+        spans = {}
+        for which, locked in SWITCHES:
+            ws = switch_arena(locked)
+            start = time.perf_counter()
+            switch_block(ws, which)
+            spans[which, locked] = time.perf_counter() - start
+            ws.close()
+        for n in range(rounds):
+            which, locked = SWITCHES[n % len(SWITCHES)]
+            ws = switch_arena(locked)
+            state = ""
+            try:
+                try:
+                    alarm.armed = True
+                    signal.setitimer(signal.ITIMER_REAL, rng.uniform(1e-6, spans[which, locked]))
+                    switch_block(ws, which)
+                finally:
+                    alarm.armed = False
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+            except KeyboardInterrupt:
+                state = "kept" if bool(ws.is_locked) == locked else "changed"
+            where = f"round {n}: ws.{which}() on a {'locked' if locked else 'unlocked'} arena"
+            if state:
+                landed += 1
+                if state != "kept":
+                    caught.append(where)
+            if bool(ws.is_locked) != locked:
+                dropped.append(where)
+            ws.close()
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+        gc.callbacks[:] = callbacks
+    return landed, caught, dropped
+
+
 def main(argv: list[str]) -> None:
     """``points`` or ``signals [rounds]``: print the counts and the damage found."""
     if argv[:1] == ["points"]:
@@ -323,6 +436,23 @@ def main(argv: list[str]) -> None:
         grown = sum(1 for line in damaged if line.endswith("(in a growth)"))
         print(f"{len(damaged)} of {total} entry/return points damaged ({grown} in a growth)")
         for line in damaged[:40]:
+            print(" ", line)
+    elif argv[:1] == ["switch"]:
+        total, caught, dropped = switch_points()
+        print(
+            f"switch blocks: {len(caught)} of {total} entry/return points left the state "
+            f"switched in the caller's except, {len(dropped)} once the interrupt was dropped"
+        )
+        for line in (caught + dropped)[:40]:
+            print(" ", line)
+    elif argv[:1] == ["switch-signals"]:
+        rounds = int(argv[1]) if len(argv) > 1 else 1000
+        landed, caught, dropped = switch_signal_rounds(rounds, int(argv[2]) if len(argv) > 2 else 0)
+        print(
+            f"switch blocks: {len(caught)} of {rounds} rounds ({landed} interrupted) left the "
+            f"state switched in the caller's except, {len(dropped)} once it was dropped"
+        )
+        for line in (caught + dropped)[:40]:
             print(" ", line)
     else:
         rounds = int(argv[1]) if len(argv) > 1 else 1000

@@ -627,7 +627,7 @@ def test_the_slot_write_finder_sees_writes() -> None:
 # (arena/planning/books.py) are objects of their own, written by their own methods only.
 def test_only_the_region_stack_writes_its_fields() -> None:
     fields = _slot_fields("arena/slots/stack.py", "RegionStack")
-    assert fields == {"regions", "top", "live"}
+    assert fields == {"regions", "top", "live", "below"}
     writes = []
     for folder in ("arena", "adapters"):
         for path in sorted((ROOT / folder).rglob("*.py")):

@@ -46,9 +46,7 @@ def book_request(
     """Book request number ``request`` of a recording ``run``, once its ``views`` are
     placed (a refused request is no block): each view's block is live at its offset until
     released. Returns the bytes the request added."""
-    for view, block, offset, size in zip(views, blocks, offsets, sizes, strict=True):
-        run.live[block] = (offset, size)
-        run.views[id(view)] = (block, view)
+    run.book(views, blocks, offsets, sizes)
     run.add(request, offsets, sizes)
     return sum(sizes)
 

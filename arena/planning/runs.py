@@ -68,6 +68,7 @@ class StepRun:
         "ended",
         "firsts",
         "handed",
+        "held",
         "ids",
         "lasts",
         "live",
@@ -89,6 +90,9 @@ class StepRun:
         self.lasts: dict[int, int] = {}
         #: Recording: block -> (offset, size) while live.
         self.live: dict[int, tuple[int, int]] = cast("dict[int, tuple[int, int]]", _NO_LIVE)
+        #: Recording: the bytes of the live blocks (what the step holds), counted as
+        #: they are booked and released, each with its block's store.
+        self.held = 0
         #: Recording: id(view) -> (block, view) while live (the view kept: its id stays
         #: unique).
         self.views: dict[int, tuple[int, Any]] = {}
@@ -120,7 +124,50 @@ class StepRun:
             offsets: list[int] = []
             live: dict[int, tuple[int, int]] = {}
             self.counts, self.sizes, self.firsts, self.offsets = counts, sizes, firsts, offsets
-            self.live = live
+            self.live, self.held = live, 0
+
+    def book(
+        self,
+        views: Sequence[Any],
+        blocks: Sequence[int],
+        offsets: Sequence[int],
+        sizes: Sequence[int],
+    ) -> None:
+        """A recording request's ``views`` are placed: each view's block is live at its
+        offset until released. A block and its bytes are counted by plain stores with no
+        call between them (a signal's handler runs at a call), so :attr:`held` is the
+        bytes of :attr:`live` whatever interrupts the booking; a block booked again (by a
+        request after one an interrupt stopped before :meth:`add`) replaces its bytes."""
+        live = self.live
+        for view, block, offset, size in zip(views, blocks, offsets, sizes, strict=True):
+            key = id(view)
+            gone = live[block][1] if block in live else 0
+            live[block] = (offset, size)
+            self.held += size - gone
+            self.views[key] = (block, view)
+
+    def end_block(
+        self, block: int, handed: Any, given: Any, recorded: bool
+    ) -> tuple[int, int] | None:
+        """``release()`` ends ``block`` (:meth:`claim` found it): the view ``handed`` out
+        for it (``given``: what stands for it) ends, a recording's view (``recorded``)
+        among the live views, a replay's among the released blocks, and a block the run
+        counts live leaves its live blocks and its bytes :attr:`held`. The ids are taken
+        first, then plain stores with no call among them (a signal's handler runs at a
+        call): all of it or none. Returns the block's (offset, size) where it was live."""
+        handed_id, given_id = id(handed), id(given)
+        live = self.live
+        placed = live.get(block)  # a call before the stores
+        if recorded:
+            del self.views[handed_id]
+            self.ended[handed_id] = handed
+            self.ended[given_id] = given
+        else:
+            self.released |= {block}  # an operator, not add(): no call
+        if placed is not None:
+            del live[block]
+            self.held -= placed[1]
+        return placed
 
     def add(self, request: int, offsets: list[int], sizes: list[int]) -> None:
         """Record one request's blocks (numbered from ``len(self.sizes)``)."""
@@ -189,9 +236,10 @@ class StepRun:
         return out + [view for _, view in self.views.values()]
 
     def live_bytes(self) -> int:
-        """The bytes of a recording's live blocks: what its step holds (a step derives
-        its count from this after every booking and release, so a block booked by a
-        request an interrupt stopped before the step counted it is counted by the next)."""
+        """The bytes of a recording's live blocks, summed (O(live blocks)): what
+        :attr:`held` counts as they come and go (a check of it; a step reads ``held``,
+        after every booking and release, so a block booked by a request an interrupt
+        stopped before the step counted it is counted by the next)."""
         total = 0
         for _, size in self.live.values():  # a loop, no generator frame to land in
             total += size
@@ -219,15 +267,25 @@ class StepRun:
         assert book.offsets is not None
         blocks = book.starts[requests]
         handed = min(self.handed_blocks(), blocks)
-        self.counts = book.counts[:requests]
-        self.sizes = book.sizes[:blocks]
-        self.firsts = book.firsts[:blocks]
-        self.offsets = list(book.offsets[:blocks])
-        self.live = {
+        live = {
             block: (book.offsets[block], book.sizes[block])
             for block in range(handed)
             if block not in self.released
         }
+        held = 0
+        for _, size in live.values():  # a loop, no generator frame to land in
+            held += size
+        offsets = list(book.offsets[:blocks])
+        # Made first, installed in one assignment: an interrupt finds the run as it was
+        # or adopted, its live blocks and their bytes in step.
+        self.counts, self.sizes, self.firsts, self.offsets, self.live, self.held = (
+            book.counts[:requests],
+            book.sizes[:blocks],
+            book.firsts[:blocks],
+            offsets,
+            live,
+            held,
+        )
 
     def holder(self, view: Any) -> tuple[int, Any, bool] | None:
         """The block ``view`` was handed out for, the view handed out (or its witness) and

@@ -335,11 +335,12 @@ class Scope(Region, Generic[ViewT]):
     def _account(self, slot: Slot, base: int, end: int) -> None:
         """A request placed from ``base`` to ``end``: the slot's top, live bytes and LOAD."""
         total = end - base
-        # The scope's own figures in one store, then the stack recounts from them: an
+        # The scope's own figures in one store, then the stack counts from them: an
         # interrupt at that call leaves the stack's figures behind until the next
-        # request through a scope or step, or this scope's close, recounts them.
+        # request through a scope or step (compiled hits included), or this scope's
+        # close, counts them again.
         self.end, self.held = end, self.held + total
-        slot.stack.settle(end)
+        slot.stack.settle(end, self)
         slot.note_load(slot.stack.live, reach=end, placer=self)
 
     def _keeper(self, base: int, specs: Any) -> Callable[[Buffer, Any], None]:

@@ -294,7 +294,7 @@ class Step(StepHitBase, Generic[ViewT]):
                 # A replay's live bytes are bounded by the plan's LOAD: counted once here.
                 held = max(0, book.load - spare)
                 self.end, self.held = end, held  # one store, then the stack recounts
-                slot.stack.settle(end)
+                slot.stack.settle(end, self)
                 slot.note_load(slot.stack.live)
                 # Where a replay's views are remembered: per front, key, start and plan.
                 self._memo = (self._placer.key, "step", self.key, self.base, book.version)
@@ -333,7 +333,7 @@ class Step(StepHitBase, Generic[ViewT]):
             end = base + book.total
             held = book.load  # a replay's live bytes: the plan's LOAD, counted once here
             self.end, self.held = end, held  # one store, then the stack recounts
-            slot.stack.settle(end)
+            slot.stack.settle(end, self)
             if slot.stack.live > slot.load:
                 slot.note_load(slot.stack.live)
             self._memo = memo = (placer.key, "step", self.key, base, book.version)
@@ -447,12 +447,12 @@ class Step(StepHitBase, Generic[ViewT]):
         for block, (handed, given) in run.claim(views, self.key).items():
             run.lasts[block] = self.request - 1  # a diverging replay records it
             recorded = by_view.get(id(handed))
-            if recorded is not None and recorded[1] is handed:  # a recording's view
-                del by_view[id(handed)]
-                run.ended[id(handed)] = handed
-                run.ended[id(given)] = given
-            else:  # a replay's (the run may record since: it adopted the plan's record)
-                run.released.add(block)
+            # A recording's view, or a replay's (the run may record since: it adopted the
+            # plan's record). The view ends, and a block the run counts live leaves its
+            # live blocks and their bytes, in one call (no interrupt among them).
+            counted = run.end_block(
+                block, handed, given, recorded is not None and recorded[1] is handed
+            )
             if self.replay:  # its place is the plan's; the plan's LOAD stays counted
                 if not (self._poison or self._debug):
                     continue
@@ -460,15 +460,13 @@ class Step(StepHitBase, Generic[ViewT]):
                 assert book is not None and book.offsets is not None
                 placed = (book.offsets[block], book.sizes[block])
             else:
-                # The block leaves the run's live blocks and the step's count with no
-                # call between (a recording's count never exceeds its live blocks: see
-                # _start_inside), then the stack recounts from the count: an interrupt at
-                # that call leaves the stack's figure behind until the run's next request
-                # or its close recounts it.
-                placed = run.live[block]
-                del run.live[block]
-                self.held -= placed[1]
-                slot.stack.settle(slot.stack.top)
+                # The step's count follows the run's, then the stack counts from it: an
+                # interrupt at a call between leaves a figure behind until the run's next
+                # request or its close derives and counts it again.
+                assert counted is not None  # recording: every block handed out is live
+                placed = counted
+                self.held = run.held
+                slot.stack.settle(slot.stack.top, self)
             if self._poison:
                 offset, size = placed
                 poison_slot_bytes(slot, self.base + offset, self.base + offset + size)
@@ -643,13 +641,14 @@ class Step(StepHitBase, Generic[ViewT]):
             run.hand(r, book.starts, views, views)  # kept: the views themselves
         else:  # recorded once placed: a refused request is no block
             book_request(run, r, views, blocks=blocks, offsets=offsets, sizes=sizes)
-            # Derived, not added: a block an interrupted request booked is counted too.
-            held = run.live_bytes()
+            # Derived, not added: a block an interrupted request booked is counted too
+            # (the run counts its live blocks' bytes as it books them: O(1) here).
+            held = run.held
         top = extent if extent > self.end else slot.stack.top
         # The step's own figures in one store, then the stack recounts from them (every
         # request here does: one an interrupt left behind is recounted by the next).
         self.end, self.held = max(self.end, extent), held
-        slot.stack.settle(top)
+        slot.stack.settle(top, self)
         if not self.replay:
             slot.note_load(slot.stack.live)
         self.request, run.broken = r + 1, False
@@ -688,7 +687,7 @@ class Step(StepHitBase, Generic[ViewT]):
         run = self.run
         run.broken = True
         run.adopt(book, r)
-        held = run.live_bytes()
+        held = run.held
         self._quick, self._caches = False, None  # no hit (the checked path) from here
         # The switch to recording and what the step holds then (the adopted blocks, not
         # the plan's LOAD) in one store, then the stack recounts its live bytes from the
@@ -696,7 +695,7 @@ class Step(StepHitBase, Generic[ViewT]):
         # diverges again), one at the recount's call the stack's figure behind until the
         # run's next request or its close recounts it.
         self.replay, self.held, run.broken = False, held, False
-        slot.stack.settle(slot.stack.top)
+        slot.stack.settle(slot.stack.top, self)
 
 
 class CompiledStep(Step[ViewT]):

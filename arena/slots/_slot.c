@@ -24,13 +24,13 @@ enum { SLOT_CALLS, SLOT_DETOUR, SLOT_LOAD, SLOT_STACK, SLOT_PENDING, SLOT_GOVERN
        SLOT_FIELDS };
 static const char *slot_names[SLOT_FIELDS] = {"calls",   "detour",  "load",
                                               "stack",   "pending", "governor"};
-enum { STACK_REGIONS, STACK_TOP, STACK_LIVE, STACK_FIELDS };
-static const char *stack_names[STACK_FIELDS] = {"regions", "top", "live"};
+enum { STACK_REGIONS, STACK_TOP, STACK_LIVE, STACK_BELOW, STACK_FIELDS };
+static const char *stack_names[STACK_FIELDS] = {"regions", "top", "live", "below"};
 
 /* The offsets, bound once (bind): the classes' own __slots__ members. */
 static Py_ssize_t slot_at[SLOT_FIELDS], stack_at[STACK_FIELDS], governor_asleep;
 static PyTypeObject *governor_type;
-static PyObject *zero, *one;
+static PyObject *zero, *one, *minus_one;
 
 static int bind_offsets(PyTypeObject *type, const char **names, int count, Py_ssize_t *out) {
     for (int i = 0; i < count; i++) {
@@ -82,11 +82,12 @@ static void note_load(PyObject *slot, PyObject *live) {
 }
 
 static void open_region(PyObject *slot, PyObject *regions) {
-    PyObject *stack = FIELD(slot, slot_at[SLOT_STACK]), *old[2];
+    PyObject *stack = FIELD(slot, slot_at[SLOT_STACK]), *old[3];
     swap(slot, slot_at[SLOT_DETOUR], one, &old[0]); /* first, as Slot.open_region */
+    /* RegionStack.push: the new list, and below to be counted again by the next settle */
     swap(stack, stack_at[STACK_REGIONS], regions, &old[1]);
-    Py_XDECREF(old[0]);
-    Py_XDECREF(old[1]);
+    swap(stack, stack_at[STACK_BELOW], minus_one, &old[2]);
+    for (int i = 0; i < 3; i++) Py_XDECREF(old[i]);
 }
 
 /* Whether a slot's or governor's flag `value` reads as true, with no Python code: an exact
@@ -97,12 +98,13 @@ static inline int flag_set(PyObject *value) {
 }
 
 static void close_region(PyObject *slot, PyObject *kept, PyObject *top, PyObject *live) {
-    PyObject *stack = FIELD(slot, slot_at[SLOT_STACK]), *old[4];
+    PyObject *stack = FIELD(slot, slot_at[SLOT_STACK]), *old[5];
     int open = PyList_GET_SIZE(kept) > 0;
     if (!open) top = live = zero; /* RegionStack.remove: nothing stays open */
     swap(stack, stack_at[STACK_REGIONS], kept, &old[0]);
     swap(stack, stack_at[STACK_TOP], top, &old[1]);
     swap(stack, stack_at[STACK_LIVE], live, &old[2]);
+    swap(stack, stack_at[STACK_BELOW], minus_one, &old[4]); /* counted again by a settle */
     /* Slot.update_detour, after the stack's change */
     PyObject *governor = FIELD(slot, slot_at[SLOT_GOVERNOR]);
     PyObject *asleep = governor != NULL && Py_IS_TYPE(governor, governor_type)
@@ -110,7 +112,7 @@ static void close_region(PyObject *slot, PyObject *kept, PyObject *top, PyObject
                            : NULL;
     int detour = flag_set(FIELD(slot, slot_at[SLOT_PENDING])) || open || flag_set(asleep);
     swap(slot, slot_at[SLOT_DETOUR], detour ? one : zero, &old[3]);
-    for (int i = 0; i < 4; i++) Py_XDECREF(old[i]);
+    for (int i = 0; i < 5; i++) Py_XDECREF(old[i]);
 }
 
 /* ---------------------------------------------------------------- the module */
@@ -134,7 +136,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__slot(void) {
     zero = PyLong_FromLong(0);
     one = PyLong_FromLong(1);
-    if (zero == NULL || one == NULL) return NULL;
+    minus_one = PyLong_FromLong(-1);
+    if (zero == NULL || one == NULL || minus_one == NULL) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     PyObject *capsule = PyCapsule_New(&api, ARENA_SLOT_API_CAPSULE, NULL);

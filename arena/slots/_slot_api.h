@@ -55,11 +55,13 @@ typedef struct {
     void (*note_load)(PyObject *slot, PyObject *live);
     /* Slot.open_region(region)'s stores (the caller checked the arena open and the mutex
      * free): slot.detour = 1, then slot.stack.regions = `regions`, the stack's list with the
-     * region appended: a new list the caller made ahead (RegionStack.push makes it so). */
+     * region appended: a new list the caller made ahead (RegionStack.push makes it so), and
+     * slot.stack.below = -1 (counted again by the next RegionStack.settle). */
     void (*open_region)(PyObject *slot, PyObject *regions);
     /* Slot.close_region(region, top, live)'s stores: RegionStack.remove's (slot.stack's
      * regions = `kept`, the stack's list without the region, a new list the caller made
-     * ahead; its top and live = `top` and `live`, or 0 and 0 where `kept` is empty), then
+     * ahead; its top and live = `top` and `live`, or 0 and 0 where `kept` is empty; its
+     * below = -1, counted again by the next RegionStack.settle), then
      * Slot.update_detour's (detour = 1 where slot.pending, `kept` or the governor's
      * `asleep` is nonzero, else 0; a value that is no exact int counts as nonzero). */
     void (*close_region)(PyObject *slot, PyObject *kept, PyObject *top, PyObject *live);
@@ -194,12 +196,13 @@ ARENA_SLOT_INLINE void arena_slot_count_install(const ArenaSlotAPI *api, PyObjec
     Py_XDECREF(old);
 }
 
-/* RegionStack.settle(top)'s stores: stack.top = top, stack.live = live, where `live` (an
- * exact int, made by the caller ahead: an int allocation) is stack.live plus what the hit
- * added. settle recounts live as the sum of the open regions' held bytes, so that a
- * Python-level interrupt between a region's own stores and the recount is healed by the
- * next one; no Python code runs between a compiled hit's stores, so its running sum is
- * that recount. The replaced ints are released after both stores. */
+/* RegionStack.settle(top, region)'s stores for the innermost region: stack.top = top,
+ * stack.live = live, where `live` (an exact int, made by the caller ahead: an int
+ * allocation) is what the regions under the innermost hold plus the innermost's new held
+ * bytes, counted from the regions' own figures as settle counts it, never added to
+ * stack.live: a figure a Python-level interrupt left behind (between a region's own stores
+ * and its settle) is not carried on. stack.below is left as it is (the regions under the
+ * innermost did not change). The replaced ints are released after both stores. */
 ARENA_SLOT_INLINE void arena_slot_account(const ArenaSlotAPI *api, PyObject *stack,
                                           PyObject *top, PyObject *live) {
     PyObject **top_field = &ARENA_SLOT_AT(stack, api->top_at);

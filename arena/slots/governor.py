@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from arena.base.events import caller_info, format_mb
@@ -29,6 +28,7 @@ from arena.errors import (
     ArenaAsleepError,
     ArenaClosedError,
     ArenaOutOfMemoryError,
+    BlockActiveError,
     GraphCaptureError,
 )
 from arena.forks import after_fork
@@ -152,8 +152,17 @@ class Governor:
     def set_lock(self, locked: bool, in_place: bool = False) -> None:
         """Lock (``in_place``: growth while locked commits in place) or unlock; the mutex
         is held by the caller."""
-        self.locked = locked
-        self.in_place = locked and in_place
+        self.locked, self.in_place = locked, locked and in_place
+
+    def unlock_open(self) -> bool:
+        """Unlock unless the arena is closed (False then, nothing changed); the mutex is
+        held by the caller. The check and the stores have no call between them, so an
+        interrupt (a signal's handler runs at a call) finds the arena unlocked, or closed,
+        or as it was, never checked open and left locked."""
+        if self.closed:
+            return False
+        self.locked, self.in_place = False, False
+        return True
 
     def note_locked_growth(self, slot: object, old: int, new: int) -> None:
         """Count a growth served while locked, to be announced (mutex held)."""
@@ -350,9 +359,9 @@ class Lockable(Protocol):
 
 
 class StateSwitch(Generic[_T]):
-    """``ws.locked()`` and ``ws.unlocked()``: call it for a context manager that puts the
-    arena in one lock state inside the block and restores the previous one after (unless
-    the arena was closed inside).
+    """``ws.locked()`` and ``ws.unlocked()``: call it for a block (:class:`_Switched`)
+    that puts the arena in one lock state inside and restores the previous one after,
+    however the block ends (unless the arena was closed inside).
 
     Testing it as a bool (``if ws.locked:``, always true for a method) raises a
     TypeError that gives the spelling meant: ``ws.is_locked``.
@@ -366,28 +375,25 @@ class StateSwitch(Generic[_T]):
         self._locked = locked
         self._slots = slots
 
-    def _set(self, locked: bool, in_place: bool = False) -> None:
-        if locked:
-            self._slots.lock(in_place)
-        else:
-            self._slots.unlock()
+    def _put(self, locked: bool, in_place: bool = False) -> None:
+        """Bring the arena to ``locked`` (``in_place`` as :meth:`Lockable.lock` takes
+        it) where it is not there already and not closed. Run again after an interrupt
+        cut it short, it finishes the change: unlocking is one check and one store
+        (:meth:`Governor.unlock_open`), locking a whole ``lock()``."""
+        slots = self._slots
+        governor = slots.governor
+        if governor.closed or governor.locked == locked:
+            return
+        try:
+            if locked:
+                slots.lock(in_place)
+            else:
+                slots.unlock()
+        except ArenaClosedError:  # closed meanwhile by another thread: no state to restore
+            return
 
     def __call__(self) -> _Switched[_T]:
         return _Switched(self)
-
-    @contextmanager
-    def switched(self) -> Iterator[_T]:
-        """The block's state: this switch's inside, the previous one restored after."""
-        governor = self._slots.governor
-        was, in_place = governor.locked, governor.in_place  # restored as it was
-        try:
-            # Inside the try: an interrupt while the state is switched (lock() sizes every
-            # slot, then logs) restores the one before instead of leaving it switched.
-            self._set(self._locked)
-            yield self._owner
-        finally:
-            if was != self._locked and not governor.closed:
-                self._set(was, in_place)
 
     def __bool__(self) -> bool:
         raise TypeError(_not_a_state(f"ws.{self.name}", self.name))
@@ -405,26 +411,83 @@ def _not_a_state(spelled: str, name: str) -> str:
 
 
 class _Switched(Generic[_T]):
-    """What ``ws.locked()`` returns: the ``with`` block of :meth:`StateSwitch.switched`,
-    refusing to be tested as a bool (``if ws.locked():``, vLLM's ``is_locked()`` misspelt,
-    would otherwise be always true and lock nothing)."""
+    """What ``ws.locked()`` returns: a block that puts the arena in its switch's state
+    and restores the one before at its exit, however the block ends.
 
-    __slots__ = ("_block", "_switch")
+    Reusable: entered again after it exited, it saves the state then and switches
+    again, as a new ``ws.locked()`` would (as ``torch.no_grad()`` and arena's scopes and
+    steps can be). A block stands for one saved state, so entering it again while it is
+    active (nested in itself, or from another thread) raises :class:`BlockActiveError`:
+    nest a new one, ``with ws.locked():``, which restores the state it found.
+    ``@ws.locked()`` decorates a function with a new block at every call, so the
+    function may call itself. Refuses to be tested as a bool (``if ws.locked():``,
+    vLLM's ``is_locked()`` misspelt, would otherwise be always true and lock nothing).
+
+    Interrupts (docs/overview.md, "Lock-state blocks"): the state before
+    is saved before the switch starts, and the switch runs inside the ``try`` that
+    restores it, so an interrupt inside ``lock()`` restores it. The exit's first call is
+    the restore. Restoring an unlocked state is one check and one store
+    (:meth:`Governor.unlock_open`: no call between them, so a signal's handler, which
+    runs at a call, cannot split them); an interrupt that lands before them (at a call
+    on the way there, or waiting for the mutex), or inside the ``lock()`` that restores
+    a locked state, is followed by the restore once more, before the interrupt goes on
+    out of the block. What is left: an interrupt at the very call of the exit (before
+    its first line) leaves the block active, and it restores the state when it is
+    dropped (for ``with ws.locked():``, once the interrupt's traceback is: see
+    :class:`_Active`).
+    """
+
+    __slots__ = ("_switch", "_was")
 
     def __init__(self, switch: StateSwitch[_T]) -> None:
         self._switch = switch
-        self._block = switch.switched()
+        #: The state to restore while the block is active, as (locked, in_place); None
+        #: when it is not.
+        self._was: tuple[bool, bool] | None = None
 
     def __enter__(self) -> _T:
-        return self._block.__enter__()
+        switch = self._switch
+        governor = switch._slots.governor
+        # The check and the stores with no call between them: two threads (or a block
+        # nested in itself) cannot both take the block. Active, it is of the class that
+        # restores at its collection (see _Active).
+        if self._was is not None:
+            raise BlockActiveError(
+                f"this ws.{switch.name}() block is active already (entered and not exited): "
+                "one block saves one state to restore; nest a new block instead: with "
+                f"ws.{switch.name}(): (call ws.{switch.name}() again)"
+            )
+        self._was, self.__class__ = (governor.locked, governor.in_place), _Active
+        try:
+            switch._put(switch._locked)
+        except BaseException as error:  # an interrupt inside lock(): the state comes back
+            self.__exit__(type(error), error, error.__traceback__)
+            raise
+        return switch._owner
 
-    def __exit__(self, *exc_info: Any) -> bool | None:
-        return self._block.__exit__(*exc_info)
+    def __exit__(self, *exc_info: Any) -> None:
+        # The restore is this method's first call: an interrupt before it can land only
+        # at this method's own call (see the class doc).
+        was = self._was
+        if was is None:  # not entered, or restored already
+            return
+        switch = self._switch
+        try:
+            switch._put(*was)
+        except BaseException:
+            # Cut short (an interrupt on the way, or inside the lock() that restores a
+            # locked state): once more, which finishes what is left, then the first
+            # error goes on. A second error gives up: the block is inactive after.
+            try:
+                switch._put(*was)
+            finally:
+                self._was, self.__class__ = None, _Switched
+            raise
+        self._was, self.__class__ = None, _Switched
 
     def __call__(self, function: Callable[_P, _R]) -> Callable[_P, _R]:
-        """``@ws.locked()``: ``function`` runs in this state at every call, as the
-        generator context manager this block wraps decorates (contextlib's
-        ContextDecorator), a fresh block each call."""
+        """``@ws.locked()``: ``function`` runs in this state at every call, each in a new
+        block (a recursive call nests a block of its own)."""
         switch = self._switch
 
         @functools.wraps(function)
@@ -440,6 +503,18 @@ class _Switched(Generic[_T]):
 
     def __repr__(self) -> str:
         return f"<context manager ws.{self._switch.name}()>"
+
+
+class _Active(_Switched[_T]):
+    """A :class:`_Switched` block while it is active: dropped so (entered by hand and
+    never exited, or an interrupt at the very call of its exit), it restores the state
+    it saved. Only an active block is of this class, so dropping the others runs no
+    Python code, where an interrupt would be printed as "Exception ignored" and lost."""
+
+    __slots__ = ()
+
+    def __del__(self) -> None:
+        self.__exit__(None, None, None)
 
 
 def address_bytes(governor: Governor) -> int:

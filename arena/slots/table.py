@@ -261,8 +261,10 @@ class SlotTable:
         """Allow growth again."""
         governor = self.governor
         with governor.mutex:
-            governor.check_open()
-            governor.set_lock(False)
+            # The check and the unlock in one call with no call between them: an
+            # interrupt cannot leave an open arena checked and still locked.
+            if not governor.unlock_open():
+                raise governor.closed_error()
         self.announce("unlock")
 
     def sleep(self, level: int) -> None:

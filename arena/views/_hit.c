@@ -2590,7 +2590,8 @@ static PyObject *enter_replay(PyObject *self, PyObject *slot) {
     Py_INCREF(self);
     PyList_SET_ITEM(stack, 0, self);
     end = PyNumber_Add(first.top, first.total);
-    live = end == NULL ? NULL : PyNumber_Add(first.live, first.held);
+    /* What the stack holds once the step is open: its held bytes (nothing under it). */
+    live = end == NULL ? NULL : Py_NewRef(first.held);
     if (live == NULL) goto done;
     /* Then everything read again (changed: the Python path enters), and the mutex. */
     if (enter_view(self, slot, book, &now) <= 0 || memcmp(&first, &now, sizeof first) != 0 ||
@@ -2925,8 +2926,9 @@ static PyTypeObject *scope_type;
  * hash is known and which the cache finds by identity: no tuple to build, no hashing, no
  * digest. The cache still decides: a key it no longer holds is a miss.
  *
- * Each slot also remembers the last bookkeeping done through it: from the slot's live
- * bytes and the scope's held bytes (live_in, held_in) with a request reaching `required`,
+ * Each slot also remembers the last bookkeeping done through it: from the live bytes (as
+ * the regions' own figures count them) and the scope's held bytes (live_in, held_in) with
+ * a request reaching `required`,
  * the new values (live_out, held_out: int objects made once). A repeated scope makes the
  * same requests from the same values, and then installs those objects again instead of
  * making new ones. A slot is 128 bytes (two cache lines on 64-bit machines, which the
@@ -3085,6 +3087,24 @@ static PyObject *scope_look_up(PyObject *cache, PyObject *top, Py_ssize_t at, Py
     return entry;
 }
 
+/* The bytes the regions open under `scope` hold (RegionStack.settle's `below`, counted):
+ * `scope` innermost on `stack` and every region under it a scope holding an exact int of
+ * bytes, else -1 (the Python path). Runs no Python code. */
+static Py_ssize_t scopes_below(PyObject *stack, PyObject *scope) {
+    PyObject *regions = FIELD(stack, stack_regions);
+    if (regions == NULL || !PyList_CheckExact(regions)) return -1;
+    Py_ssize_t depth = PyList_GET_SIZE(regions), below = 0;
+    if (depth == 0 || PyList_GET_ITEM(regions, depth - 1) != scope) return -1;
+    for (Py_ssize_t i = 0; i < depth - 1; i++) {
+        PyObject *region = PyList_GET_ITEM(regions, i);
+        if (!PyObject_TypeCheck(region, scope_type)) return -1;
+        Py_ssize_t held = plain_size(((ScopeHitBase *)region)->held);
+        if (held < 0 || below > PY_SSIZE_T_MAX - held) return -1;
+        below += held;
+    }
+    return below;
+}
+
 /* The scope's hit: fresh views (a new reference); NULL without an exception when the
  * Python path serves the request, NULL with one on error. */
 static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
@@ -3138,13 +3158,17 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     PyObject *required = FIELD(entry, prepared_required);
     PyObject *views = FIELD(entry, prepared_views);
     Py_ssize_t count = PyTuple_GET_SIZE(specs);
-    Py_ssize_t reach = plain_size(required), live_in = plain_size(FIELD(stack, stack_live));
+    Py_ssize_t reach = plain_size(required), below = scopes_below(stack, (PyObject *)self);
     Py_ssize_t held_in = plain_size(self->held), load = plain_size(FIELD(slot, slot_load));
     Py_ssize_t high = plain_size(FIELD(slot, slot_plain_high));
-    if (reach < at || live_in < 0 || held_in < 0 || load < 0 || high < 0 || views == NULL ||
+    if (reach < at || below < 0 || held_in < 0 || load < 0 || high < 0 || views == NULL ||
         !PyList_CheckExact(views) || PyList_GET_SIZE(views) != count ||
-        FIELD(slot, slot_calls) == NULL)
+        FIELD(slot, slot_calls) == NULL || held_in > PY_SSIZE_T_MAX - below)
         goto done;
+    /* The live bytes before the request, counted from the regions' own figures as
+     * RegionStack.settle counts them (not the stack's figure, which an interrupt between a
+     * scope's stores and its settle may have left behind, and a hit would carry on). */
+    Py_ssize_t live_in = below + held_in;
     Py_ssize_t total = reach - at;
     if (live_in > PY_SSIZE_T_MAX - total || held_in > PY_SSIZE_T_MAX - total) goto done;
     /* The bookkeeping first (nothing installed yet): LOAD and the plain high-water mark

@@ -698,10 +698,10 @@ def test_a_recording_release_interrupted_at_the_stacks_call_keeps_the_books(
 
     settle = RegionStack.settle
 
-    def interrupted(self: RegionStack, top: int) -> None:
+    def interrupted(self: RegionStack, top: int, region: object) -> None:
         if sum(region.held for region in self.regions) < self.live:  # a release
             raise KeyboardInterrupt
-        settle(self, top)
+        settle(self, top, region)
 
     with Arena("cpu", framework="numpy") as ws, ws.step("k") as step:
         slot = ws.numpy._select()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from arena import Arena
-from tests.interrupts import Injector
+from tests.interrupts import ENTER_RETURN, Injector
 
 
 def test_locked_and_unlocked_blocks_still_decorate_a_function() -> None:
@@ -75,10 +75,10 @@ def test_an_interrupt_while_the_block_switches_the_state_restores_the_one_before
             pass
         finally:
             sys.settrace(None)
-        # The yield's own "return" event is the tracer's artifact (an exception raised
-        # there passes no handler of the generator): a real signal lands in the caller
-        # after the yield, where closing the suspended generator restores the state.
-        if not entered and bool(ws.is_locked) and shot.where != "return of StateSwitch.switched":
+        # The enter's own "return" event is the tracer's artifact (the with statement
+        # calls the enter from C and runs no check before the body: a real signal cannot
+        # land there); the block, active, restores once the interrupt is dropped.
+        if not entered and bool(ws.is_locked) and shot.where != ENTER_RETURN:
             left.append(shot.where)
         ws.close()
     assert left == []

@@ -41,17 +41,31 @@ def test_the_stack_pushes_removes_and_accounts() -> None:
     stack.push(inner)
     assert stack.regions == [outer, inner] and first == [outer]  # a new list each time
     outer.held = 256
-    stack.settle(512)
+    stack.settle(512, outer)  # the outer region, under the innermost: counted again
     inner.held = 128
-    stack.settle(768)
-    assert (stack.top, stack.live) == (768, 384)
-    # Recounted, not added: a figure an interrupt left behind is right at the next settle.
-    stack.settle(768)
-    assert (stack.top, stack.live) == (768, 384)
+    stack.settle(768, inner)
+    assert (stack.top, stack.live, stack.below) == (768, 384, 256)
+    # Counted from the regions, not added: a figure an interrupt left behind (the
+    # region's store made, its settle not) is right at the next settle.
+    inner.held = 512
+    stack.settle(768, inner)
+    assert (stack.top, stack.live) == (768, 768)
+    # The regions under the innermost are counted once after a change, not per settle.
+    outer.held = 10**6  # unseen: only a settle of the outer region tells the stack
+    stack.settle(768, inner)
+    assert stack.live == 768
+    stack.settle(768, outer)
+    assert (stack.live, stack.below) == (10**6 + 512, 10**6)
+    outer.held = 256
+    stack.settle(768, outer)
+    assert (stack.top, stack.live) == (768, 768)
     assert stack.step_below(None) is outer and stack.step_below(inner) is outer
     assert stack.step_below(outer) is None
     assert stack.remove(inner, 256, 128) and (stack.top, stack.live) == (256, 128)
-    assert not stack.remove(inner, 1, 1) and (stack.top, stack.live) == (256, 128)
+    assert stack.below == -1  # counted again at the next settle
+    stack.settle(256, outer)
+    assert (stack.live, stack.below) == (256, 0)
+    assert not stack.remove(inner, 1, 1) and (stack.top, stack.live) == (256, 256)
     assert stack.remove(outer, 9, 9) and (stack.regions, stack.top, stack.live) == ([], 0, 0)
 
 
