@@ -1,0 +1,94 @@
+"""Gaps in the tests of the facade's settings and repr (``arena/config.py``,
+``arena/assembly.py``), found by Round 12a of mutation testing (``scripts/mutation facade``,
+docs/testing.md): each test names the mutants it kills."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from arena import Arena
+from arena.config import parse_bytes
+from arena.errors import ConfigError
+
+MB = 1 << 20
+
+
+def test_the_repr_names_each_state_and_the_slot_sizes() -> None:
+    """``describe_arena`` #5, #10 (a state's word changed), #15 (``asleep`` replacing the
+    state instead of following it), #17 (the sizes left out)."""
+    a = Arena("cpu", source="virtual", framework="numpy", name="eng")
+    head = "Arena(device='cpu', ubatches=1, lanes=1, alignment=256, framework='numpy', name='eng'"
+    a.get_simultaneous(((MB,), "uint8"))
+    assert repr(a) == f"{head}, unlocked, slots=[1.00 MB])"
+    a.lock()
+    assert repr(a) == f"{head}, locked, slots=[1.00 MB])"
+    a.unlock()
+    a.sleep(1)
+    assert repr(a) == f"{head}, unlocked, asleep (level 1), slots=[1.00 MB])"
+    a.wake()
+    a.close()
+    assert repr(a) == f"{head}, closed, slots=[0.00 MB])"
+    b = Arena("cpu", framework="numpy", lanes=2)
+    assert repr(b) == (
+        "Arena(device='cpu', ubatches=1, lanes=2, alignment=256, framework='numpy', "
+        "unlocked, slots=[0.00 MB, 0.00 MB])"
+    )
+    b.close()
+
+
+def test_more_slots_than_an_arena_holds_counts_ubatches_times_lanes() -> None:
+    """``settings`` #16 (``ubatches / lanes``: 2048 x 4 slots passed as 512)."""
+    with pytest.raises(ConfigError, match=r"ubatches=2048 x lanes=4 makes 8192 slots"):
+        Arena("cpu", ubatches=2048, lanes=4)
+    Arena("cpu", ubatches=1024, lanes=4).close()  # 4096: the most
+
+
+@pytest.mark.parametrize(
+    ("keywords", "message"),
+    [
+        # settings #69: the flag's name left out of its error
+        (
+            {"inference_views": "yes"},
+            "inference_views must be True or False, got str 'yes'; pass inference_views=True "
+            "(a string such as 'false' is not a bool)",
+        ),
+        # check_framework #26: a framework that is not a str stripped (AttributeError)
+        ({"framework": 3}, "unknown framework 3; choose one of numpy, torch, cupy, jax"),
+        # check_path #8: the example name built with replace('_', None) (TypeError)
+        (
+            {"event_log": 3},
+            "event_log must be a file path (str or os.PathLike), got int 3; "
+            "pass e.g. event_log='arena-event-log'",
+        ),
+        # make_source #8: the error without its message
+        (
+            {"source": object()},
+            "source must provide device, allocate(nbytes) and release(allocation), or RMM's "
+            "allocate(nbytes, stream) and deallocate(ptr, nbytes, stream); got object",
+        ),
+    ],
+)
+def test_a_bad_argument_is_a_config_error_that_names_it(
+    keywords: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        Arena("cpu", **keywords)
+    assert str(caught.value) == message
+
+
+def test_a_byte_count_with_leading_zeros_is_its_value() -> None:
+    """``parse_bytes`` #7 (``lstrip(None)``: the zeros kept, so 28 digits taken for a
+    count past the limit)."""
+    assert parse_bytes("max_bytes", "0" * 24 + "4096") == 4096
+    assert parse_bytes("max_bytes", "0" * 30 + "1 KiB") == 1024
+
+
+def test_a_byte_count_that_is_not_one_says_why_only_where_a_unit_is_ambiguous() -> None:
+    """``parse_bytes`` #40 (the reason text set where there is none)."""
+    with pytest.raises(ConfigError) as caught:
+        parse_bytes("max_bytes", "abc")
+    assert str(caught.value).endswith("units KiB, MiB, GiB, TiB), got 'abc'")
+    with pytest.raises(ConfigError, match=r"'MB' is ambiguous"):
+        parse_bytes("max_bytes", "4 MB")
