@@ -1,16 +1,26 @@
-"""Gaps in the tests of the facade's settings and repr (``arena/config.py``,
-``arena/assembly.py``), found by Round 12a of mutation testing (``scripts/mutation facade``,
-docs/testing.md): each test names the mutants it kills."""
+"""Gaps in the tests of the facade's settings, repr, errors and process-wide arenas
+(``arena/config.py``, ``arena/assembly.py``, ``arena/errors.py``, ``arena/process.py``),
+found by Round 12a of mutation testing (``scripts/mutation facade``, docs/testing.md):
+each test names the mutants it kills."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from arena import Arena
+from arena import Arena, config, process
 from arena.config import parse_bytes
-from arena.errors import ConfigError
+from arena.errors import (
+    ArenaAsleepError,
+    ArenaLockedError,
+    ArenaWarning,
+    ConfigError,
+    NotInitializedError,
+)
+from arena.memory.devices import parse_device
+from arena.process import current_arena, init_arena, lock_arena, reset_arena, unlock_arena
 
 MB = 1 << 20
 
@@ -92,3 +102,60 @@ def test_a_byte_count_that_is_not_one_says_why_only_where_a_unit_is_ambiguous() 
     assert str(caught.value).endswith("units KiB, MiB, GiB, TiB), got 'abc'")
     with pytest.raises(ConfigError, match=r"'MB' is ambiguous"):
         parse_bytes("max_bytes", "4 MB")
+
+
+def test_the_errors_defaults_say_no_call_site_or_an_unknown_one() -> None:
+    """``ArenaAsleepError.__init__`` #1, ``ArenaLockedError.__init__`` #1, #2 (the default
+    call sites reworded)."""
+    assert ArenaAsleepError("asleep").caller == ""
+    assert ArenaLockedError("locked").caller == "<unknown>"
+
+
+def test_a_request_while_asleep_names_its_call_site() -> None:
+    """``ArenaAsleepError.__init__`` #3 (the call site given dropped)."""
+    a = Arena("cpu", source="virtual", framework="numpy")
+    a.sleep(1)
+    with pytest.raises(ArenaAsleepError) as caught:
+        a.get_simultaneous(((4,), "uint8"))
+    site = caught.value.caller
+    assert site.startswith("test_facade_gaps12.py:")
+    assert site.endswith(":test_a_request_while_asleep_names_its_call_site")
+    a.wake()
+    a.close()
+
+
+@pytest.fixture
+def gpu_by_default(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A machine whose default device is a GPU (none is used: the arenas are on 'cpu')."""
+    cuda = parse_device("cuda:0")
+    monkeypatch.setattr(config, "default_device", lambda: cuda)
+    monkeypatch.setattr(process, "default_device", lambda: cuda)
+    yield
+    reset_arena(all_devices=True)
+
+
+@pytest.mark.usefixtures("gpu_by_default")
+def test_the_process_arena_of_a_device_given_is_that_devices() -> None:
+    """``init_arena`` #5 (the device given left out: the default device's arena made),
+    ``current_arena`` #2, ``lock_arena`` #1, ``unlock_arena`` #1 (the default device's
+    arena asked for)."""
+    made = init_arena("cpu", framework="numpy")
+    assert made.device.kind == "cpu"
+    assert current_arena("cpu") is made
+    lock_arena("cpu")
+    assert made.is_locked
+    unlock_arena("cpu")
+    assert not made.is_locked
+    with pytest.raises(NotInitializedError, match=r"no process-wide arena on cuda:0"):
+        current_arena()
+
+
+def test_init_arena_called_again_warns_at_the_callers_line() -> None:
+    """``init_arena`` #14 (``stacklevel`` dropped: the warning named process.py)."""
+    init_arena("cpu", framework="numpy")
+    try:
+        with pytest.warns(ArenaWarning, match=r"called again") as caught:
+            init_arena("cpu", framework="numpy")
+        assert caught[0].filename == __file__
+    finally:
+        reset_arena(all_devices=True)
