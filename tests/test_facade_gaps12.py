@@ -19,8 +19,9 @@ from arena.errors import (
     ConfigError,
     NotInitializedError,
 )
-from arena.memory.devices import parse_device
+from arena.memory.devices import Device, parse_device
 from arena.process import current_arena, init_arena, lock_arena, reset_arena, unlock_arena
+from tests.sources import RecordingSource
 
 MB = 1 << 20
 
@@ -157,5 +158,29 @@ def test_init_arena_called_again_warns_at_the_callers_line() -> None:
         with pytest.warns(ArenaWarning, match=r"called again") as caught:
             init_arena("cpu", framework="numpy")
         assert caught[0].filename == __file__
+    finally:
+        reset_arena(all_devices=True)
+
+
+class _LabelledCuda(RecordingSource):
+    """A host source that says it is CUDA device 0 (nothing is allocated from it): a
+    second device's process-wide arena on a machine without one."""
+
+    @property
+    def device(self) -> Device:
+        return parse_device("cuda:0")
+
+
+def test_an_arena_not_initialised_lists_every_device_that_has_one() -> None:
+    """``current_arena`` #8 (the devices joined with ``"XX, XX"``)."""
+    try:
+        init_arena("cpu", framework="numpy")
+        init_arena("cuda:0", source=_LabelledCuda(), framework="torch", capture_probe=lambda: False)
+        with pytest.raises(NotInitializedError) as caught:
+            current_arena("cuda:1")
+        assert str(caught.value) == (
+            "no process-wide arena on cuda:1 (initialised: cpu, cuda:0); call "
+            "arena.init_arena('cuda:1') first"
+        )
     finally:
         reset_arena(all_devices=True)
