@@ -126,13 +126,20 @@ def test_a_request_while_asleep_names_its_call_site() -> None:
 
 
 @pytest.fixture
-def gpu_by_default(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def no_process_arenas() -> Iterator[None]:
+    """No process-wide arena before the test (another test's would be replaced, with a
+    warning) nor after it."""
+    reset_arena(all_devices=True)
+    yield
+    reset_arena(all_devices=True)
+
+
+@pytest.fixture
+def gpu_by_default(monkeypatch: pytest.MonkeyPatch, no_process_arenas: None) -> None:
     """A machine whose default device is a GPU (none is used: the arenas are on 'cpu')."""
     cuda = parse_device("cuda:0")
     monkeypatch.setattr(config, "default_device", lambda: cuda)
     monkeypatch.setattr(process, "default_device", lambda: cuda)
-    yield
-    reset_arena(all_devices=True)
 
 
 @pytest.mark.usefixtures("gpu_by_default")
@@ -151,15 +158,13 @@ def test_the_process_arena_of_a_device_given_is_that_devices() -> None:
         current_arena()
 
 
+@pytest.mark.usefixtures("no_process_arenas")
 def test_init_arena_called_again_warns_at_the_callers_line() -> None:
     """``init_arena`` #14 (``stacklevel`` dropped: the warning named process.py)."""
     init_arena("cpu", framework="numpy")
-    try:
-        with pytest.warns(ArenaWarning, match=r"called again") as caught:
-            init_arena("cpu", framework="numpy")
-        assert caught[0].filename == __file__
-    finally:
-        reset_arena(all_devices=True)
+    with pytest.warns(ArenaWarning, match=r"called again") as caught:
+        init_arena("cpu", framework="numpy")
+    assert caught[0].filename == __file__
 
 
 class _LabelledCuda(RecordingSource):
@@ -171,16 +176,14 @@ class _LabelledCuda(RecordingSource):
         return parse_device("cuda:0")
 
 
+@pytest.mark.usefixtures("no_process_arenas")
 def test_an_arena_not_initialised_lists_every_device_that_has_one() -> None:
     """``current_arena`` #8 (the devices joined with ``"XX, XX"``)."""
-    try:
-        init_arena("cpu", framework="numpy")
-        init_arena("cuda:0", source=_LabelledCuda(), framework="torch", capture_probe=lambda: False)
-        with pytest.raises(NotInitializedError) as caught:
-            current_arena("cuda:1")
-        assert str(caught.value) == (
-            "no process-wide arena on cuda:1 (initialised: cpu, cuda:0); call "
-            "arena.init_arena('cuda:1') first"
-        )
-    finally:
-        reset_arena(all_devices=True)
+    init_arena("cpu", framework="numpy")
+    init_arena("cuda:0", source=_LabelledCuda(), framework="torch", capture_probe=lambda: False)
+    with pytest.raises(NotInitializedError) as caught:
+        current_arena("cuda:1")
+    assert str(caught.value) == (
+        "no process-wide arena on cuda:1 (initialised: cpu, cuda:0); call "
+        "arena.init_arena('cuda:1') first"
+    )
