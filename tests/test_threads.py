@@ -117,6 +117,11 @@ if pid == 0:  # the child: exit 0 only if every request completes
         a.lock()
         a.stats()
         a.close()
+        # A new arena in the child registers its resets (forks._GUARD, renewed in the
+        # child: Round 12a's forks.py _reset_in_child #1 left it None).
+        b = Arena("cpu", framework="numpy", debug=DEBUG)
+        b.get_simultaneous(((64,), "float32"))
+        b.close()
         code = 0
     finally:
         os._exit(code)
