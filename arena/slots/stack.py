@@ -17,7 +17,8 @@ close their regions through the slot (:meth:`~arena.slots.slot.Slot.open_region`
 with the stack) and, once they stored what they hold, have the stack recount its live
 bytes from them (:meth:`RegionStack.settle`); the request path
 (:mod:`arena.views.builder`) asks it for the top. Only this class's methods write its
-fields (tests/test_layers.py holds it). The compiled hits (``arena/views/_hit.c``) read
+fields (tests/test_layers.py holds it). The compiled hits (``arena/views/_hit.c``,
+``arena/planning/_region_hit.c``) read
 them by member offset and change them through this layer's compiled stores (its C-API,
 ``arena/slots/_slot_api.h`` and ``_slot.c``: ``arena_slot_account`` and the slot's
 ``open_region`` and ``close_region``), the same plain stores.
