@@ -30,13 +30,13 @@ from typing import Any, Generic, Protocol, TypeVar
 from arena.base.layout import Layout, compute_layout, shifted
 from arena.base.poison import poison_slot_bytes
 from arena.errors import ArenaError
+from arena.planning.region_hit import ScopeHitBase, compiled
 from arena.slots.governor import Governor
 from arena.slots.regions import heal_regions
 from arena.slots.slot import Buffer, Resize, Slot
 from arena.uncopyable import refuse_copies
 from arena.views import hit
 from arena.views.builder import ViewBuilder
-from arena.planning.region_hit import ScopeHitBase, compiled
 
 __all__ = [
     "CompiledScope",

@@ -92,6 +92,7 @@ from arena.planning.books import StepBooks
 from arena.planning.plan import plan_for_run
 from arena.planning.record import book_request, end_recording, lowest_gap
 from arena.planning.records import StepBook
+from arena.planning.region_hit import StepHitBase, compiled
 from arena.planning.replay import (
     fits,
     planned_places,
@@ -107,7 +108,6 @@ from arena.slots.slot import Buffer, Slot
 from arena.uncopyable import refuse_copies
 from arena.views import hit
 from arena.views.builder import ViewBuilder
-from arena.planning.region_hit import StepHitBase, compiled
 
 __all__ = ["CompiledStep", "Step", "step_class"]
 
