@@ -630,7 +630,8 @@ static int step_release_views(StepHitBase *self, PyObject *const *args, Py_ssize
             break;
         }
         for (Py_ssize_t i = 0; i < found; i++)
-            if (arena_exact_size(blocks[i]) == arena_exact_size(block)) outcome = 0; /* given twice */
+            if (arena_exact_size(blocks[i]) == arena_exact_size(block))
+                outcome = 0; /* given twice */
         blocks[found++] = block;
     }
     if (outcome == 1) {
@@ -1760,8 +1761,10 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     PyObject *required = FIELD(entry, prepared_required);
     PyObject *views = FIELD(entry, prepared_views);
     Py_ssize_t count = PyTuple_GET_SIZE(specs);
-    Py_ssize_t reach = arena_exact_size(required), live_in = arena_exact_size(FIELD(stack, stack_live));
-    Py_ssize_t held_in = arena_exact_size(self->held), load = arena_exact_size(FIELD(slot, slot_load));
+    Py_ssize_t reach = arena_exact_size(required);
+    Py_ssize_t live_in = arena_exact_size(FIELD(stack, stack_live));
+    Py_ssize_t held_in = arena_exact_size(self->held);
+    Py_ssize_t load = arena_exact_size(FIELD(slot, slot_load));
     Py_ssize_t high = arena_exact_size(FIELD(slot, slot_plain_high));
     if (reach < at || live_in < 0 || held_in < 0 || load < 0 || high < 0 || views == NULL ||
         !PyList_CheckExact(views) || PyList_GET_SIZE(views) != count ||

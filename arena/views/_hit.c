@@ -1,14 +1,13 @@
-/* arena.views._hit: the compiled hit path of arena's fronts and replayed steps (optional;
- * CPython API only, but for the Planner's calls into NumPy's C-API table, found at run
- * time (see the Planner section), and for the compiled step enter and exit reading the
- * owner and count of the arena's `_thread.RLock` from its object layout, checked when the
- * module binds and replaced by the lock's own methods where the check fails (see the
- * step section)).
+/* arena.views._hit: the compiled hit path of arena's fronts (optional; CPython API only,
+ * but for the Planner's calls into NumPy's C-API table, found at run time (see the Planner
+ * section)).
  *
- * It also builds a NumPy front's first sighting of a structure (Planner.views) and
- * compiles a replayed step's construction, enter and exit (CompiledStep) and a scope's
- * construction, enter and exit (CompiledScope): each mirrors a Python path and hands every other case
- * to it.
+ * It also builds a NumPy front's first sighting of a structure (Planner.views), which
+ * mirrors a Python path and hands every other case to it. And it exports to the compiled
+ * code of the layers above (arena/planning/_region_hit.c: a replayed step's and a scope's
+ * requests) its request checks and fresh views, as a C-API (arena/views/_hit_api.h, the
+ * capsule "arena.views._hit._C_API"; see the end of this file): this module knows nothing
+ * of steps and scopes.
  *
  * A request an arena served before on the same slot buffer (a "hit") is one dictionary
  * lookup, a check that every dimension is a plain int, and one fresh view per tensor.
@@ -43,11 +42,11 @@
  * A small memo per front (look_up) finds a repeated request in its cache by the key it is
  * remembered under, without hashing the nested request again.
  *
- * bind() tells the module where Slot, RegionStack (a slot's `stack`: its open scopes and
- * steps, their top and live bytes), Buffer, Prepared, Governor and RequestLog keep the
+ * bind() tells the module where Slot, Buffer, Prepared, Governor and RequestLog keep the
  * attributes a hit reads (their __slots__ offsets), so it reads them without a name
- * lookup, and hands it the memos arena.base.events.caller_info keeps. Objects of any
- * other type take the Python path.
+ * lookup, and hands it the memos arena.base.events.caller_info keeps; and binds the slots
+ * layer's C-API to Slot, RegionStack and Governor. Objects of any other type take the
+ * Python path.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -697,10 +696,10 @@ typedef struct {
 
 static Py_ssize_t planner_hot(PyObject *planner) { return ((Planner *)planner)->hot; }
 
-/* NumPy's C-API entries for the fresh views of the step and scope hits (fresh_ndarray),
- * noted by the first Planner made (which checked the table against numpy.ndarray): the
- * capsule and numpy.ndarray held for the process's life, and numpy.ndarray.view, the
- * fresh_view of every NumPy front that hands out fresh views. */
+/* NumPy's C-API entries for the fresh views of the regions' hits (fresh_of, the C-API's
+ * fresh_view), noted by the first Planner made (which checked the table against
+ * numpy.ndarray): the capsule and numpy.ndarray held for the process's life, and
+ * numpy.ndarray.view, the fresh_view of every NumPy front that hands out fresh views. */
 static PyObject *np_api, *np_ndarray, *np_view;
 static PyObject *(*np_new_from_descr)(PyTypeObject *, PyObject *, int, const Py_ssize_t *,
                                       const Py_ssize_t *, void *, int, PyObject *);
