@@ -45,7 +45,7 @@ static ArenaHitAPI *hit_api;
 static PyTypeObject *slot_type, *stack_type, *buffer_type, *prepared_type, *governor_type;
 static Py_ssize_t slot_buffer, slot_calls, slot_stack, slot_load, slot_plain_high;
 static Py_ssize_t slot_governor, slot_pending, stack_regions, stack_top, stack_live;
-static Py_ssize_t buffer_prepared, prepared_views, prepared_used, prepared_required;
+static Py_ssize_t buffer_prepared, prepared_views, prepared_required;
 static Py_ssize_t prepared_key, governor_locked, governor_debug, governor_closed;
 static Py_ssize_t governor_mutex, governor_asleep;
 static PyObject *zero, *one, *str_python_get, *str_python_release;
@@ -90,9 +90,8 @@ static PyObject *bind(PyObject *module, PyObject *args) {
     Py_ssize_t *const stack_out[] = {&stack_regions, &stack_top, &stack_live};
     static const char *const buffer_names[] = {"prepared", NULL};
     Py_ssize_t *const buffer_out[] = {&buffer_prepared};
-    static const char *const prepared_names[] = {"views", "used", "required", "key", NULL};
-    Py_ssize_t *const prepared_out[] = {&prepared_views, &prepared_used, &prepared_required,
-                                        &prepared_key};
+    static const char *const prepared_names[] = {"views", "required", "key", NULL};
+    Py_ssize_t *const prepared_out[] = {&prepared_views, &prepared_required, &prepared_key};
     static const char *const governor_names[] = {"locked", "debug", "closed",
                                                  "mutex",  "asleep", NULL};
     Py_ssize_t *const governor_out[] = {&governor_locked, &governor_debug, &governor_closed,
@@ -492,8 +491,7 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
         Py_DECREF(entry);
         return NULL; /* with an exception where one was raised, else the Python path */
     }
-    Py_INCREF(Py_True);
-    put(&FIELD(entry, prepared_used), Py_True);
+    arena_hit_mark_used(hit_api, entry); /* the views layer's store */
     arena_slot_count_install(slot_api, slot, &calls);
     put(&self->request, next);
 #if STEP_MEMO
@@ -1823,7 +1821,7 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
      * holds it, else a new int): no Python code runs from here to the last store. Then
      * Slot.count_call and RegionStack.settle (top: the request's end; live: ahead). */
     if (arena_slot_count_ahead(slot_api, slot, &calls) < 0) goto error;
-    if (FIELD(entry, prepared_used) != Py_True) keep(&FIELD(entry, prepared_used), Py_True);
+    arena_hit_mark_used(hit_api, entry); /* the views layer's store */
     arena_slot_count_install(slot_api, slot, &calls);
     arena_slot_account(slot_api, stack, required, live);
     put(&self->held, held);

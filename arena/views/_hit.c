@@ -237,6 +237,9 @@ static PyObject *str_miss, *str_python_request, *str_served, *served_names, *zer
 
 #define FIELD(object, offset) (*(PyObject **)((char *)(object) + (offset)))
 
+/* The C-API this module exports (see the end of this file). */
+static ArenaHitAPI hit_api;
+
 static int member_offset(PyTypeObject *type, const char *name, Py_ssize_t *offset) {
     PyObject *descr = PyDict_GetItemString(type->tp_dict, name); /* borrowed */
     if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
@@ -360,6 +363,7 @@ static PyObject *bind(PyObject *module, PyObject *args) {
                                  &prepared_type, &governor_type, &log_type};
     for (int i = 0; i < 6; i++)
         if (targets[i] != NULL) keep((PyObject **)targets[i], (PyObject *)types[i]);
+    hit_api.used_at = prepared_used;
     keep(&sites_memo, sites);
     keep(&internal_memo, internal);
     Py_RETURN_NONE;
@@ -1444,7 +1448,8 @@ static PyType_Spec hit_spec = {
 /* ------------------------------------------------------------------ the C-API
  *
  * What the compiled hits of the layers above ask of this one (arena/views/_hit_api.h):
- * the request checks and the fresh views, exported as the capsule _C_API. */
+ * the request checks and the fresh views, exported as the capsule _C_API; its offset
+ * filled by bind(). */
 static ArenaHitAPI hit_api = {
     .version = ARENA_HIT_API_VERSION,
     .digest = digest_of,

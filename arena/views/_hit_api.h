@@ -12,7 +12,8 @@
  * The request checks below decide whether a request is a plain one (exact tuples of
  * (exact tuple of exact ints, dtype)) and whether it is a remembered one; none of them
  * runs Python code but where it says so. Everything they decline goes to the Python path,
- * which explains.
+ * which explains. A remembered entry (a Prepared) is the views layer's to write: a caller
+ * that serves one sets its `used` flag by arena_hit_mark_used, as the plain hit does.
  */
 #ifndef ARENA_HIT_API_H
 #define ARENA_HIT_API_H
@@ -26,6 +27,9 @@
 
 typedef struct {
     int version; /* ARENA_HIT_API_VERSION */
+    /* Where Prepared.used lies in a remembered entry (the offset bind() found; only
+     * arena_hit_mark_used below uses it). */
+    Py_ssize_t used_at;
     /* A digest of a plain request `specs` (an exact tuple), never 0; 0 for anything else
      * (a dimension that is no exact int: arena_exact_int), with any exception cleared. */
     Py_uhash_t (*digest)(PyObject *specs);
@@ -78,6 +82,18 @@ ARENA_HIT_INLINE Py_ssize_t arena_exact_size(PyObject *value) {
     if (Py_SIZE(value) == 1) return (Py_ssize_t)((PyLongObject *)value)->ob_digit[0];
 #endif
     return arena_exact_size_slow(value);
+}
+
+/* A remembered entry `entry` (a Prepared, as the caller checked) was used: its `used` flag
+ * set, as the plain hit sets it (the cache's CLOCK sweep spares it), by the views layer's
+ * code inlined into the caller, over the offset the table holds. Plain stores: the value
+ * it replaces is True or False, whose release runs no code. */
+ARENA_HIT_INLINE void arena_hit_mark_used(const ArenaHitAPI *api, PyObject *entry) {
+    PyObject **field = (PyObject **)((char *)entry + api->used_at);
+    if (*field == Py_True) return;
+    PyObject *old = *field;
+    *field = Py_NewRef(Py_True);
+    Py_XDECREF(old);
 }
 
 #endif /* ARENA_HIT_API_H */
