@@ -82,6 +82,10 @@ static PyObject *bind(PyObject *module, PyObject *args) {
                           &types[1], &PyType_Type, &types[2], &PyType_Type, &types[3],
                           &PyType_Type, &types[4]))
         return NULL;
+    if (hit_api->used_at <= 0) { /* its entries' used flag is stored at that offset */
+        PyErr_SetString(PyExc_TypeError, "bind() after arena.views._hit.bind()");
+        return NULL;
+    }
     static const char *const slot_names[] = {"buffer", "calls",   "stack",   "load",
                                              "plain_high", "governor", "pending", NULL};
     Py_ssize_t *const slot_out[] = {&slot_buffer,     &slot_calls,    &slot_stack, &slot_load,
