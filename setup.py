@@ -7,7 +7,9 @@ offset search behind ``plan_offsets(time_limit=...)`` (MiniMalloc's solver porte
 host ledger's compiled replace, whose C-API (``arena/memory/_host_api.h``)
 ``arena/slots/_growth.c``, a slot's compiled growth, calls; ``arena/slots/_slot.c`` the
 slot's and its region stack's own stores, whose C-API (``arena/slots/_slot_api.h``) the
-hit path calls. All are built where a C
+hit path calls; ``arena/planning/_region_hit.c`` the compiled hits of a replayed step's and
+a scope's requests, over the hit path's C-API (``arena/views/_hit_api.h``). All are built
+where a C
 compiler and Python's headers are found; ``optional=True`` lets the install go on without
 them, and arena then runs their pure-Python versions
 (``python -m arena --version`` says which hit path is in use).
@@ -21,7 +23,19 @@ setup(
         Extension(
             "arena.views._hit",
             ["arena/views/_hit.c"],
-            depends=["arena/slots/_slot_api.h"],
+            depends=["arena/slots/_slot_api.h", "arena/views/_hit_api.h"],
+            optional=True,
+        ),
+        # Above the views layer: it imports _hit's C-API (the request checks, the fresh
+        # views) and _slot's (the slot's own stores).
+        Extension(
+            "arena.planning._region_hit",
+            ["arena/planning/_region_hit.c"],
+            depends=[
+                "arena/views/_hit_api.h",
+                "arena/slots/_slot_api.h",
+                "arena/base/_fields.h",
+            ],
             optional=True,
         ),
         Extension("arena.planning._search", ["arena/planning/_search.c"], optional=True),

@@ -121,10 +121,13 @@ def hit_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
 
 def need_compiled_hit() -> None:
     """Skip the calling test where the compiled hit path is not in use (not built, or
-    ``ARENA_PURE_PYTHON=1``); fail it instead under ``ARENA_REQUIRE_COMPILED=1``."""
+    ``ARENA_PURE_PYTHON=1``): the plain hit's (``arena.views._hit``) and the step's and
+    scope's (``arena.planning._region_hit``); fail it instead under
+    ``ARENA_REQUIRE_COMPILED=1``."""
+    from arena.planning import region_hit
     from arena.views import hit
 
-    if hit.compiled is None:
+    if hit.compiled is None or region_hit.compiled is None:
         reason = "the compiled hit path is not in use here (not built, or ARENA_PURE_PYTHON=1)"
         if REQUIRE_COMPILED:
             pytest.fail(f"ARENA_REQUIRE_COMPILED=1 but {reason}")

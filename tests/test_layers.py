@@ -319,8 +319,11 @@ def test_c_modules_import_down_the_layers() -> None:
 
 def test_the_c_import_reader_sees_imports() -> None:
     """The slot's compiled growth imports the memory layer's C-API (its header, which
-    names the capsule it imports); a planted upward import is seen."""
+    names the capsule it imports), the region hits the views layer's; a planted upward
+    import is seen."""
     assert ("slots", "memory", "../memory/_host_api.h") in c_edges()
+    assert ("planning", "views", "../views/_hit_api.h") in c_edges()
+    assert ("planning", "views", "arena.views._hit") in c_edges()
     planted = {
         "arena/memory/_planted.c": '#include "../views/_x.h"\n'
         '/* "arena.views._hit" in a comment is no import */\n'
@@ -387,12 +390,9 @@ def fields_from_above(source: str, part: str) -> list[tuple[str, str]]:
 
 
 # C modules that name the fields of a higher part's objects, each with its reason; keep it
-# as small as it can be (and every entry still needed).
-C_FIELDS_FROM_ABOVE: dict[tuple[str, str], str] = {
-    ("arena/views/_hit.c", "planning"): "the compiled step and scope hits (StepHitBase, "
-    "ScopeHitBase) read the step books and runs of arena.planning: the compiled mirrors of "
-    "planning's replay, in the views layer (issue 27: to move as slots/_growth.c moved)",
-}
+# as small as it can be (and every entry still needed). Empty since the compiled step and
+# scope hits moved from views/_hit.c to the planning layer (planning/_region_hit.c).
+C_FIELDS_FROM_ABOVE: dict[tuple[str, str], str] = {}
 
 
 def test_c_modules_name_no_fields_of_the_layers_above() -> None:

@@ -1,5 +1,6 @@
 /* __slots__ fields read and written at their offsets, shared by the C modules that keep
- * Python objects' fields (arena/memory/_host.c, arena/slots/_growth.c): the base layer's,
+ * Python objects' fields (arena/memory/_host.c, arena/slots/_growth.c, arena/slots/_slot.c,
+ * arena/planning/_region_hit.c): the base layer's,
  * so any layer's module may include it. Each module binds the offsets of its own
  * classes' fields; this header knows no class. */
 #ifndef ARENA_BASE_FIELDS_H

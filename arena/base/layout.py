@@ -8,8 +8,10 @@ paths) is *exactly* an ``int`` (:func:`exact_int`, :func:`exact_dims`, and
 later, so none of them may find what a plain request remembered; they take the validating
 path (:func:`check_dim`), which also refuses whatever :func:`bool_like` says. A count, size
 or setting (an alignment, say) is an ``int`` or int subclass but never a ``bool``
-(:func:`int_not_bool`). The compiled hit path's mirror of the first rule is ``digest_of`` in
-``arena/views/_hit.c`` (``PyLong_CheckExact``). tests/base/test_exact_int.py scans the
+(:func:`int_not_bool`). The compiled hit path's mirror of the first rule is one C helper,
+``arena_exact_int`` in ``arena/views/_hit_api.h`` (``PyLong_CheckExact``), which
+``digest_of`` in ``arena/views/_hit.c`` and the region hits of
+``arena/planning/_region_hit.c`` ask. tests/base/test_exact_int.py scans the
 package for the rules written anywhere else. Every layer may import them.
 
 The arithmetic. Standard library only. Every request is rounded up to the alignment,

@@ -11,8 +11,8 @@ stores of its features (``slot.stores``); the store holds no memory blocks, so i
 the slot's questions about blocks (:class:`~arena.slots.slot.SlotStore`) with none.
 
 Readers reach a slot's books by :func:`books_of` (the mapping) or :func:`step_books`
-(the store); the compiled step enter (``arena/views/_hit.c``, ``bind_steps``) finds the
-store in ``slot.stores`` under :class:`StepBooks` and reads its :attr:`StepBooks.by_key`
+(the store); the compiled step enter (``arena/planning/_region_hit.c``, ``bind_steps``)
+finds the store in ``slot.stores`` under :class:`StepBooks` and reads its :attr:`StepBooks.by_key`
 by member offset. Only this module rebinds ``by_key``; the planning functions fill and
 read the mapping (the feature's own store).
 """

@@ -371,7 +371,7 @@ def lean(quick: bool, fresh_view: Any, witnesses: list[Any]) -> bool:
     makes fresh views (``fresh_view`` a callable), of NumPy arrays or torch tensors
     (exact ``numpy.ndarray`` or ``torch.Tensor``: what release() compares cheaply, in C
     too, with :func:`same_view`). The compiled hit decides the same
-    (``arena/views/_hit.c``)."""
+    (``arena/planning/_region_hit.c``)."""
     return (
         quick
         and fresh_view is not None

@@ -18,7 +18,7 @@ a time, see docs/overview.md, "Threads and safety"); opening and closing a regio
 arena's mutex only to flip the slot's detour flag, which makes plain requests take the
 checked path while regions are open. Where the compiled hit path is in use, the usual
 scope's construction, enter and exit (not in debug mode, not poisoning, nothing to heal)
-are compiled (``arena/views/_hit.c``), mirroring :class:`Scope`'s ``__init__``,
+are compiled (``arena/planning/_region_hit.c``), mirroring :class:`Scope`'s ``__init__``,
 :meth:`Scope._enter_on` and :meth:`Scope.__exit__`.
 """
 
@@ -30,13 +30,13 @@ from typing import Any, Generic, Protocol, TypeVar
 from arena.base.layout import Layout, compute_layout, shifted
 from arena.base.poison import poison_slot_bytes
 from arena.errors import ArenaError
+from arena.planning.region_hit import ScopeHitBase, compiled
 from arena.slots.governor import Governor
 from arena.slots.regions import heal_regions
 from arena.slots.slot import Buffer, Resize, Slot
 from arena.uncopyable import refuse_copies
 from arena.views import hit
 from arena.views.builder import ViewBuilder
-from arena.views.hit import ScopeHitBase, compiled
 
 __all__ = [
     "CompiledScope",
@@ -108,7 +108,7 @@ class Placer(Protocol):
 
 class Region(ScopeHitBase):
     """An open scope on one slot: where it starts and how far its views reach (its
-    fields are the base's: :class:`arena.views.hit.PyScopeHitBase`, or the compiled
+    fields are the base's: :class:`arena.planning.region_hit.PyScopeHitBase`, or the compiled
     ``ScopeHitBase``).
 
     Attributes
@@ -286,7 +286,7 @@ class Scope(Region, Generic[ViewT]):
         slot = self.slot
         if slot is not None and not self._watch and slot.stack.regions[-1] is self:
             # The hit: views remembered over this buffer for this front's scopes, at this
-            # top (arena/views/_hit.c mirrors it).
+            # top (arena/planning/_region_hit.c mirrors it).
             cache = slot.buffer.prepared.get(self._memo)
             if cache is not None:
                 top = slot.stack.top
@@ -347,7 +347,7 @@ class Scope(Region, Generic[ViewT]):
         """Where a request's views placed at ``base`` are remembered: per buffer, in one
         dict of this front's scopes under ``(base, specs)`` (bounded like every cache of
         prepared views). The entry's ``key`` is that very tuple: the compiled hit finds a
-        repeated request again by its identity (``scope_look_up`` in ``_hit.c``)."""
+        repeated request again by its identity (``scope_look_up`` in ``_region_hit.c``)."""
 
         def store(buffer: Buffer, entry: Any) -> None:
             cache = buffer.prepared.get(self._memo)
@@ -397,7 +397,7 @@ class Scope(Region, Generic[ViewT]):
 
 class CompiledScope(Scope[ViewT]):
     """A :class:`Scope` whose repeated requests are served by the compiled hit
-    (``arena.views._hit``); every other request goes to the same Python path. Made only
+    (``arena.planning._region_hit``); every other request goes to the same Python path. Made only
     where the extension is in use."""
 
     __slots__ = ()

@@ -92,6 +92,7 @@ from arena.planning.books import StepBooks
 from arena.planning.plan import plan_for_run
 from arena.planning.record import book_request, end_recording, lowest_gap
 from arena.planning.records import StepBook
+from arena.planning.region_hit import StepHitBase, compiled
 from arena.planning.replay import (
     fits,
     planned_places,
@@ -107,14 +108,13 @@ from arena.slots.slot import Buffer, Slot
 from arena.uncopyable import refuse_copies
 from arena.views import hit
 from arena.views.builder import ViewBuilder
-from arena.views.hit import StepHitBase, compiled
 
 __all__ = ["CompiledStep", "Step", "step_class"]
 
 ViewT = TypeVar("ViewT")
 
 #: Most views one ``release(*views)`` serves on the hot path (``STEP_RELEASE_MAX`` in
-#: ``_hit.c``); more go through the checked path, which does the same.
+#: ``_region_hit.c``); more go through the checked path, which does the same.
 RELEASE_MAX = 8
 
 #: The run of a step that is not running (never written: entering makes a new one).
@@ -700,7 +700,7 @@ class Step(StepHitBase, Generic[ViewT]):
 
 class CompiledStep(Step[ViewT]):
     """A :class:`Step` whose replayed requests are served by the compiled hit
-    (``arena.views._hit``); every other request goes to the same Python path. Made only
+    (``arena.planning._region_hit``); every other request goes to the same Python path. Made only
     where the extension is in use."""
 
     __slots__ = ()
@@ -715,7 +715,7 @@ class CompiledStep(Step[ViewT]):
 
 def _bind_compiled(read_rlocks: bool = True) -> bool:
     """Tell the compiled init, enter and exit where they read and write (see
-    ``arena/views/_hit.c``): the fields of Step, StepRun, StepBook, StepBooks (a slot's
+    ``arena/planning/_region_hit.c``): the fields of Step, StepRun, StepBook, StepBooks (a slot's
     step books, found among its stores), the placer, Slot and Governor, and how
     ``__init__`` makes a step's fields and a run's (from two of each made in Python, the
     steps from seven marks for their arguments). Returns whether the governor's RLock is

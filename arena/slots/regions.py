@@ -46,8 +46,8 @@ def _references(region: Any, regions: list[Any]) -> int:
 
     Only a step has a ``nested``, and it is always a step
     (:meth:`~arena.slots.stack.RegionStack.step_below`), so a scope is referred to by its
-    entries alone; the compiled check (``regions_held`` in ``arena/views/_hit.c``) counts
-    the same (tests/planning/test_heal_check_paths.py)."""
+    entries alone; the compiled check (``regions_held`` in
+    ``arena/planning/_region_hit.c``) counts the same (tests/planning/test_heal_check_paths.py)."""
     known = sum(1 for r in regions if r is region or getattr(r, "nested", None) is region)
     return sys.getrefcount(region) - known
 

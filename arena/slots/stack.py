@@ -18,7 +18,8 @@ with the stack) and, once they stored what they hold, have the stack count its l
 bytes from them (:meth:`RegionStack.settle`: what the regions under the innermost hold,
 counted once after the regions change, plus what the innermost holds); the request path
 (:mod:`arena.views.builder`) asks it for the top. Only this class's methods write its
-fields (tests/test_layers.py holds it). The compiled hits (``arena/views/_hit.c``) read
+fields (tests/test_layers.py holds it). The compiled hits (``arena/views/_hit.c``,
+``arena/planning/_region_hit.c``) read
 them by member offset and change them through this layer's compiled stores (its C-API,
 ``arena/slots/_slot_api.h`` and ``_slot.c``: ``arena_slot_account`` and the slot's
 ``open_region`` and ``close_region``, which mark ``below`` to be counted again), the same

@@ -19,16 +19,10 @@ Two implementations serve it, with the same results:
   the fallback where the extension was not built, or when ``ARENA_PURE_PYTHON=1`` is set
   in the environment before arena is imported.
 
-A replayed step's request (:mod:`arena.planning.steps`) has the same two paths: the
-compiled ``StepHitBase`` serves a request index whose views the replay remembered over the
-slot's current buffer (and a ``release`` of one of the last six requests' views, or of one
-the run indexed already), and
-hands everything else to the step's Python methods; ``CompiledStep`` also builds, enters
-and exits a step in C where the replay is the usual one (locked, nothing else open on
-the slot, at its plan's height), mirroring ``Step._replay_locked`` and
-``Step._end_replay``. So has a
-scope's request (:mod:`arena.planning.scopes`): ``ScopeHitBase`` serves a request the
-slot's buffer remembers for the front's scopes at the slot's current top.
+A replayed step's request and a scope's request have the same two paths, one layer up
+(:mod:`arena.planning.region_hit`): their compiled hits ask this one's, through its C-API
+(``arena/views/_hit_api.h``, the capsule ``arena.views._hit._C_API``), for the request
+checks and the fresh views.
 
 ``python -m arena --version`` names the one in use (:func:`arena._version.active_hit_path`).
 """
@@ -53,10 +47,6 @@ __all__ = [
     "HitBase",
     "PyBinding",
     "PyHitBase",
-    "PyScopeHitBase",
-    "PyStepHitBase",
-    "ScopeHitBase",
-    "StepHitBase",
     "compiled",
 ]
 
@@ -100,81 +90,6 @@ class PyHitBase:
     )
 
 
-class PyStepHitBase:
-    """The pure-Python twin of the compiled ``StepHitBase``: a replayed step's hit
-    settings, as slots (see :class:`arena.planning.steps.Step`).
-
-    Attributes
-    ----------
-    slot
-        The slot the step runs on, or None.
-    request : int
-        The index of the step's next request.
-    _caches
-        Per request index, ``{specs: Prepared}`` over ``_buffer``; None outside a replay.
-    _expiring
-        Per request index, the blocks that must be released by then.
-    _released, _handed, _ids
-        The run's released blocks, and what it handed out: per request a list of its
-        views or of the remembered views they are fresh views of, and the addresses of
-        the views handed out, in order (:class:`arena.planning.runs.StepRun`).
-    _buffer
-        The buffer ``_caches`` belongs to.
-    _fresh_view
-        The per-view fresh-view function, None (hand out the prepared views) or False
-        (every request takes the Python path).
-    _watch : bool
-        Served requests need the front's bookkeeping (a capture probe, a request log).
-    _quick : bool
-        ``release`` of one view may take the compiled hit (a replay, no poisoning, no
-        debug mode).
-    _starts
-        Per request index of the plan, its first block; empty outside a replay.
-    _lasts
-        The run's last use per block.
-    """
-
-    __slots__ = (
-        "_buffer",
-        "_caches",
-        "_expiring",
-        "_fresh_view",
-        "_handed",
-        "_ids",
-        "_lasts",
-        "_quick",
-        "_released",
-        "_starts",
-        "_watch",
-        "request",
-        "slot",
-    )
-
-
-class PyScopeHitBase:
-    """The pure-Python twin of the compiled ``ScopeHitBase``: a scope's region and hit
-    settings, as slots (see :class:`arena.planning.scopes.Scope`).
-
-    Attributes
-    ----------
-    slot
-        The slot the region is open on, or None.
-    base, end, held : int
-        The region's first byte, the end of its highest view, its live bytes.
-    _memo : str
-        Where the front's scopes remember views in ``Buffer.prepared``: a dict
-        ``{(top, specs): Prepared}``.
-    _fresh_view
-        The per-view fresh-view function, None (hand out the prepared views) or False
-        (every request takes the Python path).
-    _watch : bool
-        Requests need Python's bookkeeping (a capture probe, a request log, debug mode,
-        poisoning).
-    """
-
-    __slots__ = ("_fresh_view", "_memo", "_watch", "base", "end", "held", "slot")
-
-
 class PyBinding(threading.local):
     """The pure-Python per-thread micro-batch binding: ``ubatch`` is the calling thread's
     (the class attribute is every thread's default)."""
@@ -198,15 +113,9 @@ HIT_PATH = "compiled" if compiled is not None else "python"
 if TYPE_CHECKING:
     HitBase = PyHitBase
     Binding = PyBinding
-    StepHitBase = PyStepHitBase
-    ScopeHitBase = PyScopeHitBase
 else:
     #: The base class of :class:`~arena.front.Front`.
     HitBase = compiled.HitBase if compiled is not None else PyHitBase
     #: The per-thread micro-batch binding of :class:`~arena.slots.selector.SlotSelector`
     #: (the compiled path reads the compiled one without an attribute lookup).
     Binding = compiled.Binding if compiled is not None else PyBinding
-    #: The base class of :class:`~arena.planning.steps.Step`.
-    StepHitBase = compiled.StepHitBase if compiled is not None else PyStepHitBase
-    #: The base class of :class:`~arena.planning.scopes.Region` (scopes).
-    ScopeHitBase = compiled.ScopeHitBase if compiled is not None else PyScopeHitBase

@@ -1,4 +1,4 @@
-"""The compiled scope enter's heal check (``regions_held`` in ``arena/views/_hit.c``)
+"""The compiled scope enter's heal check (``regions_held`` in ``arena/planning/_region_hit.c``)
 against the Python one (``arena.slots.regions.heal_regions``): both count a region's
 references from the stack as its entries and the steps whose ``nested`` it is. Only a
 step is ever a ``nested`` (``RegionStack.step_below`` returns steps alone), so a scope is

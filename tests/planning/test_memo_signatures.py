@@ -1,5 +1,5 @@
 """The compiled step and scope hits compare a request with the one their memo noted
-through a copy of it in a few machine words (``Signature`` in ``arena/views/_hit.c``: the
+through a copy of it in a few machine words (``Signature`` in ``arena/planning/_region_hit.c``: the
 dtype object and up to four dimensions below 2**32 of a one-view request), and the scope
 hit takes the noted entry without probing its cache while the cache is unchanged. Both
 are shortcuts to the same outcome: the compiled hit must serve exactly what the Python

@@ -1,6 +1,6 @@
 """A repeated scope request follows every change of the front's scope cache, on both hit
 paths: the compiled hit notes where it last found a request's entry (the cache dict, its
-state and the entry, in ``ScopeMemo`` in ``arena/views/_hit.c``) and takes that entry
+state and the entry, in ``ScopeMemo`` in ``arena/planning/_region_hit.c``) and takes that entry
 without probing the dict while the dict is in that state; it must never serve from a note
 the cache has moved past (the entry replaced under the same key, a key added beside it,
 the same request under an equal key of other objects, the entry removed), and the note

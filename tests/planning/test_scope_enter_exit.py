@@ -1,5 +1,5 @@
 """A scope's enter and exit: where the compiled hit path is in use, the usual scope's are
-compiled (``scope_enter``, ``scope_exit`` in ``arena/views/_hit.c``) and leave what the
+compiled (``scope_enter``, ``scope_exit`` in ``arena/planning/_region_hit.c``) and leave what the
 Python ones (``Scope._enter_on``, ``Scope.__exit__``) leave: the same slot state and
 scope fields after every enter and exit, nested in scopes and steps, closed in and out
 of order. Everything else goes to Python: debug mode, poisoning, a closed arena, a
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from arena import Arena, ArenaClosedError, ArenaError
-from arena.planning import scopes
+from arena.planning import region_hit, scopes
 from arena.planning.scopes import CompiledScope, Scope
 from arena.views import hit
 from tests.conftest import need_compiled_hit
@@ -277,7 +277,7 @@ def test_the_compiled_enter_and_exit_keep_reference_counts_flat() -> None:
 
 
 def _fields(scope: Scope[Any]) -> list[tuple[str, Any]]:
-    names = [*Scope.__slots__, *hit.PyScopeHitBase.__slots__]
+    names = [*Scope.__slots__, *region_hit.PyScopeHitBase.__slots__]
     return [(name, getattr(scope, name)) for name in names]
 
 

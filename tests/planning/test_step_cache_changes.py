@@ -1,6 +1,6 @@
 """A replayed step's hit follows every change of a request index's cache of remembered
 views, on both hit paths: the compiled hit notes where it last found a request index's
-entry (``step_memo`` in ``arena/views/_hit.c``) and must never serve from a note the
+entry (``step_memo`` in ``arena/planning/_region_hit.c``) and must never serve from a note the
 cache has moved past (an entry replaced under the same key, the cache dict replaced,
 a second request remembered beside the first, the entry removed), and the note holds no
 references.

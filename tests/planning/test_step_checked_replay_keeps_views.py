@@ -19,7 +19,7 @@ def test_a_checked_replay_keeps_the_views_it_hands_out(hit_path: str, mode: str)
     ends (its witness is the view itself: what debug mode retires at the end, and what
     release() compares by identity). Slip: ``lean()`` dropped its ``quick`` test, so a
     checked replay kept only the remembered views and a dropped view died at once (the
-    compiled hit decides the same, ``arena/views/_hit.c``, and slipped the same way)."""
+    compiled hit decides the same, ``arena/planning/_region_hit.c``, and slipped the same way)."""
     with Arena("cpu", framework="numpy", **{mode: True}) as ws:
         for run in range(4):
             if run == 3:

@@ -32,7 +32,7 @@ def _interrupt_at(ws: Arena, function: str, event: str, nth: int) -> None:
         frame.f_trace_lines = False
         code = frame.f_code.co_name
         if code == "_enter_on" and frame.f_back.f_code.co_name != "__enter__":
-            # Called by a compiled __enter__ (arena/views/_hit.c: steps and scopes) where
+            # Called by a compiled __enter__ (arena/planning/_region_hit.c: steps and scopes) where
             # its lean path does not enter: the end of its enter, in the only frame it has.
             code = "__enter__"
         if code != name or (caller and frame.f_back.f_code.co_name != caller):

@@ -2,7 +2,7 @@
 exits by lean paths (``Step._replay_locked``, ``Step._end_replay``), with the outcome of
 the checked ones: the same pointers, the same slot and book state after every run. Where
 the compiled hit path is in use, a step's ``__init__`` and the lean enter and exit are
-compiled (``arena/views/_hit.c``): the same fields, pointers and state as in Python, and
+compiled (``arena/planning/_region_hit.c``): the same fields, pointers and state as in Python, and
 everything else handed to Python (a mutex another thread holds, an interrupt in a key's
 ``__hash__``)."""
 
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from arena import Arena
-from arena.planning import steps
+from arena.planning import region_hit, steps
 from arena.planning.books import books_of
 from arena.planning.records import StepBook
 from arena.planning.runs import StepRun
@@ -127,7 +127,7 @@ def test_the_lean_replay_paths_leave_what_the_checked_ones_leave(
 
 
 def _compiled() -> None:
-    if hit.compiled is None:
+    if hit.compiled is None or region_hit.compiled is None:
         pytest.skip("the compiled hit path is not in use here")
 
 
@@ -164,7 +164,7 @@ def _norm(value: Any) -> Any:
 
 
 def _fields(step: Step[Any]) -> list[tuple[str, Any]]:
-    names = [*Step.__slots__, *hit.PyStepHitBase.__slots__]
+    names = [*Step.__slots__, *region_hit.PyStepHitBase.__slots__]
     return [(name, _norm(getattr(step, name))) for name in names]
 
 
@@ -408,7 +408,7 @@ def test_bind_steps_documents_the_types_it_takes() -> None:
     """``bind_steps``'s docstring lists the types its refusal lists (``StepBooks`` went
     missing from the docstring when the step books moved to ``planning/books.py``)."""
     _compiled()
-    bind_steps = hit.compiled.bind_steps
+    bind_steps = region_hit.compiled.bind_steps
     with pytest.raises(TypeError) as refused:
         bind_steps(*([object] * 8), None, (), (), ())  # no Step type: refused, named
     said = str(refused.value).split("(", 1)[1].split(", the ended run")[0]

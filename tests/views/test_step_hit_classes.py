@@ -1,5 +1,5 @@
 """A replayed step request that equals a remembered one but is made of objects of other
-classes: the compiled step hit (``step_serve`` in ``arena/views/_hit.c``, its memo and
+classes: the compiled step hit (``step_serve`` in ``arena/planning/_region_hit.c``, its memo and
 ``same_classes``) leaves it to the Python path exactly where the pure-Python hit does,
 and both give the views or the error a request made fresh would give (issue 26 item 4).
 

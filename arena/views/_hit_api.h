@@ -1,0 +1,99 @@
+/*
+ * The C-API of arena.views._hit: what the compiled code of a higher layer asks of the views
+ * layer's compiled hit (arena/views/_hit.c) when it serves a request from remembered views
+ * of its own (arena/planning/_region_hit.c: a replayed step's request and a scope's
+ * request), so that the views layer's rules are written once, here and in _hit.c, and
+ * _hit.c knows nothing of the layers above it (issue 27 item 1).
+ *
+ * _hit exports one `ArenaHitAPI` as the capsule "arena.views._hit._C_API" (as
+ * arena.slots._slot exports its stores, and NumPy its C-API as `_ARRAY_API`); a module
+ * that uses it imports it once, at its own import, with PyCapsule_Import.
+ *
+ * The request checks below decide whether a request is a plain one (exact tuples of
+ * (exact tuple of exact ints, dtype)) and whether it is a remembered one; none of them
+ * runs Python code but where it says so. Everything they decline goes to the Python path,
+ * which explains. A remembered entry (a Prepared) is the views layer's to write: a caller
+ * that serves one sets its `used` flag by arena_hit_mark_used, as the plain hit does.
+ */
+#ifndef ARENA_HIT_API_H
+#define ARENA_HIT_API_H
+
+#include <Python.h>
+
+/* Raised where the layout of this struct changes: a module built against another refuses
+ * to import (its pure-Python mirror then runs). */
+#define ARENA_HIT_API_VERSION 1
+#define ARENA_HIT_API_CAPSULE "arena.views._hit._C_API"
+
+typedef struct {
+    int version; /* ARENA_HIT_API_VERSION */
+    /* Where Prepared.used lies in a remembered entry (the offset bind() found; only
+     * arena_hit_mark_used below uses it). */
+    Py_ssize_t used_at;
+    /* A digest of a plain request `specs` (an exact tuple), never 0; 0 for anything else
+     * (a dimension that is no exact int: arena_exact_int), with any exception cleared. */
+    Py_uhash_t (*digest)(PyObject *specs);
+    /* Whether the remembered key `key` and the plain request `specs` are the same
+     * request: the same shapes and the very same dtype objects. 1, 0, or -1 with an
+     * exception set (comparing ints of more than one digit). */
+    int (*same_request)(PyObject *key, PyObject *specs);
+    /* Whether the request `specs` has the dtype classes of the key `key` it was found
+     * under (an object of another class equal to a remembered dtype is no hit): 1 or 0. */
+    int (*same_classes)(PyObject *key, PyObject *specs);
+    /* A fresh view of the remembered view `view`: fresh(view), as the plain hit makes it
+     * (NumPy's ndarray.view through NumPy's C-API, torch's `.data` through its getter).
+     * A new reference, or NULL with an exception set. May run Python code. */
+    PyObject *(*fresh_view)(PyObject *fresh, PyObject *view);
+} ArenaHitAPI;
+
+#if defined(__GNUC__)
+#define ARENA_HIT_INLINE static inline __attribute__((always_inline))
+#define ARENA_HIT_RARE static __attribute__((noinline, cold, unused))
+#else
+#define ARENA_HIT_INLINE static inline
+#define ARENA_HIT_RARE static
+#endif
+
+/* The exact-int rule (the mirror of arena.base.layout.exact_int, issue 27 item 6): a
+ * dimension served as it is is exactly an int. 2.0 and True hash and compare like 2 and
+ * 1, and an int subclass may say another number later: none may find what a plain request
+ * remembered. Every compiled check of a dimension asks this helper. */
+ARENA_HIT_INLINE int arena_exact_int(PyObject *value) { return PyLong_CheckExact(value); }
+
+/* arena_exact_size's general case: an int of more than one digit. */
+ARENA_HIT_RARE Py_ssize_t arena_exact_size_slow(PyObject *value) {
+    Py_ssize_t found = PyLong_AsSsize_t(value);
+    if (found == -1 && PyErr_Occurred()) PyErr_Clear();
+    return found < 0 ? -1 : found;
+}
+
+/* An exact int's value, or -1 where it is not one (arena_exact_int), or is negative, or
+ * past Py_ssize_t. A one-digit int (below 2**30) is read in place: inlined into its caller
+ * (a hit's dimensions, request index and byte counts), with no call. */
+ARENA_HIT_INLINE Py_ssize_t arena_exact_size(PyObject *value) {
+    if (value == NULL || !arena_exact_int(value)) return -1;
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyUnstable_Long_IsCompact((PyLongObject *)value)) {
+        Py_ssize_t found = (Py_ssize_t)PyUnstable_Long_CompactValue((PyLongObject *)value);
+        return found < 0 ? -1 : found;
+    }
+#else
+    if (Py_SIZE(value) == 0) return 0;
+    if (Py_SIZE(value) == 1) return (Py_ssize_t)((PyLongObject *)value)->ob_digit[0];
+#endif
+    return arena_exact_size_slow(value);
+}
+
+/* A remembered entry `entry` (a Prepared, as the caller checked) was used: its `used` flag
+ * set, as the plain hit sets it (the cache's CLOCK sweep spares it), by the views layer's
+ * code inlined into the caller, over the offset the table holds. Plain stores: the value
+ * it replaces is True or False, whose release runs no code. */
+ARENA_HIT_INLINE void arena_hit_mark_used(const ArenaHitAPI *api, PyObject *entry) {
+    PyObject **field = (PyObject **)((char *)entry + api->used_at);
+    if (*field == Py_True) return;
+    PyObject *old = *field;
+    *field = Py_NewRef(Py_True);
+    Py_XDECREF(old);
+}
+
+#endif /* ARENA_HIT_API_H */
