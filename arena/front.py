@@ -27,7 +27,7 @@ from arena.base.extensions import numpy_array_api
 from arena.base.layout import compute_layout
 from arena.base.poison import poison_outgrown, poison_stale_bytes
 from arena.config import check_flag, load_adapter
-from arena.errors import ConfigError, DTypeError, SpecError
+from arena.errors import ConfigError, DTypeError
 from arena.planning.scopes import Scope, scope_class
 from arena.planning.steps import Step, step_class
 from arena.slots.persistent import PersistentStore
@@ -370,8 +370,6 @@ class Front(HitBase, Generic[ViewT]):
 
         Raises
         ------
-        SpecError, DTypeError
-            A bad ``shape`` or ``dtype``, named with ``key``.
         PersistentMismatchError
             ``key`` exists with another shape or dtype.
         ArenaLockedError
@@ -381,14 +379,7 @@ class Front(HitBase, Generic[ViewT]):
             workspaces.
         """
         check_flag("zero_init", zero_init)
-        try:
-            layout = compute_layout(((shape, dtype),), self._governor.alignment)
-        except SpecError as exc:
-            # The layout's checks number the specs of a request; this call has none.
-            text = str(exc)
-            if not text.startswith("spec #0"):
-                raise
-            raise SpecError(f"get_persistent({key!r}){text.removeprefix('spec #0')}") from None
+        layout = compute_layout(((shape, dtype),), self._governor.alignment)
         entry = self._select().store(PersistentStore).buffer(key, layout, zero_init)
         # Keyed by the adapter's space: an inference front's view is an inference tensor.
         space = self._adapter.space

@@ -648,20 +648,3 @@ def test_an_object_of_no_framework_is_not_sent_to_another_front(given: object) -
             message = str(caught.value)
             assert "got a builtins." in message and "the front." not in message, message
             assert "pass a view this arena handed out (ws.numpy.get_simultaneous)" in message
-
-
-@pytest.mark.parametrize(
-    ("shape", "message"),
-    [
-        (4, "get_persistent('cache'): shape must be a tuple or list of ints, got int 4; pass (4,)"),
-        ((-1,), "get_persistent('cache'): dimension 0 is negative (-1); sizes are >= 0"),
-    ],
-)
-def test_a_bad_persistent_shape_is_named_by_its_key_not_as_spec_0(
-    host: Arena, shape: Any, message: str
-) -> None:
-    # get_persistent takes one shape, yet said "spec #0: shape must be ..." (found by a new
-    # user writing get_persistent(key, 4, dtype) as for np.zeros(4)).
-    with pytest.raises(SpecError) as caught:
-        host.get_persistent("cache", shape, F32)
-    assert str(caught.value).startswith(message)
