@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from arena.planning import OffsetPlan
 
-__all__ = ["Block", "Piece", "blocks_of", "check_plan", "cut"]
+__all__ = ["Block", "Piece", "blocks_of", "check_plan", "cut", "tiling_by_area"]
 
 #: ``(nbytes, first, last)``, as ``plan_offsets`` takes a block.
 Block = tuple[int, int, int]
@@ -36,6 +36,22 @@ def cut(rng: random.Random, piece: Piece) -> list[Piece]:
 def blocks_of(pieces: Sequence[Piece], alignment: int) -> list[Block]:
     """The blocks of ``pieces``, a height unit being ``alignment`` bytes."""
     return [(alignment * (y1 - y0), t0, t1 - 1) for t0, t1, y0, y1 in pieces]
+
+
+def tiling_by_area(
+    rng: random.Random, pieces: int, steps: int, height: int, alignment: int
+) -> list[Block]:
+    """Blocks cut from one full rectangle of ``steps`` indices by ``height`` units into
+    ``pieces`` pieces, the next piece to cut drawn with odds growing with its area: a
+    plan at LOAD (``height`` units) exists by construction."""
+    cuts = [(0, steps, 0, height)]
+    while len(cuts) < pieces:
+        k = max(
+            range(len(cuts)),
+            key=lambda i: rng.random() * (cuts[i][1] - cuts[i][0]) * (cuts[i][3] - cuts[i][2]),
+        )
+        cuts += cut(rng, cuts.pop(k))
+    return blocks_of(cuts, alignment)
 
 
 def check_plan(blocks: Sequence[Block], plan: OffsetPlan) -> None:

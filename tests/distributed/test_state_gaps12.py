@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from arena import Arena, ArenaLockedError
+from arena import Arena
 from tests.threadgroup import RankGroup, ThreadRanks
 
 
@@ -21,22 +21,6 @@ def test_plain_requests_alone_size_every_ranks_slot_to_the_largest() -> None:
     small, large = ranks.run(body)
     assert small[0] == (4096,) and large[0] == (8192,)
     assert small[1:] == large[1:] == ((8192,), 8192)
-
-
-def test_a_locked_rank_outgrown_names_what_it_holds_and_what_it_needs() -> None:
-    ranks = ThreadRanks(2)
-
-    def body(rank: int, group: RankGroup) -> Any:
-        with Arena("cpu", framework="numpy") as ws:
-            ws.get_simultaneous(((1000 * (rank + 1),), "float32"))
-            if rank == 0:
-                ws.lock()
-            return ws.sync(group).after
-
-    small, large = ranks.run(body)
-    assert isinstance(small, ArenaLockedError)
-    assert (small.required, small.current, small.slot) == (8192, 4096, (0, 0))
-    assert large == (8192,)
 
 
 def test_a_step_whose_run_is_open_here_is_not_taken_and_says_why() -> None:

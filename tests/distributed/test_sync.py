@@ -302,6 +302,8 @@ def test_a_locked_arena_that_another_rank_outgrew_refuses_and_the_others_go_on()
 
     small, large = ranks.run(body)
     assert isinstance(small, ArenaLockedError) and "sync() on a locked arena" in str(small)
+    # What the locked rank holds and what the agreed size needs, by its slot (Round 12b).
+    assert (small.required, small.current, small.slot) == (8192, 4096, (0, 0))
     assert large == (8192,)
 
 

@@ -30,7 +30,7 @@ from arena.observe.profilefile import read_profile
 from arena.planning import plan_offsets, search
 from tests.conftest import check_pure_python_switch
 from tests.profiles import profile_data
-from tests.tilings import Block, blocks_of, check_plan, cut
+from tests.tilings import Block, check_plan, tiling_by_area
 
 ALIGN = 16
 REQUIRE_COMPILED = flag_from_env("ARENA_REQUIRE_COMPILED")
@@ -118,16 +118,7 @@ def test_search_finds_and_proves_the_optimum_on_small_instances(search_path: str
 def _tiling(rng: random.Random, n: int, steps: int, height: int) -> list[Block]:
     """Blocks cut from one full rectangle of ``steps`` indices by ``height`` units: a plan
     at LOAD (``height`` units) exists by construction, as MiniMalloc's benchmarks are made."""
-    pieces = [(0, steps, 0, height)]
-    while len(pieces) < n:
-        k = max(
-            range(len(pieces)),
-            key=lambda i: (
-                rng.random() * (pieces[i][1] - pieces[i][0]) * (pieces[i][3] - pieces[i][2])
-            ),
-        )
-        pieces += cut(rng, pieces.pop(k))
-    return blocks_of(pieces, ALIGN)
+    return tiling_by_area(rng, n, steps, height, ALIGN)
 
 
 def test_search_reaches_load_where_the_heuristics_miss(search_path: str) -> None:

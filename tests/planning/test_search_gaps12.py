@@ -8,7 +8,7 @@ import random
 import time
 
 from arena.planning import search
-from tests.tilings import blocks_of, cut
+from tests.tilings import tiling_by_area
 
 #: Nodes the 40 tilings' 160 decisions below take with the section inference as written
 #: (measured on 2026-12-03): pruning less, as a floor taken over all sections instead of
@@ -22,17 +22,7 @@ def _tilings() -> list[tuple[list[int], list[int], list[int]]]:
     rng = random.Random(12)
     out = []
     for _ in range(40):
-        n = rng.randint(8, 14)
-        pieces = [(0, 8, 0, 16)]
-        while len(pieces) < n:
-            k = max(
-                range(len(pieces)),
-                key=lambda i: (
-                    rng.random() * (pieces[i][1] - pieces[i][0]) * (pieces[i][3] - pieces[i][2])
-                ),
-            )
-            pieces += cut(rng, pieces.pop(k))
-        blocks = blocks_of(pieces, 1)
+        blocks = tiling_by_area(rng, rng.randint(8, 14), 8, 16, 1)
         out.append(([b[0] for b in blocks], [b[1] for b in blocks], [b[2] for b in blocks]))
     return out
 
