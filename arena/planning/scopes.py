@@ -359,25 +359,6 @@ class Scope(Region, Generic[ViewT]):
 
         return store
 
-    def release(self, *views: Any) -> None:
-        """Refuse: a scope keeps every view until it exits.
-
-        A step's ``st.release(view)`` has no scope counterpart; this method exists so that
-        the mistake gets arena's answer rather than an ``AttributeError`` naming an
-        internal class (found by a new user).
-
-        Raises
-        ------
-        ArenaError
-            Always, naming the fix: a step, or a nested scope around the views to drop.
-        """
-        raise ArenaError(
-            f"a scope keeps its views until its with block exits: it has no release() "
-            f"(got {len(views)} view(s)); to free views early, ask for them in a nested "
-            "scope (with ws.scope() as inner: ...) or use a step, whose views are released "
-            "one by one (with ws.step(key) as st: ... st.release(view))"
-        )
-
     def __exit__(self, *exc_info: object) -> None:
         slot = self.slot
         if slot is None:

@@ -284,20 +284,3 @@ def test_debug_mode_retires_a_scope_request_made_again_at_the_same_top(hit_path:
                 (t,) = s.get_simultaneous(((4,), torch.float32))
                 assert t.numel() == 4
             assert t.numel() == 0  # retired: an empty storage
-
-
-def test_release_on_a_scope_is_refused_naming_the_step_and_nested_scope_that_do_it() -> None:
-    # A new user coming from steps called scope.release(view) and got an AttributeError
-    # naming the internal class CompiledScope; the scope and its views are unchanged.
-    with Arena("cpu", framework="numpy", profile=False) as ws, ws.scope() as s:
-        (view,) = s.get_simultaneous(((4,), "float32"))
-        with pytest.raises(ArenaError) as caught:
-            s.release(view)
-        assert str(caught.value) == (
-            "a scope keeps its views until its with block exits: it has no release() "
-            "(got 1 view(s)); to free views early, ask for them in a nested scope "
-            "(with ws.scope() as inner: ...) or use a step, whose views are released one by "
-            "one (with ws.step(key) as st: ... st.release(view))"
-        )
-        s.get_simultaneous(((4,), "float32"))
-        assert ws.stats().slots[0].load == 512  # the view still holds its bytes
