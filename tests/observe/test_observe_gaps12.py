@@ -13,7 +13,7 @@ from tests.gates import Probe
 
 
 def test_stats_name_the_device_and_count_cached_layouts_and_address_space() -> None:
-    with Arena("cpu", framework="numpy") as a:
+    with Arena("cpu", framework="numpy", source="host") as a:  # a moving source: its bytes
         for _ in range(3):
             a.get_simultaneous(((100,), "float32"))
             a.get_simultaneous(((50,), "float32"), ((7,), "int8"))
@@ -31,7 +31,7 @@ def test_stats_name_the_device_and_count_cached_layouts_and_address_space() -> N
 
 def test_a_snapshots_segments_name_what_they_hold_and_the_trace_is_on_stream_0() -> None:
     probe = Probe()
-    with Arena("cpu", framework="numpy", capture_probe=probe) as a:
+    with Arena("cpu", framework="numpy", source="host", capture_probe=probe) as a:
         a.get_simultaneous(((256,), "uint8"))
         probe.capturing = True
         a.get_simultaneous(((256,), "uint8"))  # a capture marks the buffer
