@@ -21,11 +21,18 @@ setup(
         Extension(
             "arena.views._hit",
             ["arena/views/_hit.c"],
-            depends=["arena/slots/_slot_api.h"],
+            depends=["arena/slots/_slot_api.h", "arena/views/_step_rows.h"],
             optional=True,
         ),
         Extension("arena.planning._search", ["arena/planning/_search.c"], optional=True),
         Extension("arena.planning._place", ["arena/planning/_place.c"], optional=True),
+        # A replayed step's cache list with its per-request rows (read by _hit's step hit).
+        Extension(
+            "arena.planning._rows",
+            ["arena/planning/_rows.c"],
+            depends=["arena/views/_step_rows.h"],
+            optional=True,
+        ),
         Extension(
             "arena.memory._host",
             ["arena/memory/_host.c"],
