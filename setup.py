@@ -3,9 +3,11 @@
 ``arena/views/_hit.c`` is the compiled hit path; ``arena/planning/_search.c`` the compiled
 offset search behind ``plan_offsets(time_limit=...)`` (MiniMalloc's solver ported to C);
 ``arena/planning/_place.c`` the compiled best-fit placement behind ``plan_offsets``;
-``arena/memory/_host.c`` the compiled host allocation behind ``HostSource.allocate`` and a
-host ledger's compiled replace, whose C-API (``arena/memory/_host_api.h``)
-``arena/slots/_growth.c``, a slot's compiled growth, calls; ``arena/slots/_slot.c`` the
+``arena/planning/_rows.c`` a replayed step's cache list with a row per request index, which
+the compiled step hit reads (``arena/views/_step_rows.h``); ``arena/memory/_host.c`` the
+compiled host allocation behind ``HostSource.allocate`` and a host ledger's compiled
+replace, whose C-API (``arena/memory/_host_api.h``) ``arena/slots/_growth.c``, a slot's
+compiled growth, calls; ``arena/slots/_slot.c`` the
 slot's and its region stack's own stores, whose C-API (``arena/slots/_slot_api.h``) the
 hit path calls. All are built where a C
 compiler and Python's headers are found; ``optional=True`` lets the install go on without
