@@ -3,9 +3,12 @@
 ``arena/views/_hit.c`` is the compiled hit path; ``arena/planning/_search.c`` the compiled
 offset search behind ``plan_offsets(time_limit=...)`` (MiniMalloc's solver ported to C);
 ``arena/planning/_place.c`` the compiled best-fit placement behind ``plan_offsets``;
-``arena/memory/_host.c`` the compiled host allocation behind ``HostSource.allocate`` and a
-host ledger's compiled replace, whose C-API (``arena/memory/_host_api.h``)
-``arena/slots/_growth.c``, a slot's compiled growth, calls; ``arena/slots/_slot.c`` the
+``arena/planning/_rows.c`` a replayed step's cache list with a row per request index, which
+the compiled step hit of ``arena/planning/_region_hit.c`` reads
+(``arena/planning/_step_rows.h``); ``arena/memory/_host.c`` the
+compiled host allocation behind ``HostSource.allocate`` and a host ledger's compiled
+replace, whose C-API (``arena/memory/_host_api.h``) ``arena/slots/_growth.c``, a slot's
+compiled growth, calls; ``arena/slots/_slot.c`` the
 slot's and its region stack's own stores, whose C-API (``arena/slots/_slot_api.h``) the
 hit path calls; ``arena/planning/_region_hit.c`` the compiled hits of a replayed step's and
 a scope's requests, over the hit path's C-API (``arena/views/_hit_api.h``). All are built
@@ -35,11 +38,20 @@ setup(
                 "arena/views/_hit_api.h",
                 "arena/slots/_slot_api.h",
                 "arena/base/_fields.h",
+                "arena/planning/_step_rows.h",
             ],
             optional=True,
         ),
         Extension("arena.planning._search", ["arena/planning/_search.c"], optional=True),
         Extension("arena.planning._place", ["arena/planning/_place.c"], optional=True),
+        # A replayed step's cache list with its per-request rows (read by _region_hit's
+        # step hit).
+        Extension(
+            "arena.planning._rows",
+            ["arena/planning/_rows.c"],
+            depends=["arena/planning/_step_rows.h"],
+            optional=True,
+        ),
         Extension(
             "arena.memory._host",
             ["arena/memory/_host.c"],

@@ -11,7 +11,10 @@ not. This runs the requests to count inside ``functools.reduce`` calls, after a 
     python scripts/callgrind-hits.py report OUT torch pass 20
 
 ``micro`` counts BATCH requests back to back per block (plain, step, step with a release
-per request, scope: regionbench's blocks); ``pass`` the bench's 4-layer decoder pass
+per request, scope: regionbench's blocks); ``rounds`` the plain, step (no release) and
+scope blocks one after the other per round, as regionbench alternates them, with the
+step-with-releases block run between rounds but not counted (so a step request is counted
+apart from the released step's); ``pass`` the bench's 4-layer decoder pass
 (arena/tools/passbench.py: the floor, the step pass and the scoped pass), where torch
 kernels run between the requests. ``report`` divides each hit function's inclusive
 counts (Ir, D1mr, I1mr...), read from the file, by the calls made while collecting
@@ -32,6 +35,12 @@ BATCH = 128
 
 def _counts(framework: str, kind: str, reps: int) -> dict[str, int]:
     """Calls per hit function while collecting."""
+    if kind == "rounds":
+        return {
+            "get_simultaneous": BATCH * reps,
+            "step_get_simultaneous": BATCH * reps,
+            "scope_get_simultaneous": BATCH * reps,
+        }
     if kind == "micro":
         return {
             "get_simultaneous": BATCH * reps,
@@ -136,6 +145,12 @@ def run(framework: str, mode: str, kind: str, reps: int) -> None:
                 block()
             for one in passes.values():
                 one()
+        if kind == "rounds":
+            rounds = [plains, lambda: stepped(False), scoped]
+            for _ in range(reps):
+                functools.reduce(lambda _, block: block(), rounds, None)
+                stepped(True)  # between rounds, as in regionbench; not collected
+            return
         timed = blocks if kind == "micro" else [passes[n] for n in ("floor", "steps", "scopes")]
         for block in timed:
             functools.reduce(lambda _, __, block=block: block(), range(reps), None)

@@ -24,6 +24,9 @@
  *                            the stack's top and live bytes, a region opened or closed,
  *                            LOAD)
  *
+ * A replayed step's cache list may carry a row per request index (arena/planning/_rows.c,
+ * bound by bind_rows()), which the step hit reads through arena/planning/_step_rows.h.
+ *
  * It reads the fields it decides on itself, at the offsets bind() finds (Slot,
  * RegionStack, Buffer, Prepared and Governor: the layers below), bind_steps() (Step, its
  * run, book and books, the placer) and bind_scopes() (Scope, the placer). Objects of any
@@ -36,6 +39,7 @@
 #include "../base/_fields.h"
 #include "../slots/_slot_api.h"
 #include "../views/_hit_api.h"
+#include "_step_rows.h"
 
 /* The C-APIs of the layers below, imported when this module is. */
 static ArenaSlotAPI *slot_api;
@@ -330,13 +334,47 @@ static inline StepMemo *step_memo_of(PyObject *caches, Py_ssize_t r) {
 #define STEP_MEMO 0
 #endif
 
+/* The StepCaches type of arena.planning._rows (bind_rows), whose rows the step hit reads
+ * (_step_rows.h); NULL until bound: every step cache list is then a plain list. */
+static PyTypeObject *step_rows_type;
+
+/* bind_rows(StepCaches): the type of a step's cache lists with rows (a list subclass of
+ * the layout _step_rows.h declares). */
+static PyObject *bind_rows(PyObject *module, PyObject *type) {
+    if (!PyType_Check(type) || !PyType_IsSubtype((PyTypeObject *)type, &PyList_Type) ||
+        ((PyTypeObject *)type)->tp_basicsize != (Py_ssize_t)sizeof(StepCachesObject)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "bind_rows(StepCaches): a list subclass of _step_rows.h's layout");
+        return NULL;
+    }
+    keep((PyObject **)&step_rows_type, type);
+    Py_RETURN_NONE;
+}
+
+/* The views layer's fresh view of `view` for a step request served from `row` (NULL:
+ * none): made from the row's copy of an ndarray view where numpy.ndarray.view is the
+ * fresh view (no read of the view, its shape or strides: _step_rows.h), through the NumPy
+ * entries the views layer's C-API exports, else from the view (the C-API's fresh_view). */
+static inline PyObject *fresh_of_row(const StepRow *row, PyObject *fresh, PyObject *view) {
+#if STEP_ROWS
+    if (row != NULL && row->descr != NULL && fresh == hit_api->ndarray_view && fresh != NULL) {
+        PyObject *out = step_row_fresh(row, hit_api->ndarray, hit_api->new_from_descr,
+                                       hit_api->set_base);
+        if (out != NULL || PyErr_Occurred()) return out;
+    }
+#else
+    (void)row;
+#endif
+    return hit_api->fresh_view(fresh, view);
+}
+
 /* The replay's hit: fresh views (a new reference); NULL without an exception when the
  * Python path serves the request, NULL with one on error. */
 static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     PyObject *caches = self->caches, *slot = self->slot, *request = self->request;
-    if (caches == NULL || !PyList_CheckExact(caches) || slot == NULL ||
-        !Py_IS_TYPE(slot, slot_type) || self->watch != Py_False || request == NULL ||
-        !PyLong_CheckExact(request))
+    if (caches == NULL || !(PyList_CheckExact(caches) || Py_IS_TYPE(caches, step_rows_type)) ||
+        slot == NULL || !Py_IS_TYPE(slot, slot_type) || self->watch != Py_False ||
+        request == NULL || !PyLong_CheckExact(request))
         return NULL;
     PyObject *stack = stack_of(slot);
     PyObject *regions = stack == NULL ? NULL : FIELD(stack, stack_regions);
@@ -349,6 +387,15 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     PyObject *cache = PyList_GET_ITEM(caches, r);
     if (!PyDict_CheckExact(cache)) return NULL;
     PyObject *found = NULL, *memo_key = NULL; /* memo_key: the key found through the memo */
+    /* The request index's row (a StepCaches: _step_rows.h), where the dict is the one it
+     * noted, unchanged, and the request its one key's: its entry, read from the row. */
+    const StepRow *row = NULL;
+#if STEP_ROWS
+    if ((row = step_row_of(step_rows_type, caches, r, cache, specs)) != NULL) {
+        found = row->entry;
+        memo_key = row->key;
+    }
+#endif
 #if STEP_MEMO
     /* This dict in the state it had at a hit that noted it: its one key and entry. The
      * key noted is a plain request (it matched one), so a request that is the same plain
@@ -357,7 +404,7 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     uint64_t seen = ((PyDictObject *)cache)->ma_version_tag;
     StepMemo *memo = step_memo_of(caches, r);
     PyObject *noted = NULL; /* the dict's key to note, where PyDict_Next found it */
-    int memo_seen = memo->cache == cache && memo->version == seen;
+    int memo_seen = row == NULL && memo->cache == cache && memo->version == seen;
     if (memo_seen && plain_request_is(&memo->sig, memo->key, specs)) {
         found = memo->entry;
         memo_key = memo->key;
@@ -372,7 +419,7 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
         /* noted, but not this request: the lookup below decides */
     } else
 #endif
-    if (PyDict_GET_SIZE(cache) == 1) {
+    if (found == NULL && PyDict_GET_SIZE(cache) == 1) {
         /* One request remembered at this index (the usual case): compared element by
          * element (the same shape and dtype objects), without hashing the request. */
         Py_ssize_t pos = 0;
@@ -441,6 +488,7 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
         Py_DECREF(entry);
         return NULL;
     }
+    if (row != NULL && views != row->views) row = NULL; /* not the views noted: the list's */
     /* Every earlier request recorded, and no later one (else an interrupt left one: the
      * Python path drops it, StepRun.hand). */
     PyObject *last = PyList_GET_ITEM(starts, PyList_GET_SIZE(starts) - 1);
@@ -452,14 +500,17 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     }
     Py_ssize_t at = first * (Py_ssize_t)sizeof(void *);
     int lean = self->quick == Py_True && fresh != Py_None && count > 0 &&
-               (is_ndarray(PyList_GET_ITEM(views, 0)) || is_tensor(PyList_GET_ITEM(views, 0)));
+               (row != NULL ? row->kind != STEP_ROW_OTHER
+                            : is_ndarray(PyList_GET_ITEM(views, 0)) ||
+                                  is_tensor(PyList_GET_ITEM(views, 0)));
     Py_INCREF(views);
     PyObject *out = PyList_New(count);
     for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
-        PyObject *view = PyList_GET_ITEM(views, i);
+        /* a row's request has one view, the row's (held by the row) */
+        PyObject *view = row != NULL ? row->view : PyList_GET_ITEM(views, i);
         if (fresh == Py_None) {
             Py_INCREF(view);
-        } else if ((view = hit_api->fresh_view(fresh, view)) == NULL) {
+        } else if ((view = fresh_of_row(row, fresh, view)) == NULL) {
             Py_CLEAR(out);
             break;
         }
@@ -2375,6 +2426,8 @@ static PyMethodDef module_methods[] = {
      "ended run, two StepRun(), two Step(*marks), marks, read_rlocks=True): where the "
      "compiled step init, enter and exit read and write their fields; True where RLocks are read "
      "directly (read_rlocks, and their layout checks out)."},
+    {"bind_rows", bind_rows, METH_O,
+     "bind_rows(StepCaches): the type of a step's cache lists whose rows the step hit reads."},
     {"bind_scopes", bind_scopes, METH_VARARGS,
      "bind_scopes(Scope, placer type, Slot, Governor, memo keys): where the compiled scope "
      "init, enter and exit read and write their fields."},

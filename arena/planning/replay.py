@@ -19,6 +19,7 @@ from typing import Any
 from arena.base.events import caller_info
 from arena.errors import ArenaLockedError, GraphCaptureError
 from arena.planning.records import StepBook
+from arena.planning.rows import new_caches, note_row
 from arena.planning.scopes import Placer
 from arena.slots.slot import Buffer, Slot
 
@@ -109,14 +110,18 @@ def remembering(
     buffer the placement served them from, under ``memo`` (front, key, start and plan
     version), a dict per request index of the plan's ``requests`` (request ``r``'s blocks
     are its plan's, in order: the run records them by position, see
-    :attr:`arena.planning.runs.StepRun.ids`). ``install(buffer, caches)`` then tells the
-    step where its next hit looks."""
+    :attr:`arena.planning.runs.StepRun.ids`), and noted in the list's row of request
+    ``r`` for the compiled hit (:mod:`arena.planning.rows`). ``install(buffer, caches)``
+    then tells the step where its next hit looks."""
 
     def store(buffer: Buffer, entry: Any) -> None:
         caches = buffer.prepared.get(memo)
         if caches is None:
-            caches = buffer.prepared[memo] = [{} for _ in range(requests)]
+            caches = buffer.prepared[memo] = new_caches(requests)
         placer.remember(caches[r], specs, entry)
+        # After the dict changed: a row noted before it is stale until this one call
+        # notes it again (an interrupt between the two leaves the hit reading the dict).
+        note_row(caches, r)
         install(buffer, caches)
 
     return store

@@ -703,7 +703,9 @@ static Py_ssize_t planner_hot(PyObject *planner) { return ((Planner *)planner)->
 /* NumPy's C-API entries for the fresh views of the regions' hits (fresh_of, the C-API's
  * fresh_view), noted by the first Planner made (which checked the table against
  * numpy.ndarray): the capsule and numpy.ndarray held for the process's life, and
- * numpy.ndarray.view, the fresh_view of every NumPy front that hands out fresh views. */
+ * numpy.ndarray.view, the fresh_view of every NumPy front that hands out fresh views.
+ * Exported in the C-API too (its ndarray_view, ndarray, new_from_descr and set_base: a
+ * step row's fresh view, arena/planning/_step_rows.h). */
 static PyObject *np_api, *np_ndarray, *np_view;
 static PyObject *(*np_new_from_descr)(PyTypeObject *, PyObject *, int, const Py_ssize_t *,
                                       const Py_ssize_t *, void *, int, PyObject *);
@@ -725,6 +727,11 @@ static void numpy_fresh_note(PyObject *api, PyObject *ndarray,
     np_ndarray = Py_NewRef(ndarray);
     np_view = view;
     np_api = Py_NewRef(api); /* last: set means every entry above is */
+    /* The same entries in the C-API, for the layers above (_hit_api.h): the view last. */
+    hit_api.new_from_descr = new_from_descr;
+    hit_api.set_base = set_base;
+    hit_api.ndarray = (PyTypeObject *)ndarray;
+    hit_api.ndarray_view = view;
 }
 
 /* The leading fields of a NumPy array (PyArrayObject_fields: NumPy's ABI, the same in

@@ -22,7 +22,7 @@
 
 /* Raised where the layout of this struct changes: a module built against another refuses
  * to import (its pure-Python mirror then runs). */
-#define ARENA_HIT_API_VERSION 1
+#define ARENA_HIT_API_VERSION 2
 #define ARENA_HIT_API_CAPSULE "arena.views._hit._C_API"
 
 typedef struct {
@@ -44,6 +44,20 @@ typedef struct {
      * (NumPy's ndarray.view through NumPy's C-API, torch's `.data` through its getter).
      * A new reference, or NULL with an exception set. May run Python code. */
     PyObject *(*fresh_view)(PyObject *fresh, PyObject *view);
+    /* NumPy's entries behind fresh_view, for a caller that makes a NumPy fresh view from
+     * its own copy of a view's fields (the planning layer's step rows,
+     * arena/planning/_step_rows.h), as fresh_view makes one from the view: so that NumPy's
+     * C-API is imported once, by _hit. `ndarray_view` is numpy.ndarray.view (the `fresh`
+     * of a NumPy front that hands out fresh views), `ndarray` numpy.ndarray, and the two
+     * functions PyArray_NewFromDescr and PyArray_SetBaseObject from NumPy's C-API table.
+     * All NULL until the first Planner made notes them; `ndarray_view` is set last (set
+     * means every entry is). Borrowed: _hit holds them for the process's life. */
+    PyObject *ndarray_view;
+    PyTypeObject *ndarray;
+    PyObject *(*new_from_descr)(PyTypeObject *type, PyObject *descr, int nd,
+                                const Py_ssize_t *dims, const Py_ssize_t *strides, void *data,
+                                int flags, PyObject *obj);
+    int (*set_base)(PyObject *array, PyObject *base);
 } ArenaHitAPI;
 
 #if defined(__GNUC__)
