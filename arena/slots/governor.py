@@ -462,6 +462,8 @@ class _Switched(Generic[_T]):
         # The check and the stores with no call between them: two threads (or a block
         # nested in itself) cannot both take the block. Active, it is of the class that
         # restores at its collection (see _Active).
+        if governor.closed:  # as lock() and unlock() do (_put skips a closed arena)
+            raise governor.closed_error()
         if self._was is not None:
             raise BlockActiveError(
                 f"this ws.{switch.name}() block is active already (entered and not exited): "

@@ -10,7 +10,7 @@ import pickle
 
 import pytest
 
-from arena import Arena, ArenaError, BlockActiveError
+from arena import Arena, ArenaClosedError, ArenaError, BlockActiveError
 from tests.interrupts import ENTER_RETURN, switch_points, switch_signal_rounds
 
 F32 = "float32"
@@ -155,3 +155,19 @@ def test_the_restore_brings_back_an_in_place_lock() -> None:
         ws.lock(growth="in_place")
         with ws.locked():
             assert (governor.locked, governor.in_place) == (True, True)
+
+
+def test_a_block_on_a_closed_arena_raises_as_lock_and_unlock_do() -> None:
+    """``with ws.locked():`` on a closed arena ran its body as if locked (the switch
+    skipped a closed arena, as the restore must); it raises ArenaClosedError, as
+    ``ws.lock()`` does and the block did on 0a7a770. A block closed inside still ends
+    quietly."""
+    ws = Arena("cpu", framework="numpy")
+    ws.get_simultaneous(((8,), F32))
+    with ws.locked():
+        ws.close()
+    for switch in (ws.locked, ws.unlocked):
+        block = switch()
+        with pytest.raises(ArenaClosedError, match="closed"), block:
+            pytest.fail("the body ran on a closed arena")
+        assert not hasattr(type(block), "__del__")  # not left active
