@@ -422,6 +422,8 @@ class _Switched(Generic[_T]):
     steps can be). A block stands for one saved state, so entering it again while it is
     active (nested in itself, or from another thread) raises :class:`BlockActiveError`:
     nest a new one, ``with ws.locked():``, which restores the state it found.
+    It refuses copies and pickles (a copy of an active block would restore when
+    dropped), and raises :class:`~arena.errors.ArenaClosedError` on a closed arena.
     ``@ws.locked()`` decorates a function with a new block at every call, so the
     function may call itself. Refuses to be tested as a bool (``if ws.locked():``,
     vLLM's ``is_locked()`` misspelt, would otherwise be always true and lock nothing).
