@@ -465,6 +465,10 @@ class Step(StepHitBase, Generic[ViewT]):
                 # request or its close derives and counts it again.
                 assert counted is not None  # recording: every block handed out is live
                 placed = counted
+                # The count under the innermost (this step, where a region opened inside
+                # it is open) is marked stale first: an interrupt at the settle's call
+                # leaves no count the innermost's settles carry on (RegionStack.recount).
+                slot.stack.recount()
                 self.held = run.held
                 slot.stack.settle(slot.stack.top, self)
             if self._poison:

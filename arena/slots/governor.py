@@ -35,6 +35,7 @@ from arena.forks import after_fork
 from arena.memory.devices import Device
 from arena.memory.ledger import Ledger
 from arena.memory.sources import Allocation, empty_allocation, fixed_address
+from arena.uncopyable import refuse_copies
 
 __all__ = ["Governor", "Lockable", "StateFlag", "StateSwitch", "address_bytes"]
 
@@ -375,18 +376,20 @@ class StateSwitch(Generic[_T]):
         self._locked = locked
         self._slots = slots
 
-    def _put(self, locked: bool, in_place: bool = False) -> None:
+    def _put(self, locked: bool, in_place: bool | None = None) -> None:
         """Bring the arena to ``locked`` (``in_place`` as :meth:`Lockable.lock` takes
-        it) where it is not there already and not closed. Run again after an interrupt
-        cut it short, it finishes the change: unlocking is one check and one store
-        (:meth:`Governor.unlock_open`), locking a whole ``lock()``."""
+        it; None, the switch's own: either lock will do) where it is not there already
+        and not closed. The restore passes the saved ``in_place``, so a block whose body
+        changed a lock in place to a plain one (or back) restores that too. Run again
+        after an interrupt cut it short, it finishes the change: unlocking is one check
+        and one store (:meth:`Governor.unlock_open`), locking a whole ``lock()``."""
         slots = self._slots
         governor = slots.governor
-        if governor.closed or governor.locked == locked:
+        if governor.closed or (governor.locked == locked and in_place in (None, governor.in_place)):
             return
         try:
             if locked:
-                slots.lock(in_place)
+                slots.lock(bool(in_place))
             else:
                 slots.unlock()
         except ArenaClosedError:  # closed meanwhile by another thread: no state to restore
@@ -419,6 +422,8 @@ class _Switched(Generic[_T]):
     steps can be). A block stands for one saved state, so entering it again while it is
     active (nested in itself, or from another thread) raises :class:`BlockActiveError`:
     nest a new one, ``with ws.locked():``, which restores the state it found.
+    It refuses copies and pickles (a copy of an active block would restore when
+    dropped), and raises :class:`~arena.errors.ArenaClosedError` on a closed arena.
     ``@ws.locked()`` decorates a function with a new block at every call, so the
     function may call itself. Refuses to be tested as a bool (``if ws.locked():``,
     vLLM's ``is_locked()`` misspelt, would otherwise be always true and lock nothing).
@@ -439,6 +444,14 @@ class _Switched(Generic[_T]):
 
     __slots__ = ("_switch", "_was")
 
+    # A copy of an active block would be active too, and dropping it would restore the
+    # state in the middle of the original's body.
+    __reduce_ex__ = __copy__ = __deepcopy__ = refuse_copies(
+        "a ws.locked() or ws.unlocked() block",
+        "a block stands for one saved state to restore once; call ws.locked() "
+        "(or ws.unlocked()) again for a new block",
+    )
+
     def __init__(self, switch: StateSwitch[_T]) -> None:
         self._switch = switch
         #: The state to restore while the block is active, as (locked, in_place); None
@@ -451,6 +464,8 @@ class _Switched(Generic[_T]):
         # The check and the stores with no call between them: two threads (or a block
         # nested in itself) cannot both take the block. Active, it is of the class that
         # restores at its collection (see _Active).
+        if governor.closed:  # as lock() and unlock() do (_put skips a closed arena)
+            raise governor.closed_error()
         if self._was is not None:
             raise BlockActiveError(
                 f"this ws.{switch.name}() block is active already (entered and not exited): "

@@ -81,6 +81,14 @@ class RegionStack:
         self.regions, self.top, self.live, self.below = kept, top, live, -1
         return True
 
+    def recount(self) -> None:
+        """A region under the innermost is about to change what it holds (a step's
+        release while a region opened inside it is open): ``below`` is counted again by
+        the next :meth:`settle`. Called before the region's stores, so an interrupt
+        between them and the region's settle leaves no stale ``below`` that the
+        innermost's settles would carry on. One plain store."""
+        self.below = -1
+
     def settle(self, top: int, region: Any) -> None:
         """``region`` placed or released bytes, its own ``end`` and ``held`` stored first:
         the next request above the open regions starts at ``top``, and the live bytes

@@ -151,3 +151,37 @@ def test_recording_requests_and_releases_sum_no_live_blocks(
                     assert slot.stack.below == before == outer.held
                 reads.append(slot.stack.live)
             assert reads[-1] == outer.held + step.held
+
+
+def test_a_step_release_interrupted_under_an_open_scope_is_not_carried_on(
+    hit_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recording step's release while a scope is open inside it, interrupted at the
+    stack's settle (the step's count stored, the stack's not): the scope's requests
+    settled from the regions under it as counted before (``below``, the step's old
+    bytes), so the stack's live bytes stayed 256 over what the regions hold at every
+    one of them until the scope closed (0a7a770 summed the regions at each settle). The
+    release marks the count under the innermost stale before it stores, so the scope's
+    next request counts it again."""
+    with Arena("cpu", framework="numpy") as ws, ws.step("s") as step:
+        views = step.get_simultaneous(((64,), F32), ((64,), F32))
+        with ws.scope() as inner:
+            inner.get_simultaneous(((16,), F32))
+            settle = RegionStack.settle
+            cut: list[bool] = []
+
+            def interrupted(stack: RegionStack, top: int, region: Any) -> None:
+                if region is step and not cut:
+                    cut.append(True)
+                    raise KeyboardInterrupt("at the stack's settle")
+                settle(stack, top, region)
+
+            with monkeypatch.context() as m:
+                m.setattr(RegionStack, "settle", interrupted)
+                with pytest.raises(KeyboardInterrupt):
+                    step.release(views[0])
+            assert step.held == 256
+            for size in (16, 17, 18):
+                inner.get_simultaneous(((size,), F32))
+                live, held = _regions_hold(ws)
+                assert live == held == step.held + inner.held

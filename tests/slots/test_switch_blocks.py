@@ -4,9 +4,13 @@ leftovers), and a block object is reusable but refuses to be entered while activ
 
 from __future__ import annotations
 
+import copy
+import gc
+import pickle
+
 import pytest
 
-from arena import Arena, ArenaError, BlockActiveError
+from arena import Arena, ArenaClosedError, ArenaError, BlockActiveError
 from tests.interrupts import ENTER_RETURN, switch_points, switch_signal_rounds
 
 F32 = "float32"
@@ -112,3 +116,58 @@ def test_a_block_dropped_active_restores_and_the_others_run_nothing_when_dropped
         with block:
             pass
         assert not hasattr(type(block), "__del__")
+
+
+def test_a_block_refuses_copies_so_no_copy_of_an_active_one_restores_early() -> None:
+    """copy.copy of an active block was an active block too (its saved state and class
+    copied), and dropping the copy restored the state inside the original block: the
+    arena was unlocked in the middle of ``with ws.locked():``. A block refuses copies
+    and pickles, as scopes and steps do."""
+    with Arena("cpu", framework="numpy") as ws:
+        ws.get_simultaneous(((8,), F32))
+        block = ws.locked()
+        with block:
+            for copier in (copy.copy, copy.deepcopy, pickle.dumps):
+                with pytest.raises(TypeError, match=r"ws\.unlocked\(\) block cannot be copied"):
+                    copier(block)
+            gc.collect()
+            assert ws.is_locked
+        assert not ws.is_locked
+
+
+def test_the_restore_brings_back_an_in_place_lock() -> None:
+    """A block on an arena locked with ``growth='in_place'`` whose body locked it again
+    plainly left it locked plainly (the restore saw it locked and did nothing; 0a7a770
+    restored it after ``ws.unlocked()``); a plain lock changed to in place inside is
+    restored too. The switch itself keeps whichever lock it finds."""
+    with Arena("cpu", framework="numpy", source="virtual") as ws:
+        ws.get_simultaneous(((8,), F32))
+        governor = ws._governor
+        for switch in (ws.locked, ws.unlocked):
+            ws.lock(growth="in_place")
+            with switch():
+                ws.lock()
+            assert (governor.locked, governor.in_place) == (True, True)
+            ws.lock()
+            with switch():
+                ws.lock(growth="in_place")
+            assert (governor.locked, governor.in_place) == (True, False)
+        ws.lock(growth="in_place")
+        with ws.locked():
+            assert (governor.locked, governor.in_place) == (True, True)
+
+
+def test_a_block_on_a_closed_arena_raises_as_lock_and_unlock_do() -> None:
+    """``with ws.locked():`` on a closed arena ran its body as if locked (the switch
+    skipped a closed arena, as the restore must); it raises ArenaClosedError, as
+    ``ws.lock()`` does and the block did on 0a7a770. A block closed inside still ends
+    quietly."""
+    ws = Arena("cpu", framework="numpy")
+    ws.get_simultaneous(((8,), F32))
+    with ws.locked():
+        ws.close()
+    for switch in (ws.locked, ws.unlocked):
+        block = switch()
+        with pytest.raises(ArenaClosedError, match="closed"), block:
+            pytest.fail("the body ran on a closed arena")
+        assert not hasattr(type(block), "__del__")  # not left active
