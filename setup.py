@@ -49,7 +49,7 @@ setup(
         Extension(
             "arena.planning._rows",
             ["arena/planning/_rows.c"],
-            depends=["arena/planning/_step_rows.h"],
+            depends=["arena/planning/_step_rows.h", "arena/views/_hit_api.h"],
             optional=True,
         ),
         Extension(

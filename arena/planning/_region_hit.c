@@ -216,15 +216,7 @@ static PyObject *str_data_ptr, *str_module;
 static int is_tensor(PyObject *object) {
     PyTypeObject *type = Py_TYPE(object);
     if (type == tensor_seen) return 1;
-    if (strcmp(type->tp_name, "Tensor") != 0 || !(type->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
-        type->tp_dict == NULL)
-        return 0;
-    PyObject *module = PyDict_GetItemWithError(type->tp_dict, str_module);
-    if (module == NULL || !PyUnicode_CheckExact(module) ||
-        PyUnicode_CompareWithASCIIString(module, "torch") != 0) {
-        PyErr_Clear();
-        return 0;
-    }
+    if (!arena_is_torch_tensor_type(type, str_module)) return 0;
     Py_INCREF(type);
     Py_XSETREF(tensor_seen, type);
     return 1;

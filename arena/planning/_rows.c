@@ -71,16 +71,7 @@ static int is_ndarray_type(PyTypeObject *type) {
 /* Whether `type` is exactly torch.Tensor (a class named Tensor of module torch, read from
  * the class's own dict: as arena.planning.runs._is_tensor and _region_hit.c's is_tensor). */
 static int is_tensor_type(PyTypeObject *type) {
-    if (strcmp(type->tp_name, "Tensor") != 0 || !(type->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
-        type->tp_dict == NULL)
-        return 0;
-    PyObject *module = PyDict_GetItemWithError(type->tp_dict, str_module);
-    if (module == NULL || !PyUnicode_CheckExact(module) ||
-        PyUnicode_CompareWithASCIIString(module, "torch") != 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    return 1;
+    return arena_is_torch_tensor_type(type, str_module);
 }
 
 /* NumPy's flag bits read here (numpy/ndarraytypes.h; the same in NumPy 1 and 2). */

@@ -42,6 +42,8 @@
 #include <Python.h>
 #include <stdint.h>
 
+#include "../views/_hit_api.h"
+
 #if PY_VERSION_HEX < 0x030C0000
 #define STEP_ROWS 1
 #else
@@ -85,18 +87,9 @@ typedef struct {
     void *raw;
 } StepCachesObject;
 
-/* The leading fields of a NumPy array (PyArrayObject_fields: NumPy's ABI, the same in
- * NumPy 1 and 2), read only from objects whose type is numpy.ndarray. */
-typedef struct {
-    PyObject_HEAD
-    char *data;
-    int nd;
-    Py_ssize_t *dimensions;
-    Py_ssize_t *strides;
-    PyObject *base;
-    PyObject *descr;
-    int flags;
-} StepRowArray;
+/* A NumPy array's leading fields: the views layer's reading of one (ArenaNdArray,
+ * arena/views/_hit_api.h). */
+typedef ArenaNdArray StepRowArray;
 
 #if STEP_ROWS
 /* Whether `specs` is the row's request: exact tuples of one (shape, dtype), the very dtype

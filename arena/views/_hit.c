@@ -734,18 +734,8 @@ static void numpy_fresh_note(PyObject *api, PyObject *ndarray,
     hit_api.ndarray_view = view;
 }
 
-/* The leading fields of a NumPy array (PyArrayObject_fields: NumPy's ABI, the same in
- * NumPy 1 and 2), read only from objects whose type is numpy.ndarray. */
-typedef struct {
-    PyObject_HEAD
-    char *data;
-    int nd;
-    Py_ssize_t *dimensions;
-    Py_ssize_t *strides;
-    PyObject *base;
-    PyObject *descr;
-    int flags;
-} NdArray;
+/* A NumPy array's leading fields: the views C-API's (_hit_api.h). */
+typedef ArenaNdArray NdArray;
 
 /* A fresh view of `view` for a region's request (the C-API's fresh_view: a step's or a
  * scope's, arena/planning/_region_hit.c; a new reference, NULL with an exception set on

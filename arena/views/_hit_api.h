@@ -19,6 +19,7 @@
 #define ARENA_HIT_API_H
 
 #include <Python.h>
+#include <string.h>
 
 /* Raised where the layout of this struct changes: a module built against another refuses
  * to import (its pure-Python mirror then runs). */
@@ -67,6 +68,36 @@ typedef struct {
 #define ARENA_HIT_INLINE static inline
 #define ARENA_HIT_RARE static
 #endif
+
+/* The leading fields of a NumPy array (PyArrayObject_fields: NumPy's ABI, the same in
+ * NumPy 1 and 2), read only from objects whose type is numpy.ndarray: how the views layer
+ * reads an array, in _hit.c and in the planning layer's step rows (_step_rows.h). */
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    int nd;
+    Py_ssize_t *dimensions;
+    Py_ssize_t *strides;
+    PyObject *base;
+    PyObject *descr;
+    int flags;
+} ArenaNdArray;
+
+/* Whether `type` is exactly torch.Tensor: a heap class named Tensor whose own dict says
+ * it is of module "torch" (read as type.__module__ reads a class's: no Python code runs;
+ * `module_name` is the interned string "__module__"). 1 or 0, no exception left. */
+static inline int arena_is_torch_tensor_type(PyTypeObject *type, PyObject *module_name) {
+    if (strcmp(type->tp_name, "Tensor") != 0 || !(type->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
+        type->tp_dict == NULL)
+        return 0;
+    PyObject *module = PyDict_GetItemWithError(type->tp_dict, module_name);
+    if (module == NULL || !PyUnicode_CheckExact(module) ||
+        PyUnicode_CompareWithASCIIString(module, "torch") != 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
 
 /* The exact-int rule (the mirror of arena.base.layout.exact_int, issue 27 item 6): a
  * dimension served as it is is exactly an int. 2.0 and True hash and compare like 2 and
