@@ -3,8 +3,6 @@ the bug it kills (docs/plants/plant43.md)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from arena import Arena
 
 F32 = "float32"
