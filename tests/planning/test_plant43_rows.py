@@ -10,6 +10,7 @@ import pytest
 
 from arena import Arena, ArenaError
 from arena.planning import region_hit, rows
+from arena.views.prepared import Prepared, server
 
 F32 = "float32"
 
@@ -43,3 +44,34 @@ def test_a_row_does_not_serve_a_dimension_past_2_30_with_the_same_low_digit() ->
         assert view.shape == (5, 1)  # the row serves its own request
         with ws.numpy.step("rows") as st, pytest.raises(ArenaError, match="rows"):
             st.get_simultaneous((((1 << 30) + 5, 1), "uint8"))
+
+
+def test_a_row_goes_stale_when_its_own_dict_changes_in_place() -> None:
+    """Kills: step_row_of taking a row whatever its dict's version tag (the check left
+    out): the entry replaced in the very dict noted (not a new dict) was not seen, and
+    the hit served the old entry's views."""
+    compiled = _compiled()
+    spec = ((4, 16), "float32")
+    with Arena("cpu", framework="numpy") as ws:
+
+        def run() -> tuple[Any, Any]:
+            with ws.numpy.step("rows") as st:
+                (view,) = st.get_simultaneous(spec)
+                caches = st._caches
+            return view, caches
+
+        for _ in range(3):
+            run()
+        ws.lock()
+        _, caches = run()
+        assert compiled.noted(caches, 0)
+        cache = caches[0]
+        ((key, entry),) = cache.items()
+        views = [entry.views[0].reshape(16, 4)]  # the same bytes, another shape
+        new = Prepared(entry.required, views, key)
+        new.serve = server(key, views, lambda made: [v.view() for v in made])
+        cache[key] = new  # in place: the same dict, another entry
+        assert caches[0] is cache and not compiled.noted(caches, 0)
+        for _ in range(2):
+            view, _ = run()
+            assert view.shape == (16, 4)
