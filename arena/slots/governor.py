@@ -175,11 +175,10 @@ class Governor:
         return True
 
     # ------------------------------------------------------------------ lock-state blocks
-    def enter_block(self, token: object, locked: bool) -> None:
+    def enter_block(self, token: object) -> None:
         """Record the block ``token`` active, after those active already, with the state
-        it finds; an unlocked block's switch (``locked`` False) is in the same store, so
-        an interrupt finds the block recorded and switched, or neither. A locked block
-        locks next, while :meth:`needs_lock` says so (a lock is not one store).
+        it finds (one store: an interrupt finds it recorded or not). Its switch comes
+        next, while :meth:`needs_switch` says so.
 
         Raises
         ------
@@ -189,53 +188,51 @@ class Governor:
         with self.mutex:
             if self.closed:
                 raise self.closed_error()
-            blocks = (*self.blocks, (token, self.locked, self.in_place, threading.get_ident()))
-            if locked:
-                self.blocks = blocks
-            else:
-                self.blocks, self.locked, self.in_place = blocks, False, False
+            block = (token, self.locked, self.in_place, threading.get_ident())
+            self.blocks = (*self.blocks, block)
 
-    def needs_lock(self, token: object, in_place: bool | None) -> bool:
+    def needs_switch(self, token: object, locked: bool, in_place: bool | None) -> bool:
         """Whether the block ``token`` is the last entered of the active ones and the
-        arena is open and not locked (or, ``in_place`` not None, not locked with that
-        ``in_place``): the lock its switch or restore wants is still to do. Read under
-        the mutex inside ``lock()``, so the check and the lock are one step for the
-        other blocks: a block entered by another thread meanwhile is never overruled."""
+        open arena is not in the state ``locked`` (a lock with ``in_place``; None: either
+        lock will do): the switch or restore it wants is still to do. Called under the
+        mutex by the ``lock()`` or ``unlock()`` that makes it (their ``only_if``), so the
+        check and the change are one step for the other threads' blocks: a block another
+        thread entered meanwhile is never overruled."""
         blocks = self.blocks
         if self.closed or not blocks or blocks[-1][0] is not token:
             return False
+        if not locked:
+            return self.locked
         return not self.locked or (in_place is not None and self.in_place != in_place)
 
-    def leave_block(self, token: object) -> bool | None:
+    def leave_block(self, token: object) -> tuple[bool, bool] | None:
         """End the block ``token`` (nothing for one not active): the state it found
-        comes back once the blocks entered after it ended too.
+        comes back once the blocks entered after it ended too. None when the block is
+        gone; else the state, as (locked, in_place), to bring the arena to first.
 
         A block that is not the last entered of the active ones hands the state it found
         to the next (which found this block's state, now owed to nobody) and changes
-        nothing: the later block's state holds while it is active. The last restores the
-        state it found: an unlocked one in the store that removes it (as
-        :meth:`unlock_open`, no call between the check and the store). A locked one
-        cannot be stored (a lock sizes the slots), so this returns its ``in_place`` and
-        keeps the block: the caller locks (``lock(in_place)`` while :meth:`needs_lock`)
-        and calls again. None when the block is gone.
+        nothing: the later block's state holds while it is active. The last is removed
+        once the arena is in the state it found (or closed); until then this returns
+        that state and keeps the block, and the caller brings the arena there
+        (``lock(in_place)`` or ``unlock()``, while :meth:`needs_switch`) and calls again.
         """
         with self.mutex:
             blocks = self.blocks
             at = _index(blocks, token)
             if at < 0:
                 return None
-            rest = _without(blocks, at)
-            if at + 1 < len(blocks):  # not the last: the next one took its state
-                self.blocks = rest
-                return None
             _, locked, in_place, _ = blocks[at]
-            if self.closed or (self.locked and locked and self.in_place == in_place):
-                self.blocks = rest
-            elif not locked:
-                self.blocks, self.locked, self.in_place = rest, False, False
-            else:
-                return in_place
-            return None
+            last = at + 1 == len(blocks)
+            if (
+                not last
+                or self.closed
+                or (self.locked == locked and (not locked or self.in_place == in_place))
+            ):
+                # the next block, if any, takes the state it found
+                self.blocks = _without(blocks, at)
+                return None
+            return locked, in_place
 
     def drop_block(self, token: object) -> None:
         """Forget the block ``token`` without restoring anything (its restore failed
@@ -469,8 +466,9 @@ class Lockable(Protocol):
         """Size every slot, then refuse growth (``in_place``: grow at the same addresses);
         nothing when ``only_if`` (called under the mutex) says False."""
 
-    def unlock(self) -> None:
-        """Allow growth again."""
+    def unlock(self, only_if: Callable[[], bool] | None = None) -> None:
+        """Allow growth again; nothing when ``only_if`` (called under the mutex) says
+        False."""
 
 
 class StateSwitch(Generic[_T]):
@@ -493,30 +491,40 @@ class StateSwitch(Generic[_T]):
     def _enter(self, token: object) -> None:
         """Record the block ``token`` active and bring the arena to the switch's state
         (a locked one: either lock will do), unless a block entered by another thread
-        meanwhile wants the other state. Run again after an interrupt, it finishes."""
+        meanwhile is the last entered."""
         slots = self._slots
         governor = slots.governor
-        governor.enter_block(token, self._locked)
-        if self._locked:
-            try:
-                slots.lock(only_if=lambda: governor.needs_lock(token, None))
-            except ArenaClosedError:  # closed meanwhile by another thread
-                return
+        governor.enter_block(token)
+        self._put(token, self._locked, None)
 
     def _restore(self, token: object) -> None:
-        """End the block ``token`` (:meth:`Governor.leave_block`), locking first where
-        the state to restore is a lock (with the ``in_place`` saved, so a block whose
-        body changed a lock in place to a plain one, or back, restores that too). Run
-        again after an interrupt cut it short, it finishes what is left: unlocking is
-        one check and one store, locking a whole ``lock()``, and the block stays
-        recorded until the state is back."""
+        """End the block ``token`` (:meth:`Governor.leave_block`), bringing the arena
+        first to the state it found where it is the last entered (a lock with the
+        ``in_place`` saved, so a block whose body changed a lock in place to a plain one,
+        or back, restores that too). Run again after an interrupt cut it short, it
+        finishes what is left: the block stays recorded until the state is back, and
+        unlocking is one check and one store (:meth:`Governor.unlock_open`), locking a
+        whole ``lock()``."""
+        governor = self._slots.governor
+        while (state := governor.leave_block(token)) is not None:
+            self._put(token, *state)
+
+    def _put(self, token: object, locked: bool, in_place: bool | None) -> None:
+        """``lock(in_place)`` or ``unlock()`` while the block ``token`` wants it
+        (:meth:`Governor.needs_switch`, checked under the mutex by the call itself)."""
         slots = self._slots
         governor = slots.governor
-        while (in_place := governor.leave_block(token)) is not None:
-            try:
-                slots.lock(in_place, only_if=lambda: governor.needs_lock(token, in_place))
-            except ArenaClosedError:  # closed meanwhile: leave_block just forgets it
-                continue
+
+        def wanted() -> bool:
+            return governor.needs_switch(token, locked, in_place)
+
+        try:
+            if locked:
+                slots.lock(bool(in_place), only_if=wanted)
+            else:
+                slots.unlock(only_if=wanted)
+        except ArenaClosedError:  # closed meanwhile by another thread: nothing to switch
+            return
 
     def __call__(self) -> _Switched[_T]:
         return _Switched(self)
@@ -572,11 +580,11 @@ class _Switched(Generic[_T]):
     Interrupts (docs/overview.md, "Lock-state blocks"): the block is recorded with the
     state it finds before the switch starts, and the switch runs inside the ``try``
     that restores it, so an interrupt inside ``lock()`` restores it. The exit's first
-    call is the restore. Restoring an unlocked state is one check and one store with
-    the record's removal (:meth:`Governor.leave_block`: no call between them, so a
-    signal's handler, which runs at a call, cannot split them); a locked state is
-    locked before the record goes. An interrupt that lands before the store (at a call
-    on the way there, or waiting for the mutex), or inside the ``lock()`` that restores
+    call is the restore, and the record goes only once the state is back
+    (:meth:`Governor.leave_block`). Restoring an unlocked state is one check and one
+    store (:meth:`Governor.unlock_open`: no call between them, so a signal's handler,
+    which runs at a call, cannot split them); an interrupt that lands before them (at a
+    call on the way there, or waiting for the mutex), or inside the ``lock()`` that restores
     a locked state, is followed by the restore once more, before the interrupt goes on
     out of the block. What is left: an interrupt at the very call of the exit (before
     its first line) leaves the block active, and it restores the state when it is

@@ -262,10 +262,13 @@ class SlotTable:
                 "sizes before capturing"
             )
 
-    def unlock(self) -> None:
-        """Allow growth again."""
+    def unlock(self, only_if: Callable[[], bool] | None = None) -> None:
+        """Allow growth again. ``only_if``: called under the mutex first; False does
+        nothing (no closed check either: a lock-state block's check, see :meth:`lock`)."""
         governor = self.governor
         with governor.mutex:
+            if only_if is not None and not only_if():
+                return
             # The check and the unlock in one call with no call between them: an
             # interrupt cannot leave an open arena checked and still locked.
             if not governor.unlock_open():

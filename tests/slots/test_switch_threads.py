@@ -206,3 +206,26 @@ def test_a_child_forgets_the_blocks_of_the_parents_other_threads() -> None:
     assert result == bytes([0])
     assert not ws.is_locked
     ws.close()
+
+
+def test_blocks_announce_the_switches_they_make_and_only_those() -> None:
+    """A block's switch and restore are ``lock()`` and ``unlock()``: listeners hear
+    "lock" and "unlock" for each change a block makes (not for a block that finds the
+    state it wants), and none for a block that ends out of order (it changes nothing)."""
+    ws = arena(locked=False)
+    heard: list[str] = []
+    ws.add_listener(lambda event: heard.append(event.kind))
+    with ws.locked():
+        with ws.locked():
+            pass
+        with ws.unlocked():
+            pass
+    assert [k for k in heard if k in ("lock", "unlock")] == ["lock", "unlock", "lock", "unlock"]
+    heard.clear()
+    a, b = BlockThread(ws, "locked"), BlockThread(ws, "locked")
+    a.enter()
+    b.enter()
+    a.exit()
+    b.exit()
+    assert [k for k in heard if k in ("lock", "unlock")] == ["lock", "unlock"]
+    ws.close()
