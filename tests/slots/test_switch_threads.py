@@ -141,13 +141,17 @@ def test_a_block_ending_out_of_order_keeps_the_in_place_lock_it_found() -> None:
         assert (ws._governor.locked, ws._governor.in_place) == (True, True)
 
 
-def test_a_block_entered_while_another_thread_restores_a_lock_is_not_overruled() -> None:
-    """The restoring ``lock()`` checks under the mutex that its block is still the last
-    entered: a ``ws.unlocked()`` block that another thread enters while the restore
-    waits for the mutex keeps the arena unlocked (the restore's lock does not land
-    under it), and the lock comes back when that block ends."""
-    ws = arena(locked=True)
-    first = BlockThread(ws, "unlocked")
+@pytest.mark.parametrize("kind", ["unlocked", "locked"])
+def test_a_block_entered_while_another_thread_restores_is_not_overruled(kind: str) -> None:
+    """The restoring ``lock()`` (``unlock()``) checks under the mutex that its block is
+    still the last entered: a block of the same kind that another thread enters while
+    the restore waits for the mutex keeps the state it wants (the restore does not land
+    under it), and the state before both comes back when that block ends. (Before, the
+    one that got the mutex second decided: sometimes the restore landed under the new
+    block.)"""
+    locked = kind == "unlocked"
+    ws = arena(locked=locked)
+    first = BlockThread(ws, kind)
     first.enter()
     governor: Any = ws._governor
     held, go = threading.Event(), threading.Event()
@@ -161,15 +165,15 @@ def test_a_block_entered_while_another_thread_restores_a_lock_is_not_overruled()
     holder.start()
     assert held.wait(TIMEOUT)
     first.go_out.set()  # its restore now waits for the mutex
-    second = BlockThread(ws, "unlocked")
+    second = BlockThread(ws, kind)
     second.go_in.set()  # so does this entry
     go.set()
     holder.join(TIMEOUT)
     assert first.outside.wait(TIMEOUT) and second.inside.wait(TIMEOUT)
     first.exit()
-    assert not ws.is_locked  # whichever order they got the mutex in
+    assert bool(ws.is_locked) == (not locked)  # whichever order they got the mutex in
     second.exit()
-    assert ws.is_locked
+    assert bool(ws.is_locked) == locked
     ws.close()
 
 
