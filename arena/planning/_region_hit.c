@@ -48,7 +48,7 @@ static ArenaHitAPI *hit_api;
 /* Where the hits read the lower layers' objects (set by bind()). */
 static PyTypeObject *slot_type, *stack_type, *buffer_type, *prepared_type, *governor_type;
 static Py_ssize_t slot_buffer, slot_calls, slot_stack, slot_load, slot_plain_high;
-static Py_ssize_t slot_governor, slot_pending, stack_regions, stack_top, stack_live;
+static Py_ssize_t slot_governor, slot_pending, stack_regions, stack_top, stack_live, stack_below;
 static Py_ssize_t buffer_prepared, prepared_views, prepared_required;
 static Py_ssize_t prepared_key, governor_locked, governor_debug, governor_closed;
 static Py_ssize_t governor_mutex, governor_asleep;
@@ -94,8 +94,8 @@ static PyObject *bind(PyObject *module, PyObject *args) {
                                              "plain_high", "governor", "pending", NULL};
     Py_ssize_t *const slot_out[] = {&slot_buffer,     &slot_calls,    &slot_stack, &slot_load,
                                     &slot_plain_high, &slot_governor, &slot_pending};
-    static const char *const stack_names[] = {"regions", "top", "live", NULL};
-    Py_ssize_t *const stack_out[] = {&stack_regions, &stack_top, &stack_live};
+    static const char *const stack_names[] = {"regions", "top", "live", "below", NULL};
+    Py_ssize_t *const stack_out[] = {&stack_regions, &stack_top, &stack_live, &stack_below};
     static const char *const buffer_names[] = {"prepared", NULL};
     Py_ssize_t *const buffer_out[] = {&buffer_prepared};
     static const char *const prepared_names[] = {"views", "required", "key", NULL};
@@ -1755,14 +1755,22 @@ static PyObject *scope_look_up(PyObject *cache, PyObject *top, Py_ssize_t at, Py
     return entry;
 }
 
-/* The bytes the regions open under `scope` hold (RegionStack.settle's `below`, counted):
+/* The bytes the regions open under `scope` hold, as RegionStack.settle counts them:
  * `scope` innermost on `stack` and every region under it a scope holding an exact int of
- * bytes, else -1 (the Python path). Runs no Python code. */
+ * bytes (the caller, scope_serve, checked that every one is a scope), else -1 (the Python
+ * path). The stack's `below` where settle counted it since the regions last changed (it
+ * is -1 from a push, a remove or a step's recount until the next settle, which is what
+ * settle itself reads then: the scopes under the innermost hold what they held, as only
+ * the innermost's requests are served); else the regions' own figures, summed (the C
+ * hits store no `below`, so after a push they sum until a Python-level settle counts
+ * it). Runs no Python code. */
 static Py_ssize_t scopes_below(PyObject *stack, PyObject *scope) {
     PyObject *regions = FIELD(stack, stack_regions);
     if (regions == NULL || !PyList_CheckExact(regions)) return -1;
     Py_ssize_t depth = PyList_GET_SIZE(regions), below = 0;
     if (depth == 0 || PyList_GET_ITEM(regions, depth - 1) != scope) return -1;
+    Py_ssize_t known = arena_exact_size(FIELD(stack, stack_below)); /* -1: count again */
+    if (known >= 0) return known;
     for (Py_ssize_t i = 0; i < depth - 1; i++) {
         PyObject *region = PyList_GET_ITEM(regions, i);
         if (!PyObject_TypeCheck(region, scope_type)) return -1;

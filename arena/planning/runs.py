@@ -235,16 +235,6 @@ class StepRun:
                 block += 1
         return out + [view for _, view in self.views.values()]
 
-    def live_bytes(self) -> int:
-        """The bytes of a recording's live blocks, summed (O(live blocks)): what
-        :attr:`held` counts as they come and go (a check of it; a step reads ``held``,
-        after every booking and release, so a block booked by a request an interrupt
-        stopped before the step counted it is counted by the next)."""
-        total = 0
-        for _, size in self.live.values():  # a loop, no generator frame to land in
-            total += size
-        return total
-
     def live_extent(self, plan: Any) -> tuple[int, int, tuple[int, ...]]:
         """The end of the run's highest live view from its start, their bytes (at
         ``plan``'s places when it replays one) and their blocks: where a step opened right

@@ -42,6 +42,8 @@ __all__ = ["Governor", "Lockable", "StateFlag", "StateSwitch", "address_bytes"]
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+#: The active lock-state blocks of an arena (see :attr:`Governor.blocks`).
+_Blocks = tuple[tuple[object, bool, bool, int], ...]
 
 
 class Governor:
@@ -73,6 +75,7 @@ class Governor:
         "allocated_watch",
         "allocations_while_locked",
         "asleep",
+        "blocks",
         "capture_probe",
         "captures",
         "closed",
@@ -144,6 +147,12 @@ class Governor:
         #: 0 awake, else the level of ``sleep()``; ``sleeper`` holds what sleep() kept.
         self.asleep = 0
         self.sleeper: object = None
+        #: The active ``ws.locked()`` / ``ws.unlocked()`` blocks, first entered first:
+        #: (token, locked, in_place, thread). The state of the first is the one before
+        #: them all; each other's is the state to restore when it ends while the one
+        #: before it is still active (see :meth:`leave_block`). Replaced whole, never
+        #: changed in place, so an interrupt finds the old tuple or the new one.
+        self.blocks: _Blocks = ()
 
     @property
     def device(self) -> Device:
@@ -164,6 +173,87 @@ class Governor:
             return False
         self.locked, self.in_place = False, False
         return True
+
+    # ------------------------------------------------------------------ lock-state blocks
+    def enter_block(self, token: object) -> None:
+        """Record the block ``token`` active, after those active already, with the state
+        it finds (one store: an interrupt finds it recorded or not). Its switch comes
+        next, while :meth:`needs_switch` says so.
+
+        Raises
+        ------
+        ArenaClosedError
+            On a closed arena, as ``lock()`` and ``unlock()`` do.
+        """
+        with self.mutex:
+            if self.closed:
+                raise self.closed_error()
+            block = (token, self.locked, self.in_place, threading.get_ident())
+            self.blocks = (*self.blocks, block)
+
+    def needs_switch(self, token: object, locked: bool, in_place: bool | None) -> bool:
+        """Whether the block ``token`` is the last entered of the active ones and the
+        open arena is not in the state ``locked`` (a lock with ``in_place``; None: either
+        lock will do): the switch or restore it wants is still to do. Called under the
+        mutex by the ``lock()`` or ``unlock()`` that makes it (their ``only_if``), so the
+        check and the change are one step for the other threads' blocks: a block another
+        thread entered meanwhile is never overruled."""
+        blocks = self.blocks
+        if self.closed or not blocks or blocks[-1][0] is not token:
+            return False
+        if not locked:
+            return self.locked
+        return not self.locked or (in_place is not None and self.in_place != in_place)
+
+    def leave_block(self, token: object) -> tuple[bool, bool] | None:
+        """End the block ``token`` (nothing for one not active): the state it found
+        comes back once the blocks entered after it ended too. None when the block is
+        gone; else the state, as (locked, in_place), to bring the arena to first.
+
+        A block that is not the last entered of the active ones hands the state it found
+        to the next (which found this block's state, now owed to nobody) and changes
+        nothing: the later block's state holds while it is active. The last is removed
+        once the arena is in the state it found (or closed); until then this returns
+        that state and keeps the block, and the caller brings the arena there
+        (``lock(in_place)`` or ``unlock()``, while :meth:`needs_switch`) and calls again.
+        """
+        with self.mutex:
+            blocks = self.blocks
+            at = _index(blocks, token)
+            if at < 0:
+                return None
+            _, locked, in_place, _ = blocks[at]
+            last = at + 1 == len(blocks)
+            if (
+                not last
+                or self.closed
+                or (self.locked == locked and (not locked or self.in_place == in_place))
+            ):
+                # the next block, if any, takes the state it found
+                self.blocks = _without(blocks, at)
+                return None
+            return locked, in_place
+
+    def drop_block(self, token: object) -> None:
+        """Forget the block ``token`` without restoring anything (its restore failed
+        twice): the state stays, and the blocks after it inherit the state it found."""
+        with self.mutex:
+            blocks = self.blocks
+            at = _index(blocks, token)
+            if at >= 0:
+                self.blocks = _without(blocks, at)
+
+    def forget_other_threads(self) -> None:
+        """In a child after ``os.fork()``: forget the blocks of the parent's other
+        threads, which never end here (as :meth:`drop_block`: the state stays)."""
+        thread = threading.get_ident()
+        blocks = self.blocks
+        at = len(blocks)
+        while at:
+            at -= 1
+            if blocks[at][3] != thread:
+                blocks = _without(blocks, at)
+        self.blocks = blocks
 
     def note_locked_growth(self, slot: object, old: int, new: int) -> None:
         """Count a growth served while locked, to be announced (mutex held)."""
@@ -315,6 +405,26 @@ class Governor:
 
 def _renew_mutex(governor: Governor) -> None:
     governor.mutex = threading.RLock()
+    governor.forget_other_threads()
+
+
+def _index(blocks: _Blocks, token: object) -> int:
+    """Where the block ``token`` is in ``blocks``; -1 for none. A loop, not a generator:
+    an interrupt in a generator being closed is printed and lost."""
+    for at in range(len(blocks)):
+        if blocks[at][0] is token:
+            return at
+    return -1
+
+
+def _without(blocks: _Blocks, at: int) -> _Blocks:
+    """``blocks`` without the one at ``at``; the one after it, if any, takes the state it
+    found (it found the state of the one removed, which nobody restores now)."""
+    if at + 1 == len(blocks):
+        return blocks[:at]
+    _, locked, in_place, _ = blocks[at]
+    following, _, _, thread = blocks[at + 1]
+    return (*blocks[:at], (following, locked, in_place, thread), *blocks[at + 2 :])
 
 
 class StateFlag:
@@ -352,11 +462,13 @@ class Lockable(Protocol):
 
     governor: Governor
 
-    def lock(self, in_place: bool = False) -> None:
-        """Size every slot, then refuse growth (``in_place``: grow at the same addresses)."""
+    def lock(self, in_place: bool = False, only_if: Callable[[], bool] | None = None) -> None:
+        """Size every slot, then refuse growth (``in_place``: grow at the same addresses);
+        nothing when ``only_if`` (called under the mutex) says False."""
 
-    def unlock(self) -> None:
-        """Allow growth again."""
+    def unlock(self, only_if: Callable[[], bool] | None = None) -> None:
+        """Allow growth again; nothing when ``only_if`` (called under the mutex) says
+        False."""
 
 
 class StateSwitch(Generic[_T]):
@@ -376,23 +488,42 @@ class StateSwitch(Generic[_T]):
         self._locked = locked
         self._slots = slots
 
-    def _put(self, locked: bool, in_place: bool | None = None) -> None:
-        """Bring the arena to ``locked`` (``in_place`` as :meth:`Lockable.lock` takes
-        it; None, the switch's own: either lock will do) where it is not there already
-        and not closed. The restore passes the saved ``in_place``, so a block whose body
-        changed a lock in place to a plain one (or back) restores that too. Run again
-        after an interrupt cut it short, it finishes the change: unlocking is one check
-        and one store (:meth:`Governor.unlock_open`), locking a whole ``lock()``."""
+    def _enter(self, token: object) -> None:
+        """Record the block ``token`` active and bring the arena to the switch's state
+        (a locked one: either lock will do), unless a block entered by another thread
+        meanwhile is the last entered."""
         slots = self._slots
         governor = slots.governor
-        if governor.closed or (governor.locked == locked and in_place in (None, governor.in_place)):
-            return
+        governor.enter_block(token)
+        self._put(token, self._locked, None)
+
+    def _restore(self, token: object) -> None:
+        """End the block ``token`` (:meth:`Governor.leave_block`), bringing the arena
+        first to the state it found where it is the last entered (a lock with the
+        ``in_place`` saved, so a block whose body changed a lock in place to a plain one,
+        or back, restores that too). Run again after an interrupt cut it short, it
+        finishes what is left: the block stays recorded until the state is back, and
+        unlocking is one check and one store (:meth:`Governor.unlock_open`), locking a
+        whole ``lock()``."""
+        governor = self._slots.governor
+        while (state := governor.leave_block(token)) is not None:
+            self._put(token, *state)
+
+    def _put(self, token: object, locked: bool, in_place: bool | None) -> None:
+        """``lock(in_place)`` or ``unlock()`` while the block ``token`` wants it
+        (:meth:`Governor.needs_switch`, checked under the mutex by the call itself)."""
+        slots = self._slots
+        governor = slots.governor
+
+        def wanted() -> bool:
+            return governor.needs_switch(token, locked, in_place)
+
         try:
             if locked:
-                slots.lock(bool(in_place))
+                slots.lock(bool(in_place), only_if=wanted)
             else:
-                slots.unlock()
-        except ArenaClosedError:  # closed meanwhile by another thread: no state to restore
+                slots.unlock(only_if=wanted)
+        except ArenaClosedError:  # closed meanwhile by another thread: nothing to switch
             return
 
     def __call__(self) -> _Switched[_T]:
@@ -428,13 +559,32 @@ class _Switched(Generic[_T]):
     function may call itself. Refuses to be tested as a bool (``if ws.locked():``,
     vLLM's ``is_locked()`` misspelt, would otherwise be always true and lock nothing).
 
-    Interrupts (docs/overview.md, "Lock-state blocks"): the state before
-    is saved before the switch starts, and the switch runs inside the ``try`` that
-    restores it, so an interrupt inside ``lock()`` restores it. The exit's first call is
-    the restore. Restoring an unlocked state is one check and one store
-    (:meth:`Governor.unlock_open`: no call between them, so a signal's handler, which
-    runs at a call, cannot split them); an interrupt that lands before them (at a call
-    on the way there, or waiting for the mutex), or inside the ``lock()`` that restores
+    Overlapping blocks (threads; docs/overview.md, "Lock-state blocks"). The lock
+    state is one per arena, and its blocks are counted there (:attr:`Governor.blocks`,
+    under the mutex), not each on its own: a block that saved and restored the state by
+    itself restored a state another thread's block had put, when blocks did not end in
+    the reverse order of their entries (the arena left unlocked after two
+    ``ws.unlocked()`` blocks on a locked arena). Now the state before the first of
+    overlapping blocks comes back when the last of them ends, and while some are
+    active the state is the one of the last entered (a block ending out of order
+    changes nothing: it hands the state it found to the block entered after it). A
+    block of the other kind entered while some are active nests, as it does in one
+    thread (``with ws.locked():`` around a ``with ws.unlocked():`` re-warm-up): its
+    state holds while it is active, and the state before it comes back after. It is
+    not refused, because the blocks are ``lock()`` and ``unlock()`` in a ``with``, which
+    any thread may call at any time, and a refusal could only depend on the
+    interleaving (an error that comes some runs and not others); threads that need the
+    arena locked while another unlocks it must agree on it (the lock state is not per
+    thread).
+
+    Interrupts (docs/overview.md, "Lock-state blocks"): the block is recorded with the
+    state it finds before the switch starts, and the switch runs inside the ``try``
+    that restores it, so an interrupt inside ``lock()`` restores it. The exit's first
+    call is the restore, and the record goes only once the state is back
+    (:meth:`Governor.leave_block`). Restoring an unlocked state is one check and one
+    store (:meth:`Governor.unlock_open`: no call between them, so a signal's handler,
+    which runs at a call, cannot split them); an interrupt that lands before them (at a
+    call on the way there, or waiting for the mutex), or inside the ``lock()`` that restores
     a locked state, is followed by the restore once more, before the interrupt goes on
     out of the block. What is left: an interrupt at the very call of the exit (before
     its first line) leaves the block active, and it restores the state when it is
@@ -442,7 +592,7 @@ class _Switched(Generic[_T]):
     :class:`_Active`).
     """
 
-    __slots__ = ("_switch", "_was")
+    __slots__ = ("_switch", "_token")
 
     # A copy of an active block would be active too, and dropping it would restore the
     # state in the middle of the original's body.
@@ -454,27 +604,29 @@ class _Switched(Generic[_T]):
 
     def __init__(self, switch: StateSwitch[_T]) -> None:
         self._switch = switch
-        #: The state to restore while the block is active, as (locked, in_place); None
-        #: when it is not.
-        self._was: tuple[bool, bool] | None = None
+        #: While the block is active, the token that names its record in the
+        #: governor's blocks (not the block itself, which an active record would keep
+        #: alive: an active block dropped restores); None when it is not.
+        self._token: object | None = None
 
     def __enter__(self) -> _T:
         switch = self._switch
         governor = switch._slots.governor
+        token = object()
         # The check and the stores with no call between them: two threads (or a block
         # nested in itself) cannot both take the block. Active, it is of the class that
         # restores at its collection (see _Active).
-        if governor.closed:  # as lock() and unlock() do (_put skips a closed arena)
+        if governor.closed:  # as lock() and unlock() do
             raise governor.closed_error()
-        if self._was is not None:
+        if self._token is not None:
             raise BlockActiveError(
                 f"this ws.{switch.name}() block is active already (entered and not exited): "
                 "one block saves one state to restore; nest a new block instead: with "
                 f"ws.{switch.name}(): (call ws.{switch.name}() again)"
             )
-        self._was, self.__class__ = (governor.locked, governor.in_place), _Active
+        self._token, self.__class__ = token, _Active
         try:
-            switch._put(switch._locked)
+            switch._enter(token)
         except BaseException as error:  # an interrupt inside lock(): the state comes back
             self.__exit__(type(error), error, error.__traceback__)
             raise
@@ -483,22 +635,26 @@ class _Switched(Generic[_T]):
     def __exit__(self, *exc_info: Any) -> None:
         # The restore is this method's first call: an interrupt before it can land only
         # at this method's own call (see the class doc).
-        was = self._was
-        if was is None:  # not entered, or restored already
+        token = self._token
+        if token is None:  # not entered, or restored already
             return
         switch = self._switch
         try:
-            switch._put(*was)
+            switch._restore(token)
         except BaseException:
             # Cut short (an interrupt on the way, or inside the lock() that restores a
             # locked state): once more, which finishes what is left, then the first
-            # error goes on. A second error gives up: the block is inactive after.
+            # error goes on. A second error gives up: the block is forgotten (the
+            # state stays) and inactive after.
             try:
-                switch._put(*was)
+                switch._restore(token)
             finally:
-                self._was, self.__class__ = None, _Switched
+                try:
+                    switch._slots.governor.drop_block(token)
+                finally:
+                    self._token, self.__class__ = None, _Switched
             raise
-        self._was, self.__class__ = None, _Switched
+        self._token, self.__class__ = None, _Switched
 
     def __call__(self, function: Callable[_P, _R]) -> Callable[_P, _R]:
         """``@ws.locked()``: ``function`` runs in this state at every call, each in a new

@@ -196,11 +196,14 @@ class SlotTable:
         finally:
             self.announce("resize", resizes)
 
-    def lock(self, in_place: bool = False) -> None:
+    def lock(self, in_place: bool = False, only_if: Callable[[], bool] | None = None) -> None:
         """Bring each lane's slots to the largest of them, retiring (never releasing) the
         smaller buffers, let the hooks give every slot of a lane the blocks any of them
         has (persistent buffers, library workspaces, Triton blocks), then refuse growth
-        (``in_place``: grow at the same addresses instead); see :meth:`arena.Arena.lock`."""
+        (``in_place``: grow at the same addresses instead); see :meth:`arena.Arena.lock`.
+        ``only_if``: called under the mutex once the arena is checked open; False does
+        nothing (a lock-state block's check that it still wants the lock, in one step
+        with the lock for the other threads' blocks)."""
         governor = self.governor
         resizes: list[Resize] = []
         moved: list[Resize] = []  # slots whose captured buffer lock() replaced
@@ -208,6 +211,8 @@ class SlotTable:
         try:
             with governor.mutex:
                 governor.check_open()
+                if only_if is not None and not only_if():
+                    return
                 # Sizing commits memory and copies persistent buffers: not into released
                 # ranges. A lock with nothing to size (with ws.unlocked() ending) is fine.
                 if governor.asleep and self.lock_additions():
@@ -257,10 +262,13 @@ class SlotTable:
                 "sizes before capturing"
             )
 
-    def unlock(self) -> None:
-        """Allow growth again."""
+    def unlock(self, only_if: Callable[[], bool] | None = None) -> None:
+        """Allow growth again. ``only_if``: called under the mutex first; False does
+        nothing (no closed check either: a lock-state block's check, see :meth:`lock`)."""
         governor = self.governor
         with governor.mutex:
+            if only_if is not None and not only_if():
+                return
             # The check and the unlock in one call with no call between them: an
             # interrupt cannot leave an open arena checked and still locked.
             if not governor.unlock_open():

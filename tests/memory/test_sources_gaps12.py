@@ -10,7 +10,6 @@ from __future__ import annotations
 import mmap
 import sys
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from arena.base.extensions import numpy_array_api
 from arena.memory import sources
 from arena.memory.devices import CPU, Device
 from arena.memory.sources import HostSource, empty_allocation, host_allocator
+from tests.faketorch import host_torch_empty
 
 
 @pytest.fixture
@@ -78,14 +78,7 @@ def test_the_empty_cuda_block_without_cupy_is_a_torch_tensor_at_its_address(
     from arena.memory import devices
 
     monkeypatch.setattr(devices, "cupy_device_count", lambda: 0)
-    asked: list[Any] = []
-    real_empty = torch.empty
-
-    def empty(*args: Any, device: Any = None, **kwargs: Any) -> Any:
-        asked.append(device)
-        return real_empty(*args, **kwargs)  # host memory standing in for the device's
-
-    monkeypatch.setattr(torch, "empty", empty)
+    asked = host_torch_empty(monkeypatch, torch)
     device = Device("cuda", 1)
     block = empty_allocation(device)
     assert asked == ["cuda:1"]

@@ -21,6 +21,7 @@ from arena import Arena, Device, FrameworkUnavailableError
 from arena.memory import devices
 from arena.memory.cuda import TorchSource
 from arena.memory.sources import empty_allocation
+from tests.faketorch import host_torch_empty
 
 torch = pytest.importorskip("torch")
 
@@ -58,14 +59,7 @@ def torch_only_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     # device every event has completed at once.
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: _Stream())
     monkeypatch.setattr(torch.cuda, "Event", _Event)
-    asked: list[Any] = []
-    real_empty = torch.empty
-
-    def empty(*args: Any, device: Any = None, **kwargs: Any) -> Any:
-        asked.append(device)
-        return real_empty(*args, **kwargs)  # host memory standing in for the device's
-
-    monkeypatch.setattr(torch, "empty", empty)
+    asked = host_torch_empty(monkeypatch, torch)
     devices.forget_device_counts()
     yield asked
     devices.forget_device_counts()
