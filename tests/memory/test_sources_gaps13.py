@@ -357,8 +357,29 @@ def test_pinned_memory_on_a_device_cupy_does_not_see_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _pinned_cupy(monkeypatch, count=1)
-    with pytest.raises(DeviceUnavailableError):
+    with pytest.raises(DeviceUnavailableError) as caught:
         arena_cuda.PinnedSource(1)
+    # Round 13a's bug: "needs CUDA, and no CUDA device is visible here (None)", where
+    # CuPy sees one GPU: the ordinal is what is missing.
+    assert str(caught.value) == (
+        "cuda:1 is not available: CuPy sees 1 CUDA device(s); use device='cpu' for a host "
+        "arena or an ordinal below 1"
+    )
+
+
+def test_a_cuda_ordinal_torch_does_not_see_without_cupy_names_the_ordinals_that_exist(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    install(monkeypatch, cupy=None, torch=fake_torch(count=1))
+    with pytest.raises(DeviceUnavailableError) as caught:
+        arena_cuda.require_cuda(CUDA1)
+    # Round 13a's bug: "cuda:1 is not available: no CUDA device is visible here (None)".
+    assert str(caught.value) == (
+        "cuda:1 is not available: torch sees 1 CUDA device(s); use device='cpu' for a host "
+        "arena or an ordinal below 1"
+    )
+    with pytest.raises(DeviceUnavailableError, match=r"cuda:0 arena with this source needs CuPy"):
+        arena_cuda.require_cuda(CUDA0)
 
 
 def test_a_pinned_allocation_a_capture_refuses_names_the_call_and_the_device(
