@@ -298,3 +298,23 @@ def test_the_timelines_scale_starts_below_0_by_a_twentieth_of_its_top(tmp_path: 
         assert note.get_text().startswith("presized from the profile\n0.00 -> 0.50 MB")
     finally:
         plt.close(figure)
+
+
+def test_a_file_that_took_the_lock_files_place_meanwhile_is_not_removed(
+    tmp_path: Path,
+) -> None:
+    """Round 13a's bug (files.py exclusive #40): the holder removed whatever the lock path
+    named when done. A lock file deleted during the action (by hand, a cleaner) lets a
+    new writer make and lock its own; removing that one let a third writer in beside the
+    second. The holder removes only the file it locked."""
+    lock = tmp_path / "p.json.lock"
+
+    def replaced() -> None:
+        os.unlink(lock)
+        lock.write_text("another writer's lock file")
+
+    files.exclusive(lock, replaced)
+    assert lock.read_text() == "another writer's lock file"
+    os.unlink(lock)
+    files.exclusive(lock, lambda: None)  # the plain case still removes its own
+    assert not lock.exists()
