@@ -459,3 +459,12 @@ def test_a_forked_child_allocates_and_frees_through_a_parents_rmm_source() -> No
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.parametrize("text", ["cpu:²", "cuda:²", "gpu:¹²"])
+def test_an_ordinal_of_digits_int_cannot_read_is_a_device_error(text: str) -> None:
+    # Round 13a's bug: str.isdigit() accepts superscripts, which int() refuses: a
+    # ValueError came out of parse_device in place of its DeviceError.
+    with pytest.raises(DeviceError, match="cannot understand device"):
+        parse_device(text)
+    assert parse_device("cuda:\u0663") == Device("cuda", 3)  # decimal digits int() reads
