@@ -76,7 +76,8 @@ def require_cuda(device: Device) -> Any:
         Saying which CuPy package to install, or to use the host device.
     """
     if importlib.util.find_spec("cupy") is None:
-        if cuda_device_count() <= device.index:
+        count = cuda_device_count()  # torch's, without CuPy
+        if count == 0:
             raise DeviceUnavailableError(
                 f"{device} is not available: no CUDA device is visible here "
                 f"({cuda_unavailable_reason()}). Use device='cpu' (or device=None, which "
@@ -84,6 +85,8 @@ def require_cuda(device: Device) -> Any:
                 "GPU, install CuPy: pip install cupy-cuda12x (CUDA 12) or "
                 "cupy-cuda13x (CUDA 13)"
             )
+        # A GPU is visible (torch sees it), not this ordinal: say which ones exist.
+        refuse_missing_ordinal(device, count, "is not available: torch sees")
         raise DeviceUnavailableError(
             f"a {device} arena with this source needs CuPy: pip install cupy-cuda12x "
             "(CUDA 12) or cupy-cuda13x (CUDA 13), use source='torch' (torch sees the GPU), "
@@ -295,8 +298,8 @@ class PinnedSource:
         try:
             self._cupy = require_cuda(Device("cuda", device_index))
         except DeviceUnavailableError as exc:
-            if cuda_device_count() > device_index:
-                raise  # a GPU is there: the message says what to install
+            if cuda_device_count() > 0:
+                raise  # a GPU is there: the message says what to install, or which ordinals exist
             raise DeviceUnavailableError(  # page-locking host memory is a CUDA call
                 f"source='pinned' (page-locked host memory, for fast copies to and from a "
                 f"GPU) needs CUDA, and no CUDA device is visible here "

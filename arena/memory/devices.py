@@ -88,15 +88,16 @@ def parse_device(device: Any) -> Device:
         text = device.strip().lower()
         if text in _HOST_NAMES:
             return CPU
+        # isdecimal, not isdigit: int() refuses digits such as "²" that isdigit accepts.
         host, _, ordinal = text.partition(":")
-        if host in _HOST_NAMES and ordinal.isdigit():
+        if host in _HOST_NAMES and ordinal.isdecimal():
             if int(ordinal) == 0:
                 return CPU  # torch.device("cpu", 0) prints as "cpu:0"
             raise DeviceError(f"the host is one device, got {device!r}; use 'cpu' (or 'cpu:0')")
         if text in {"cuda", "gpu"}:
             return Device("cuda", 0)
         for prefix in ("cuda:", "gpu:"):
-            if text.startswith(prefix) and text[len(prefix) :].isdigit():
+            if text.startswith(prefix) and text[len(prefix) :].isdecimal():
                 return Device("cuda", int(text[len(prefix) :]))
     raise DeviceError(_message(device))
 

@@ -128,7 +128,8 @@ def exclusive(path: str | os.PathLike[str], action: Callable[[], T]) -> T:
     holder checks, once it has the lock, that ``path`` still names the file it locked: a
     writer that waited on a file the previous holder removed (or that another writer has
     since replaced by a new one) lets go and locks the file ``path`` names now. Only a
-    holder removes the file, while it still holds the lock. Where ``fcntl`` is missing
+    holder removes the file, while it still holds the lock, and only while ``path`` still
+    names the file it locked. Where ``fcntl`` is missing
     (not POSIX) there is no lock.
 
     Made for interrupts (a ``KeyboardInterrupt`` from a signal, at any call or return):
@@ -197,8 +198,13 @@ def exclusive(path: str | os.PathLike[str], action: Callable[[], T]) -> T:
                 except OSError:  # held by another writer (or gone): it removes its own
                     pass
             if locked:
+                # Removed only while the path still names the file this holder locked: a
+                # file put in its place meanwhile (the lock file deleted by hand, and a new
+                # writer's made and locked) is that writer's to remove.
                 try:  # a read-only directory keeps it
-                    os.unlink(path)
+                    ours, there = os.fstat(descriptor), os.stat(path)
+                    if (there.st_dev, there.st_ino) == (ours.st_dev, ours.st_ino):
+                        os.unlink(path)
                 except OSError:
                     pass
             os.close(descriptor)  # releases the flock, after the unlink
