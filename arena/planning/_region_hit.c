@@ -1605,21 +1605,28 @@ static PyTypeObject *scope_type;
 #define SCOPE_MEMO_SIZE (1 << SCOPE_MEMO_BITS)
 
 typedef struct {
+    /* First line: what a repeated request's hit reads. The key, where it stands (the top,
+     * times 8, plus the dimension count of the key's request signature below), and where
+     * the key was last looked up: the cache dict, the state it had (ma_version_tag, as the
+     * step's memo reads it) and the entry it mapped the key to. While that dict is in
+     * that state it maps the key to that entry: no hash probe. No references but the
+     * key's: the dict holds the entry. Then the key's request in a few words (its one
+     * view's dtype object and dimensions: scope_request_is reads them instead of the
+     * key's tuples, which lie elsewhere in memory); dtype NULL where the request has no
+     * such copy (several views, more dimensions, a large one). */
     PyObject *key;
-    Py_hash_t hash;
-    Py_ssize_t top;
-    Py_ssize_t required, live_in, held_in;
-    PyObject *live_out, *held_out;
-    /* The key's request in a few words (plain_request_is reads it instead of the key's
-     * tuples), and where the key was last looked up: the cache dict, the state it had
-     * (ma_version_tag, as the step's memo reads it) and the entry it mapped the key to.
-     * While that dict is in that state it maps the key to that entry: no hash probe.
-     * No references: the dict holds both. */
-    Signature sig;
+    uint64_t top_ndim;
     PyObject *cache;
     uint64_t version;
     PyObject *entry;
-    void *spare; /* two whole cache lines */
+    PyObject *dtype;
+    uint32_t dims[SIGNATURE_DIMS];
+    /* Second line: the key's hash (for a lookup once the dict changed) and the
+     * bookkeeping memo, read only where the new counts are not the request's end. */
+    Py_hash_t hash;
+    Py_ssize_t required, live_in, held_in;
+    PyObject *live_out, *held_out;
+    void *spare[2]; /* two whole cache lines */
 } ScopeMemo;
 
 _Static_assert(sizeof(void *) != 8 || sizeof(ScopeMemo) == 128, "a scope memo: two lines");
@@ -1656,6 +1663,15 @@ static int same_plain_request(PyObject *key, PyObject *specs) {
     return 1;
 }
 
+/* Whether `specs` is the memo's key's request (as same_plain_request(key[1], specs)),
+ * read from the memo's first line where it has a copy of it. 1 or 0; no Python code. */
+static ALWAYS_INLINE int scope_request_is(const ScopeMemo *memo, PyObject *specs) {
+    if (memo->dtype == NULL) return same_plain_request(PyTuple_GET_ITEM(memo->key, 1), specs);
+    Signature sig = {memo->dtype, (Py_ssize_t)(memo->top_ndim & 7),
+                     {memo->dims[0], memo->dims[1], memo->dims[2], memo->dims[3]}};
+    return plain_request_is(&sig, NULL, specs);
+}
+
 /* The memo slot of a request at `at`: from the top, the number of views and the first
  * view's dtype object, dimension count and first dimension (the tops of one scope's
  * requests, multiples of the alignment, spread over the table by Fibonacci hashing). */
@@ -1687,9 +1703,23 @@ static void scope_remember(ScopeMemo *memo, PyObject *kept, Py_hash_t hash, Py_s
         PyErr_Clear();
         return;
     }
+    if ((uint64_t)at >> 60) return; /* no room for the dimension count beside it */
+    Signature sig = signature_of(PyTuple_GET_ITEM(kept, 1));
     ScopeMemo old = *memo;
-    ScopeMemo now = {kept, hash, at, -1, -1, -1, NULL, NULL,
-                     signature_of(PyTuple_GET_ITEM(kept, 1)), NULL, 0, NULL, NULL};
+    ScopeMemo now = {kept,
+                     (uint64_t)at << 3 | (uint64_t)(sig.dtype == NULL ? 0 : sig.ndim),
+                     NULL,
+                     0,
+                     NULL,
+                     sig.dtype,
+                     {sig.dims[0], sig.dims[1], sig.dims[2], sig.dims[3]},
+                     hash,
+                     -1,
+                     -1,
+                     -1,
+                     NULL,
+                     NULL,
+                     {NULL, NULL}};
     Py_INCREF(kept);
     *memo = now; /* installed before the old objects go (their ends may run code) */
     Py_XDECREF(old.key);
@@ -1697,7 +1727,8 @@ static void scope_remember(ScopeMemo *memo, PyObject *kept, Py_hash_t hash, Py_s
     Py_XDECREF(old.held_out);
 }
 
-/* The entry `cache` holds under (top, specs) (a new reference), with the request's hash;
+/* The entry `cache` holds under (top, specs) (a new reference), with the request's hash
+ * where the dict was probed (left as is, -1 from the caller, where the memo's entry served);
  * NULL without an exception where the Python path must serve the request (a miss, a
  * request that is not plain), NULL with one on error. `*known` tells whether it was found
  * through `memo`'s key. The caller holds `cache` and `top`. */
@@ -1705,17 +1736,17 @@ static PyObject *scope_look_up(PyObject *cache, PyObject *top, Py_ssize_t at, Py
                                ScopeMemo *memo, Py_hash_t *hash_out, int *known) {
     PyObject *key = memo->key, *entry;
     *known = 0;
-    if (key != NULL && memo->top == at &&
-        plain_request_is(&memo->sig, PyTuple_GET_ITEM(key, 1), specs)) {
-        *hash_out = memo->hash;
+    if (key != NULL && memo->top_ndim >> 3 == (uint64_t)at && scope_request_is(memo, specs)) {
         *known = 1;
 #if STEP_MEMO
         uint64_t seen = ((PyDictObject *)cache)->ma_version_tag;
         if (memo->entry != NULL && memo->cache == cache && memo->version == seen) {
+            /* The hash (on the memo's second line) is not read: -1, the caller's "unknown" */
             Py_INCREF(memo->entry); /* the dict in that state maps key to it */
             return memo->entry;
         }
 #endif
+        *hash_out = memo->hash;
         /* Held: the lookup may run code (another key's __eq__) that replaces the memo's. */
         Py_INCREF(key);
 #if PY_VERSION_HEX < 0x030D0000
@@ -1812,8 +1843,10 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     ArenaSlotCount calls = {NULL, 0};
     PyObject *kept = entry == NULL ? NULL : FIELD(entry, prepared_key);
     /* Found by the memo's key, the dtypes are the very objects remembered. */
+    /* The memo's key is an exact tuple of two (scope_remember took it so; the memo holds
+     * it): not read again where the entry's key is it. */
     if (entry == NULL || !Py_IS_TYPE(entry, prepared_type) || kept == NULL ||
-        !PyTuple_CheckExact(kept) || PyTuple_GET_SIZE(kept) != 2 ||
+        (kept != memo->key && (!PyTuple_CheckExact(kept) || PyTuple_GET_SIZE(kept) != 2)) ||
         (!known && !hit_api->same_classes(PyTuple_GET_ITEM(kept, 1), specs))) {
         PyErr_Clear(); /* a miss, or an unhashable dtype: the Python path explains */
         goto done;
@@ -1822,7 +1855,9 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     if (self->slot != slot || FIELD(slot, slot_buffer) != buffer ||
         FIELD(slot, slot_stack) != stack || FIELD(stack, stack_top) != top)
         goto done;
-    if (memo->key != kept) scope_remember(memo, kept, hash, at, specs);
+    /* (A hash of -1: found through the memo's key, the key's hash not read; the entry's
+     * key, if another, is not remembered then.) */
+    if (memo->key != kept && hash != -1) scope_remember(memo, kept, hash, at, specs);
     PyObject *required = FIELD(entry, prepared_required);
     PyObject *views = FIELD(entry, prepared_views);
     Py_ssize_t count = PyTuple_GET_SIZE(specs);
@@ -1844,8 +1879,17 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     /* The bookkeeping first (nothing installed yet): LOAD and the plain high-water mark
      * must already cover this request, else Slot.note_load in Python. */
     if (load < live_in + total || high < reach) goto done;
-    if (memo->key == kept && memo->required == reach && memo->live_in == live_in &&
-        memo->held_in == held_in && memo->live_out != NULL && memo->held_out != NULL) {
+    if (live_in + total == reach && held_in + total == reach) {
+        /* Both new counts are the request's end (a scope at the slot's bottom with no
+         * region under it: its views' bytes are all below its end): the entry's own int,
+         * which the slot's top and the scope's end take anyway, is them; no other int
+         * object is touched (a new one per top would be a cache line of its own). */
+        live = required;
+        held = required;
+        Py_INCREF(live);
+        Py_INCREF(held);
+    } else if (memo->key == kept && memo->required == reach && memo->live_in == live_in &&
+               memo->held_in == held_in && memo->live_out != NULL && memo->held_out != NULL) {
         live = memo->live_out;
         held = memo->held_out;
         Py_INCREF(live);
