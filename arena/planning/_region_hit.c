@@ -1621,15 +1621,33 @@ typedef struct {
     PyObject *entry;
     PyObject *dtype;
     uint32_t dims[SIGNATURE_DIMS];
-    /* Second line: the key's hash (for a lookup once the dict changed) and the
+    /* Second line: the entry's views list and its one view, where noted (views NULL:
+     * not), and for an exact numpy.ndarray view what numpy.ndarray.view copies from it:
+     * its data, flags, dtype descr, the object its fresh view's base collapses to, and
+     * its last stride (descr NULL: no copy; the strides are C order from it: checked when
+     * noted). No references: the entry holds the list, the list its view, the view its
+     * descr and base; the hit takes them only while the entry's views are the list noted
+     * (a Prepared entry's views are built whole, never replaced nor changed in place, as
+     * the step rows hold: _step_rows.h). The hit then reads neither the list nor, for
+     * the copy, the view, its shape or strides (a cache line or two each, per top). */
+    PyObject *views;
+    PyObject *view;
+    PyObject *descr;
+    PyObject *base;
+    char *data;
+    int flags;
+    int copied; /* 1 where descr..stride hold a copy */
+    Py_ssize_t stride;
+    void *spare_line2; /* a whole cache line */
+    /* Third line: the key's hash (for a lookup once the dict changed) and the
      * bookkeeping memo, read only where the new counts are not the request's end. */
     Py_hash_t hash;
     Py_ssize_t required, live_in, held_in;
     PyObject *live_out, *held_out;
-    void *spare[2]; /* two whole cache lines */
+    void *spare[2]; /* three whole cache lines */
 } ScopeMemo;
 
-_Static_assert(sizeof(void *) != 8 || sizeof(ScopeMemo) == 128, "a scope memo: two lines");
+_Static_assert(sizeof(void *) != 8 || sizeof(ScopeMemo) == 192, "a scope memo: three lines");
 #if defined(__GNUC__)
 static ScopeMemo scope_memo[SCOPE_MEMO_SIZE] __attribute__((aligned(64)));
 #else
@@ -1713,6 +1731,15 @@ static void scope_remember(ScopeMemo *memo, PyObject *kept, Py_hash_t hash, Py_s
                      NULL,
                      sig.dtype,
                      {sig.dims[0], sig.dims[1], sig.dims[2], sig.dims[3]},
+                     NULL,
+                     NULL,
+                     NULL,
+                     NULL,
+                     NULL,
+                     0,
+                     0,
+                     0,
+                     NULL,
                      hash,
                      -1,
                      -1,
@@ -1727,11 +1754,89 @@ static void scope_remember(ScopeMemo *memo, PyObject *kept, Py_hash_t hash, Py_s
     Py_XDECREF(old.held_out);
 }
 
+/* NumPy's flag bits read here (numpy/ndarraytypes.h; the same in NumPy 1 and 2). */
+#define SCOPE_OWNDATA 0x0004
+#define SCOPE_WARN_ON_WRITE (1U << 31)
+
+/* Note on `memo`'s second line the entry's views `views` (read from the entry just now),
+ * where the memo's key has a signature and the list is an exact list of one view, with
+ * NumPy's copy of an exact numpy.ndarray view whose shape is the signature's, whose
+ * strides are C order from its last and whose fresh view's base collapse is found
+ * without warnings to propagate (as _rows.c's copy_ndarray walks it ahead). Plain
+ * stores, no Python code. */
+static void scope_note_views(ScopeMemo *memo, PyObject *views) {
+    if (memo->dtype == NULL || !PyList_CheckExact(views) || PyList_GET_SIZE(views) != 1) return;
+    PyObject *view = PyList_GET_ITEM(views, 0);
+    Py_ssize_t ndim = (Py_ssize_t)(memo->top_ndim & 7);
+    int copied = 0;
+    PyObject *base = view;
+    const ArenaNdArray *a = (const ArenaNdArray *)view;
+    if (hit_api->ndarray != NULL && Py_IS_TYPE(view, hit_api->ndarray) && a->nd == ndim &&
+        ndim > 0 && a->descr != NULL) {
+        Py_ssize_t want = a->strides[ndim - 1];
+        copied = want > 0;
+        for (Py_ssize_t k = ndim - 1; copied && k >= 0; k--) {
+            Py_ssize_t dim = (Py_ssize_t)memo->dims[k];
+            copied = a->dimensions[k] == dim && a->strides[k] == want &&
+                     (dim == 0 || want <= PY_SSIZE_T_MAX / dim);
+            want *= dim;
+        }
+        for (; copied;) {
+            const ArenaNdArray *at = (const ArenaNdArray *)base;
+            if ((unsigned int)at->flags & SCOPE_WARN_ON_WRITE) copied = 0;
+            else if ((at->flags & SCOPE_OWNDATA) || at->base == NULL ||
+                     Py_TYPE(at->base) != Py_TYPE(view))
+                break;
+            else
+                base = at->base;
+        }
+    }
+    memo->views = views;
+    memo->view = view;
+    memo->copied = copied;
+    memo->descr = copied ? a->descr : NULL;
+    memo->base = copied ? base : NULL;
+    memo->data = copied ? a->data : NULL;
+    memo->flags = copied ? a->flags : 0;
+    memo->stride = copied ? a->strides[ndim - 1] : 0;
+}
+
+/* A fresh view of the memo's noted numpy.ndarray view, made from its copy as
+ * numpy.ndarray.view makes it (step_row_fresh's way: PyArray_NewFromDescr over the same
+ * data, shape, strides, flags and descr, then PyArray_SetBaseObject with the collapsed
+ * base). A new reference; NULL without an exception where the array came out otherwise
+ * (the caller makes it from the view then), NULL with one on error. */
+static PyObject *scope_memo_fresh(const ScopeMemo *memo) {
+    Py_ssize_t ndim = (Py_ssize_t)(memo->top_ndim & 7);
+    Py_ssize_t dims[SIGNATURE_DIMS], strides[SIGNATURE_DIMS];
+    Py_ssize_t stride = memo->stride;
+    for (Py_ssize_t k = ndim - 1; k >= 0; k--) {
+        dims[k] = (Py_ssize_t)memo->dims[k];
+        strides[k] = stride;
+        stride *= dims[k];
+    }
+    PyObject *descr = memo->descr, *base = memo->base;
+    int flags = memo->flags;
+    Py_INCREF(descr); /* taken by PyArray_NewFromDescr */
+    PyObject *out = hit_api->new_from_descr(hit_api->ndarray, descr, (int)ndim, dims, strides,
+                                            memo->data, flags, NULL);
+    if (out == NULL) return NULL;
+    Py_INCREF(base); /* taken by PyArray_SetBaseObject */
+    if (hit_api->set_base(out, base) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    const ArenaNdArray *made = (const ArenaNdArray *)out;
+    if (made->flags == flags && made->descr == descr && made->base == base) return out;
+    Py_DECREF(out);
+    return NULL;
+}
+
 /* The entry `cache` holds under (top, specs) (a new reference), with the request's hash
  * where the dict was probed (left as is, -1 from the caller, where the memo's entry served);
  * NULL without an exception where the Python path must serve the request (a miss, a
  * request that is not plain), NULL with one on error. `*known` tells whether it was found
- * through `memo`'s key. The caller holds `cache` and `top`. */
+ * through `memo`'s key (1), or is the entry the memo noted in the dict's current state (2). The caller holds `cache` and `top`. */
 static PyObject *scope_look_up(PyObject *cache, PyObject *top, Py_ssize_t at, PyObject *specs,
                                ScopeMemo *memo, Py_hash_t *hash_out, int *known) {
     PyObject *key = memo->key, *entry;
@@ -1741,7 +1846,8 @@ static PyObject *scope_look_up(PyObject *cache, PyObject *top, Py_ssize_t at, Py
 #if STEP_MEMO
         uint64_t seen = ((PyDictObject *)cache)->ma_version_tag;
         if (memo->entry != NULL && memo->cache == cache && memo->version == seen) {
-            /* The hash (on the memo's second line) is not read: -1, the caller's "unknown" */
+            /* The hash (on the memo's third line) is not read: -1, the caller's "unknown" */
+            *known = 2;
             Py_INCREF(memo->entry); /* the dict in that state maps key to it */
             return memo->entry;
         }
@@ -1761,6 +1867,7 @@ static PyObject *scope_look_up(PyObject *cache, PyObject *top, Py_ssize_t at, Py
             memo->cache = cache;
             memo->version = seen;
             memo->entry = entry;
+            memo->views = NULL; /* noted again from this entry, by a hit through it */
         }
 #endif
         Py_XINCREF(entry);
@@ -1866,8 +1973,12 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     Py_ssize_t held_in = arena_exact_size(self->held);
     Py_ssize_t load = arena_exact_size(FIELD(slot, slot_load));
     Py_ssize_t high = arena_exact_size(FIELD(slot, slot_plain_high));
+    /* The views noted on the memo's second line (an exact list of one view: the
+     * request's one), read from there: not the list, nor (NumPy's copy) the view. */
+    int noted = known == 2 && memo->key == kept && views != NULL && memo->views == views &&
+                count == 1;
     if (reach < at || below < 0 || held_in < 0 || load < 0 || high < 0 || views == NULL ||
-        !PyList_CheckExact(views) || PyList_GET_SIZE(views) != count ||
+        (!noted && (!PyList_CheckExact(views) || PyList_GET_SIZE(views) != count)) ||
         FIELD(slot, slot_calls) == NULL || held_in > PY_SSIZE_T_MAX - below)
         goto done;
     /* The live bytes before the request, counted from the regions' own figures as
@@ -1911,20 +2022,43 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
             Py_XDECREF(old_held);
         }
     }
-    /* Held while fresh views are made: that may run code that sweeps the cache. */
-    Py_INCREF(views);
-    out = PyList_New(count);
-    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
-        PyObject *view = PyList_GET_ITEM(views, i);
+    if (noted) {
+        /* The one view, held while its fresh view is made (that may run code that sweeps
+         * the cache); NumPy's from the copy (no Python code: an exact ndarray). */
+        PyObject *view = memo->view, *made = NULL;
+        out = PyList_New(1);
+        if (out == NULL) goto error;
         if (fresh == Py_None) {
-            Py_INCREF(view);
-        } else if ((view = hit_api->fresh_view(fresh, view)) == NULL) {
-            Py_CLEAR(out);
-            break;
+            made = Py_NewRef(view);
+        } else {
+            if (memo->copied && fresh == hit_api->ndarray_view) made = scope_memo_fresh(memo);
+            if (made == NULL && !PyErr_Occurred()) {
+                Py_INCREF(view);
+                made = hit_api->fresh_view(fresh, view);
+                Py_DECREF(view);
+            }
         }
-        PyList_SET_ITEM(out, i, view);
+        if (made == NULL) goto error;
+        PyList_SET_ITEM(out, 0, made);
+    } else {
+        /* Noted where the entry came from the memo's dict state (known 2): while the dict
+         * stays in it, the entry lives on, and with it these views (never replaced). */
+        if (known == 2 && memo->key == kept) scope_note_views(memo, views);
+        /* Held while fresh views are made: that may run code that sweeps the cache. */
+        Py_INCREF(views);
+        out = PyList_New(count);
+        for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
+            PyObject *view = PyList_GET_ITEM(views, i);
+            if (fresh == Py_None) {
+                Py_INCREF(view);
+            } else if ((view = hit_api->fresh_view(fresh, view)) == NULL) {
+                Py_CLEAR(out);
+                break;
+            }
+            PyList_SET_ITEM(out, i, view);
+        }
+        Py_DECREF(views);
     }
-    Py_DECREF(views);
     if (out == NULL) goto error;
     if (self->slot != slot || FIELD(slot, slot_buffer) != buffer ||
         FIELD(slot, slot_stack) != stack || FIELD(stack, stack_top) != top ||
