@@ -1599,8 +1599,10 @@ static PyTypeObject *scope_type;
  * a request reaching `required`,
  * the new values (live_out, held_out: int objects made once). A repeated scope makes the
  * same requests from the same values, and then installs those objects again instead of
- * making new ones. A slot is 128 bytes (two cache lines on 64-bit machines, which the
- * CPU fetches together). */
+ * making new ones (where the new counts are the request's end, the entry's `required`
+ * int is them, and this memo is not read). A slot is 192 bytes, three cache lines on
+ * 64-bit machines: a hit reads the first two (docs/performance.md, "A repeated scope
+ * request's memo lines"). */
 #define SCOPE_MEMO_BITS 9
 #define SCOPE_MEMO_SIZE (1 << SCOPE_MEMO_BITS)
 
