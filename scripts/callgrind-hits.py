@@ -162,6 +162,7 @@ def _inclusive(path: str, names: set[str]) -> tuple[list[str], dict[str, list[in
     callee's inclusive cost). callgrind_annotate's inclusive sums change with Perl's hash
     order when a function is seen under two contexts; these do not."""
     events: list[str] = []
+    skip = 1  # position columns before the counts: "line", or "instr line" (--dump-instr)
     table: dict[str, str] = {}
     current = ""
     totals: dict[str, list[int]] = {}
@@ -169,6 +170,8 @@ def _inclusive(path: str, names: set[str]) -> tuple[list[str], dict[str, list[in
         for line in lines:
             if line.startswith("events:"):
                 events = line.split()[1:]
+            elif line.startswith("positions:"):
+                skip = len(line.split()) - 1
             elif line.startswith(("fn=", "cfn=")):
                 spec = line.split("=", 1)[1].strip()
                 found = re.match(r"\((\d+)\)(?: (.*))?", spec)
@@ -182,7 +185,7 @@ def _inclusive(path: str, names: set[str]) -> tuple[list[str], dict[str, list[in
                     current = name.split("'")[0]
             elif (line[:1].isdigit() or line[:1] in "+-*") and current in names:
                 counts = totals.setdefault(current, [0] * len(events))
-                for index, value in enumerate(line.split()[1:]):
+                for index, value in enumerate(line.split()[skip:]):
                     counts[index] += int(value)
     return events, totals
 

@@ -1599,30 +1599,57 @@ static PyTypeObject *scope_type;
  * a request reaching `required`,
  * the new values (live_out, held_out: int objects made once). A repeated scope makes the
  * same requests from the same values, and then installs those objects again instead of
- * making new ones. A slot is 128 bytes (two cache lines on 64-bit machines, which the
- * CPU fetches together). */
+ * making new ones (where the new counts are the request's end, the entry's `required`
+ * int is them, and this memo is not read). A slot is 192 bytes, three cache lines on
+ * 64-bit machines: a hit reads the first two (docs/performance.md, "A repeated scope
+ * request's memo lines"). */
 #define SCOPE_MEMO_BITS 9
 #define SCOPE_MEMO_SIZE (1 << SCOPE_MEMO_BITS)
 
 typedef struct {
+    /* First line: what a repeated request's hit reads. The key, where it stands (the top,
+     * times 8, plus the dimension count of the key's request signature below), and where
+     * the key was last looked up: the cache dict, the state it had (ma_version_tag, as the
+     * step's memo reads it) and the entry it mapped the key to. While that dict is in
+     * that state it maps the key to that entry: no hash probe. No references but the
+     * key's: the dict holds the entry. Then the key's request in a few words (its one
+     * view's dtype object and dimensions: scope_request_is reads them instead of the
+     * key's tuples, which lie elsewhere in memory); dtype NULL where the request has no
+     * such copy (several views, more dimensions, a large one). */
     PyObject *key;
-    Py_hash_t hash;
-    Py_ssize_t top;
-    Py_ssize_t required, live_in, held_in;
-    PyObject *live_out, *held_out;
-    /* The key's request in a few words (plain_request_is reads it instead of the key's
-     * tuples), and where the key was last looked up: the cache dict, the state it had
-     * (ma_version_tag, as the step's memo reads it) and the entry it mapped the key to.
-     * While that dict is in that state it maps the key to that entry: no hash probe.
-     * No references: the dict holds both. */
-    Signature sig;
+    uint64_t top_ndim;
     PyObject *cache;
     uint64_t version;
     PyObject *entry;
-    void *spare; /* two whole cache lines */
+    PyObject *dtype;
+    uint32_t dims[SIGNATURE_DIMS];
+    /* Second line: the entry's views list and its one view, where noted (views NULL:
+     * not), and for an exact numpy.ndarray view what numpy.ndarray.view copies from it:
+     * its data, flags, dtype descr, the object its fresh view's base collapses to, and
+     * its last stride (descr NULL: no copy; the strides are C order from it: checked when
+     * noted). No references: the entry holds the list, the list its view, the view its
+     * descr and base; the hit takes them only while the entry's views are the list noted
+     * (a Prepared entry's views are built whole, never replaced nor changed in place, as
+     * the step rows hold: _step_rows.h). The hit then reads neither the list nor, for
+     * the copy, the view, its shape or strides (a cache line or two each, per top). */
+    PyObject *views;
+    PyObject *view;
+    PyObject *descr;
+    PyObject *base;
+    char *data;
+    int flags;
+    int copied; /* 1 where descr..stride hold a copy */
+    Py_ssize_t stride;
+    void *spare_line2; /* a whole cache line */
+    /* Third line: the key's hash (for a lookup once the dict changed) and the
+     * bookkeeping memo, read only where the new counts are not the request's end. */
+    Py_hash_t hash;
+    Py_ssize_t required, live_in, held_in;
+    PyObject *live_out, *held_out;
+    void *spare[2]; /* three whole cache lines */
 } ScopeMemo;
 
-_Static_assert(sizeof(void *) != 8 || sizeof(ScopeMemo) == 128, "a scope memo: two lines");
+_Static_assert(sizeof(void *) != 8 || sizeof(ScopeMemo) == 192, "a scope memo: three lines");
 #if defined(__GNUC__)
 static ScopeMemo scope_memo[SCOPE_MEMO_SIZE] __attribute__((aligned(64)));
 #else
@@ -1656,6 +1683,15 @@ static int same_plain_request(PyObject *key, PyObject *specs) {
     return 1;
 }
 
+/* Whether `specs` is the memo's key's request (as same_plain_request(key[1], specs)),
+ * read from the memo's first line where it has a copy of it. 1 or 0; no Python code. */
+static ALWAYS_INLINE int scope_request_is(const ScopeMemo *memo, PyObject *specs) {
+    if (memo->dtype == NULL) return same_plain_request(PyTuple_GET_ITEM(memo->key, 1), specs);
+    Signature sig = {memo->dtype, (Py_ssize_t)(memo->top_ndim & 7),
+                     {memo->dims[0], memo->dims[1], memo->dims[2], memo->dims[3]}};
+    return plain_request_is(&sig, NULL, specs);
+}
+
 /* The memo slot of a request at `at`: from the top, the number of views and the first
  * view's dtype object, dimension count and first dimension (the tops of one scope's
  * requests, multiples of the alignment, spread over the table by Fibonacci hashing). */
@@ -1687,9 +1723,32 @@ static void scope_remember(ScopeMemo *memo, PyObject *kept, Py_hash_t hash, Py_s
         PyErr_Clear();
         return;
     }
+    if ((uint64_t)at >> 60) return; /* no room for the dimension count beside it */
+    Signature sig = signature_of(PyTuple_GET_ITEM(kept, 1));
     ScopeMemo old = *memo;
-    ScopeMemo now = {kept, hash, at, -1, -1, -1, NULL, NULL,
-                     signature_of(PyTuple_GET_ITEM(kept, 1)), NULL, 0, NULL, NULL};
+    ScopeMemo now = {kept,
+                     (uint64_t)at << 3 | (uint64_t)(sig.dtype == NULL ? 0 : sig.ndim),
+                     NULL,
+                     0,
+                     NULL,
+                     sig.dtype,
+                     {sig.dims[0], sig.dims[1], sig.dims[2], sig.dims[3]},
+                     NULL,
+                     NULL,
+                     NULL,
+                     NULL,
+                     NULL,
+                     0,
+                     0,
+                     0,
+                     NULL,
+                     hash,
+                     -1,
+                     -1,
+                     -1,
+                     NULL,
+                     NULL,
+                     {NULL, NULL}};
     Py_INCREF(kept);
     *memo = now; /* installed before the old objects go (their ends may run code) */
     Py_XDECREF(old.key);
@@ -1697,25 +1756,105 @@ static void scope_remember(ScopeMemo *memo, PyObject *kept, Py_hash_t hash, Py_s
     Py_XDECREF(old.held_out);
 }
 
-/* The entry `cache` holds under (top, specs) (a new reference), with the request's hash;
+/* NumPy's flag bits read here (numpy/ndarraytypes.h; the same in NumPy 1 and 2). */
+#define SCOPE_OWNDATA 0x0004
+#define SCOPE_WARN_ON_WRITE (1U << 31)
+
+/* Note on `memo`'s second line the entry's views `views` (read from the entry just now),
+ * where the memo's key has a signature and the list is an exact list of one view, with
+ * NumPy's copy of an exact numpy.ndarray view whose shape is the signature's, whose
+ * strides are C order from its last and whose fresh view's base collapse is found
+ * without warnings to propagate (as _rows.c's copy_ndarray walks it ahead). Plain
+ * stores, no Python code. */
+static void scope_note_views(ScopeMemo *memo, PyObject *views) {
+    if (memo->dtype == NULL || !PyList_CheckExact(views) || PyList_GET_SIZE(views) != 1) return;
+    PyObject *view = PyList_GET_ITEM(views, 0);
+    Py_ssize_t ndim = (Py_ssize_t)(memo->top_ndim & 7);
+    int copied = 0;
+    PyObject *base = view;
+    const ArenaNdArray *a = (const ArenaNdArray *)view;
+    if (hit_api->ndarray != NULL && Py_IS_TYPE(view, hit_api->ndarray) && a->nd == ndim &&
+        ndim > 0 && a->descr != NULL) {
+        Py_ssize_t want = a->strides[ndim - 1];
+        copied = want > 0;
+        for (Py_ssize_t k = ndim - 1; copied && k >= 0; k--) {
+            Py_ssize_t dim = (Py_ssize_t)memo->dims[k];
+            copied = a->dimensions[k] == dim && a->strides[k] == want &&
+                     (dim == 0 || want <= PY_SSIZE_T_MAX / dim);
+            want *= dim;
+        }
+        for (; copied;) {
+            const ArenaNdArray *at = (const ArenaNdArray *)base;
+            if ((unsigned int)at->flags & SCOPE_WARN_ON_WRITE) copied = 0;
+            else if ((at->flags & SCOPE_OWNDATA) || at->base == NULL ||
+                     Py_TYPE(at->base) != Py_TYPE(view))
+                break;
+            else
+                base = at->base;
+        }
+    }
+    memo->views = views;
+    memo->view = view;
+    memo->copied = copied;
+    memo->descr = copied ? a->descr : NULL;
+    memo->base = copied ? base : NULL;
+    memo->data = copied ? a->data : NULL;
+    memo->flags = copied ? a->flags : 0;
+    memo->stride = copied ? a->strides[ndim - 1] : 0;
+}
+
+/* A fresh view of the memo's noted numpy.ndarray view, made from its copy as
+ * numpy.ndarray.view makes it (step_row_fresh's way: PyArray_NewFromDescr over the same
+ * data, shape, strides, flags and descr, then PyArray_SetBaseObject with the collapsed
+ * base). A new reference; NULL without an exception where the array came out otherwise
+ * (the caller makes it from the view then), NULL with one on error. */
+static PyObject *scope_memo_fresh(const ScopeMemo *memo) {
+    Py_ssize_t ndim = (Py_ssize_t)(memo->top_ndim & 7);
+    Py_ssize_t dims[SIGNATURE_DIMS], strides[SIGNATURE_DIMS];
+    Py_ssize_t stride = memo->stride;
+    for (Py_ssize_t k = ndim - 1; k >= 0; k--) {
+        dims[k] = (Py_ssize_t)memo->dims[k];
+        strides[k] = stride;
+        stride *= dims[k];
+    }
+    PyObject *descr = memo->descr, *base = memo->base;
+    int flags = memo->flags;
+    Py_INCREF(descr); /* taken by PyArray_NewFromDescr */
+    PyObject *out = hit_api->new_from_descr(hit_api->ndarray, descr, (int)ndim, dims, strides,
+                                            memo->data, flags, NULL);
+    if (out == NULL) return NULL;
+    Py_INCREF(base); /* taken by PyArray_SetBaseObject */
+    if (hit_api->set_base(out, base) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    const ArenaNdArray *made = (const ArenaNdArray *)out;
+    if (made->flags == flags && made->descr == descr && made->base == base) return out;
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* The entry `cache` holds under (top, specs) (a new reference), with the request's hash
+ * where the dict was probed (left as is, -1 from the caller, where the memo's entry served);
  * NULL without an exception where the Python path must serve the request (a miss, a
  * request that is not plain), NULL with one on error. `*known` tells whether it was found
- * through `memo`'s key. The caller holds `cache` and `top`. */
+ * through `memo`'s key (1), or is the entry the memo noted in the dict's current state (2). The caller holds `cache` and `top`. */
 static PyObject *scope_look_up(PyObject *cache, PyObject *top, Py_ssize_t at, PyObject *specs,
                                ScopeMemo *memo, Py_hash_t *hash_out, int *known) {
     PyObject *key = memo->key, *entry;
     *known = 0;
-    if (key != NULL && memo->top == at &&
-        plain_request_is(&memo->sig, PyTuple_GET_ITEM(key, 1), specs)) {
-        *hash_out = memo->hash;
+    if (key != NULL && memo->top_ndim >> 3 == (uint64_t)at && scope_request_is(memo, specs)) {
         *known = 1;
 #if STEP_MEMO
         uint64_t seen = ((PyDictObject *)cache)->ma_version_tag;
         if (memo->entry != NULL && memo->cache == cache && memo->version == seen) {
+            /* The hash (on the memo's third line) is not read: -1, the caller's "unknown" */
+            *known = 2;
             Py_INCREF(memo->entry); /* the dict in that state maps key to it */
             return memo->entry;
         }
 #endif
+        *hash_out = memo->hash;
         /* Held: the lookup may run code (another key's __eq__) that replaces the memo's. */
         Py_INCREF(key);
 #if PY_VERSION_HEX < 0x030D0000
@@ -1730,6 +1869,7 @@ static PyObject *scope_look_up(PyObject *cache, PyObject *top, Py_ssize_t at, Py
             memo->cache = cache;
             memo->version = seen;
             memo->entry = entry;
+            memo->views = NULL; /* noted again from this entry, by a hit through it */
         }
 #endif
         Py_XINCREF(entry);
@@ -1820,8 +1960,10 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     ArenaSlotCount calls = {NULL, 0};
     PyObject *kept = entry == NULL ? NULL : FIELD(entry, prepared_key);
     /* Found by the memo's key, the dtypes are the very objects remembered. */
+    /* The memo's key is an exact tuple of two (scope_remember took it so; the memo holds
+     * it): not read again where the entry's key is it. */
     if (entry == NULL || !Py_IS_TYPE(entry, prepared_type) || kept == NULL ||
-        !PyTuple_CheckExact(kept) || PyTuple_GET_SIZE(kept) != 2 ||
+        (kept != memo->key && (!PyTuple_CheckExact(kept) || PyTuple_GET_SIZE(kept) != 2)) ||
         (!known && !hit_api->same_classes(PyTuple_GET_ITEM(kept, 1), specs))) {
         PyErr_Clear(); /* a miss, or an unhashable dtype: the Python path explains */
         goto done;
@@ -1830,7 +1972,9 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     if (self->slot != slot || FIELD(slot, slot_buffer) != buffer ||
         FIELD(slot, slot_stack) != stack || FIELD(stack, stack_top) != top)
         goto done;
-    if (memo->key != kept) scope_remember(memo, kept, hash, at, specs);
+    /* (A hash of -1: found through the memo's key, the key's hash not read; the entry's
+     * key, if another, is not remembered then.) */
+    if (memo->key != kept && hash != -1) scope_remember(memo, kept, hash, at, specs);
     PyObject *required = FIELD(entry, prepared_required);
     PyObject *views = FIELD(entry, prepared_views);
     Py_ssize_t count = PyTuple_GET_SIZE(specs);
@@ -1839,8 +1983,12 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     Py_ssize_t held_in = arena_exact_size(self->held);
     Py_ssize_t load = arena_exact_size(FIELD(slot, slot_load));
     Py_ssize_t high = arena_exact_size(FIELD(slot, slot_plain_high));
+    /* The views noted on the memo's second line (an exact list of one view: the
+     * request's one), read from there: not the list, nor (NumPy's copy) the view. */
+    int noted = known == 2 && memo->key == kept && views != NULL && memo->views == views &&
+                count == 1;
     if (reach < at || below < 0 || held_in < 0 || load < 0 || high < 0 || views == NULL ||
-        !PyList_CheckExact(views) || PyList_GET_SIZE(views) != count ||
+        (!noted && (!PyList_CheckExact(views) || PyList_GET_SIZE(views) != count)) ||
         FIELD(slot, slot_calls) == NULL || held_in > PY_SSIZE_T_MAX - below)
         goto done;
     /* The live bytes before the request, counted from the regions' own figures as
@@ -1852,8 +2000,17 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     /* The bookkeeping first (nothing installed yet): LOAD and the plain high-water mark
      * must already cover this request, else Slot.note_load in Python. */
     if (load < live_in + total || high < reach) goto done;
-    if (memo->key == kept && memo->required == reach && memo->live_in == live_in &&
-        memo->held_in == held_in && memo->live_out != NULL && memo->held_out != NULL) {
+    if (live_in + total == reach && held_in + total == reach) {
+        /* Both new counts are the request's end (a scope at the slot's bottom with no
+         * region under it: its views' bytes are all below its end): the entry's own int,
+         * which the slot's top and the scope's end take anyway, is them; no other int
+         * object is touched (a new one per top would be a cache line of its own). */
+        live = required;
+        held = required;
+        Py_INCREF(live);
+        Py_INCREF(held);
+    } else if (memo->key == kept && memo->required == reach && memo->live_in == live_in &&
+               memo->held_in == held_in && memo->live_out != NULL && memo->held_out != NULL) {
         live = memo->live_out;
         held = memo->held_out;
         Py_INCREF(live);
@@ -1875,20 +2032,43 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
             Py_XDECREF(old_held);
         }
     }
-    /* Held while fresh views are made: that may run code that sweeps the cache. */
-    Py_INCREF(views);
-    out = PyList_New(count);
-    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
-        PyObject *view = PyList_GET_ITEM(views, i);
+    if (noted) {
+        /* The one view, held while its fresh view is made (that may run code that sweeps
+         * the cache); NumPy's from the copy (no Python code: an exact ndarray). */
+        PyObject *view = memo->view, *made = NULL;
+        out = PyList_New(1);
+        if (out == NULL) goto error;
         if (fresh == Py_None) {
-            Py_INCREF(view);
-        } else if ((view = hit_api->fresh_view(fresh, view)) == NULL) {
-            Py_CLEAR(out);
-            break;
+            made = Py_NewRef(view);
+        } else {
+            if (memo->copied && fresh == hit_api->ndarray_view) made = scope_memo_fresh(memo);
+            if (made == NULL && !PyErr_Occurred()) {
+                Py_INCREF(view);
+                made = hit_api->fresh_view(fresh, view);
+                Py_DECREF(view);
+            }
         }
-        PyList_SET_ITEM(out, i, view);
+        if (made == NULL) goto error;
+        PyList_SET_ITEM(out, 0, made);
+    } else {
+        /* Noted where the entry came from the memo's dict state (known 2): while the dict
+         * stays in it, the entry lives on, and with it these views (never replaced). */
+        if (known == 2 && memo->key == kept) scope_note_views(memo, views);
+        /* Held while fresh views are made: that may run code that sweeps the cache. */
+        Py_INCREF(views);
+        out = PyList_New(count);
+        for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
+            PyObject *view = PyList_GET_ITEM(views, i);
+            if (fresh == Py_None) {
+                Py_INCREF(view);
+            } else if ((view = hit_api->fresh_view(fresh, view)) == NULL) {
+                Py_CLEAR(out);
+                break;
+            }
+            PyList_SET_ITEM(out, i, view);
+        }
+        Py_DECREF(views);
     }
-    Py_DECREF(views);
     if (out == NULL) goto error;
     if (self->slot != slot || FIELD(slot, slot_buffer) != buffer ||
         FIELD(slot, slot_stack) != stack || FIELD(stack, stack_top) != top ||

@@ -118,6 +118,33 @@ def test_the_same_request_at_the_same_top_from_other_counts_accounts_for_each(
     assert b_base == a_end - b_held > 0 and a_held == a_end  # the same top, other counts
 
 
+def test_the_live_bytes_count_the_scopes_below_where_the_held_bytes_are_the_end(
+    hit_path: str,
+) -> None:
+    """A scope at the slot's bottom holds its views' bytes up to its end; the compiled hit
+    then installs the request's end as its held and live bytes where both are it. An outer
+    scope whose held figure says it holds bytes (written here: no request makes that state)
+    counts in the live bytes all the same, as RegionStack.settle counts them."""
+    request = ((16,), F32)
+    seen = []
+    with Arena("cpu", framework="numpy") as ws:
+        ws.reserve_bytes(1 << 16)
+        with ws.scope() as big:
+            big.get_simultaneous(((4096,), F32))  # LOAD covers what follows
+        ws.lock()
+        for _ in range(4):
+            with ws.scope() as outer, ws.scope() as inner:
+                outer.held = 64  # a figure no request made: counted below the inner scope
+                inner.get_simultaneous(request)
+                slot = inner.slot
+                assert slot is not None
+                seen.append((slot.stack.top, slot.stack.live, inner.end, inner.held))
+                outer.held = 0
+    assert seen[1:] == seen[:1] * 3
+    top, live, end, held = seen[0]
+    assert top == end == held > 0 and live == held + 64
+
+
 def test_a_hit_is_refused_where_the_checked_path_must_run(
     hit_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
