@@ -17,7 +17,7 @@ def test_a_numpy_int_size_is_refused_naming_the_int_to_pass() -> None:
     # library.py check_nbytes #10 (plain_int_fix(None)): a NumPy integer's size was
     # refused without the fix (pass int(...) of it).
     with Arena("cpu", framework="numpy") as ws, pytest.raises(SpecError) as caught:
-        ws.get_library_workspace("k", np.int64(64))
+        ws.get_library_workspace("k", np.int64(64))  # type: ignore[arg-type]
     assert str(caught.value).endswith("(int64 is not a Python int: pass int(...) of it, 64)"), (
         caught.value
     )
