@@ -12,7 +12,6 @@ views layer's compiled hit (whose C-API it uses) is not in use.
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
@@ -22,24 +21,7 @@ from arena.slots.slot import Buffer, Slot
 from arena.slots.stack import RegionStack
 from arena.views import hit
 from arena.views.prepared import Prepared
-
-
-class _Extension:
-    """A stand-in for ``arena.planning._region_hit`` that records what ``bind`` is given."""
-
-    def __init__(self) -> None:
-        self.bound: list[tuple[Any, ...]] = []
-
-    def bind(self, *classes: Any) -> None:
-        self.bound.append(classes)
-
-
-def _loader(answer: tuple[Any, str], asked: list[str]) -> Any:
-    def load_extension(name: str) -> tuple[Any, str]:
-        asked.append(name)
-        return answer
-
-    return load_extension
+from tests.extensions import RecordingExtension, recording_loader
 
 
 def test_without_the_views_layers_compiled_hit_nothing_is_loaded_and_its_reason_is_given(
@@ -48,7 +30,9 @@ def test_without_the_views_layers_compiled_hit_nothing_is_loaded_and_its_reason_
     asked: list[str] = []
     monkeypatch.setattr(hit, "compiled", None)
     monkeypatch.setattr(hit, "WHY_PYTHON", "the extension arena.views._hit is not built")
-    monkeypatch.setattr(region_hit, "load_extension", _loader((_Extension(), ""), asked))
+    monkeypatch.setattr(
+        region_hit, "load_extension", recording_loader((RecordingExtension(), ""), asked)
+    )
     assert region_hit._load() == (None, "the extension arena.views._hit is not built")
     assert asked == []
 
@@ -57,9 +41,9 @@ def test_the_region_hit_extension_is_loaded_by_name_and_bound_to_the_lower_layer
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     asked: list[str] = []
-    extension = _Extension()
+    extension = RecordingExtension()
     monkeypatch.setattr(hit, "compiled", SimpleNamespace())
-    monkeypatch.setattr(region_hit, "load_extension", _loader((extension, ""), asked))
+    monkeypatch.setattr(region_hit, "load_extension", recording_loader((extension, ""), asked))
     assert region_hit._load() == (extension, "")
     assert asked == ["arena.planning._region_hit"]
     assert extension.bound == [(Slot, RegionStack, Buffer, Prepared, Governor)]
@@ -71,7 +55,7 @@ def test_a_region_hit_extension_that_is_not_built_is_left_out_with_its_reason(
     asked: list[str] = []
     why = "the extension arena.planning._region_hit is not built"
     monkeypatch.setattr(hit, "compiled", SimpleNamespace())
-    monkeypatch.setattr(region_hit, "load_extension", _loader((None, why), asked))
+    monkeypatch.setattr(region_hit, "load_extension", recording_loader((None, why), asked))
     assert region_hit._load() == (None, why)
     assert asked == ["arena.planning._region_hit"]
 

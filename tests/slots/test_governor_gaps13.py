@@ -8,18 +8,8 @@ from typing import Any
 
 import pytest
 
-from arena import Arena
 from arena.slots.governor import Governor
-
-F32 = "float32"
-
-
-def arena(locked: bool) -> Arena:
-    ws = Arena("cpu", framework="numpy")
-    ws.get_simultaneous(((8,), F32))
-    if locked:
-        ws.lock()
-    return ws
+from tests.slots.test_switch_threads import arena
 
 
 def test_an_unlocked_block_on_an_unlocked_arena_announces_nothing() -> None:

@@ -22,32 +22,15 @@ from arena.slots.stack import RegionStack
 from arena.views import hit
 from arena.views.plan import _closure
 from arena.views.prepared import Prepared, prepare
-
-
-class _Extension:
-    """A stand-in for ``arena.views._hit`` that records what ``bind`` is given."""
-
-    def __init__(self) -> None:
-        self.bound: list[tuple[Any, ...]] = []
-
-    def bind(self, *classes: Any) -> None:
-        self.bound.append(classes)
-
-
-def _loader(answer: tuple[Any, str], asked: list[str]) -> Any:
-    def load_extension(name: str) -> tuple[Any, str]:
-        asked.append(name)
-        return answer
-
-    return load_extension
+from tests.extensions import RecordingExtension, recording_loader
 
 
 def test_the_hit_extension_is_loaded_by_name_and_bound_to_the_lower_layers_classes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     asked: list[str] = []
-    extension = _Extension()
-    monkeypatch.setattr(hit, "load_extension", _loader((extension, ""), asked))
+    extension = RecordingExtension()
+    monkeypatch.setattr(hit, "load_extension", recording_loader((extension, ""), asked))
     module, why = hit._load()
     assert module is cast(Any, extension)
     assert why == ""
@@ -67,7 +50,7 @@ def test_a_hit_extension_that_is_not_built_is_left_out_with_its_reason(
 ) -> None:
     asked: list[str] = []
     why = "the extension arena.views._hit is not built"
-    monkeypatch.setattr(hit, "load_extension", _loader((None, why), asked))
+    monkeypatch.setattr(hit, "load_extension", recording_loader((None, why), asked))
     assert hit._load() == (None, why)
     assert asked == ["arena.views._hit"]
 
