@@ -9,6 +9,7 @@ installs torch and JAX, so none is skipped there).
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import re
 import subprocess
@@ -181,3 +182,27 @@ def test_the_mutation_sample_counts_without_a_size_or_seed() -> None:
             check=False,
         )
         assert done.returncode == 2 and said in done.stderr, (args, done.stderr)
+
+
+def test_the_mutation_sample_enlarges_a_draw_only_with_names_it_left_out() -> None:
+    """``--exclude`` (docs/testing.md, enlarging a sample): the names of an earlier draw are
+    left out before the new one, and a draw naming mutants the module no longer has is
+    refused (the module changed: the old sample is stale)."""
+    loader = importlib.machinery.SourceFileLoader(
+        "_mutation_sample", str(ROOT / "scripts" / "mutation-sample")
+    )
+    spec = importlib.util.spec_from_loader("_mutation_sample", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    names = [f"m__mutmut_{i}" for i in range(1, 8)]
+    assert module.left_out(names, ["m__mutmut_2", "m__mutmut_5"]) == [
+        "m__mutmut_1",
+        "m__mutmut_3",
+        "m__mutmut_4",
+        "m__mutmut_6",
+        "m__mutmut_7",
+    ]
+    assert module.left_out(names, []) == names
+    with pytest.raises(ValueError, match=r"1 of the names drawn before .*'gone__mutmut_1'"):
+        module.left_out(names, ["m__mutmut_1", "gone__mutmut_1"])
