@@ -178,7 +178,12 @@ def test_the_default_wrap_leaves_a_device_cupy_does_not_see_to_torch(
     cupy = with_arrays(fake_cupy(count=1))  # sees cuda:0 only
     torch = fake_torch(count=2)
     made: list[tuple[Any, Any]] = []
-    torch.as_tensor = lambda data, device: made.append((data, device)) or "tensor"  # type: ignore[attr-defined]
+
+    def as_tensor(data: Any, device: Any) -> str:
+        made.append((data, device))
+        return "tensor"
+
+    torch.as_tensor = as_tensor  # type: ignore[attr-defined]
     install(monkeypatch, cupy=cupy, torch=torch)
     keeper = object()
     assert cudavm._wrap_device_memory(0x10000, 4096, keeper, CUDA1) == "tensor"
