@@ -80,26 +80,48 @@ def parse_device(device: Any) -> Device:
     if isinstance(device, int):
         return _cuda(device, device)
     kind = type(device)
-    if kind.__module__ == "torch" and kind.__name__ == "device":
-        return parse_device(str(device))
     if kind.__module__.startswith("cupy") and isinstance(getattr(device, "id", None), int):
         return _cuda(device.id, device)
-    if isinstance(device, str):
-        text = device.strip().lower()
-        if text in _HOST_NAMES:
-            return CPU
-        # isdecimal, not isdigit: int() refuses digits such as "²" that isdigit accepts.
-        host, _, ordinal = text.partition(":")
-        if host in _HOST_NAMES and ordinal.isdecimal():
-            if int(ordinal) == 0:
-                return CPU  # torch.device("cpu", 0) prints as "cpu:0"
-            raise DeviceError(f"the host is one device, got {device!r}; use 'cpu' (or 'cpu:0')")
-        if text in {"cuda", "gpu"}:
-            return Device("cuda", 0)
-        for prefix in ("cuda:", "gpu:"):
-            if text.startswith(prefix) and text[len(prefix) :].isdecimal():
-                return Device("cuda", int(text[len(prefix) :]))
+    if kind.__module__ == "torch" and kind.__name__ == "device":
+        text = str(device)  # parsed as its text; the errors name the torch.device
+    elif isinstance(device, str):
+        text = device
+    else:
+        raise DeviceError(_message(device))
+    text = text.strip().lower()
+    if text in _HOST_NAMES:
+        return CPU
+    # isdecimal, not isdigit: int() refuses digits such as "²" that isdigit accepts.
+    host, _, ordinal = text.partition(":")
+    if host in _HOST_NAMES and ordinal.isdecimal():
+        if _ordinal(ordinal, device) == 0:
+            return CPU  # torch.device("cpu", 0) prints as "cpu:0"
+        raise DeviceError(f"the host is one device, got {device!r}; use 'cpu' (or 'cpu:0')")
+    if text in {"cuda", "gpu"}:
+        return Device("cuda", 0)
+    for prefix in ("cuda:", "gpu:"):
+        if text.startswith(prefix) and text[len(prefix) :].isdecimal():
+            return Device("cuda", _ordinal(text[len(prefix) :], device))
     raise DeviceError(_message(device))
+
+
+def _ordinal(digits: str, device: Any) -> int:
+    """The ordinal ``digits`` (decimal) of ``device`` spell.
+
+    Raises
+    ------
+    DeviceError
+        Where int() refuses them: more digits than ``sys.get_int_max_str_digits()``.
+    """
+    try:
+        return int(digits)
+    except ValueError:
+        shown = f"{str(device)[:24]!r}..."  # its thousands of digits are not repeated
+        raise DeviceError(
+            f"cannot understand device {shown} ({type(device).__name__}): its ordinal has "
+            f"{len(digits)} digits, more than int() reads; use 'cuda:N' with a device's "
+            "ordinal, e.g. 'cuda:0'"
+        ) from None
 
 
 def _cuda(index: int, original: Any) -> Device:

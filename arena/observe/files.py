@@ -120,7 +120,9 @@ def open_append(path: str | os.PathLike[str]) -> int:
     return descriptor
 
 
-def exclusive(path: str | os.PathLike[str], action: Callable[[], T]) -> T:
+def exclusive(  # noqa: PLR0915 (no call out of the frame in the cleanup: see below)
+    path: str | os.PathLike[str], action: Callable[[], T]
+) -> T:
     """Return ``action()``, called with an exclusive ``flock`` held on the lock file
     ``path``; the lock file is removed when done, however the call ends.
 
@@ -140,7 +142,11 @@ def exclusive(path: str | os.PathLike[str], action: Callable[[], T]) -> T:
     interrupt landed at its ``yield``) or the file behind. One interrupted while waiting
     for the lock removes the file if it then takes the lock at once (another writer that
     holds it removes it when done); one interrupted as ``os.open`` returns (the
-    descriptor not yet stored) opens the file again and removes it where no one holds it.
+    descriptor not yet stored) opens the file again and removes it where no one holds it
+    (the descriptor that os.open returned stays open, never locked: nothing waits on it).
+    A second interrupt while the cleanup of the first runs still closes the descriptor,
+    releasing its lock; the lock file may then stay, free, for the next writer to take
+    and remove.
 
     Raises
     ------
@@ -178,33 +184,41 @@ def exclusive(path: str | os.PathLike[str], action: Callable[[], T]) -> T:
         locked = True
         return action()
     finally:
-        if opening and descriptor < 0:
-            # Stopped at os.open: a signal handled as it returned (before the store) loses
-            # the descriptor of the file it may have created. Opened again, never created,
-            # the file is removed below where it is free: a lock file no one holds is no
-            # writer's (each checks, once it holds the lock, that the path still names it).
-            try:
-                descriptor = os.open(path, os.O_RDWR | _NONBLOCK)
-            except OSError:  # gone, or not ours to open
-                pass
-        if descriptor >= 0:
-            if not locked:  # stopped while waiting: remove it only as its holder
+        try:
+            if opening and descriptor < 0:
+                # Stopped at os.open: a signal handled as it returned (before the store) loses
+                # the descriptor of the file it may have created. Opened again, never created,
+                # the file is removed below where it is free: a lock file no one holds is no
+                # writer's (each checks, once it holds the lock, that the path still names it).
                 try:
-                    mine = os.fstat(descriptor)
-                    if stat.S_ISREG(mine.st_mode):  # never a FIFO or device put there
-                        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                        now = os.stat(path)
-                        locked = (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino)
-                except OSError:  # held by another writer (or gone): it removes its own
+                    descriptor = os.open(path, os.O_RDWR | _NONBLOCK)
+                except OSError:  # gone, or not ours to open
                     pass
-            if locked:
-                # Removed only while the path still names the file this holder locked: a
-                # file put in its place meanwhile (the lock file deleted by hand, and a new
-                # writer's made and locked) is that writer's to remove.
-                try:  # a read-only directory keeps it
-                    ours, there = os.fstat(descriptor), os.stat(path)
-                    if (there.st_dev, there.st_ino) == (ours.st_dev, ours.st_ino):
-                        os.unlink(path)
-                except OSError:
-                    pass
-            os.close(descriptor)  # releases the flock, after the unlink
+            if descriptor >= 0:
+                if not locked:  # stopped while waiting: remove it only as its holder
+                    try:
+                        mine = os.fstat(descriptor)
+                        if stat.S_ISREG(mine.st_mode):  # never a FIFO or device put there
+                            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                            now = os.stat(path)
+                            locked = (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino)
+                    except OSError:  # held by another writer (or gone): it removes its own
+                        pass
+                if locked:
+                    # Removed only while the path still names the file this holder locked: a
+                    # file put in its place meanwhile (the lock file deleted by hand, and a
+                    # new writer's made and locked) is that writer's to remove.
+                    try:  # a read-only directory keeps it
+                        ours, there = os.fstat(descriptor), os.stat(path)
+                        if (there.st_dev, there.st_ino) == (ours.st_dev, ours.st_ino):
+                            os.unlink(path)
+                    except OSError:
+                        pass
+        finally:
+            # Closed even where a second interrupt (a signal while the first one's cleanup
+            # runs: Ctrl-C pressed twice) stops the lines above: a descriptor left open holds
+            # its flock for the rest of the process, and every writer waits on it for good,
+            # this process too (its next lock is on another descriptor). At worst the lock
+            # file stays, which the next writer locks and removes.
+            if descriptor >= 0:
+                os.close(descriptor)  # releases the flock, after the unlink

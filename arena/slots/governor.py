@@ -205,6 +205,28 @@ class Governor:
             return self.locked
         return not self.locked or (in_place is not None and self.in_place != in_place)
 
+    def needs_entry_switch(self, token: object, locked: bool, in_place: bool | None) -> bool:
+        """:meth:`needs_switch` for the switch a block makes on entry (called under the
+        mutex by its ``lock()`` or ``unlock()``). A block entered by another thread
+        between this block's record and its switch found the state before the switch,
+        the one it would restore while this block is still active: that state becomes
+        what this switch makes of it (the block entered after takes it as found, as it
+        would have had this switch come first), and this block switches nothing (the
+        state of the last entered holds)."""
+        blocks = self.blocks
+        at = _index(blocks, token)
+        if self.closed or at < 0 or at + 1 == len(blocks):
+            return self.needs_switch(token, locked, in_place)
+        following, was_locked, was_in_place, thread = blocks[at + 1]
+        if locked:
+            kept = was_locked and (in_place is None or was_in_place == in_place)
+        else:
+            kept = not was_locked
+        if not kept:
+            handed = (following, locked, locked and bool(in_place), thread)
+            self.blocks = (*blocks[: at + 1], handed, *blocks[at + 2 :])
+        return False
+
     def leave_block(self, token: object) -> tuple[bool, bool] | None:
         """End the block ``token`` (nothing for one not active): the state it found
         comes back once the blocks entered after it ended too. None when the block is
@@ -495,7 +517,7 @@ class StateSwitch(Generic[_T]):
         slots = self._slots
         governor = slots.governor
         governor.enter_block(token)
-        self._put(token, self._locked, None)
+        self._put(token, self._locked, None, entry=True)
 
     def _restore(self, token: object) -> None:
         """End the block ``token`` (:meth:`Governor.leave_block`), bringing the arena
@@ -509,14 +531,16 @@ class StateSwitch(Generic[_T]):
         while (state := governor.leave_block(token)) is not None:
             self._put(token, *state)
 
-    def _put(self, token: object, locked: bool, in_place: bool | None) -> None:
+    def _put(self, token: object, locked: bool, in_place: bool | None, entry: bool = False) -> None:
         """``lock(in_place)`` or ``unlock()`` while the block ``token`` wants it
-        (:meth:`Governor.needs_switch`, checked under the mutex by the call itself)."""
+        (:meth:`Governor.needs_switch`, or :meth:`Governor.needs_entry_switch` for the
+        switch on ``entry``, checked under the mutex by the call itself)."""
         slots = self._slots
         governor = slots.governor
+        needs = governor.needs_entry_switch if entry else governor.needs_switch
 
         def wanted() -> bool:
-            return governor.needs_switch(token, locked, in_place)
+            return needs(token, locked, in_place)
 
         try:
             if locked:

@@ -1,0 +1,110 @@
+"""Hostile round 44 on the lock-state blocks (docs/overview.md, "Lock-state blocks"):
+a block's record and its switch are two steps, so another thread's block can be entered
+between them. That block found the state before the first block's switch, and restored
+it at its end although the first block was still active: a ``ws.locked()`` block went on
+with the arena unlocked (growth allowed inside it), unlike the same blocks a moment
+later, where the first had switched already."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from arena import Arena
+from arena.slots.governor import Governor
+from tests.gates import TIMEOUT
+
+F32 = "float32"
+
+
+Gates = tuple[threading.Event, threading.Event]
+
+
+@pytest.fixture
+def paused_entry(monkeypatch: pytest.MonkeyPatch) -> Iterator[Gates]:
+    """Hold the thread named "first" between its block's record and its switch:
+    ``recorded`` is set there, and it goes on once ``go`` is set."""
+    recorded, go = threading.Event(), threading.Event()
+    enter = Governor.enter_block
+
+    def enter_block(self: Governor, token: object) -> None:
+        enter(self, token)
+        if threading.current_thread().name == "first":
+            recorded.set()
+            assert go.wait(TIMEOUT)
+
+    monkeypatch.setattr(Governor, "enter_block", enter_block)
+    yield recorded, go
+    go.set()
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "was_locked"),
+    [
+        ("locked", "unlocked", False),
+        ("locked", "locked", False),
+        ("unlocked", "locked", True),
+        ("unlocked", "unlocked", True),
+    ],
+)
+@pytest.mark.parametrize("second_ends_first", [True, False])
+def test_a_block_entered_between_another_blocks_record_and_switch(
+    paused_entry: Gates,
+    first: str,
+    second: str,
+    was_locked: bool,
+    second_ends_first: bool,
+) -> None:
+    """Thread "first" enters its block and is held after the record, before the switch;
+    the main thread enters a block of its own; then "first" switches (its block is not the
+    last entered: nothing to switch) and reaches its body. When the main thread's block
+    ends, the first block is the last active one, and its state holds, as it would had it
+    switched before the second was entered; after both, the state before them."""
+    recorded, go = paused_entry
+    ws = Arena("cpu", framework="numpy")
+    ws.get_simultaneous(((8,), F32))
+    if was_locked:
+        ws.lock()
+    inside, leave, left = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            with getattr(ws, first)():
+                inside.set()
+                assert leave.wait(TIMEOUT)
+                seen["last"] = bool(ws.is_locked)
+        except BaseException as error:  # handed to the test
+            seen["error"] = error
+        finally:
+            inside.set()
+            left.set()
+
+    thread = threading.Thread(target=run, name="first")
+    thread.start()
+    assert recorded.wait(TIMEOUT)
+    block = getattr(ws, second)()
+    block.__enter__()
+    go.set()
+    assert inside.wait(TIMEOUT)
+    assert bool(ws.is_locked) == (second == "locked")  # the last entered holds
+    if second_ends_first:
+        block.__exit__(None, None, None)
+        assert bool(ws.is_locked) == (first == "locked")  # the first is the last active
+        leave.set()
+        assert left.wait(TIMEOUT)
+        thread.join(TIMEOUT)
+        assert seen.get("last") == (first == "locked")
+    else:
+        leave.set()
+        assert left.wait(TIMEOUT)
+        thread.join(TIMEOUT)
+        assert bool(ws.is_locked) == (second == "locked")
+        block.__exit__(None, None, None)
+    assert "error" not in seen
+    assert bool(ws.is_locked) == was_locked
+    assert ws._governor.blocks == ()
+    ws.close()
