@@ -350,8 +350,7 @@ static PyObject *bind_rows(PyObject *module, PyObject *type) {
 static inline PyObject *fresh_of_row(const StepRow *row, PyObject *fresh, PyObject *view) {
 #if STEP_ROWS
     if (row != NULL && row->descr != NULL && fresh == hit_api->ndarray_view && fresh != NULL) {
-        PyObject *out = step_row_fresh(row, hit_api->ndarray, hit_api->new_from_descr,
-                                       hit_api->set_base);
+        PyObject *out = step_row_fresh(row, hit_api);
         if (out != NULL || PyErr_Occurred()) return out;
     }
 #else
@@ -1756,58 +1755,41 @@ static void scope_remember(ScopeMemo *memo, PyObject *kept, Py_hash_t hash, Py_s
     Py_XDECREF(old.held_out);
 }
 
-/* NumPy's flag bits read here (numpy/ndarraytypes.h; the same in NumPy 1 and 2). */
-#define SCOPE_OWNDATA 0x0004
-#define SCOPE_WARN_ON_WRITE (1U << 31)
-
 /* Note on `memo`'s second line the entry's views `views` (read from the entry just now),
  * where the memo's key has a signature and the list is an exact list of one view, with
- * NumPy's copy of an exact numpy.ndarray view whose shape is the signature's, whose
- * strides are C order from its last and whose fresh view's base collapse is found
- * without warnings to propagate (as _rows.c's copy_ndarray walks it ahead). Plain
- * stores, no Python code. */
+ * NumPy's copy of an exact numpy.ndarray view (view_copy_take, _view_copy.h: the
+ * signature's shape, the fresh view's base collapse found without warnings to propagate)
+ * whose strides are C order from its last. Plain stores, no Python code. */
 static void scope_note_views(ScopeMemo *memo, PyObject *views) {
     if (memo->dtype == NULL || !PyList_CheckExact(views) || PyList_GET_SIZE(views) != 1) return;
     PyObject *view = PyList_GET_ITEM(views, 0);
     Py_ssize_t ndim = (Py_ssize_t)(memo->top_ndim & 7);
-    int copied = 0;
-    PyObject *base = view;
+    ViewCopy copy = {NULL, NULL, NULL, 0};
+    int copied = hit_api->ndarray != NULL && Py_IS_TYPE(view, hit_api->ndarray) && ndim > 0 &&
+                 view_copy_take(&copy, view, ndim, memo->dims);
     const ArenaNdArray *a = (const ArenaNdArray *)view;
-    if (hit_api->ndarray != NULL && Py_IS_TYPE(view, hit_api->ndarray) && a->nd == ndim &&
-        ndim > 0 && a->descr != NULL) {
-        Py_ssize_t want = a->strides[ndim - 1];
-        copied = want > 0;
-        for (Py_ssize_t k = ndim - 1; copied && k >= 0; k--) {
-            Py_ssize_t dim = (Py_ssize_t)memo->dims[k];
-            copied = a->dimensions[k] == dim && a->strides[k] == want &&
-                     (dim == 0 || want <= PY_SSIZE_T_MAX / dim);
-            want *= dim;
-        }
-        for (; copied;) {
-            const ArenaNdArray *at = (const ArenaNdArray *)base;
-            if ((unsigned int)at->flags & SCOPE_WARN_ON_WRITE) copied = 0;
-            else if ((at->flags & SCOPE_OWNDATA) || at->base == NULL ||
-                     Py_TYPE(at->base) != Py_TYPE(view))
-                break;
-            else
-                base = at->base;
-        }
+    Py_ssize_t last = copied ? a->strides[ndim - 1] : 0, want = last;
+    copied = copied && last > 0;
+    for (Py_ssize_t k = ndim - 1; copied && k >= 0; k--) {
+        Py_ssize_t dim = (Py_ssize_t)memo->dims[k];
+        copied = a->strides[k] == want && (dim == 0 || want <= PY_SSIZE_T_MAX / dim);
+        want *= dim;
     }
     memo->views = views;
     memo->view = view;
     memo->copied = copied;
-    memo->descr = copied ? a->descr : NULL;
-    memo->base = copied ? base : NULL;
-    memo->data = copied ? a->data : NULL;
-    memo->flags = copied ? a->flags : 0;
-    memo->stride = copied ? a->strides[ndim - 1] : 0;
+    memo->descr = copied ? copy.descr : NULL;
+    memo->base = copied ? copy.base : NULL;
+    memo->data = copied ? copy.data : NULL;
+    memo->flags = copied ? copy.flags : 0;
+    memo->stride = copied ? last : 0;
 }
 
 /* A fresh view of the memo's noted numpy.ndarray view, made from its copy as
- * numpy.ndarray.view makes it (step_row_fresh's way: PyArray_NewFromDescr over the same
- * data, shape, strides, flags and descr, then PyArray_SetBaseObject with the collapsed
- * base). A new reference; NULL without an exception where the array came out otherwise
- * (the caller makes it from the view then), NULL with one on error. */
+ * numpy.ndarray.view makes it (view_copy_fresh, _view_copy.h: the signature's shape, C
+ * order from the noted last stride). A new reference; NULL without an exception where the
+ * array came out otherwise (the caller makes it from the view then), NULL with one on
+ * error. */
 static PyObject *scope_memo_fresh(const ScopeMemo *memo) {
     Py_ssize_t ndim = (Py_ssize_t)(memo->top_ndim & 7);
     Py_ssize_t dims[SIGNATURE_DIMS], strides[SIGNATURE_DIMS];
@@ -1817,21 +1799,8 @@ static PyObject *scope_memo_fresh(const ScopeMemo *memo) {
         strides[k] = stride;
         stride *= dims[k];
     }
-    PyObject *descr = memo->descr, *base = memo->base;
-    int flags = memo->flags;
-    Py_INCREF(descr); /* taken by PyArray_NewFromDescr */
-    PyObject *out = hit_api->new_from_descr(hit_api->ndarray, descr, (int)ndim, dims, strides,
-                                            memo->data, flags, NULL);
-    if (out == NULL) return NULL;
-    Py_INCREF(base); /* taken by PyArray_SetBaseObject */
-    if (hit_api->set_base(out, base) < 0) {
-        Py_DECREF(out);
-        return NULL;
-    }
-    const ArenaNdArray *made = (const ArenaNdArray *)out;
-    if (made->flags == flags && made->descr == descr && made->base == base) return out;
-    Py_DECREF(out);
-    return NULL;
+    return view_copy_fresh(hit_api, memo->descr, memo->base, memo->data, memo->flags, (int)ndim,
+                           dims, strides);
 }
 
 /* The entry `cache` holds under (top, specs) (a new reference), with the request's hash

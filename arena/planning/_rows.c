@@ -74,41 +74,25 @@ static int is_tensor_type(PyTypeObject *type) {
     return arena_is_torch_tensor_type(type, str_module);
 }
 
-/* NumPy's flag bits read here (numpy/ndarraytypes.h; the same in NumPy 1 and 2). */
-#define ROW_OWNDATA 0x0004
-#define ROW_WARN_ON_WRITE (1 << 31)
-
 /* The NumPy copy of the exact ndarray `view` into `row` (whose request copy is filled):
- * where its shape is the request's, its strides fit 32 bits and what its fresh view's base
- * collapses to is found without warnings to propagate. 1 copied, 0 not (no error). */
+ * view_copy_take's (_view_copy.h: the request's shape, the fresh view's base collapse
+ * found without warnings to propagate), where its strides fit 32 bits. 1 copied, 0 not
+ * (no error). */
 static int copy_ndarray(StepRow *row, PyObject *view) {
+    ViewCopy copy;
+    if (!view_copy_take(&copy, view, row->ndim, row->dims)) return 0;
     const StepRowArray *a = (const StepRowArray *)view;
-    if (a->nd != row->ndim || a->descr == NULL) return 0;
     for (Py_ssize_t k = 0; k < row->ndim; k++) {
         Py_ssize_t stride = a->strides[k];
-        if (a->dimensions[k] != (Py_ssize_t)row->dims[k] || stride < INT32_MIN ||
-            stride > INT32_MAX)
-            return 0;
+        if (stride < INT32_MIN || stride > INT32_MAX) return 0;
         row->strides[k] = (int32_t)stride;
     }
-    /* PyArray_SetBaseObject(fresh, view)'s collapse, walked ahead: to the first array of
-     * the chain that owns its data, has no base or whose base is of another type. Given
-     * that object, PyArray_SetBaseObject stops at once: the same base. */
-    PyObject *base = view;
-    for (;;) {
-        const StepRowArray *at = (const StepRowArray *)base;
-        if ((unsigned int)at->flags & (unsigned int)ROW_WARN_ON_WRITE) return 0;
-        if ((at->flags & ROW_OWNDATA) || at->base == NULL ||
-            Py_TYPE(at->base) != Py_TYPE(view))
-            break;
-        base = at->base;
-    }
-    Py_INCREF(a->descr);
-    row->descr = a->descr;
-    Py_INCREF(base);
-    row->base = base;
-    row->data = a->data;
-    row->flags = a->flags;
+    Py_INCREF(copy.descr);
+    row->descr = copy.descr;
+    Py_INCREF(copy.base);
+    row->base = copy.base;
+    row->data = copy.data;
+    row->flags = copy.flags;
     return 1;
 }
 

@@ -29,9 +29,9 @@
  *
  * This header is the planning layer's, beside the two modules that share the layout
  * (_rows.c writes rows, _region_hit.c reads them). It names no NumPy header: the fresh view
- * from a row's copy calls NumPy's C-API through the function pointers its caller passes
- * (_region_hit.c has them from the views layer's C-API, arena/views/_hit_api.h, which
- * alone imports NumPy's).
+ * from a row's copy calls NumPy's C-API through the views layer's C-API its caller passes
+ * (_region_hit.c imports it: arena/views/_hit_api.h, whose _hit alone imports NumPy's).
+ * The copy is taken and the view made as the scope memo's are (_view_copy.h).
  *
  * Up to CPython 3.11 only (ma_version_tag names one state of one dict there; 3.12
  * deprecates it): on later versions no row is noted, and the hit reads the dicts.
@@ -43,6 +43,7 @@
 #include <stdint.h>
 
 #include "../views/_hit_api.h"
+#include "_view_copy.h"
 
 #if PY_VERSION_HEX < 0x030C0000
 #define STEP_ROWS 1
@@ -130,35 +131,18 @@ static inline const StepRow *step_row_of(PyTypeObject *type, PyObject *caches, P
 }
 
 /* A fresh view of the row's NDARRAY view, made from the row's copy as numpy.ndarray.view
- * makes it from the view (PyArray_NewFromDescr over the same data, shape, strides, flags
- * and descr, its base the object the view's chain collapses to: what PyArray_SetBaseObject
- * would make of the view itself). A new reference; NULL without an exception where the
- * array came out otherwise (the caller makes it from the view then), NULL with one on
+ * makes it from the view (view_copy_fresh, _view_copy.h: the row's shape and strides)
+ * through the views layer's C-API `api`. A new reference; NULL without an exception where
+ * the array came out otherwise (the caller makes it from the view then), NULL with one on
  * error. */
-static inline PyObject *step_row_fresh(
-    const StepRow *row, PyTypeObject *ndarray,
-    PyObject *(*new_from_descr)(PyTypeObject *, PyObject *, int, const Py_ssize_t *,
-                                const Py_ssize_t *, void *, int, PyObject *),
-    int (*set_base)(PyObject *, PyObject *)) {
+static inline PyObject *step_row_fresh(const StepRow *row, const ArenaHitAPI *api) {
     Py_ssize_t dims[STEP_ROW_DIMS], strides[STEP_ROW_DIMS];
     for (Py_ssize_t k = 0; k < row->ndim; k++) {
         dims[k] = (Py_ssize_t)row->dims[k];
         strides[k] = (Py_ssize_t)row->strides[k];
     }
-    Py_INCREF(row->descr); /* taken by PyArray_NewFromDescr */
-    PyObject *out = new_from_descr(ndarray, row->descr, (int)row->ndim, dims, strides,
-                                   row->data, row->flags, NULL);
-    if (out == NULL) return NULL;
-    Py_INCREF(row->base); /* taken by PyArray_SetBaseObject */
-    if (set_base(out, row->base) < 0) {
-        Py_DECREF(out);
-        return NULL;
-    }
-    const StepRowArray *made = (const StepRowArray *)out;
-    if (made->flags == row->flags && made->descr == row->descr && made->base == row->base)
-        return out;
-    Py_DECREF(out);
-    return NULL;
+    return view_copy_fresh(api, row->descr, row->base, row->data, row->flags, (int)row->ndim,
+                           dims, strides);
 }
 #endif
 
