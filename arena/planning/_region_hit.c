@@ -583,22 +583,33 @@ static int same_int(PyObject *a, PyObject *b) {
 
 /* Whether `view` stands for a fresh view of the torch tensor `witness` (as
  * arena.planning.runs.same_view): exact torch.Tensor objects whose data start at the same
- * address, read by their data_ptr() methods. 1 where it does, 0 where it does not or where
- * the step changed while they ran (a torch function mode may run Python code: the Python
- * path decides then), -1 on error (cleared: the Python path explains). */
-static int same_tensor(StepHitBase *self, PyObject *view, PyObject *witness) {
+ * address, read by their data_ptr() methods; the witness's read from its step row where
+ * `noted` (step_row_tensor_data: what its data_ptr() returned when noted) is the view's,
+ * saving that call. 1 where it does, 0 where it does not or where the step changed while
+ * they ran (a torch function mode may run Python code: the Python path decides then), -1
+ * on error (cleared: the Python path explains). */
+static int same_tensor(StepHitBase *self, PyObject *view, PyObject *witness, void *noted) {
     if (Py_TYPE(view) != Py_TYPE(witness) || !is_tensor(view)) return 0;
     PyObject *handed = self->handed, *released = self->released, *request = self->request;
     PyObject *ids = self->ids;
     /* Held across the calls: the checks after them compare these very objects. */
     PyObject *held[] = {view, witness, handed, released, request, ids};
     for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) Py_INCREF(held[i]);
-    PyObject *mine = PyObject_VectorcallMethod(str_data_ptr, &view, 1, NULL);
-    PyObject *theirs = mine == NULL ? NULL
-                                    : PyObject_VectorcallMethod(str_data_ptr, &witness, 1, NULL);
-    int same = theirs == NULL ? -1 : 0;
-    if (theirs != NULL && PyLong_CheckExact(mine) && PyLong_CheckExact(theirs))
-        same = same_int(mine, theirs); /* exact ints: no Python code */
+    PyObject *mine = PyObject_VectorcallMethod(str_data_ptr, &view, 1, NULL), *theirs = NULL;
+    int same = mine == NULL ? -1 : 0;
+    /* The witness's data_ptr() as its step row noted it: the same where the view's is
+     * (only an equal address is taken from the row; any other calls the witness's) */
+    if (mine != NULL && noted != NULL && PyLong_CheckExact(mine)) {
+        void *address = PyLong_AsVoidPtr(mine);
+        if (address == NULL) PyErr_Clear();
+        same = address == noted;
+    }
+    if (same == 0) {
+        theirs = PyObject_VectorcallMethod(str_data_ptr, &witness, 1, NULL);
+        same = theirs == NULL ? -1 : 0;
+        if (theirs != NULL && PyLong_CheckExact(mine) && PyLong_CheckExact(theirs))
+            same = same_int(mine, theirs); /* exact ints: no Python code */
+    }
     if (same == 1 && (self->handed != handed || self->released != released ||
                       self->request != request || self->ids != ids))
         same = 0;
@@ -607,6 +618,19 @@ static int same_tensor(StepHitBase *self, PyObject *view, PyObject *witness) {
     Py_XDECREF(theirs);
     for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) Py_DECREF(held[i]);
     return same;
+}
+
+/* The data_ptr() the step row of request index `i` noted for the torch tensor `witness`
+ * (the tensor it holds), or NULL (step_row_tensor_data). */
+static void *noted_data(StepHitBase *self, Py_ssize_t i, PyObject *witness) {
+#if STEP_ROWS
+    return step_row_tensor_data(step_rows_type, self->caches, i, witness);
+#else
+    (void)self;
+    (void)i;
+    (void)witness;
+    return NULL;
+#endif
 }
 
 /* The block of `view` for release(view) (Step.release's hot path): the newest record at
@@ -640,7 +664,7 @@ static PyObject *step_find_block(StepHitBase *self, PyObject *view) {
             /* The newest record at this address: the view's, if any is. */
             PyObject *witness = PyList_GET_ITEM(made, j);
             if (witness != view && !same_ndarray(view, witness) &&
-                same_tensor(self, view, witness) != 1)
+                same_tensor(self, view, witness, noted_data(self, i, witness)) != 1)
                 return NULL;
             PyObject *block = PyLong_FromSsize_t(k + j);
             if (block == NULL) return NULL;

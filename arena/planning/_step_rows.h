@@ -16,7 +16,9 @@
  * one key and entry, a copy of the request (its dtype object and up to STEP_ROW_DIMS
  * dimensions, as the step memo's Signature in _region_hit.c), the entry's views list and view
  * (references held), and for an exact numpy.ndarray what numpy.ndarray.view copies from
- * it (data, flags, strides, dtype descr) and what the fresh view's base collapses to.
+ * it (data, flags, strides, dtype descr) and what the fresh view's base collapses to; for
+ * an exact torch.Tensor its data_ptr(), which a release of a fresh view of it compares
+ * with the fresh view's instead of calling the view's own (step_row_tensor_data).
  *
  * The hit takes a row only while caches[r] is the dict noted in the state noted (one
  * dict, one key, one entry: the dict holds them) and the entry's views are the list
@@ -72,7 +74,7 @@ typedef struct {
     PyObject *view;  /* views[0] (a reference) */
     PyObject *descr; /* NDARRAY: the view's dtype descr (a reference); NULL: no copy */
     PyObject *base;  /* NDARRAY: what a fresh view's base collapses to (a reference) */
-    char *data;      /* NDARRAY: the view's first byte */
+    char *data;      /* NDARRAY: the view's first byte; TENSOR: its data_ptr() (NULL: none) */
     int flags;       /* NDARRAY: the view's flags */
     int kind;        /* STEP_ROW_OTHER, _NDARRAY or _TENSOR */
     int32_t strides[STEP_ROW_DIMS];
@@ -128,6 +130,20 @@ static inline const StepRow *step_row_of(PyTypeObject *type, PyObject *caches, P
         !step_row_request_is(row, specs))
         return NULL;
     return row;
+}
+
+/* The data_ptr() a TENSOR row of the step cache list `caches` (of the type `type`) noted
+ * for the remembered view `witness` at request index `r`: where the row holds that very
+ * tensor (a reference: the same object, whatever the dict's state since), which nothing
+ * points elsewhere in place (the premise above: a front that makes fresh views never hands
+ * it out). NULL otherwise (the caller calls witness.data_ptr()). */
+static inline void *step_row_tensor_data(PyTypeObject *type, PyObject *caches, Py_ssize_t r,
+                                         PyObject *witness) {
+    if (type == NULL || caches == NULL || !Py_IS_TYPE(caches, type)) return NULL;
+    const StepCachesObject *c = (const StepCachesObject *)caches;
+    if (r >= c->nrows) return NULL;
+    const StepRow *row = &c->rows[r];
+    return row->kind == STEP_ROW_TENSOR && row->view == witness ? row->data : NULL;
 }
 
 /* A fresh view of the row's NDARRAY view, made from the row's copy as numpy.ndarray.view
