@@ -5,7 +5,8 @@ offset search behind ``plan_offsets(time_limit=...)`` (MiniMalloc's solver porte
 ``arena/planning/_place.c`` the compiled best-fit placement behind ``plan_offsets``;
 ``arena/planning/_rows.c`` a replayed step's cache list with a row per request index, which
 the compiled step hit of ``arena/planning/_region_hit.c`` reads
-(``arena/planning/_step_rows.h``); ``arena/memory/_host.c`` the
+(``arena/planning/_step_rows.h``, with NumPy's copy of a view that a step row and a scope's
+memo keep in ``arena/planning/_view_copy.h``); ``arena/memory/_host.c`` the
 compiled host allocation behind ``HostSource.allocate`` and a host ledger's compiled
 replace, whose C-API (``arena/memory/_host_api.h``) ``arena/slots/_growth.c``, a slot's
 compiled growth, calls; ``arena/slots/_slot.c`` the
@@ -39,6 +40,7 @@ setup(
                 "arena/slots/_slot_api.h",
                 "arena/base/_fields.h",
                 "arena/planning/_step_rows.h",
+                "arena/planning/_view_copy.h",
             ],
             optional=True,
         ),
@@ -49,7 +51,11 @@ setup(
         Extension(
             "arena.planning._rows",
             ["arena/planning/_rows.c"],
-            depends=["arena/planning/_step_rows.h", "arena/views/_hit_api.h"],
+            depends=[
+                "arena/planning/_step_rows.h",
+                "arena/planning/_view_copy.h",
+                "arena/views/_hit_api.h",
+            ],
             optional=True,
         ),
         Extension(

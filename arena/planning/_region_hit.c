@@ -350,8 +350,7 @@ static PyObject *bind_rows(PyObject *module, PyObject *type) {
 static inline PyObject *fresh_of_row(const StepRow *row, PyObject *fresh, PyObject *view) {
 #if STEP_ROWS
     if (row != NULL && row->descr != NULL && fresh == hit_api->ndarray_view && fresh != NULL) {
-        PyObject *out = step_row_fresh(row, hit_api->ndarray, hit_api->new_from_descr,
-                                       hit_api->set_base);
+        PyObject *out = step_row_fresh(row, hit_api);
         if (out != NULL || PyErr_Occurred()) return out;
     }
 #else
@@ -584,22 +583,33 @@ static int same_int(PyObject *a, PyObject *b) {
 
 /* Whether `view` stands for a fresh view of the torch tensor `witness` (as
  * arena.planning.runs.same_view): exact torch.Tensor objects whose data start at the same
- * address, read by their data_ptr() methods. 1 where it does, 0 where it does not or where
- * the step changed while they ran (a torch function mode may run Python code: the Python
- * path decides then), -1 on error (cleared: the Python path explains). */
-static int same_tensor(StepHitBase *self, PyObject *view, PyObject *witness) {
+ * address, read by their data_ptr() methods; the witness's read from its step row where
+ * `noted` (step_row_tensor_data: what its data_ptr() returned when noted) is the view's,
+ * saving that call. 1 where it does, 0 where it does not or where the step changed while
+ * they ran (a torch function mode may run Python code: the Python path decides then), -1
+ * on error (cleared: the Python path explains). */
+static int same_tensor(StepHitBase *self, PyObject *view, PyObject *witness, void *noted) {
     if (Py_TYPE(view) != Py_TYPE(witness) || !is_tensor(view)) return 0;
     PyObject *handed = self->handed, *released = self->released, *request = self->request;
     PyObject *ids = self->ids;
     /* Held across the calls: the checks after them compare these very objects. */
     PyObject *held[] = {view, witness, handed, released, request, ids};
     for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) Py_INCREF(held[i]);
-    PyObject *mine = PyObject_VectorcallMethod(str_data_ptr, &view, 1, NULL);
-    PyObject *theirs = mine == NULL ? NULL
-                                    : PyObject_VectorcallMethod(str_data_ptr, &witness, 1, NULL);
-    int same = theirs == NULL ? -1 : 0;
-    if (theirs != NULL && PyLong_CheckExact(mine) && PyLong_CheckExact(theirs))
-        same = same_int(mine, theirs); /* exact ints: no Python code */
+    PyObject *mine = PyObject_VectorcallMethod(str_data_ptr, &view, 1, NULL), *theirs = NULL;
+    int same = mine == NULL ? -1 : 0;
+    /* The witness's data_ptr() as its step row noted it: the same where the view's is
+     * (only an equal address is taken from the row; any other calls the witness's) */
+    if (mine != NULL && noted != NULL && PyLong_CheckExact(mine)) {
+        void *address = PyLong_AsVoidPtr(mine);
+        if (address == NULL) PyErr_Clear();
+        same = address == noted;
+    }
+    if (same == 0) {
+        theirs = PyObject_VectorcallMethod(str_data_ptr, &witness, 1, NULL);
+        same = theirs == NULL ? -1 : 0;
+        if (theirs != NULL && PyLong_CheckExact(mine) && PyLong_CheckExact(theirs))
+            same = same_int(mine, theirs); /* exact ints: no Python code */
+    }
     if (same == 1 && (self->handed != handed || self->released != released ||
                       self->request != request || self->ids != ids))
         same = 0;
@@ -608,6 +618,19 @@ static int same_tensor(StepHitBase *self, PyObject *view, PyObject *witness) {
     Py_XDECREF(theirs);
     for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) Py_DECREF(held[i]);
     return same;
+}
+
+/* The data_ptr() the step row of request index `i` noted for the torch tensor `witness`
+ * (the tensor it holds), or NULL (step_row_tensor_data). */
+static void *noted_data(StepHitBase *self, Py_ssize_t i, PyObject *witness) {
+#if STEP_ROWS
+    return step_row_tensor_data(step_rows_type, self->caches, i, witness);
+#else
+    (void)self;
+    (void)i;
+    (void)witness;
+    return NULL;
+#endif
 }
 
 /* The block of `view` for release(view) (Step.release's hot path): the newest record at
@@ -641,7 +664,7 @@ static PyObject *step_find_block(StepHitBase *self, PyObject *view) {
             /* The newest record at this address: the view's, if any is. */
             PyObject *witness = PyList_GET_ITEM(made, j);
             if (witness != view && !same_ndarray(view, witness) &&
-                same_tensor(self, view, witness) != 1)
+                same_tensor(self, view, witness, noted_data(self, i, witness)) != 1)
                 return NULL;
             PyObject *block = PyLong_FromSsize_t(k + j);
             if (block == NULL) return NULL;
@@ -1756,58 +1779,41 @@ static void scope_remember(ScopeMemo *memo, PyObject *kept, Py_hash_t hash, Py_s
     Py_XDECREF(old.held_out);
 }
 
-/* NumPy's flag bits read here (numpy/ndarraytypes.h; the same in NumPy 1 and 2). */
-#define SCOPE_OWNDATA 0x0004
-#define SCOPE_WARN_ON_WRITE (1U << 31)
-
 /* Note on `memo`'s second line the entry's views `views` (read from the entry just now),
  * where the memo's key has a signature and the list is an exact list of one view, with
- * NumPy's copy of an exact numpy.ndarray view whose shape is the signature's, whose
- * strides are C order from its last and whose fresh view's base collapse is found
- * without warnings to propagate (as _rows.c's copy_ndarray walks it ahead). Plain
- * stores, no Python code. */
+ * NumPy's copy of an exact numpy.ndarray view (view_copy_take, _view_copy.h: the
+ * signature's shape, the fresh view's base collapse found without warnings to propagate)
+ * whose strides are C order from its last. Plain stores, no Python code. */
 static void scope_note_views(ScopeMemo *memo, PyObject *views) {
     if (memo->dtype == NULL || !PyList_CheckExact(views) || PyList_GET_SIZE(views) != 1) return;
     PyObject *view = PyList_GET_ITEM(views, 0);
     Py_ssize_t ndim = (Py_ssize_t)(memo->top_ndim & 7);
-    int copied = 0;
-    PyObject *base = view;
+    ViewCopy copy = {NULL, NULL, NULL, 0};
+    int copied = hit_api->ndarray != NULL && Py_IS_TYPE(view, hit_api->ndarray) && ndim > 0 &&
+                 view_copy_take(&copy, view, ndim, memo->dims);
     const ArenaNdArray *a = (const ArenaNdArray *)view;
-    if (hit_api->ndarray != NULL && Py_IS_TYPE(view, hit_api->ndarray) && a->nd == ndim &&
-        ndim > 0 && a->descr != NULL) {
-        Py_ssize_t want = a->strides[ndim - 1];
-        copied = want > 0;
-        for (Py_ssize_t k = ndim - 1; copied && k >= 0; k--) {
-            Py_ssize_t dim = (Py_ssize_t)memo->dims[k];
-            copied = a->dimensions[k] == dim && a->strides[k] == want &&
-                     (dim == 0 || want <= PY_SSIZE_T_MAX / dim);
-            want *= dim;
-        }
-        for (; copied;) {
-            const ArenaNdArray *at = (const ArenaNdArray *)base;
-            if ((unsigned int)at->flags & SCOPE_WARN_ON_WRITE) copied = 0;
-            else if ((at->flags & SCOPE_OWNDATA) || at->base == NULL ||
-                     Py_TYPE(at->base) != Py_TYPE(view))
-                break;
-            else
-                base = at->base;
-        }
+    Py_ssize_t last = copied ? a->strides[ndim - 1] : 0, want = last;
+    copied = copied && last > 0;
+    for (Py_ssize_t k = ndim - 1; copied && k >= 0; k--) {
+        Py_ssize_t dim = (Py_ssize_t)memo->dims[k];
+        copied = a->strides[k] == want && (dim == 0 || want <= PY_SSIZE_T_MAX / dim);
+        want *= dim;
     }
     memo->views = views;
     memo->view = view;
     memo->copied = copied;
-    memo->descr = copied ? a->descr : NULL;
-    memo->base = copied ? base : NULL;
-    memo->data = copied ? a->data : NULL;
-    memo->flags = copied ? a->flags : 0;
-    memo->stride = copied ? a->strides[ndim - 1] : 0;
+    memo->descr = copied ? copy.descr : NULL;
+    memo->base = copied ? copy.base : NULL;
+    memo->data = copied ? copy.data : NULL;
+    memo->flags = copied ? copy.flags : 0;
+    memo->stride = copied ? last : 0;
 }
 
 /* A fresh view of the memo's noted numpy.ndarray view, made from its copy as
- * numpy.ndarray.view makes it (step_row_fresh's way: PyArray_NewFromDescr over the same
- * data, shape, strides, flags and descr, then PyArray_SetBaseObject with the collapsed
- * base). A new reference; NULL without an exception where the array came out otherwise
- * (the caller makes it from the view then), NULL with one on error. */
+ * numpy.ndarray.view makes it (view_copy_fresh, _view_copy.h: the signature's shape, C
+ * order from the noted last stride). A new reference; NULL without an exception where the
+ * array came out otherwise (the caller makes it from the view then), NULL with one on
+ * error. */
 static PyObject *scope_memo_fresh(const ScopeMemo *memo) {
     Py_ssize_t ndim = (Py_ssize_t)(memo->top_ndim & 7);
     Py_ssize_t dims[SIGNATURE_DIMS], strides[SIGNATURE_DIMS];
@@ -1817,21 +1823,8 @@ static PyObject *scope_memo_fresh(const ScopeMemo *memo) {
         strides[k] = stride;
         stride *= dims[k];
     }
-    PyObject *descr = memo->descr, *base = memo->base;
-    int flags = memo->flags;
-    Py_INCREF(descr); /* taken by PyArray_NewFromDescr */
-    PyObject *out = hit_api->new_from_descr(hit_api->ndarray, descr, (int)ndim, dims, strides,
-                                            memo->data, flags, NULL);
-    if (out == NULL) return NULL;
-    Py_INCREF(base); /* taken by PyArray_SetBaseObject */
-    if (hit_api->set_base(out, base) < 0) {
-        Py_DECREF(out);
-        return NULL;
-    }
-    const ArenaNdArray *made = (const ArenaNdArray *)out;
-    if (made->flags == flags && made->descr == descr && made->base == base) return out;
-    Py_DECREF(out);
-    return NULL;
+    return view_copy_fresh(hit_api, memo->descr, memo->base, memo->data, memo->flags, (int)ndim,
+                           dims, strides);
 }
 
 /* The entry `cache` holds under (top, specs) (a new reference), with the request's hash

@@ -8,8 +8,8 @@
  * A StepCaches is a list subclass: Python reads and writes it as the list of dicts it is.
  * note(caches, r) builds request index r's row from caches[r] (after the replay
  * remembered its views there), in locals first: everything that may run Python code (the
- * entry's attributes, a dtype's __eq__ never: no comparison is made) runs before the dict
- * is read again, and the row is installed by plain stores, the references it replaces
+ * entry's attributes, a tensor's data_ptr(); a dtype's __eq__ never: no comparison is
+ * made) runs before the dict is read again, and the row is installed by plain stores, the references it replaces
  * released after the last one. An interrupt sees the row noted or not at all.
  */
 #define PY_SSIZE_T_CLEAN
@@ -19,7 +19,7 @@
 #include "_step_rows.h"
 
 static PyTypeObject StepCachesType;
-static PyObject *str_views, *str_key, *str_module;
+static PyObject *str_views, *str_key, *str_module, *str_data_ptr;
 
 /* The row's references, released. */
 static void row_release(StepRow *row) {
@@ -74,42 +74,37 @@ static int is_tensor_type(PyTypeObject *type) {
     return arena_is_torch_tensor_type(type, str_module);
 }
 
-/* NumPy's flag bits read here (numpy/ndarraytypes.h; the same in NumPy 1 and 2). */
-#define ROW_OWNDATA 0x0004
-#define ROW_WARN_ON_WRITE (1 << 31)
-
 /* The NumPy copy of the exact ndarray `view` into `row` (whose request copy is filled):
- * where its shape is the request's, its strides fit 32 bits and what its fresh view's base
- * collapses to is found without warnings to propagate. 1 copied, 0 not (no error). */
+ * view_copy_take's (_view_copy.h: the request's shape, the fresh view's base collapse
+ * found without warnings to propagate), where its strides fit 32 bits. 1 copied, 0 not
+ * (no error). */
 static int copy_ndarray(StepRow *row, PyObject *view) {
+    ViewCopy copy;
+    if (!view_copy_take(&copy, view, row->ndim, row->dims)) return 0;
     const StepRowArray *a = (const StepRowArray *)view;
-    if (a->nd != row->ndim || a->descr == NULL) return 0;
     for (Py_ssize_t k = 0; k < row->ndim; k++) {
         Py_ssize_t stride = a->strides[k];
-        if (a->dimensions[k] != (Py_ssize_t)row->dims[k] || stride < INT32_MIN ||
-            stride > INT32_MAX)
-            return 0;
+        if (stride < INT32_MIN || stride > INT32_MAX) return 0;
         row->strides[k] = (int32_t)stride;
     }
-    /* PyArray_SetBaseObject(fresh, view)'s collapse, walked ahead: to the first array of
-     * the chain that owns its data, has no base or whose base is of another type. Given
-     * that object, PyArray_SetBaseObject stops at once: the same base. */
-    PyObject *base = view;
-    for (;;) {
-        const StepRowArray *at = (const StepRowArray *)base;
-        if ((unsigned int)at->flags & (unsigned int)ROW_WARN_ON_WRITE) return 0;
-        if ((at->flags & ROW_OWNDATA) || at->base == NULL ||
-            Py_TYPE(at->base) != Py_TYPE(view))
-            break;
-        base = at->base;
-    }
-    Py_INCREF(a->descr);
-    row->descr = a->descr;
-    Py_INCREF(base);
-    row->base = base;
-    row->data = a->data;
-    row->flags = a->flags;
+    Py_INCREF(copy.descr);
+    row->descr = copy.descr;
+    Py_INCREF(copy.base);
+    row->base = copy.base;
+    row->data = copy.data;
+    row->flags = copy.flags;
     return 1;
+}
+
+/* The TENSOR view `view`'s data_ptr() into `row` (the address a release compares a fresh
+ * view's data_ptr() with: _step_rows.h), where it is an exact int of a nonzero address;
+ * else none (NULL). May run Python code (torch's method; a torch function mode): called
+ * before the dict is read again. Errors cleared: the release then calls data_ptr(). */
+static void copy_tensor(StepRow *row, PyObject *view) {
+    PyObject *got = PyObject_CallMethodNoArgs(view, str_data_ptr);
+    if (got != NULL && PyLong_CheckExact(got)) row->data = (char *)PyLong_AsVoidPtr(got);
+    Py_XDECREF(got);
+    PyErr_Clear();
 }
 
 /* Whether `key` is a plain one-view request the row can copy: an exact tuple of one exact
@@ -187,11 +182,12 @@ static PyObject *note(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         row.kind = is_ndarray_type(type)  ? STEP_ROW_NDARRAY
                    : is_tensor_type(type) ? STEP_ROW_TENSOR
                                           : STEP_ROW_OTHER;
-        if (row.kind == STEP_ROW_NDARRAY) copy_ndarray(&row, view);
         Py_INCREF(views);
         row.views = views;
-        Py_INCREF(view);
+        Py_INCREF(view); /* held: copy_tensor may run Python code */
         row.view = view;
+        if (row.kind == STEP_ROW_NDARRAY) copy_ndarray(&row, view);
+        if (row.kind == STEP_ROW_TENSOR) copy_tensor(&row, view);
         row.cache = cache;
         row.key = key;
         row.entry = entry;
@@ -285,7 +281,9 @@ PyMODINIT_FUNC PyInit__rows(void) {
     str_views = PyUnicode_InternFromString("views");
     str_key = PyUnicode_InternFromString("key");
     str_module = PyUnicode_InternFromString("__module__");
-    if (str_views == NULL || str_key == NULL || str_module == NULL) return NULL;
+    str_data_ptr = PyUnicode_InternFromString("data_ptr");
+    if (str_views == NULL || str_key == NULL || str_module == NULL || str_data_ptr == NULL)
+        return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) return NULL;
     Py_INCREF(&StepCachesType);

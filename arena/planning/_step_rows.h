@@ -16,7 +16,9 @@
  * one key and entry, a copy of the request (its dtype object and up to STEP_ROW_DIMS
  * dimensions, as the step memo's Signature in _region_hit.c), the entry's views list and view
  * (references held), and for an exact numpy.ndarray what numpy.ndarray.view copies from
- * it (data, flags, strides, dtype descr) and what the fresh view's base collapses to.
+ * it (data, flags, strides, dtype descr) and what the fresh view's base collapses to; for
+ * an exact torch.Tensor its data_ptr(), which a release of a fresh view of it compares
+ * with the fresh view's instead of calling the view's own (step_row_tensor_data).
  *
  * The hit takes a row only while caches[r] is the dict noted in the state noted (one
  * dict, one key, one entry: the dict holds them) and the entry's views are the list
@@ -29,9 +31,9 @@
  *
  * This header is the planning layer's, beside the two modules that share the layout
  * (_rows.c writes rows, _region_hit.c reads them). It names no NumPy header: the fresh view
- * from a row's copy calls NumPy's C-API through the function pointers its caller passes
- * (_region_hit.c has them from the views layer's C-API, arena/views/_hit_api.h, which
- * alone imports NumPy's).
+ * from a row's copy calls NumPy's C-API through the views layer's C-API its caller passes
+ * (_region_hit.c imports it: arena/views/_hit_api.h, whose _hit alone imports NumPy's).
+ * The copy is taken and the view made as the scope memo's are (_view_copy.h).
  *
  * Up to CPython 3.11 only (ma_version_tag names one state of one dict there; 3.12
  * deprecates it): on later versions no row is noted, and the hit reads the dicts.
@@ -43,6 +45,7 @@
 #include <stdint.h>
 
 #include "../views/_hit_api.h"
+#include "_view_copy.h"
 
 #if PY_VERSION_HEX < 0x030C0000
 #define STEP_ROWS 1
@@ -71,7 +74,7 @@ typedef struct {
     PyObject *view;  /* views[0] (a reference) */
     PyObject *descr; /* NDARRAY: the view's dtype descr (a reference); NULL: no copy */
     PyObject *base;  /* NDARRAY: what a fresh view's base collapses to (a reference) */
-    char *data;      /* NDARRAY: the view's first byte */
+    char *data;      /* NDARRAY: the view's first byte; TENSOR: its data_ptr() (NULL: none) */
     int flags;       /* NDARRAY: the view's flags */
     int kind;        /* STEP_ROW_OTHER, _NDARRAY or _TENSOR */
     int32_t strides[STEP_ROW_DIMS];
@@ -129,36 +132,33 @@ static inline const StepRow *step_row_of(PyTypeObject *type, PyObject *caches, P
     return row;
 }
 
+/* The data_ptr() a TENSOR row of the step cache list `caches` (of the type `type`) noted
+ * for the remembered view `witness` at request index `r`: where the row holds that very
+ * tensor (a reference: the same object, whatever the dict's state since), which nothing
+ * points elsewhere in place (the premise above: a front that makes fresh views never hands
+ * it out). NULL otherwise (the caller calls witness.data_ptr()). */
+static inline void *step_row_tensor_data(PyTypeObject *type, PyObject *caches, Py_ssize_t r,
+                                         PyObject *witness) {
+    if (type == NULL || caches == NULL || !Py_IS_TYPE(caches, type)) return NULL;
+    const StepCachesObject *c = (const StepCachesObject *)caches;
+    if (r >= c->nrows) return NULL;
+    const StepRow *row = &c->rows[r];
+    return row->kind == STEP_ROW_TENSOR && row->view == witness ? row->data : NULL;
+}
+
 /* A fresh view of the row's NDARRAY view, made from the row's copy as numpy.ndarray.view
- * makes it from the view (PyArray_NewFromDescr over the same data, shape, strides, flags
- * and descr, its base the object the view's chain collapses to: what PyArray_SetBaseObject
- * would make of the view itself). A new reference; NULL without an exception where the
- * array came out otherwise (the caller makes it from the view then), NULL with one on
+ * makes it from the view (view_copy_fresh, _view_copy.h: the row's shape and strides)
+ * through the views layer's C-API `api`. A new reference; NULL without an exception where
+ * the array came out otherwise (the caller makes it from the view then), NULL with one on
  * error. */
-static inline PyObject *step_row_fresh(
-    const StepRow *row, PyTypeObject *ndarray,
-    PyObject *(*new_from_descr)(PyTypeObject *, PyObject *, int, const Py_ssize_t *,
-                                const Py_ssize_t *, void *, int, PyObject *),
-    int (*set_base)(PyObject *, PyObject *)) {
+static inline PyObject *step_row_fresh(const StepRow *row, const ArenaHitAPI *api) {
     Py_ssize_t dims[STEP_ROW_DIMS], strides[STEP_ROW_DIMS];
     for (Py_ssize_t k = 0; k < row->ndim; k++) {
         dims[k] = (Py_ssize_t)row->dims[k];
         strides[k] = (Py_ssize_t)row->strides[k];
     }
-    Py_INCREF(row->descr); /* taken by PyArray_NewFromDescr */
-    PyObject *out = new_from_descr(ndarray, row->descr, (int)row->ndim, dims, strides,
-                                   row->data, row->flags, NULL);
-    if (out == NULL) return NULL;
-    Py_INCREF(row->base); /* taken by PyArray_SetBaseObject */
-    if (set_base(out, row->base) < 0) {
-        Py_DECREF(out);
-        return NULL;
-    }
-    const StepRowArray *made = (const StepRowArray *)out;
-    if (made->flags == row->flags && made->descr == row->descr && made->base == row->base)
-        return out;
-    Py_DECREF(out);
-    return NULL;
+    return view_copy_fresh(api, row->descr, row->base, row->data, row->flags, (int)row->ndim,
+                           dims, strides);
 }
 #endif
 

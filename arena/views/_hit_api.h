@@ -83,6 +83,11 @@ typedef struct {
     int flags;
 } ArenaNdArray;
 
+/* The NumPy flag bits read from an ArenaNdArray's flags (numpy/ndarraytypes.h's
+ * NPY_ARRAY_OWNDATA and NPY_ARRAY_WARN_ON_WRITE: the same in NumPy 1 and 2). */
+#define ARENA_NPY_OWNDATA 0x0004
+#define ARENA_NPY_WARN_ON_WRITE (1U << 31)
+
 /* Whether `type` is exactly torch.Tensor: a heap class named Tensor whose own dict says
  * it is of module "torch" (read as type.__module__ reads a class's: no Python code runs;
  * `module_name` is the interned string "__module__"). 1 or 0, no exception left. */

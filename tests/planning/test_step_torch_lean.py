@@ -264,3 +264,44 @@ def test_the_compiled_torch_release_holds_no_reference() -> None:
         for _ in range(1000):
             run()
         assert [sys.getrefcount(o) for o in watched] == before
+
+
+def test_a_compiled_torch_release_reads_the_witness_address_its_row_noted() -> None:
+    """A quick torch replay's release compares the view's data_ptr() with the one the
+    remembered tensor's step row noted (``_step_rows.h``, ``step_row_tensor_data``): one
+    data_ptr() call per release, the view's, where the Python path also calls the
+    witness's (counted by a torch function mode). Both release the view alike."""
+    from torch.overrides import TorchFunctionMode
+
+    if hit.compiled is None:
+        pytest.skip("the compiled hit path is not in use here")
+    from arena.planning import rows
+
+    if rows.compiled is None or not rows.compiled.ROWS:
+        pytest.skip("no step rows here (not built, or Python 3.12 on)")
+    seen: list[int] = []
+
+    class Counted(TorchFunctionMode):
+        def __torch_function__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            if getattr(func, "__name__", "") == "data_ptr":
+                seen.append(id(args[0]))
+            return func(*args, **(kwargs or {}))
+
+    calls: list[list[bool]] = []
+
+    def body(st: Any, run: int) -> None:
+        (view,) = st.get_simultaneous(((16,), F32))
+        if run < 4:
+            st.release(view)
+            return
+        seen.clear()
+        with Counted():
+            st.release(view)
+        calls.append([i == id(view) for i in seen])
+        assert sorted(st.run.released) == [0]
+
+    with Arena("cpu", framework="torch") as ws:
+        _locked_runs(ws, "noted", body)
+    assert calls == [[True]]
