@@ -1,10 +1,12 @@
 """Round 14e (issue 26 item 12): tests that kill mutants the suite let through in
 ``arena/adapters/torch.py`` (poisoning a CUDA tensor, its branch of ``fill``, checked on a
-host tensor that says it is on CUDA, so no GPU is needed) and ``arena/adapters/jax.py``
-(the context a scratch callback's function is given)."""
+host tensor that says it is on CUDA, so no GPU is needed), ``arena/adapters/jax.py`` (the
+context a scratch callback's function is given, the refusal of complex32) and
+``arena/adapters/numpy.py`` (the refusal of a type the installed ml_dtypes lacks)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -64,3 +66,53 @@ def test_a_scratch_callbacks_function_is_given_jaxs_execution_context() -> None:
     assert np.asarray(result).tolist() == [1.0, 1.0]
     (ctx,) = contexts
     assert isinstance(ctx, ExecutionContext)
+
+
+def test_jax_refuses_complex32_naming_the_unsigned_type_of_its_width() -> None:
+    pytest.importorskip("jax")
+    with arena.Arena("cpu", framework="jax") as a, pytest.raises(arena.DTypeError) as refused:
+        a.get_simultaneous(((4,), "complex32"))
+    # complex32 is 4 bytes: its bytes are requested as uint32.
+    assert "request the bytes as 'uint32' (or 'complex64'" in str(refused.value)
+
+
+def test_an_ml_dtypes_without_the_type_is_named_with_the_unsigned_type_to_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import types
+
+    from arena.adapters import numpy as numpy_adapter
+
+    from arena.base.dtypes import resolve_dtype
+
+    # ml_dtypes before 0.5 has no float8_e8m0fnu (a 1-byte type).
+    old = types.ModuleType("ml_dtypes")
+    old.__version__ = "0.4.0"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "ml_dtypes", old)
+    monkeypatch.delitem(numpy_adapter._NATIVE, "float8_e8m0fnu", raising=False)
+    with pytest.raises(arena.DTypeError) as refused:
+        numpy_adapter.ADAPTER.native_dtype(resolve_dtype("float8_e8m0fnu"))
+    assert str(refused.value) == (
+        "ml_dtypes 0.4.0 has no float8_e8m0fnu; upgrade ml_dtypes, request the bytes as "
+        "'uint8', or use the torch front"
+    )
+
+
+def test_numpy_refuses_a_type_it_lacks_naming_the_unsigned_type_to_request() -> None:
+    with arena.Arena("cpu", framework="numpy") as a, pytest.raises(arena.DTypeError) as refused:
+        a.numpy.get_simultaneous(((4,), "float4_e2m1fn_x2"))
+    assert str(refused.value) == (
+        "NumPy has no float4_e2m1fn_x2 dtype; request the bytes as 'uint8' or use the torch front"
+    )
+
+
+def test_numpy_refuses_to_wrap_device_memory() -> None:
+    from arena.adapters.numpy import ADAPTER
+
+    from arena.memory.devices import Device
+    from arena.memory.sources import Allocation
+
+    cuda = Device("cuda", 0)
+    block = Allocation(ptr=0x1000, nbytes=256, owner=np.zeros(256, np.uint8), device=cuda)
+    with pytest.raises(arena.FrameworkUnavailableError, match="NumPy cannot view device memory"):
+        ADAPTER.wrap(block)
