@@ -116,3 +116,13 @@ def test_numpy_refuses_to_wrap_device_memory() -> None:
     block = Allocation(ptr=0x1000, nbytes=256, owner=np.zeros(256, np.uint8), device=cuda)
     with pytest.raises(arena.FrameworkUnavailableError, match="NumPy cannot view device memory"):
         ADAPTER.wrap(block)
+
+
+def test_an_adapter_without_fresh_view_is_named_when_asked_for_fresh_views() -> None:
+    from arena.adapters.numpy import NumpyAdapter
+
+    class Bare(NumpyAdapter):
+        fresh_view = None
+
+    with pytest.raises(AssertionError, match=r"^Bare needs fresh_view or fresh_views$"):
+        Bare().fresh_views([np.zeros(2)])
