@@ -25,10 +25,10 @@ class _Sizes(list[int]):
 
     def __init__(self, sizes: list[int], count: int) -> None:
         super().__init__(sizes)
-        self.count = count
+        self.blocks = count
 
     def __len__(self) -> int:
-        return self.count
+        return self.blocks
 
 
 def test_the_compiled_placement_is_used_below_two_to_the_thirty_blocks_only(
