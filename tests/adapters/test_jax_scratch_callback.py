@@ -157,3 +157,22 @@ def test_cupy_scratch_on_xlas_stream() -> None:
             result = step(x)
         assert np.asarray(result).tolist() == [2 * i + 1 for i in range(32)]
         assert len(set(pointers)) == 1
+
+
+def test_an_aliased_input_that_is_no_jax_array_goes_to_jax_unchecked() -> None:
+    """Only a concrete JAX array can be an arena view; a NumPy array (or any value that
+    is neither a JAX array nor a tracer) passed for an aliased input is handed to JAX as
+    it is, not asked whether it was deleted (Round 14i: ``ScratchCallback.__call__`` #12,
+    ``and`` made ``or``, raised AttributeError on it)."""
+    with arena.Arena("cpu", framework="numpy") as ws:
+
+        def kernel(ctx: Any, out: Any, x: Any, *, scratch: Any) -> None:
+            np.asarray(out)[...] = np.asarray(x) + 1
+
+        call = ws.jax.scratch_callback(
+            kernel,
+            jax.ShapeDtypeStruct((4,), jnp.float32),
+            scratch=[((4,), "float32")],
+            input_output_aliases={0: 0},
+        )
+        assert np.asarray(call(np.zeros(4, np.float32))).tolist() == [1.0] * 4
