@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from arena.adapters import ADAPTER_NAMES
@@ -188,13 +189,7 @@ def test_the_mutation_sample_enlarges_a_draw_only_with_names_it_left_out() -> No
     """``--exclude`` (docs/testing.md, enlarging a sample): the names of an earlier draw are
     left out before the new one, and a draw naming mutants the module no longer has is
     refused (the module changed: the old sample is stale)."""
-    loader = importlib.machinery.SourceFileLoader(
-        "_mutation_sample", str(ROOT / "scripts" / "mutation-sample")
-    )
-    spec = importlib.util.spec_from_loader("_mutation_sample", loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
+    module = _script_module("mutation-sample")
     names = [f"m__mutmut_{i}" for i in range(1, 8)]
     assert module.left_out(names, ["m__mutmut_2", "m__mutmut_5"]) == [
         "m__mutmut_1",
@@ -206,3 +201,56 @@ def test_the_mutation_sample_enlarges_a_draw_only_with_names_it_left_out() -> No
     assert module.left_out(names, []) == names
     with pytest.raises(ValueError, match=r"1 of the names drawn before .*'gone__mutmut_1'"):
         module.left_out(names, ["m__mutmut_1", "gone__mutmut_1"])
+
+
+def _script_module(name: str) -> Any:
+    """``scripts/NAME`` (a script without ``.py``) loaded as a module."""
+    loader = importlib.machinery.SourceFileLoader(f"_{name}", str(ROOT / "scripts" / name))
+    spec = importlib.util.spec_from_loader(f"_{name}", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    loader.exec_module(module)
+    return module
+
+
+def _wilson_low(killed: int, total: int) -> float:
+    """The lower end of the Wilson 95 % interval of ``killed`` of ``total``."""
+    z2 = 1.96**2
+    share = killed / total
+    centre = share + z2 / (2 * total)
+    half = 1.96 * (share * (1 - share) / total + z2 / (4 * total * total)) ** 0.5
+    return (centre - half) / (1 + z2 / total)
+
+
+def test_the_mutation_standing_lists_every_mutated_module_with_its_own_arithmetic() -> None:
+    """docs/testing.md "Where every module stands": one row per module any group of
+    ``scripts/mutation`` mutates, none else; each row's score and interval follow from its
+    counts (a whole module's score is exact, a sample's lower end is Wilson's)."""
+    text = (ROOT / "docs" / "testing.md").read_text(encoding="utf-8")
+    section = text.split("### Where every module stands", 1)[1].split("\n### ", 1)[0]
+    row = re.compile(
+        r"^\| `(?P<module>[^`]+)` \| (?P<group>[a-z]+) \| [^|]+ \| `[0-9a-f]{7}` \| "
+        r"(?P<drawn>all \d+|\d+ of \d+) \| (?P<killed>\d+) of (?P<total>\d+) \| "
+        r"(?P<score>[\d.]+) % \| (?P<low>exact \(all run\)|[\d.]+ %) \|$",
+        re.MULTILINE,
+    )
+    rows = [match.groupdict() for match in row.finditer(section)]
+    groups = _script_module("mutation").GROUPS
+    mutated = {module: set() for group in groups.values() for module in group.modules}
+    for name, group in groups.items():
+        for module in group.modules:
+            mutated[module].add(name)
+    assert sorted(r["module"] for r in rows) == sorted(mutated)
+    for r in rows:
+        killed, total = int(r["killed"]), int(r["total"])
+        assert r["group"] in mutated[r["module"]], r
+        assert total > 0 and killed <= total, r
+        assert r["score"] == f"{100 * killed / total:.1f}", r
+        if r["drawn"].startswith("all"):
+            assert total <= int(r["drawn"].split()[1]), r
+            assert r["low"] == "exact (all run)", r
+        else:
+            drawn, mutants = map(int, r["drawn"].split(" of "))
+            assert total <= drawn <= mutants, r
+            assert r["low"] == f"{100 * _wilson_low(killed, total):.1f} %", r
