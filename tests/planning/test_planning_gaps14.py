@@ -24,8 +24,8 @@ def test_step_books_are_the_slots_store_registered_under_their_own_type() -> Non
 
 def test_a_replays_first_released_block_stays_released_after_a_second() -> None:
     # runs.py StepRun.end_block #9 (released = {block} for |=): a replay forgot every
-    # block released before the last, so the first view could be released again (its
-    # bytes counted free twice). The blocks end through end_block's replay branch where
+    # block released before the last, so the first view could be released again
+    # without an error. The blocks end through end_block's replay branch where
     # the view given is not the one handed out: jax's write_into returns a new array.
     jnp = pytest.importorskip("jax.numpy")
     with Arena("cpu", framework="jax") as ws:
