@@ -89,18 +89,23 @@ def test_command_buffer_compatible_needs_a_locked_arena_at_trace_time() -> None:
         assert np.asarray(jax.jit(call)()).tolist() == [7, 7]
 
 
+def _adding_one_aliased(ws: arena.Arena) -> Any:
+    """A scratch callback adding 1 to its 4 floats, its input aliased to its output."""
+
+    def kernel(ctx: Any, out: Any, x: Any, *, scratch: Any) -> None:
+        np.asarray(out)[...] = np.asarray(x) + 1
+
+    return ws.jax.scratch_callback(
+        kernel,
+        jax.ShapeDtypeStruct((4,), jnp.float32),
+        scratch=[((4,), "float32")],
+        input_output_aliases={0: 0},
+    )
+
+
 def test_an_arena_view_as_an_aliased_input_is_refused_naming_the_copy() -> None:
     with arena.Arena("cpu", framework="numpy") as ws:
-
-        def kernel(ctx: Any, out: Any, x: Any, *, scratch: Any) -> None:
-            np.asarray(out)[...] = np.asarray(x) + 1
-
-        call = ws.jax.scratch_callback(
-            kernel,
-            jax.ShapeDtypeStruct((4,), jnp.float32),
-            scratch=[((4,), "float32")],
-            input_output_aliases={0: 0},
-        )
+        call = _adding_one_aliased(ws)
         (view,) = ws.jax.get_simultaneous(((4,), "float32"))
         with pytest.raises(arena.ArenaError, match="would copy the view"):
             call(view)
@@ -165,14 +170,5 @@ def test_an_aliased_input_that_is_no_jax_array_goes_to_jax_unchecked() -> None:
     it is, not asked whether it was deleted (Round 14i: ``ScratchCallback.__call__`` #12,
     ``and`` made ``or``, raised AttributeError on it)."""
     with arena.Arena("cpu", framework="numpy") as ws:
-
-        def kernel(ctx: Any, out: Any, x: Any, *, scratch: Any) -> None:
-            np.asarray(out)[...] = np.asarray(x) + 1
-
-        call = ws.jax.scratch_callback(
-            kernel,
-            jax.ShapeDtypeStruct((4,), jnp.float32),
-            scratch=[((4,), "float32")],
-            input_output_aliases={0: 0},
-        )
+        call = _adding_one_aliased(ws)
         assert np.asarray(call(np.zeros(4, np.float32))).tolist() == [1.0] * 4
