@@ -108,3 +108,75 @@ def test_a_block_entered_between_another_blocks_record_and_switch(
     assert bool(ws.is_locked) == was_locked
     assert ws._governor.blocks == ()
     ws.close()
+
+
+def test_a_block_entered_between_records_hands_its_state_to_the_block_after_it_not_before(
+    paused_entry: Gates,
+) -> None:
+    """Three blocks: the main thread's ``ws.locked()`` (the oldest), then "first"'s
+    ``ws.unlocked()``, held between its record and its switch, then the main thread's
+    second ``ws.locked()``. "first"'s switch hands the state it makes (unlocked) to the
+    block entered after it, so when that one ends, "first" (the last active) has the arena
+    unlocked (Round 14i: ``needs_entry_switch`` #21 read the block before it instead)."""
+    recorded, go = paused_entry
+    ws = Arena("cpu", framework="numpy")
+    ws.get_simultaneous(((8,), F32))
+    oldest = ws.locked()
+    oldest.__enter__()
+    inside, leave = threading.Event(), threading.Event()
+    seen: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            with ws.unlocked():
+                inside.set()
+                assert leave.wait(TIMEOUT)
+        except BaseException as error:  # handed to the test
+            seen["error"] = error
+        finally:
+            inside.set()
+
+    thread = threading.Thread(target=run, name="first")
+    thread.start()
+    assert recorded.wait(TIMEOUT)
+    newest = ws.locked()
+    newest.__enter__()
+    go.set()
+    assert inside.wait(TIMEOUT)
+    assert ws.is_locked  # the last entered holds
+    newest.__exit__(None, None, None)
+    assert not ws.is_locked  # "first" is the last active
+    leave.set()
+    thread.join(TIMEOUT)
+    assert ws.is_locked  # the oldest again
+    oldest.__exit__(None, None, None)
+    assert "error" not in seen
+    assert not ws.is_locked
+    assert ws._governor.blocks == ()
+    ws.close()
+
+
+def test_a_block_whose_restore_fails_twice_is_forgotten_and_the_state_stays(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A block's exit restores once more when its restore is cut short, and gives up after
+    a second failure: the block is dropped from the governor's list (the state stays),
+    and the first error goes on (Round 14i: ``drop_block`` #9 and #10, ``__exit__`` #6)."""
+    ws = Arena("cpu", framework="numpy")
+    ws.get_simultaneous(((8,), F32))
+    block = ws.locked()
+    block.__enter__()
+    assert ws.is_locked
+
+    def refuse(self: Governor, token: object) -> None:
+        raise RuntimeError("restore refused")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Governor, "leave_block", refuse)
+        with pytest.raises(RuntimeError, match="restore refused"):
+            block.__exit__(None, None, None)
+    assert ws._governor.blocks == ()
+    assert ws.is_locked  # the state stays
+    block.__exit__(None, None, None)  # inactive after: nothing more happens
+    assert ws.is_locked
+    ws.close()
