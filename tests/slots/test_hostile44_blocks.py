@@ -180,3 +180,48 @@ def test_a_block_whose_restore_fails_twice_is_forgotten_and_the_state_stays(
     block.__exit__(None, None, None)  # inactive after: nothing more happens
     assert ws.is_locked
     ws.close()
+
+
+def test_a_locked_block_held_before_its_switch_keeps_the_in_place_lock_it_found(
+    paused_entry: Gates,
+) -> None:
+    """The arena is locked with ``growth="in_place"``; "first" enters ``ws.locked()`` and
+    is held between its record and its switch while the main thread enters
+    ``ws.unlocked()``. The lock "first" wants is there already (``ws.locked()`` asks for a
+    lock of either kind), so nothing is handed to the block after it: when that one ends,
+    the in-place lock it found comes back (Round 14i: ``needs_entry_switch`` #25 handed it
+    a lock that is not in place)."""
+    recorded, go = paused_entry
+    ws = Arena("cpu", framework="numpy", source="virtual")
+    ws.get_simultaneous(((8,), F32))
+    ws.lock(growth="in_place")
+    assert ws._governor.in_place
+    inside, leave = threading.Event(), threading.Event()
+    seen: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            with ws.locked():
+                inside.set()
+                assert leave.wait(TIMEOUT)
+        except BaseException as error:  # handed to the test
+            seen["error"] = error
+        finally:
+            inside.set()
+
+    thread = threading.Thread(target=run, name="first")
+    thread.start()
+    assert recorded.wait(TIMEOUT)
+    block = ws.unlocked()
+    block.__enter__()
+    go.set()
+    assert inside.wait(TIMEOUT)
+    assert not ws.is_locked  # the last entered holds
+    block.__exit__(None, None, None)
+    assert ws.is_locked and ws._governor.in_place  # as it was before either block
+    leave.set()
+    thread.join(TIMEOUT)
+    assert "error" not in seen
+    assert ws.is_locked and ws._governor.in_place
+    assert ws._governor.blocks == ()
+    ws.close()
