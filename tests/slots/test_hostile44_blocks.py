@@ -110,6 +110,30 @@ def test_a_block_entered_between_another_blocks_record_and_switch(
     ws.close()
 
 
+def _first_holding(
+    ws: Arena, kind: str
+) -> tuple[threading.Thread, threading.Event, threading.Event, dict[str, Any]]:
+    """Start thread "first" in a ``ws.locked()`` or ``ws.unlocked()`` block (``kind``):
+    ``inside`` is set once it is in the block (or failed), it leaves once ``leave`` is
+    set, and an error it meets is in ``seen["error"]``."""
+    inside, leave = threading.Event(), threading.Event()
+    seen: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            with getattr(ws, kind)():
+                inside.set()
+                assert leave.wait(TIMEOUT)
+        except BaseException as error:  # handed to the test
+            seen["error"] = error
+        finally:
+            inside.set()
+
+    thread = threading.Thread(target=run, name="first")
+    thread.start()
+    return thread, inside, leave, seen
+
+
 def test_a_block_entered_between_records_hands_its_state_to_the_block_after_it_not_before(
     paused_entry: Gates,
 ) -> None:
@@ -123,21 +147,7 @@ def test_a_block_entered_between_records_hands_its_state_to_the_block_after_it_n
     ws.get_simultaneous(((8,), F32))
     oldest = ws.locked()
     oldest.__enter__()
-    inside, leave = threading.Event(), threading.Event()
-    seen: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            with ws.unlocked():
-                inside.set()
-                assert leave.wait(TIMEOUT)
-        except BaseException as error:  # handed to the test
-            seen["error"] = error
-        finally:
-            inside.set()
-
-    thread = threading.Thread(target=run, name="first")
-    thread.start()
+    thread, inside, leave, seen = _first_holding(ws, "unlocked")
     assert recorded.wait(TIMEOUT)
     newest = ws.locked()
     newest.__enter__()
@@ -196,21 +206,7 @@ def test_a_locked_block_held_before_its_switch_keeps_the_in_place_lock_it_found(
     ws.get_simultaneous(((8,), F32))
     ws.lock(growth="in_place")
     assert ws._governor.in_place
-    inside, leave = threading.Event(), threading.Event()
-    seen: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            with ws.locked():
-                inside.set()
-                assert leave.wait(TIMEOUT)
-        except BaseException as error:  # handed to the test
-            seen["error"] = error
-        finally:
-            inside.set()
-
-    thread = threading.Thread(target=run, name="first")
-    thread.start()
+    thread, inside, leave, seen = _first_holding(ws, "locked")
     assert recorded.wait(TIMEOUT)
     block = ws.unlocked()
     block.__enter__()
