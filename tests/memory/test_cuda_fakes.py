@@ -35,11 +35,8 @@ from tests.fakecupy import with_arrays
 CUDA0 = Device("cuda", 0)
 
 
-@pytest.fixture(autouse=True)
-def _fresh_counts() -> Iterator[None]:
-    devices.forget_device_counts()
-    yield
-    devices.forget_device_counts()
+#: Every test starts and ends with no device count remembered (tests/memory/conftest.py).
+pytestmark = pytest.mark.usefixtures("fresh_device_counts")
 
 
 class CudaRuntimeError(RuntimeError):

@@ -44,11 +44,8 @@ CUDA0 = Device("cuda", 0)
 CUDA1 = Device("cuda", 1)
 
 
-@pytest.fixture(autouse=True)
-def _fresh_counts() -> Iterator[None]:
-    devices.forget_device_counts()
-    yield
-    devices.forget_device_counts()
+#: Every test starts and ends with no device count remembered (tests/memory/conftest.py).
+pytestmark = pytest.mark.usefixtures("fresh_device_counts")
 
 
 # ---------------------------------------------------------------- devices

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -37,11 +36,8 @@ from tests.memory.test_virtual_cuda import GRANULARITY, RecordingDriver, Recordi
 CUDA1 = Device("cuda", 1)
 
 
-@pytest.fixture(autouse=True)
-def _fresh_counts() -> Iterator[None]:
-    devices.forget_device_counts()
-    yield
-    devices.forget_device_counts()
+#: Every test starts and ends with no device count remembered (tests/memory/conftest.py).
+pytestmark = pytest.mark.usefixtures("fresh_device_counts")
 
 
 # ---------------------------------------------------------------- virtual host memory

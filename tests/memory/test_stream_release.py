@@ -9,7 +9,6 @@ import gc
 import importlib.util
 import sys
 import types
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +24,7 @@ from arena import (
     Device,
     RmmSource,
 )
-from arena.memory import deferred, devices
+from arena.memory import deferred
 from tests.fakecupy import with_arrays
 from tests.memory.test_cuda_fakes import fake_cupy, fake_torch, install
 from tests.sources import RecordingSource
@@ -34,11 +33,8 @@ CUDA0 = Device("cuda", 0)
 MB = 1 << 20
 
 
-@pytest.fixture(autouse=True)
-def _fresh_counts() -> Iterator[None]:
-    devices.forget_device_counts()
-    yield
-    devices.forget_device_counts()
+#: Every test starts and ends with no device count remembered (tests/memory/conftest.py).
+pytestmark = pytest.mark.usefixtures("fresh_device_counts")
 
 
 # ====================================================================== the ledger's rule
