@@ -7,12 +7,15 @@ the exchange's own rules run on ranks as threads of this process (tests/threadgr
 
 from __future__ import annotations
 
+import ast
+import gc
 import importlib.util
 import json
 import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -205,6 +208,41 @@ def test_ranks_agree_on_every_key_and_the_largest_sizes() -> None:
         assert report.after[0] >= max(r.before[0] for r in reports)
         assert stats.allocations_while_locked == 0
         assert pointers[0] == pointers[1]
+
+
+def test_ranks_rebuilding_keys_at_once_never_meet_in_the_parser() -> None:
+    """Each rank rebuilds the keys only the others had with ``ast.literal_eval``, all ranks
+    at once. CPython 3.11 up to 3.11.7 and 3.12 up to 3.12.1 count the AST constructor's
+    recursion in one field of the interpreter (gh-106905): a parse during which another
+    thread parses raises SystemError ("AST constructor recursion depth mismatch"). A
+    collection inside a parse runs finalizers (an earlier test's garbage arena closing),
+    which may hand the GIL to another rank; here every collection inside ``ast.parse``
+    does, so ranks that parse at once meet there on every run (seen once in a full-suite
+    run, in test_ranks_agree_on_every_key_and_the_largest_sizes)."""
+    parse = ast.parse.__code__
+
+    def hand_over(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and sys._getframe(1).f_code is parse:
+            time.sleep(0.001)  # another rank takes the GIL mid-parse
+
+    ranks = ThreadRanks(3)
+
+    def body(rank: int, group: RankGroup) -> Any:
+        with Arena("cpu", framework="numpy") as ws:
+            for k in range(4):
+                ws.get_library_workspace(("lib", rank, k), 1024)
+            return ws.sync(group).partial
+
+    threshold = gc.get_threshold()
+    gc.callbacks.append(hand_over)
+    gc.set_threshold(1)  # a collection at nearly every allocation, inside the parses too
+    try:
+        results = ranks.run(body)
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(hand_over)
+    assert [type(r) for r in results] == [tuple] * 3, results
+    assert all(len(r) == 12 for r in results)  # every rank took the others' 8 keys
 
 
 def test_identical_ranks_need_two_collectives_and_bytes_that_do_not_grow_with_ranks() -> None:
