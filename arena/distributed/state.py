@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import json
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from typing import Any
 from arena.base.layout import compute_layout
 from arena.distributed.wire import Exchange, encode_entry
 from arena.errors import ArenaLockedError, ArenaSyncError
+from arena.forks import after_fork
 from arena.planning.agreed import agreed_book, step_figures, step_structure
 from arena.planning.books import books_of, step_books
 from arena.slots.persistent import PersistentStore
@@ -51,6 +53,15 @@ _NO_CAP = 2**63 - 1
 #: same collective. (Another library parsing in another thread at that moment can still
 #: meet a parse here on those versions; only a newer CPython prevents that.)
 _PARSING = threading.Lock()
+
+
+def _renew_parsing(module: object) -> None:
+    """A forked child's own lock (another thread may have held the parent's then)."""
+    global _PARSING
+    _PARSING = threading.Lock()
+
+
+after_fork(sys.modules[__name__], _renew_parsing)
 
 
 @dataclass(frozen=True)

@@ -245,6 +245,66 @@ def test_ranks_rebuilding_keys_at_once_never_meet_in_the_parser() -> None:
     assert all(len(r) == 12 for r in results)  # every rank took the others' 8 keys
 
 
+FORK_WHILE_PARSING = """
+import ast, gc, os, signal, sys, threading, time, warnings
+from arena.distributed import state
+
+parse = ast.parse.__code__
+inside, go = threading.Event(), threading.Event()
+armed = [True]
+
+def gate(phase, info):  # holds the thread inside its parse, the key lock taken
+    if phase == "start" and armed[0] and sys._getframe(1).f_code is parse:
+        armed[0] = False
+        inside.set()
+        go.wait(30)
+
+gc.callbacks.append(gate)
+gc.set_threshold(1)
+thread = threading.Thread(target=state._rebuild, args=("('rank', 1)", {}))
+thread.start()
+assert inside.wait(30)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork with threads
+    pid = os.fork()
+if pid == 0:  # the child: exit 0 only if it rebuilds a key
+    code = 1
+    try:
+        code = 0 if state._rebuild("('rank', 2)", {}) == (True, ("rank", 2)) else 1
+    finally:
+        os._exit(code)
+go.set()
+thread.join(30)
+deadline = time.monotonic() + 20
+while True:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    if time.monotonic() > deadline:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        sys.exit("the forked child hung on the copied key lock")
+    time.sleep(0.01)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_a_key_is_parsed_rebuilds_keys() -> None:
+    """A thread holds the key lock (inside its parse) while the main thread forks: the
+    child's own rebuild must complete, not wait forever on the copied lock. In a fresh
+    interpreter, as tests/test_threads.py forks."""
+    result = subprocess.run(
+        [sys.executable, "-c", FORK_WHILE_PARSING],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
 def test_identical_ranks_need_two_collectives_and_bytes_that_do_not_grow_with_ranks() -> None:
     payloads = {}
     for world in (2, 8):
