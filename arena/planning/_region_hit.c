@@ -1991,6 +1991,41 @@ static PyObject *scope_look_up(PyObject *cache, PyObject *top, Py_ssize_t at, Py
     return entry;
 }
 
+/* The scope cache `prepared` (a buffer's dict of caches, exact) holds under `key` (the
+ * scope's memo key), borrowed, or NULL (with an exception where the lookup raised one).
+ * A one-entry memo of the last lookup: the dict, its state (ma_version_tag, as the step
+ * memo reads it), the key (a reference: the very object, alive) and the cache it mapped
+ * the key to (an exact str: its hash and equality are its characters'). While that dict
+ * is in that state it maps that key to that cache (it holds
+ * it: the memo does not, so that it keeps no closed arena's buffer alive), and the lookup
+ * is skipped: a hash probe, and code colder than the hit's own, on every scope request.
+ * CPython 3.12 on (no version tag): the lookup every time. */
+#if STEP_MEMO
+static PyObject *scope_cache_dict, *scope_cache_key, *scope_cache_found;
+static uint64_t scope_cache_version;
+#endif
+
+static PyObject *scope_cache_of(PyObject *prepared, PyObject *key) {
+#if STEP_MEMO
+    uint64_t seen = ((PyDictObject *)prepared)->ma_version_tag;
+    if (prepared == scope_cache_dict && seen == scope_cache_version && key == scope_cache_key)
+        return scope_cache_found;
+    PyObject *cache = PyDict_GetItemWithError(prepared, key);
+    /* Noted where the dict is in the state it had before the lookup (which may have run
+     * a key's __eq__): that state maps key to cache. Plain stores but the key's. */
+    if (cache != NULL && PyUnicode_CheckExact(key) &&
+        ((PyDictObject *)prepared)->ma_version_tag == seen) {
+        if (key != scope_cache_key) keep(&scope_cache_key, key);
+        scope_cache_dict = prepared;
+        scope_cache_version = seen;
+        scope_cache_found = cache;
+    }
+    return cache;
+#else
+    return PyDict_GetItemWithError(prepared, key);
+#endif
+}
+
 /* The bytes the regions open under `scope` hold, as RegionStack.settle counts them:
  * `scope` innermost on `stack` and every region under it a scope holding an exact int of
  * bytes (the caller, scope_serve, checked that every one is a scope), else -1 (the Python
@@ -2037,7 +2072,7 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     if (buffer == NULL || !Py_IS_TYPE(buffer, buffer_type) || at < 0) return NULL;
     PyObject *prepared = FIELD(buffer, buffer_prepared);
     if (prepared == NULL || !PyDict_CheckExact(prepared)) return NULL;
-    PyObject *cache = PyDict_GetItemWithError(prepared, self->memo);
+    PyObject *cache = scope_cache_of(prepared, self->memo);
     if (cache == NULL || !PyDict_CheckExact(cache)) {
         PyErr_Clear();
         return NULL;
