@@ -19,6 +19,13 @@ apart from the released step's); ``pass`` the bench's 4-layer decoder pass
 kernels run between the requests. ``report`` divides each hit function's inclusive
 counts (Ir, D1mr, I1mr...), read from the file, by the calls made while collecting
 (callgrind's own call counts include the warm-up's).
+
+``parts`` runs the passes of :data:`PARTS` (the floor, the views pass, the steps,
+the scopes, ``torch.empty``), each in its own ``functools.reduce``; with callgrind's
+``--dump-before=functools_reduce`` each lands in its own file (OUT.2 to OUT.5, then OUT),
+and ``report OUT FRAMEWORK parts REPS`` prints each pass's totals per pass and over the
+floor's: what the fresh views alone cost against what a step's or a scope's own work
+adds.
 """
 
 from __future__ import annotations
@@ -31,6 +38,9 @@ from collections.abc import Callable
 from typing import Any
 
 BATCH = 128
+
+#: The passes ``parts`` times, in order (one callgrind dump each).
+PARTS = ("floor", "views", "steps", "scopes", "empty")
 
 
 def _counts(framework: str, kind: str, reps: int) -> dict[str, int]:
@@ -151,7 +161,8 @@ def run(framework: str, mode: str, kind: str, reps: int) -> None:
                 functools.reduce(lambda _, block: block(), rounds, None)
                 stepped(True)  # between rounds, as in regionbench; not collected
             return
-        timed = blocks if kind == "micro" else [passes[n] for n in ("floor", "steps", "scopes")]
+        names = PARTS if kind == "parts" else ("floor", "steps", "scopes")
+        timed = blocks if kind == "micro" else [passes[n] for n in names]
         for block in timed:
             functools.reduce(lambda _, __, block=block: block(), range(reps), None)
 
@@ -190,8 +201,36 @@ def _inclusive(path: str, names: set[str]) -> tuple[list[str], dict[str, list[in
     return events, totals
 
 
+def _summary(path: str) -> tuple[list[str], list[int]]:
+    """The events and the totals of one callgrind file."""
+    events: list[str] = []
+    with open(path) as lines:
+        for line in lines:
+            if line.startswith("events:"):
+                events = line.split()[1:]
+            elif line.startswith(("summary:", "totals:")):
+                return events, [int(v) for v in line.split()[1:]]
+    return events, []
+
+
+def report_parts(path: str, reps: int) -> None:
+    """Each pass's totals per pass, and over the floor's (``parts``)."""
+    floor: list[int] = []
+    for index, name in enumerate(PARTS):
+        events, totals = _summary(path if index == len(PARTS) - 1 else f"{path}.{index + 2}")
+        floor = floor or totals
+        cells = " ".join(
+            f"{e}={v / reps:.0f} ({v / max(f, 1):.3f})"
+            for e, v, f in zip(events, totals, floor, strict=False)
+        )
+        print(f"{name:8} {cells}")
+
+
 def report(path: str, framework: str, kind: str, reps: int) -> None:
     """Each hit function's inclusive counts per call."""
+    if kind == "parts":
+        report_parts(path, reps)
+        return
     calls = _counts(framework, kind, reps)
     events, totals = _inclusive(path, set(calls))
     for name, counts in sorted(totals.items()):
