@@ -540,7 +540,8 @@ static PyObject *serve(HitBase *self, PyObject *slot, PyObject *specs, PyObject 
     Py_DECREF(cache);
     if (entry == NULL || !Py_IS_TYPE(entry, prepared_type) ||
         !same_classes(FIELD(entry, prepared_key), specs)) {
-        PyErr_Clear(); /* a miss, or an unhashable dtype: the Python path explains */
+        /* a miss, or an unhashable dtype: the Python path explains (an interrupt goes on) */
+        arena_clear_unless_interrupt();
         Py_XDECREF(entry);
         Py_DECREF(buffer);
         return NULL;

@@ -88,6 +88,18 @@ typedef struct {
 #define ARENA_NPY_OWNDATA 0x0004
 #define ARENA_NPY_WARN_ON_WRITE (1U << 31)
 
+/* After a lookup that may have run Python code (a dtype's __hash__ or __eq__, such as JAX's
+ * scalar types'), whose error the Python path explains as it looks up again: the error
+ * set, if any, cleared, unless it is no Exception (a KeyboardInterrupt a signal's handler
+ * raised in that code: the Python path's lookup would not meet it again, and it would be
+ * lost), which the caller lets go on. 1 where such an error stays set, else 0. */
+static inline int arena_clear_unless_interrupt(void) {
+    if (PyErr_Occurred() == NULL) return 0;
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) return 1;
+    PyErr_Clear();
+    return 0;
+}
+
 /* Whether `type` is exactly torch.Tensor: a heap class named Tensor whose own dict says
  * it is of module "torch" (read as type.__module__ reads a class's: no Python code runs;
  * `module_name` is the interned string "__module__"). 1 or 0, no exception left. */
