@@ -581,6 +581,80 @@ static int same_int(PyObject *a, PyObject *b) {
 #endif
 }
 
+/* `tensor.data_ptr()`, called as PyObject_VectorcallMethod calls it, without its method
+ * lookup and the method descriptor's dispatch (code a torch pass's kernels evict from the
+ * CPU's caches between two releases): where the tensor's type has the generic getattr
+ * and, in its MRO, a method descriptor of METH_NOARGS named data_ptr of a class the
+ * tensor is an instance of (torch's THPVariable_data_ptr), looked up once per type and
+ * version tag (a type whose attributes change takes a new tag, and is looked up again),
+ * and the tensor has no instance attribute that could shadow that method: on CPython
+ * 3.11, a type of managed dicts whose object has neither inline values nor a dict (a fresh
+ * `t.data` has neither until an attribute is set on it: _PyObject_GetMethod reads these
+ * two pointers, at the same places), or a type with no instance dict at all. The C
+ * function is then called as method_vectorcall_NOARGS calls it (in a recursion check,
+ * its result checked as a vectorcall's is); a torch function mode still sees the call
+ * (torch checks for one inside it). Anything else: the generic call. */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#define DATA_PTR_DIRECT 1
+static PyTypeObject *data_ptr_type; /* the type data_ptr_descr was found for */
+static unsigned int data_ptr_tag;
+static PyObject *data_ptr_descr; /* borrowed while the type's tag stands: its MRO holds it */
+
+/* Whether `object` has no instance attribute (see above); 0 where it may have one. */
+static int no_instance_attributes(PyObject *object) {
+    PyTypeObject *type = Py_TYPE(object);
+    if (type->tp_flags & Py_TPFLAGS_MANAGED_DICT)
+        return ((PyObject **)object)[-4] == NULL && ((PyObject **)object)[-3] == NULL;
+    return type->tp_dictoffset == 0;
+}
+#else
+#define DATA_PTR_DIRECT 0
+#endif
+
+static PyObject *call_data_ptr(PyObject *tensor) {
+#if DATA_PTR_DIRECT
+    PyTypeObject *type = Py_TYPE(tensor);
+    if (type->tp_getattro == PyObject_GenericGetAttr &&
+        (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+        if (type != data_ptr_type || type->tp_version_tag != data_ptr_tag) {
+            PyObject *descr = _PyType_Lookup(type, str_data_ptr); /* borrowed; runs no code */
+            int usable = descr != NULL && Py_IS_TYPE(descr, &PyMethodDescr_Type) &&
+                         (((PyMethodDescrObject *)descr)->d_method->ml_flags &
+                          ~METH_COEXIST) == METH_NOARGS &&
+                         PyObject_TypeCheck(tensor, PyDescr_TYPE(descr)) &&
+                         (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG);
+            data_ptr_type = usable ? type : NULL; /* compared, never read through */
+            data_ptr_tag = usable ? type->tp_version_tag : 0;
+            data_ptr_descr = usable ? descr : NULL;
+        }
+        if (type == data_ptr_type && no_instance_attributes(tensor)) {
+            PyCFunction meth = ((PyMethodDescrObject *)data_ptr_descr)->d_method->ml_meth;
+            if (Py_EnterRecursiveCall(" while calling a Python object")) return NULL;
+            PyObject *out = meth(tensor, NULL);
+            Py_LeaveRecursiveCall();
+            return _Py_CheckFunctionResult(PyThreadState_Get(), data_ptr_descr, out, NULL);
+        }
+    }
+#endif
+    return PyObject_VectorcallMethod(str_data_ptr, &tensor, 1, NULL);
+}
+
+/* The address the exact int `value` holds (as PyLong_AsVoidPtr), NULL where it holds none
+ * (an error cleared): on CPython 3.11 an int of one or two digits (below 2**60, every
+ * user-space address of x86-64 and AArch64) read in place, without the call. */
+static void *long_address(PyObject *value) {
+#if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
+    Py_ssize_t size = Py_SIZE(value);
+    const digit *d = ((PyLongObject *)value)->ob_digit;
+    if (size == 1) return (void *)(uintptr_t)d[0];
+    if (size == 2 && sizeof(void *) == 8)
+        return (void *)((uintptr_t)d[0] | (uintptr_t)d[1] << PyLong_SHIFT);
+#endif
+    void *address = PyLong_AsVoidPtr(value);
+    if (address == NULL) PyErr_Clear();
+    return address;
+}
+
 /* Whether `view` stands for a fresh view of the torch tensor `witness` (as
  * arena.planning.runs.same_view): exact torch.Tensor objects whose data start at the same
  * address, read by their data_ptr() methods; the witness's read from its step row where
@@ -595,17 +669,14 @@ static int same_tensor(StepHitBase *self, PyObject *view, PyObject *witness, voi
     /* Held across the calls: the checks after them compare these very objects. */
     PyObject *held[] = {view, witness, handed, released, request, ids};
     for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) Py_INCREF(held[i]);
-    PyObject *mine = PyObject_VectorcallMethod(str_data_ptr, &view, 1, NULL), *theirs = NULL;
+    PyObject *mine = call_data_ptr(view), *theirs = NULL;
     int same = mine == NULL ? -1 : 0;
     /* The witness's data_ptr() as its step row noted it: the same where the view's is
      * (only an equal address is taken from the row; any other calls the witness's) */
-    if (mine != NULL && noted != NULL && PyLong_CheckExact(mine)) {
-        void *address = PyLong_AsVoidPtr(mine);
-        if (address == NULL) PyErr_Clear();
-        same = address == noted;
-    }
+    if (mine != NULL && noted != NULL && PyLong_CheckExact(mine))
+        same = long_address(mine) == noted;
     if (same == 0) {
-        theirs = PyObject_VectorcallMethod(str_data_ptr, &witness, 1, NULL);
+        theirs = call_data_ptr(witness);
         same = theirs == NULL ? -1 : 0;
         if (theirs != NULL && PyLong_CheckExact(mine) && PyLong_CheckExact(theirs))
             same = same_int(mine, theirs); /* exact ints: no Python code */
@@ -635,10 +706,11 @@ static void *noted_data(StepHitBase *self, Py_ssize_t i, PyObject *witness) {
 
 /* The block of `view` for release(view) (Step.release's hot path): the newest record at
  * the view's address, whose witness is the view or a fresh view of it, for a block not
- * released yet. A new reference; NULL without an exception when the Python path must run
- * (it names what is wrong), NULL with one on error. Runs no Python code but a torch
- * tensor's data_ptr() (same_tensor, which checks the step unchanged after it). */
-static PyObject *step_find_block(StepHitBase *self, PyObject *view) {
+ * released yet (where `unreleased`; else not asked: the caller finds out as it adds the
+ * block). A new reference; NULL without an exception when the Python path must run (it
+ * names what is wrong), NULL with one on error. Runs no Python code but a torch tensor's
+ * data_ptr() (same_tensor, which checks the step unchanged after it). */
+static PyObject *step_find_block(StepHitBase *self, PyObject *view, int unreleased) {
     PyObject *handed = self->handed, *released = self->released, *request = self->request;
     PyObject *ids = self->ids, *starts = self->starts;
     if (self->quick != Py_True || self->slot == NULL || self->slot == Py_None ||
@@ -667,7 +739,7 @@ static PyObject *step_find_block(StepHitBase *self, PyObject *view) {
                 same_tensor(self, view, witness, noted_data(self, i, witness)) != 1)
                 return NULL;
             PyObject *block = PyLong_FromSsize_t(k + j);
-            if (block == NULL) return NULL;
+            if (block == NULL || !unreleased) return block;
             int gone = PySet_Contains(released, block);
             if (gone != 0) { /* released already (or an error): the Python path names it */
                 PyErr_Clear();
@@ -680,6 +752,36 @@ static PyObject *step_find_block(StepHitBase *self, PyObject *view) {
     return NULL;
 }
 
+/* The hit of release(view), one view: as step_release_views, the block's membership in
+ * the released set read from the set's size as the block is added (one set operation, not
+ * a lookup and then an add): a block released already leaves the size as it was, and
+ * changes nothing (the Python path then names it); a block added has its last request
+ * noted after it (a failure there takes it out again: nothing released). No Python code
+ * runs from the search's end to the last store (exact ints into an exact set and dict). */
+static int step_release_one(StepHitBase *self, PyObject *view) {
+    PyObject *block = step_find_block(self, view, 0);
+    if (block == NULL) return PyErr_Occurred() ? -1 : 0;
+    PyObject *released = self->released, *lasts = self->lasts, *request = self->request;
+    /* Each released block's last request is the one before it (a diverging replay
+     * records it). The fields as step_find_block checked them (same_tensor found the step
+     * unchanged after any Python code; lasts is checked again here). */
+    Py_ssize_t r = arena_exact_size(request);
+    PyObject *last = r > 0 ? small_int(r - 1) : PyNumber_Subtract(request, one);
+    int outcome = last == NULL ? -1 : 0;
+    if (last != NULL && lasts != NULL && PyDict_CheckExact(lasts)) {
+        Py_ssize_t before = PySet_GET_SIZE(released);
+        outcome = PySet_Add(released, block) < 0 ? -1 : PySet_GET_SIZE(released) > before;
+        if (outcome == 1 && PyDict_SetItem(lasts, block, last) < 0) {
+            /* (an exact int out of an exact set: no hash or comparison that can fail) */
+            (void)PySet_Discard(released, block);
+            outcome = -1;
+        }
+    }
+    Py_XDECREF(last);
+    Py_DECREF(block);
+    return outcome;
+}
+
 /* Most views one release(*views) call serves compiled; more go to the Python path. */
 #define STEP_RELEASE_MAX 8
 
@@ -687,12 +789,13 @@ static PyObject *step_find_block(StepHitBase *self, PyObject *view) {
  * must run (nothing released), -1 with an exception set. All or nothing, as in Python:
  * every view's block is found (and found distinct) before any is released. */
 static int step_release_views(StepHitBase *self, PyObject *const *args, Py_ssize_t n) {
+    if (n == 1) return step_release_one(self, args[0]);
     if (n < 1 || n > STEP_RELEASE_MAX) return 0;
     PyObject *blocks[STEP_RELEASE_MAX];
     Py_ssize_t found = 0;
     int outcome = 1;
     while (outcome == 1 && found < n) {
-        PyObject *block = step_find_block(self, args[found]);
+        PyObject *block = step_find_block(self, args[found], 1);
         if (block == NULL) {
             outcome = PyErr_Occurred() ? -1 : 0;
             break;
@@ -1888,6 +1991,41 @@ static PyObject *scope_look_up(PyObject *cache, PyObject *top, Py_ssize_t at, Py
     return entry;
 }
 
+/* The scope cache `prepared` (a buffer's dict of caches, exact) holds under `key` (the
+ * scope's memo key), borrowed, or NULL (with an exception where the lookup raised one).
+ * A one-entry memo of the last lookup: the dict, its state (ma_version_tag, as the step
+ * memo reads it), the key (a reference: the very object, alive) and the cache it mapped
+ * the key to (an exact str: its hash and equality are its characters'). While that dict
+ * is in that state it maps that key to that cache (it holds
+ * it: the memo does not, so that it keeps no closed arena's buffer alive), and the lookup
+ * is skipped: a hash probe, and code colder than the hit's own, on every scope request.
+ * CPython 3.12 on (no version tag): the lookup every time. */
+#if STEP_MEMO
+static PyObject *scope_cache_dict, *scope_cache_key, *scope_cache_found;
+static uint64_t scope_cache_version;
+#endif
+
+static PyObject *scope_cache_of(PyObject *prepared, PyObject *key) {
+#if STEP_MEMO
+    uint64_t seen = ((PyDictObject *)prepared)->ma_version_tag;
+    if (prepared == scope_cache_dict && seen == scope_cache_version && key == scope_cache_key)
+        return scope_cache_found;
+    PyObject *cache = PyDict_GetItemWithError(prepared, key);
+    /* Noted where the dict is in the state it had before the lookup (which may have run
+     * a key's __eq__): that state maps key to cache. Plain stores but the key's. */
+    if (cache != NULL && PyUnicode_CheckExact(key) &&
+        ((PyDictObject *)prepared)->ma_version_tag == seen) {
+        if (key != scope_cache_key) keep(&scope_cache_key, key);
+        scope_cache_dict = prepared;
+        scope_cache_version = seen;
+        scope_cache_found = cache;
+    }
+    return cache;
+#else
+    return PyDict_GetItemWithError(prepared, key);
+#endif
+}
+
 /* The bytes the regions open under `scope` hold, as RegionStack.settle counts them:
  * `scope` innermost on `stack` and every region under it a scope holding an exact int of
  * bytes (the caller, scope_serve, checked that every one is a scope), else -1 (the Python
@@ -1934,7 +2072,7 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     if (buffer == NULL || !Py_IS_TYPE(buffer, buffer_type) || at < 0) return NULL;
     PyObject *prepared = FIELD(buffer, buffer_prepared);
     if (prepared == NULL || !PyDict_CheckExact(prepared)) return NULL;
-    PyObject *cache = PyDict_GetItemWithError(prepared, self->memo);
+    PyObject *cache = scope_cache_of(prepared, self->memo);
     if (cache == NULL || !PyDict_CheckExact(cache)) {
         PyErr_Clear();
         return NULL;

@@ -130,6 +130,9 @@ ARENA_HIT_INLINE Py_ssize_t arena_exact_size(PyObject *value) {
 #else
     if (Py_SIZE(value) == 0) return 0;
     if (Py_SIZE(value) == 1) return (Py_ssize_t)((PyLongObject *)value)->ob_digit[0];
+    /* negative (a region stack's `below` of -1, "count again", on every scope request):
+     * -1 here, as from the call below, without the call into colder code */
+    if (Py_SIZE(value) < 0) return -1;
 #endif
     return arena_exact_size_slow(value);
 }

@@ -134,3 +134,47 @@ def test_the_scope_hit_holds_no_note(hit_path: str) -> None:
         for _ in range(200):
             _run(ws)
         assert [sys.getrefcount(o) for o in watched] == before
+
+
+def test_the_scope_hit_follows_a_replaced_scope_cache(hit_path: str) -> None:
+    """The buffer's dict of caches given a new scope cache under the front's key: the hit
+    reads the new one. The compiled hit notes which cache that dict mapped the key to (in
+    ``scope_cache_of``, with the dict's state then); slip: the note taken without the
+    state (the old cache, kept alive here, would serve the (4, 8) view)."""
+    with Arena("cpu", framework="numpy") as ws:
+        cache = _hits(ws)
+        with ws.numpy.scope() as s:
+            assert s.slot is not None
+            prepared = s.slot.buffer.prepared
+        key = _key(cache)
+        KEPT.append(cache)
+        prepared[MEMO] = {key: _reshaped(cache[key], key)}
+        try:
+            assert [_run(ws) for _ in range(3)] == [(8, 4)] * 3
+        finally:
+            KEPT.clear()
+
+
+def test_the_scope_hits_of_two_fronts_read_their_own_caches(hit_path: str) -> None:
+    """Scopes of two torch fronts on one buffer (the default front and the inference one,
+    whose scope caches lie under two keys of the same dict) alternate: each front's
+    requests are served from its own cache (inference tensors from the inference front
+    only). Slip: ``scope_cache_of``'s note taken without its key (the other front's cache,
+    whose entries answer the same requests, would serve)."""
+    torch = pytest.importorskip("torch")
+    spec = ((4, 8), torch.float32)
+    with Arena("cpu", framework="torch") as ws, torch.inference_mode():
+        fronts = [ws.front("torch"), ws.front("torch", inference=True)]
+
+        def run(front: Any) -> bool:
+            with front.scope() as s:
+                (view,) = s.get_simultaneous(spec)
+            return bool(view.is_inference())
+
+        ws.reserve_bytes(1 << 16)
+        for _ in range(2):
+            for front in fronts:
+                run(front)
+        ws.lock()
+        seen = [run(front) for _ in range(5) for front in fronts]
+    assert seen == [False, True] * 5

@@ -305,3 +305,62 @@ def test_a_compiled_torch_release_reads_the_witness_address_its_row_noted() -> N
     with Arena("cpu", framework="torch") as ws:
         _locked_runs(ws, "noted", body)
     assert calls == [[True]]
+
+
+def _refused(st: Any, view: Any) -> list[int]:
+    """Release ``view`` expecting a refusal; the run's released blocks after it."""
+    with pytest.raises(ArenaError, match="not handed out"):
+        st.release(view)
+    return sorted(st.run.released)
+
+
+def test_a_release_calls_a_data_ptr_set_on_the_tensor(hit_path: str) -> None:
+    """A ``data_ptr`` set on the handed-out tensor itself shadows the method, for a
+    release as for any caller: one that names other memory is refused on both paths. The
+    compiled release calls torch's method directly only where the tensor has no instance
+    attribute (``call_data_ptr`` in ``_region_hit.c``); slip: that check left out (the real
+    address would release it)."""
+    outcomes: list[list[int]] = []
+
+    def body(st: Any, run: int) -> None:
+        (view,) = st.get_simultaneous(((16,), F32))
+        if run < 4:
+            st.release(view)
+            return
+        view.data_ptr = lambda: 8
+        outcomes.append(_refused(st, view))
+
+    with Arena("cpu", framework="torch") as ws:
+        _locked_runs(ws, "shadowed", body)
+    assert outcomes == [[]]
+
+
+def _identity(tensor: Any) -> int:
+    """A data_ptr() that tells every tensor apart."""
+    return id(tensor)
+
+
+def test_a_release_calls_a_data_ptr_patched_on_the_class(
+    hit_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``torch.Tensor.data_ptr`` replaced after the compiled release found torch's method
+    (once per type and version tag): the release calls the replacement, as the Python
+    path does (here one that tells every tensor apart, so the view is refused). Slip: the
+    method found once and kept past the type's change."""
+    outcomes: list[list[int]] = []
+
+    def body(st: Any, run: int) -> None:
+        (view,) = st.get_simultaneous(((16,), F32))
+        (other,) = st.get_simultaneous(((16,), F32))
+        st.release(other)  # compiled when locked: the method found, the type's tag noted
+        if run < 4:
+            st.release(view)
+            return
+        monkeypatch.setattr(torch.Tensor, "data_ptr", _identity)
+        # twice: the first lookup after the change gives the type its next tag
+        outcomes.extend(_refused(st, view) for _ in range(2))
+        monkeypatch.undo()
+
+    with Arena("cpu", framework="torch") as ws:
+        _locked_runs(ws, "patched", body)
+    assert outcomes == [[1], [1]]
