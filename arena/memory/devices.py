@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import operator
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -131,6 +132,17 @@ def _cuda(index: int, original: Any) -> Device:
 
 
 def _message(device: Any) -> str:
+    ordinal = None
+    if not isinstance(device, bool):  # refused as itself: True is no device
+        try:
+            ordinal = operator.index(device)  # a NumPy integer, say: an ordinal, not an int
+        except Exception:  # whatever its __index__ raises: not an ordinal
+            ordinal = None
+    if ordinal is not None and ordinal >= 0:
+        return (
+            f"cannot understand device {device!r} ({type(device).__name__}): an ordinal "
+            f"must be a Python int; pass int() of it ({ordinal}), or 'cuda:{ordinal}'"
+        )
     return (
         f"cannot understand device {device!r} ({type(device).__name__}); use 'cpu', 'cuda', "
         "'cuda:N', an int ordinal, a torch.device or a cupy.cuda.Device"

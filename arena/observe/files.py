@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -27,6 +28,16 @@ __all__ = [
 T = TypeVar("T")
 
 _NONBLOCK = os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+
+#: The lock files' descriptors :func:`exclusive` has open: descriptor -> (st_dev, st_ino,
+#: thread). A ``flock`` belongs to the open file, which a child of ``os.fork()`` shares
+#: through its copy of the descriptor: a child keeping the copy of another thread's
+#: (a thread that never runs there) would hold that lock for its whole life after the
+#: parent let go, and a writer in the child that found the lock file would wait on it
+#: for good. The child closes those copies (:func:`_close_in_child`). An entry a signal
+#: left behind (at the close's return, before its removal) names a number that may have
+#: been reused since: the child closes a descriptor only where it is still that file.
+_OPEN: dict[int, tuple[int, int, int]] = {}
 
 
 class FileRefused(ArenaError, OSError):
@@ -146,7 +157,9 @@ def exclusive(  # noqa: PLR0915 (no call out of the frame in the cleanup: see be
     (the descriptor that os.open returned stays open, never locked: nothing waits on it).
     A second interrupt while the cleanup of the first runs still closes the descriptor,
     releasing its lock; the lock file may then stay, free, for the next writer to take
-    and remove.
+    and remove. A child of ``os.fork()`` closes its copies of the descriptors other
+    threads of the parent held here (:data:`_OPEN`), so their locks go with the parent's
+    writers.
 
     Raises
     ------
@@ -167,6 +180,7 @@ def exclusive(  # noqa: PLR0915 (no call out of the frame in the cleanup: see be
             descriptor = os.open(path, os.O_RDWR | os.O_CREAT | _NONBLOCK, 0o666)
             opening = False
             held = os.fstat(descriptor)
+            _OPEN[descriptor] = (held.st_dev, held.st_ino, threading.get_ident())  # before flock
             _regular(held)  # inside the try: an interrupt there closes the descriptor
             fcntl.flock(descriptor, fcntl.LOCK_EX)
             try:
@@ -181,6 +195,7 @@ def exclusive(  # noqa: PLR0915 (no call out of the frame in the cleanup: see be
             # the interrupt, or another thread's file opened under that number since).
             stale, descriptor = descriptor, -1
             os.close(stale)
+            _OPEN.pop(stale, None)
         locked = True
         return action()
     finally:
@@ -198,6 +213,7 @@ def exclusive(  # noqa: PLR0915 (no call out of the frame in the cleanup: see be
                 if not locked:  # stopped while waiting: remove it only as its holder
                     try:
                         mine = os.fstat(descriptor)
+                        _OPEN[descriptor] = (mine.st_dev, mine.st_ino, threading.get_ident())
                         if stat.S_ISREG(mine.st_mode):  # never a FIFO or device put there
                             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
                             now = os.stat(path)
@@ -222,3 +238,26 @@ def exclusive(  # noqa: PLR0915 (no call out of the frame in the cleanup: see be
             # file stays, which the next writer locks and removes.
             if descriptor >= 0:
                 os.close(descriptor)  # releases the flock, after the unlink
+                _OPEN.pop(descriptor, None)
+
+
+def _close_in_child() -> None:
+    """In a child after ``os.fork()``: close the copies of the lock files' descriptors
+    the parent's other threads had open in :func:`exclusive` (see :data:`_OPEN`); those
+    threads never run here, and each copy would keep its lock held after the parent let
+    go. The forking thread's own, if any, stay: it goes on here and closes them."""
+    me = threading.get_ident()
+    for descriptor, (device, inode, thread) in list(_OPEN.items()):
+        if thread == me:
+            continue
+        del _OPEN[descriptor]
+        try:
+            now = os.fstat(descriptor)
+            if (now.st_dev, now.st_ino) == (device, inode):
+                os.close(descriptor)
+        except OSError:  # closed since (an entry a signal left behind)
+            pass
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_close_in_child)

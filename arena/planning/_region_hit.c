@@ -661,7 +661,8 @@ static void *long_address(PyObject *value) {
  * `noted` (step_row_tensor_data: what its data_ptr() returned when noted) is the view's,
  * saving that call. 1 where it does, 0 where it does not or where the step changed while
  * they ran (a torch function mode may run Python code: the Python path decides then), -1
- * on error (cleared: the Python path explains). */
+ * on error (an Exception cleared: the Python path explains; any other, such as a
+ * KeyboardInterrupt, left set). */
 static int same_tensor(StepHitBase *self, PyObject *view, PyObject *witness, void *noted) {
     if (Py_TYPE(view) != Py_TYPE(witness) || !is_tensor(view)) return 0;
     PyObject *handed = self->handed, *released = self->released, *request = self->request;
@@ -684,7 +685,11 @@ static int same_tensor(StepHitBase *self, PyObject *view, PyObject *witness, voi
     if (same == 1 && (self->handed != handed || self->released != released ||
                       self->request != request || self->ids != ids))
         same = 0;
-    if (same < 0) PyErr_Clear();
+    /* An Exception is the Python path's to explain (its own calls meet it again); one that
+     * is no Exception (a KeyboardInterrupt a signal's handler raised in a torch function
+     * mode's Python code) goes on out of the release, as out of the Python path's calls. */
+    if (same < 0 && (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_Exception)))
+        PyErr_Clear();
     Py_XDECREF(mine);
     Py_XDECREF(theirs);
     for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) Py_DECREF(held[i]);

@@ -99,12 +99,17 @@ static int copy_ndarray(StepRow *row, PyObject *view) {
 /* The TENSOR view `view`'s data_ptr() into `row` (the address a release compares a fresh
  * view's data_ptr() with: _step_rows.h), where it is an exact int of a nonzero address;
  * else none (NULL). May run Python code (torch's method; a torch function mode): called
- * before the dict is read again. Errors cleared: the release then calls data_ptr(). */
-static void copy_tensor(StepRow *row, PyObject *view) {
+ * before the dict is read again. 0, or -1 with an exception set where the call raised
+ * one that is no Exception (a KeyboardInterrupt a signal's handler raised in a mode's
+ * Python code: it goes on out of note, as it would out of the Python path's calls).
+ * An Exception is cleared: the release then calls data_ptr(), which explains it. */
+static int copy_tensor(StepRow *row, PyObject *view) {
     PyObject *got = PyObject_CallMethodNoArgs(view, str_data_ptr);
     if (got != NULL && PyLong_CheckExact(got)) row->data = (char *)PyLong_AsVoidPtr(got);
     Py_XDECREF(got);
+    if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception)) return -1;
     PyErr_Clear();
+    return 0;
 }
 
 /* Whether `key` is a plain one-view request the row can copy: an exact tuple of one exact
@@ -173,7 +178,8 @@ static PyObject *note(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (entry != NULL) {
         views = PyObject_GetAttr(entry, str_views);
         entry_key = views == NULL ? NULL : PyObject_GetAttr(entry, str_key);
-        if (entry_key == NULL) PyErr_Clear(); /* not a row's (the hit reads the dict) */
+        /* not a row's (the hit reads the dict); an error that is no Exception goes on */
+        if (entry_key == NULL && PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear();
     }
     if (entry_key == key && key != NULL && PyList_CheckExact(views) &&
         PyList_GET_SIZE(views) == 1) {
@@ -187,11 +193,11 @@ static PyObject *note(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_INCREF(view); /* held: copy_tensor may run Python code */
         row.view = view;
         if (row.kind == STEP_ROW_NDARRAY) copy_ndarray(&row, view);
-        if (row.kind == STEP_ROW_TENSOR) copy_tensor(&row, view);
+        /* an interrupt there: no row (emptied below), and the interrupt goes on */
+        noted = row.kind != STEP_ROW_TENSOR || copy_tensor(&row, view) == 0;
         row.cache = cache;
         row.key = key;
         row.entry = entry;
-        noted = 1;
     }
     /* Installed where the dict is still request index r's, in the state read, with the
      * one key and entry read (the lookups above may have run Python code): plain stores. */
@@ -203,6 +209,10 @@ static PyObject *note(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 PyDict_Next(cache, &pos, &k, &v) && k == key && v == entry;
         row.version = ((PyDictObject *)cache)->ma_version_tag;
     }
+    /* An error to go on with is kept aside while the references go: a finalizer the
+     * releases run must not meet it set. */
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
     StepRow old;
     int replace = r < caches->nrows;
     if (replace) {
@@ -222,7 +232,10 @@ static PyObject *note(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_XDECREF(key);
     Py_XDECREF(entry);
     Py_DECREF(cache);
-    if (PyErr_Occurred()) return NULL;
+    if (type != NULL) {
+        PyErr_Restore(type, value, traceback);
+        return NULL;
+    }
     return PyBool_FromLong(noted);
 #else
     return PyBool_FromLong(0);

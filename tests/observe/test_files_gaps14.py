@@ -46,17 +46,20 @@ def test_a_writer_that_waited_for_a_removed_lock_file_starts_again_on_a_new_one(
 
     monkeypatch.setattr(fcntl, "flock", flock)
 
-    def hold() -> str:
+    # Each action notes itself while it holds the lock: the order of the holds, not of
+    # the threads' returns (the second may return first once the first let go).
+    results: list[str] = []
+
+    def hold() -> None:
         holding.set()
         assert release.wait(10)
-        return "first"
+        results.append("first")
 
-    results: list[str] = []
-    first = threading.Thread(target=lambda: results.append(files.exclusive(lock, hold)))
+    first = threading.Thread(target=lambda: files.exclusive(lock, hold))
     first.start()
     assert holding.wait(10)
     second = threading.Thread(
-        target=lambda: results.append(files.exclusive(lock, lambda: "second"))
+        target=lambda: files.exclusive(lock, lambda: results.append("second"))
     )
     second.start()
     assert waiting.wait(10)
