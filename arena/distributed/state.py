@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import ast
 import json
+import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +32,7 @@ from typing import Any
 from arena.base.layout import compute_layout
 from arena.distributed.wire import Exchange, encode_entry
 from arena.errors import ArenaLockedError, ArenaSyncError
+from arena.forks import after_fork
 from arena.planning.agreed import agreed_book, step_figures, step_structure
 from arena.planning.books import books_of, step_books
 from arena.slots.persistent import PersistentStore
@@ -40,6 +43,25 @@ from arena.slots.workspaces import LIBRARY, TRITON, WorkspaceStore
 __all__ = ["SyncReport", "apply_maxima", "collect", "width"]
 
 _NO_CAP = 2**63 - 1
+
+#: One key rebuilt by ``literal_eval`` at a time in this process. CPython 3.11 up to
+#: 3.11.7 and 3.12 up to 3.12.1 count the AST constructor's recursion in one field of the
+#: interpreter (gh-106905, fixed in 3.11.8 and 3.12.2): a parse during which another
+#: thread parses raises SystemError ("AST constructor recursion depth mismatch"), and a
+#: collection inside a parse runs finalizers, which may hand the GIL to another thread.
+#: Ranks run as threads of one process rebuild the others' keys at once, right after the
+#: same collective. (Another library parsing in another thread at that moment can still
+#: meet a parse here on those versions; only a newer CPython prevents that.)
+_PARSING = threading.Lock()
+
+
+def _renew_parsing(module: object) -> None:
+    """A forked child's own lock (another thread may have held the parent's then)."""
+    global _PARSING
+    _PARSING = threading.Lock()
+
+
+after_fork(sys.modules[__name__], _renew_parsing)
 
 
 @dataclass(frozen=True)
@@ -140,7 +162,8 @@ def _rebuild(text: str, own: dict[str, Any]) -> tuple[bool, Any]:
     if text in own:
         return True, own[text]
     try:
-        key = ast.literal_eval(text)
+        with _PARSING:
+            key = ast.literal_eval(text)
         hash(key)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return False, None

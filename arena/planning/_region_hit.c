@@ -2174,10 +2174,16 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
         PyObject *view = memo->view, *made = NULL;
         out = PyList_New(1);
         if (out == NULL) goto error;
+        /* The list's allocation may collect garbage, whose finalizers may run other scope
+         * hits (another thread's, the GIL handed over; another arena's) that note their
+         * own view on this line, which every arena's scopes share: its copy is this
+         * entry's view's only while the line still notes this entry's views (held: no
+         * other list at that address). */
+        int copied = memo->copied && memo->views == views;
         if (fresh == Py_None) {
             made = Py_NewRef(view);
         } else {
-            if (memo->copied && fresh == hit_api->ndarray_view) made = scope_memo_fresh(memo);
+            if (copied && fresh == hit_api->ndarray_view) made = scope_memo_fresh(memo);
             if (made == NULL && !PyErr_Occurred()) {
                 Py_INCREF(view);
                 made = hit_api->fresh_view(fresh, view);

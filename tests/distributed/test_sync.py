@@ -7,12 +7,15 @@ the exchange's own rules run on ranks as threads of this process (tests/threadgr
 
 from __future__ import annotations
 
+import ast
+import gc
 import importlib.util
 import json
 import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -205,6 +208,101 @@ def test_ranks_agree_on_every_key_and_the_largest_sizes() -> None:
         assert report.after[0] >= max(r.before[0] for r in reports)
         assert stats.allocations_while_locked == 0
         assert pointers[0] == pointers[1]
+
+
+def test_ranks_rebuilding_keys_at_once_never_meet_in_the_parser() -> None:
+    """Each rank rebuilds the keys only the others had with ``ast.literal_eval``, all ranks
+    at once. CPython 3.11 up to 3.11.7 and 3.12 up to 3.12.1 count the AST constructor's
+    recursion in one field of the interpreter (gh-106905): a parse during which another
+    thread parses raises SystemError ("AST constructor recursion depth mismatch"). A
+    collection inside a parse runs finalizers (an earlier test's garbage arena closing),
+    which may hand the GIL to another rank; here every collection inside ``ast.parse``
+    does, so ranks that parse at once meet there on every run (seen once in a full-suite
+    run, in test_ranks_agree_on_every_key_and_the_largest_sizes)."""
+    parse = ast.parse.__code__
+
+    def hand_over(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and sys._getframe(1).f_code is parse:
+            time.sleep(0.001)  # another rank takes the GIL mid-parse
+
+    ranks = ThreadRanks(3)
+
+    def body(rank: int, group: RankGroup) -> Any:
+        with Arena("cpu", framework="numpy") as ws:
+            for k in range(4):
+                ws.get_library_workspace(("lib", rank, k), 1024)
+            return ws.sync(group).partial
+
+    threshold = gc.get_threshold()
+    gc.callbacks.append(hand_over)
+    gc.set_threshold(1)  # a collection at nearly every allocation, inside the parses too
+    try:
+        results = ranks.run(body)
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(hand_over)
+    assert [type(r) for r in results] == [tuple] * 3, results
+    assert all(len(r) == 12 for r in results)  # every rank took the others' 8 keys
+
+
+FORK_WHILE_PARSING = """
+import ast, gc, os, signal, sys, threading, time, warnings
+from arena.distributed import state
+
+parse = ast.parse.__code__
+inside, go = threading.Event(), threading.Event()
+armed = [True]
+
+def gate(phase, info):  # holds the thread inside its parse, the key lock taken
+    if phase == "start" and armed[0] and sys._getframe(1).f_code is parse:
+        armed[0] = False
+        inside.set()
+        go.wait(30)
+
+gc.callbacks.append(gate)
+gc.set_threshold(1)
+thread = threading.Thread(target=state._rebuild, args=("('rank', 1)", {}))
+thread.start()
+assert inside.wait(30)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork with threads
+    pid = os.fork()
+if pid == 0:  # the child: exit 0 only if it rebuilds a key
+    code = 1
+    try:
+        code = 0 if state._rebuild("('rank', 2)", {}) == (True, ("rank", 2)) else 1
+    finally:
+        os._exit(code)
+go.set()
+thread.join(30)
+deadline = time.monotonic() + 20
+while True:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    if time.monotonic() > deadline:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        sys.exit("the forked child hung on the copied key lock")
+    time.sleep(0.01)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_a_key_is_parsed_rebuilds_keys() -> None:
+    """A thread holds the key lock (inside its parse) while the main thread forks: the
+    child's own rebuild must complete, not wait forever on the copied lock. In a fresh
+    interpreter, as tests/test_threads.py forks."""
+    result = subprocess.run(
+        [sys.executable, "-c", FORK_WHILE_PARSING],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
 
 
 def test_identical_ranks_need_two_collectives_and_bytes_that_do_not_grow_with_ranks() -> None:

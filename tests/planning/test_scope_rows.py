@@ -10,6 +10,7 @@ it (a Prepared entry's views are built whole and never written; see ``_step_rows
 
 from __future__ import annotations
 
+import gc
 import sys
 from typing import Any
 
@@ -118,3 +119,58 @@ def test_served_alike_with_and_without_a_copy() -> None:
         ws.lock()
         for _ in range(4):
             assert run(ws) == first
+
+
+def _span(ws: Arena) -> range:
+    """The addresses of the one slot's buffer."""
+    with ws.numpy.scope() as s:
+        assert s.slot is not None
+        buffer = s.slot.buffer
+    assert buffer is not None and buffer.allocation is not None
+    return range(buffer.allocation.ptr, buffer.allocation.ptr + buffer.capacity)
+
+
+def test_a_collection_at_the_hit_lets_no_other_arena_s_view_in() -> None:
+    """The memo is the process's, one line for every arena's scopes at a top with a
+    request's signature. A hit from the noted copy allocates its list first, and a
+    collection there runs finalizers, which may run another thread's scope hits (the GIL
+    handed over) or another arena's: here a collection's callback runs three hits of
+    another arena with the same request, which note that arena's view on the line. The
+    first arena's view is still made from its own remembered view. (The hit took the
+    other arena's copy: a view of its buffer, once per parity of the collection.)"""
+    with Arena("cpu", framework="numpy") as ws, Arena("cpu", framework="numpy") as other:
+        _warm(ws)
+        _warm(other)
+        mine = _span(ws)
+        armed = [False]
+
+        def other_hits(phase: str, info: dict[str, int]) -> None:
+            if phase == "start" and armed[0]:
+                armed[0] = False
+                for _ in range(3):
+                    _request(other, SPEC)
+
+        threshold = gc.get_threshold()
+        gc.callbacks.append(other_hits)
+        got = []
+        try:
+            # A collection at every second allocation: each parity once, the list's
+            # allocation the first or the second after the hit's call begins.
+            for parity in range(2):
+                for _ in range(4):  # the line notes this arena's view again
+                    _request(ws, SPEC)
+                with ws.numpy.scope() as s:
+                    held: list[Any] = []
+                    gc.set_threshold(1)
+                    gc.collect()
+                    for _ in range(parity):
+                        held.append([])
+                    armed[0] = True
+                    (view,) = s.get_simultaneous(SPEC)
+                    armed[0] = False
+                    gc.set_threshold(*threshold)
+                got.append(view.ctypes.data in mine)
+        finally:
+            gc.set_threshold(*threshold)
+            gc.callbacks.remove(other_hits)
+        assert got == [True, True]
