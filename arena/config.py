@@ -18,7 +18,7 @@ from arena.base.events import debug_from_env
 from arena.base.layout import MAX_BYTES, check_alignment, int_not_bool, plain_int_fix
 from arena.base.poison import poison_from_env
 from arena.environment import FALSE_WORDS, TRUE_WORDS, choice_from_env
-from arena.errors import ConfigError, FrameworkUnavailableError
+from arena.errors import ConfigError, DeviceUnavailableError, FrameworkUnavailableError
 from arena.memory.devices import (
     Device,
     cupy_device_count,
@@ -155,7 +155,9 @@ def settings(
 def positive(name: str, value: Any) -> int:
     """``value`` if it is an int >= 1; otherwise :class:`ConfigError` naming ``name``."""
     if not int_not_bool(value) or value < 1:
-        raise ConfigError(f"{name} must be an int >= 1, got {value!r}{plain_int_fix(value)}")
+        # A NumPy integer or whole float is told to pass int() of it; anything else, the range.
+        fix = plain_int_fix(value) or f"; pass an int of 1 or more, e.g. {name}=1"
+        raise ConfigError(f"{name} must be an int >= 1, got {value!r}{fix}")
     return value
 
 
@@ -386,7 +388,29 @@ def make_source(
         )
     from arena.memory.cuda import cuda_source
 
-    return cuda_source(resolved, source or _default_cuda_source(resolved))
+    kind = source or _default_cuda_source(resolved)
+    return _naming_spelling(device, resolved, lambda: cuda_source(resolved, kind))
+
+
+def _naming_spelling(
+    device: Any, resolved: Device, make: Callable[[], MemorySource]
+) -> MemorySource:
+    """``make()``, the source of CUDA device ``resolved``; where ``device`` is missing, the
+    error names ``device`` as the caller spelled it too, when that is not how ``resolved``
+    prints (``Arena("gpu")`` is cuda:0: "cuda:0 (device='gpu') is not available ...").
+
+    Raises
+    ------
+    DeviceUnavailableError
+        The source's, naming ``device``; chained to the source's own.
+    """
+    try:
+        return make()
+    except DeviceUnavailableError as exc:
+        if str(device) == str(resolved):
+            raise
+        spelled = f"{resolved} (device={device!r})"
+        raise DeviceUnavailableError(str(exc).replace(str(resolved), spelled)) from exc
 
 
 def _check_host_alignment(source: MemorySource, alignment: int) -> None:

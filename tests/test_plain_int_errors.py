@@ -47,7 +47,10 @@ def test_a_numpy_integer_setting_is_refused_naming_the_plain_int_to_pass(
 
 
 def test_other_refused_values_keep_their_messages() -> None:
-    with pytest.raises(arena.ConfigError, match=r"^ubatches must be an int >= 1, got 0$"):
+    with pytest.raises(
+        arena.ConfigError,
+        match=r"^ubatches must be an int >= 1, got 0; pass an int of 1 or more, e\.g\. ubatches=1$",
+    ):
         _arena(ubatches=0)
     with pytest.raises(arena.ConfigError, match=r"^nbytes must be an int >= 0, got 1.5$"):
         _arena().reserve_bytes(1.5)  # type: ignore[arg-type]

@@ -101,8 +101,13 @@ def parse_device(device: Any) -> Device:
     if text in {"cuda", "gpu"}:
         return Device("cuda", 0)
     for prefix in ("cuda:", "gpu:"):
-        if text.startswith(prefix) and text[len(prefix) :].isdecimal():
-            return Device("cuda", _ordinal(text[len(prefix) :], device))
+        rest = text[len(prefix) :]
+        digits = rest.removeprefix("-")
+        if text.startswith(prefix) and digits.isdecimal():
+            index = _ordinal(digits, device)
+            if digits != rest:  # 'cuda:-1': refused as the int -1 is, not as unreadable
+                raise DeviceError(_negative(device))
+            return Device("cuda", index)
     raise DeviceError(_message(device))
 
 
@@ -127,8 +132,13 @@ def _ordinal(digits: str, device: Any) -> int:
 
 def _cuda(index: int, original: Any) -> Device:
     if index < 0:
-        raise DeviceError(f"CUDA device ordinal must be >= 0, got {original!r}; use e.g. 0")
+        raise DeviceError(_negative(original))
     return Device("cuda", index)
+
+
+def _negative(original: Any) -> str:
+    """The refusal of ``original``, a negative CUDA ordinal (-1, 'cuda:-1')."""
+    return f"CUDA device ordinal must be >= 0, got {original!r}; use e.g. 0"
 
 
 def _message(device: Any) -> str:

@@ -329,5 +329,6 @@ def test_a_cuda_arena_without_a_gpu_says_first_that_no_device_is_visible() -> No
     with pytest.raises(arena.DeviceUnavailableError) as info:
         arena.Arena("cuda")
     message = str(info.value)
-    assert message.startswith("cuda:0 is not available: no CUDA device is visible here")
+    # small46: names the caller's spelling ("cuda") next to the device it was read as.
+    assert message.startswith("cuda:0 (device='cuda') is not available: no CUDA device is visible")
     assert message.index("device='cpu'") < message.index("pip install")
