@@ -11,13 +11,14 @@ The negative text ordinal (``"cuda:-1"``): tests/memory/test_small46_devices.py.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import arena
-from arena import ConfigError, DeviceUnavailableError
+from arena import CPU, ConfigError, DeviceUnavailableError, config
 from arena.errors import ArenaError
 from arena.memory import devices
 from tests.memory.test_cuda_fakes import fake_cupy, fake_torch, install
@@ -124,3 +125,63 @@ def test_a_host_arena_without_a_gpu_keeps_its_pinned_message(
         arena.Arena("host", framework="numpy", profile=False, source="pinned")
     assert "(device=" not in str(caught.value)
     assert str(caught.value).endswith("(Arena('cpu'), source='host')")
+
+
+# ---------------------------------------------------------------- Round 16a's survivors
+def test_a_long_value_is_shown_as_its_first_45_characters_and_its_length() -> None:
+    value = "x" * 100  # repr: 102 characters
+    with pytest.raises(ConfigError) as caught:
+        config.parse_bytes("max_bytes", value)
+    assert f"got {repr(value)[:45]}... (102 characters)" in str(caught.value)
+
+
+def test_an_adapter_is_the_plain_one_unless_inference_is_asked() -> None:
+    pytest.importorskip("torch")
+    plain = importlib.import_module("arena.adapters.torch").ADAPTER
+    assert config.load_adapter("torch", CPU) is plain  # the triton workspaces' call
+    assert config.load_adapter("torch", CPU, True) is not plain
+
+
+class _CudaSource:
+    """A source that says its memory is on cuda:0 and is never asked for any."""
+
+    device = arena.Device("cuda", 0)
+
+    def allocate(self, nbytes: int) -> Any:
+        raise AssertionError("not called")
+
+    def release(self, allocation: Any) -> None:
+        raise AssertionError("not called")
+
+
+def _settings(capture_probe: Any) -> config.Settings:
+    return config.settings(
+        None,
+        ubatches=1,
+        lanes=1,
+        alignment=256,
+        growth="exact",
+        source=_CudaSource(),
+        ubatch_resolver=None,
+        lane_resolver=None,
+        alloc_context=None,
+        debug=False,
+        max_cached_layouts=8,
+        cached_views=True,
+        track_call_sites=False,
+        capture_probe=capture_probe,
+        poison=False,
+    )
+
+
+def test_a_cuda_arena_gets_the_capture_probe_only_where_none_is_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _no_gpu(monkeypatch)
+
+    def given() -> bool:
+        return False
+
+    assert _settings(given).capture_probe is given
+    made = _settings(None).capture_probe
+    assert callable(made) and made is not given
