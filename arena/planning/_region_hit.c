@@ -421,7 +421,11 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
             noted = key;
 #endif
         }
-        if (PyErr_Occurred()) PyErr_Clear(); /* looked up next: the lookup explains */
+        /* looked up next: the lookup explains (an interrupt goes on) */
+        if (arena_clear_unless_interrupt()) {
+            Py_DECREF(cache);
+            return NULL;
+        }
     }
     if (found == NULL) found = PyDict_GetItemWithError(cache, specs);
     Py_XINCREF(found);
@@ -431,7 +435,10 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     if (found == NULL || !Py_IS_TYPE(found, prepared_type) ||
         (!(memo_key != NULL && FIELD(found, prepared_key) == memo_key) &&
          !hit_api->same_classes(FIELD(found, prepared_key), specs))) {
-        PyErr_Clear(); /* a miss, or an unhashable dtype: the Python path explains */
+        /* a miss, or an unhashable dtype: the Python path explains; an interrupt raised in
+         * a dtype's Python __hash__ or __eq__ goes on (the Python path's lookup would not
+         * meet it again) */
+        arena_clear_unless_interrupt();
         Py_XDECREF(found);
         return NULL;
     }
@@ -2086,7 +2093,7 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     if (prepared == NULL || !PyDict_CheckExact(prepared)) return NULL;
     PyObject *cache = scope_cache_of(prepared, self->memo);
     if (cache == NULL || !PyDict_CheckExact(cache)) {
-        PyErr_Clear();
+        arena_clear_unless_interrupt(); /* a key of the user's may run Python code */
         return NULL;
     }
     /* Held across the lookup, which may run a dtype's Python __hash__ or __eq__ (and let
@@ -2108,7 +2115,10 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     if (entry == NULL || !Py_IS_TYPE(entry, prepared_type) || kept == NULL ||
         (kept != memo->key && (!PyTuple_CheckExact(kept) || PyTuple_GET_SIZE(kept) != 2)) ||
         (!known && !hit_api->same_classes(PyTuple_GET_ITEM(kept, 1), specs))) {
-        PyErr_Clear(); /* a miss, or an unhashable dtype: the Python path explains */
+        /* a miss, or an unhashable dtype: the Python path explains; an interrupt raised in
+         * a dtype's Python __hash__ or __eq__ goes on (the Python path's lookup would not
+         * meet it again) */
+        arena_clear_unless_interrupt();
         goto done;
     }
     /* The lookup may have let another thread move on: check the slot again. */
