@@ -1831,9 +1831,8 @@ static ALWAYS_INLINE int scope_request_is(const ScopeMemo *memo, PyObject *specs
 }
 
 /* The memo slot of a request at `at`: from the top, the number of views and the first
- * view's dtype object, dimension count and first SIGNATURE_DIMS dimensions (the tops of
- * one scope's requests, multiples of the alignment, spread over the table by Fibonacci
- * hashing). */
+ * view's dtype object, dimension count and first dimension (the tops of one scope's
+ * requests, multiples of the alignment, spread over the table by Fibonacci hashing). */
 static ScopeMemo *scope_memo_slot(Py_ssize_t at, PyObject *specs) {
     unsigned long long h = (unsigned long long)at ^
                            ((unsigned long long)PyTuple_GET_SIZE(specs) << 48);
@@ -1843,15 +1842,9 @@ static ScopeMemo *scope_memo_slot(Py_ssize_t at, PyObject *specs) {
             PyObject *shape = PyTuple_GET_ITEM(spec, 0);
             h ^= (unsigned long long)(uintptr_t)PyTuple_GET_ITEM(spec, 1) << 20;
             if (PyTuple_CheckExact(shape) && PyTuple_GET_SIZE(shape) > 0) {
-                Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
-                h ^= (unsigned long long)ndim << 56;
-                /* every dimension of the signature's, not the first alone: a decoder's
-                 * requests at one top often share the first (the tokens) and differ
-                 * after it, and would take one slot in turn, each a miss */
-                for (Py_ssize_t k = 0; k < ndim && k < SIGNATURE_DIMS; k++) {
-                    Py_ssize_t dim = arena_exact_size(PyTuple_GET_ITEM(shape, k));
-                    h = (h + (unsigned long long)dim) * 0xC2B2AE3D27D4EB4FULL;
-                }
+                h ^= (unsigned long long)PyTuple_GET_SIZE(shape) << 56;
+                Py_ssize_t dim = arena_exact_size(PyTuple_GET_ITEM(shape, 0));
+                h += (unsigned long long)dim * 0xC2B2AE3D27D4EB4FULL;
             }
         }
     }
