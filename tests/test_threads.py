@@ -12,6 +12,7 @@ import pytest
 
 import arena
 from arena import Arena
+from tests.forkchild import WAIT_FOR_CHILD
 
 F32 = "float32"
 STEPS = 300
@@ -75,10 +76,14 @@ def test_thread_binding_is_per_thread() -> None:
     a.close()
 
 
-FORK_WHILE_HELD = """
+FORK_WHILE_HELD = (
+    """
 import os, signal, sys, threading, time, warnings
 from contextlib import contextmanager
 from arena import Arena
+"""
+    + WAIT_FOR_CHILD
+    + """
 
 inside, go, armed = threading.Event(), threading.Event(), [False]
 
@@ -127,19 +132,11 @@ if pid == 0:  # the child: exit 0 only if every request completes
         os._exit(code)
 go.set()
 thread.join(30)
-deadline = time.monotonic() + 20
-while True:
-    done, status = os.waitpid(pid, os.WNOHANG)
-    if done:
-        break
-    if time.monotonic() > deadline:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        sys.exit("the forked child hung on the copied mutex")
-    time.sleep(0.01)
+code = wait_for_child(pid, "the forked child hung on the copied mutex")
 a.close()
-sys.exit(os.waitstatus_to_exitcode(status))
+sys.exit(code)
 """
+)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")

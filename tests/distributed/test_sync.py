@@ -24,6 +24,7 @@ import pytest
 
 import arena
 from arena import Arena, ArenaLockedError, ArenaSyncError, ConfigError
+from tests.forkchild import WAIT_FOR_CHILD
 from tests.stepping import layer
 from tests.threadgroup import RankGroup, ThreadRanks
 
@@ -245,9 +246,13 @@ def test_ranks_rebuilding_keys_at_once_never_meet_in_the_parser() -> None:
     assert all(len(r) == 12 for r in results)  # every rank took the others' 8 keys
 
 
-FORK_WHILE_PARSING = """
+FORK_WHILE_PARSING = (
+    """
 import ast, gc, os, signal, sys, threading, time, warnings
 from arena.distributed import state
+"""
+    + WAIT_FOR_CHILD
+    + """
 
 parse = ast.parse.__code__
 inside, go = threading.Event(), threading.Event()
@@ -275,18 +280,9 @@ if pid == 0:  # the child: exit 0 only if it rebuilds a key
         os._exit(code)
 go.set()
 thread.join(30)
-deadline = time.monotonic() + 20
-while True:
-    done, status = os.waitpid(pid, os.WNOHANG)
-    if done:
-        break
-    if time.monotonic() > deadline:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        sys.exit("the forked child hung on the copied key lock")
-    time.sleep(0.01)
-sys.exit(os.waitstatus_to_exitcode(status))
+sys.exit(wait_for_child(pid, "the forked child hung on the copied key lock"))
 """
+)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")

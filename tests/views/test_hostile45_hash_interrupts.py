@@ -56,16 +56,25 @@ def _scope(ws: Arena) -> None:
         scope.get_simultaneous(((2,), jnp.float16), ((3,), jnp.float32))
 
 
-def _run(program: Callable[[Arena], None], warm: int, at: int) -> tuple[Arena, _Shot]:
+def _warmed(program: Callable[[Arena], None], warm: int) -> Arena:
     ws = Arena("cpu", framework="numpy")
     for _ in range(warm):
         program(ws)
-    shot = _Shot(at)
+    return ws
+
+
+def _traced(program: Callable[[Arena], None], ws: Arena, shot: _Shot) -> None:
     sys.settrace(shot)
     try:
         program(ws)
     finally:
         sys.settrace(None)
+
+
+def _run(program: Callable[[Arena], None], warm: int, at: int) -> tuple[Arena, _Shot]:
+    ws = _warmed(program, warm)
+    shot = _Shot(at)
+    _traced(program, ws, shot)
     return ws, shot
 
 
@@ -80,15 +89,8 @@ def test_an_interrupt_in_a_dtypes_hash_comes_out_of_the_request(
     ws, counter = _run(program, warm, 0)
     ws.close()
     for at in range(1, counter.calls + 1):
-        ws = Arena("cpu", framework="numpy")
-        for _ in range(warm):
-            program(ws)
-        shot = _Shot(at)
-        sys.settrace(shot)
-        try:
-            with pytest.raises(KeyboardInterrupt, match=f"call {at}$"):
-                program(ws)
-        finally:
-            sys.settrace(None)
+        ws = _warmed(program, warm)
+        with pytest.raises(KeyboardInterrupt, match=f"call {at}$"):
+            _traced(program, ws, _Shot(at))
         program(ws)
         ws.close()
