@@ -4,11 +4,12 @@ view sets of its own, with no per-request cost; ``ws.torch`` keeps its normal te
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from tests.refcounts import assert_counts_flat
 
 torch = pytest.importorskip("torch")
 
@@ -210,10 +211,12 @@ def test_compiled_hits_on_an_inference_front_keep_reference_counts_flat(hit_path
         remembered = ws._table.slots[0].buffer.prepared["torch/inference"][PAIR]
         watched = (PAIR, PAIR[0], PAIR[0][0], *remembered.views)
         front.get_simultaneous(*PAIR)
-        before = [sys.getrefcount(o) for o in watched]
-        for _ in range(100_000):
-            front.get_simultaneous(*PAIR)
-        assert [sys.getrefcount(o) for o in watched] == before
+
+        def gets() -> None:
+            for _ in range(100_000):
+                front.get_simultaneous(*PAIR)
+
+        assert_counts_flat(watched, gets)
 
 
 def test_a_plans_views_are_remembered_as_built_inside_the_mode(

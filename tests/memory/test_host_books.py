@@ -7,7 +7,6 @@ runs the mirror."""
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import sys
 from typing import Any
@@ -21,6 +20,7 @@ from arena.memory.ledger import Ledger, compiled_replace
 from arena.memory.sources import Allocation, HostSource
 from arena.slots import slot as slots
 from tests.conftest import check_pure_python_switch
+from tests.refcounts import assert_counts_flat
 
 REQUIRE_COMPILED = flag_from_env("ARENA_REQUIRE_COMPILED")
 WHAT = "the scratch buffer of slot (ubatch 0, lane 0)"
@@ -199,14 +199,16 @@ def test_reference_counts_stay_flat() -> None:
     for _ in range(3000):  # the trace full (TRACE_LIMIT events): it keeps its events' refs
         block = books(ledger, [block], 4096, WHAT)
     watched = (WHAT, HostSource, Allocation, Ledger, 4096)
-    gc.collect()
-    before = [sys.getrefcount(o) for o in watched]
-    for _ in range(20_000):
-        block = books(ledger, [block], 4096, WHAT)
-    assert [sys.getrefcount(o) for o in watched] == before
+
+    def replacements() -> None:
+        nonlocal block
+        for _ in range(20_000):
+            block = books(ledger, [block], 4096, WHAT)
+
+    assert_counts_flat(watched, replacements)
     # The ledger holds the block once in its books and once as the last handed out.
     assert sys.getrefcount(block) == 4  # block, _live, _handed, the call's argument
-    assert ledger.allocations == 23_001 and ledger.live_blocks == 1
+    assert ledger.allocations in (23_001, 43_001) and ledger.live_blocks == 1
 
 
 def test_an_arena_grows_through_it() -> None:

@@ -17,6 +17,7 @@ from arena.memory import sources
 from arena.memory.devices import CPU
 from arena.memory.sources import HOST_ALIGNMENT, Allocation, HostSource
 from tests.conftest import check_pure_python_switch
+from tests.refcounts import assert_counts_flat
 
 REQUIRE_COMPILED = flag_from_env("ARENA_REQUIRE_COMPILED")
 SIZES = (1, 255, 4096, 4097, 10_000, 1 << 20, (1 << 22) + 3)
@@ -120,10 +121,12 @@ def test_the_compiled_allocation_keeps_reference_counts_flat() -> None:
     first = made(nbytes)
     watched = (nbytes, CPU, Allocation, np.ndarray, first.owner.dtype, first.owner.base.dtype)
     del first
-    before = [sys.getrefcount(o) for o in watched]
-    for _ in range(100_000):
-        made(nbytes)
-    assert [sys.getrefcount(o) for o in watched] == before
+
+    def allocations() -> None:
+        for _ in range(100_000):
+            made(nbytes)
+
+    assert_counts_flat(watched, allocations)
     # The block holds one reference to its owner, which holds one to its raw array, as
     # the Python version's do.
     block, mirror = made(nbytes), python_host_block(nbytes)

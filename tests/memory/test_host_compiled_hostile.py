@@ -20,6 +20,7 @@ from arena.memory import sources
 from arena.memory.devices import CPU
 from arena.memory.sources import HOST_ALIGNMENT, Allocation, HostSource
 from tests.memory.test_host_compiled import _compiled, _described, python_host_block
+from tests.refcounts import assert_counts_flat
 
 
 def test_declines_keep_reference_counts_flat() -> None:
@@ -33,11 +34,13 @@ def test_declines_keep_reference_counts_flat() -> None:
     watched = (uint8, np.ndarray, Allocation, CPU, *sizes)
     for nbytes in sizes:  # warm
         made(nbytes)
-    before = [sys.getrefcount(o) for o in watched]
-    for _ in range(2000):
-        for nbytes in sizes:
-            assert made(nbytes) is None
-    assert [sys.getrefcount(o) for o in watched] == before
+
+    def declines() -> None:
+        for _ in range(2000):
+            for nbytes in sizes:
+                assert made(nbytes) is None
+
+    assert_counts_flat(watched, declines)
     assert sys.exc_info() == (None, None, None)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from arena import Arena, ArenaWarning
 from arena.observe.profilefile import read_profile
 from arena.planning.books import step_books
 from tests.conftest import need_compiled_hit
+from tests.refcounts import assert_counts_flat
 
 F32 = "float32"
 
@@ -100,12 +100,13 @@ def test_a_compiled_replay_keeps_the_slot_s_step_books_reference_counts_flat() -
         watched = (store, store.by_key, slot.stores)
         with ws.step("k"):
             pass
-        before = [sys.getrefcount(o) for o in watched]
-        for _ in range(1000):
-            with ws.step("k") as step:
-                step.get_simultaneous(((64,), F32))
-        del step
-        assert [sys.getrefcount(o) for o in watched] == before
+
+        def runs() -> None:
+            for _ in range(1000):
+                with ws.step("k") as step:
+                    step.get_simultaneous(((64,), F32))
+
+        assert_counts_flat(watched, runs)
 
 
 def test_a_replay_ended_under_a_scope_still_open_keeps_the_scope_s_bytes(

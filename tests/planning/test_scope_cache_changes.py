@@ -13,7 +13,6 @@ shape.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +20,7 @@ import pytest
 
 from arena import Arena
 from arena.views.prepared import Prepared, server
+from tests.refcounts import assert_counts_flat
 
 F32 = "float32"
 SPEC = ((4, 8), F32)
@@ -130,10 +130,12 @@ def test_the_scope_hit_holds_no_note(hit_path: str) -> None:
         key = _key(cache)
         entry = cache[key]
         watched = [cache, key, entry, entry.views]
-        before = [sys.getrefcount(o) for o in watched]
-        for _ in range(200):
-            _run(ws)
-        assert [sys.getrefcount(o) for o in watched] == before
+
+        def hits() -> None:
+            for _ in range(200):
+                _run(ws)
+
+        assert_counts_flat(watched, hits)
 
 
 def test_the_scope_hit_follows_a_replaced_scope_cache(hit_path: str) -> None:

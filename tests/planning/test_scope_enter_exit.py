@@ -8,7 +8,6 @@ ones keep reference counts flat."""
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 import tracemalloc
@@ -22,6 +21,7 @@ from arena.planning.scopes import CompiledScope, Scope
 from arena.views import hit
 from tests.conftest import need_compiled_hit
 from tests.gates import behind_the_mutex
+from tests.refcounts import assert_counts_flat
 
 F32 = "float32"
 
@@ -251,15 +251,16 @@ def test_the_compiled_enter_and_exit_keep_reference_counts_flat() -> None:
         scope = front.scope
         outer = scope()
         outer.__enter__()
-        before = [sys.getrefcount(o) for o in (*watched, outer)]
-        for _ in range(1_000_000):
-            with scope():
-                pass
-        for _ in range(100_000):
-            with scope() as inner:
-                inner.get_simultaneous(spec)
-        del inner
-        assert [sys.getrefcount(o) for o in (*watched, outer)] == before
+
+        def scopes() -> None:
+            for _ in range(1_000_000):
+                with scope():
+                    pass
+            for _ in range(100_000):
+                with scope() as inner:
+                    inner.get_simultaneous(spec)
+
+        assert_counts_flat((*watched, outer), scopes)
         tracemalloc.start()
         try:
             for _ in range(1000):

@@ -5,7 +5,6 @@ slot's top, compiled or in Python, with the same views the checked path builds
 from __future__ import annotations
 
 import random
-import sys
 from typing import Any
 
 import numpy as np
@@ -16,6 +15,7 @@ from arena.planning.scopes import Scope
 from arena.views import hit
 from arena.views.builder import ViewBuilder
 from tests.counting import counting
+from tests.refcounts import assert_counts_flat
 
 F32 = "float32"
 
@@ -211,13 +211,15 @@ def test_the_compiled_scope_hit_keeps_reference_counts_flat() -> None:
             entry = cache[0, specs]
             watched = (specs, specs[0], F32, buffer, cache, entry, entry.views, entry.required)
             top = slot.stack.top
-            before = [sys.getrefcount(o) for o in watched]
-            for _ in range(20_000):
-                s.get_simultaneous(*specs)
-                slot.stack.top = s.end = top  # the same top again: a hit every time
-                s.held = 0
-                slot.stack.live = 0
-            assert [sys.getrefcount(o) for o in watched] == before
+
+            def hits() -> None:
+                for _ in range(20_000):
+                    s.get_simultaneous(*specs)
+                    slot.stack.top = s.end = top  # the same top again: a hit every time
+                    s.held = 0
+                    slot.stack.live = 0
+
+            assert_counts_flat(watched, hits)
 
 
 # ------------------------------------------------------------------ differential

@@ -8,7 +8,6 @@ everything else handed to Python (a mutex another thread holds, an interrupt in 
 
 from __future__ import annotations
 
-import sys
 import tracemalloc
 from collections.abc import Iterator
 from typing import Any
@@ -24,6 +23,7 @@ from arena.planning.runs import StepRun
 from arena.planning.steps import Step
 from arena.views import hit
 from tests.gates import behind_the_mutex
+from tests.refcounts import assert_counts_flat
 
 F32 = "float32"
 
@@ -337,16 +337,17 @@ def test_the_compiled_init_enter_and_exit_keep_reference_counts_flat() -> None:
             front._builder, steps._ENDED, book.expiring, caches, steps.CompiledStep,
             book.starts, next(iter(caches[0].values())).views, steps._ENDED.ids,
         )  # fmt: skip
-        before = [sys.getrefcount(o) for o in watched]
-        for _ in range(1_000_000):
-            with step(key):
-                pass
-        for _ in range(100_000):
-            with step(key) as st:
-                (x,) = st.get_simultaneous(spec)
-                st.release(x)
-        del st, x
-        assert [sys.getrefcount(o) for o in watched] == before
+
+        def runs() -> None:
+            for _ in range(1_000_000):
+                with step(key):
+                    pass
+            for _ in range(100_000):
+                with step(key) as st:
+                    (x,) = st.get_simultaneous(spec)
+                    st.release(x)
+
+        assert_counts_flat(watched, runs)
         tracemalloc.start()
         try:
             for _ in range(1000):

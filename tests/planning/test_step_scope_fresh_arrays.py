@@ -15,6 +15,7 @@ import pytest
 
 from arena import Arena
 from arena.views import hit
+from tests.refcounts import assert_counts_flat
 
 #: Every flag NumPy reports.
 FLAGS = ("C_CONTIGUOUS", "F_CONTIGUOUS", "OWNDATA", "WRITEABLE", "ALIGNED", "WRITEBACKIFCOPY")
@@ -115,9 +116,9 @@ def test_the_compiled_hits_keep_the_remembered_arrays_counts_flat() -> None:
         watched = [*remembered, owner, *dtypes]
         for kind in ("step", "scope"):
             _requests(ws, kind)
-            gc.collect()
-            before = [sys.getrefcount(o) for o in watched]
-            for _ in range(2_000):
-                _requests(ws, kind)
-            gc.collect()
-            assert [sys.getrefcount(o) for o in watched] == before, kind
+
+            def requests(kind: str = kind) -> None:
+                for _ in range(2_000):
+                    _requests(ws, kind)
+
+            assert_counts_flat(watched, requests, kind)

@@ -17,6 +17,7 @@ from arena import Arena, ArenaError
 from arena.planning.runs import POINTER
 from arena.planning.steps import Step
 from arena.views import hit
+from tests.refcounts import assert_counts_flat
 
 torch = pytest.importorskip("torch")
 
@@ -260,10 +261,12 @@ def test_the_compiled_torch_release_holds_no_reference() -> None:
         st, witness = run()
         assert witness is not None
         watched = [witness, torch.Tensor, st, None]
-        before = [sys.getrefcount(o) for o in watched]
-        for _ in range(1000):
-            run()
-        assert [sys.getrefcount(o) for o in watched] == before
+
+        def runs() -> None:
+            for _ in range(1000):
+                run()
+
+        assert_counts_flat(watched, runs)
 
 
 def test_a_compiled_torch_release_reads_the_witness_address_its_row_noted() -> None:

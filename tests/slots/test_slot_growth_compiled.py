@@ -6,7 +6,6 @@ and ``ARENA_PURE_PYTHON=1`` runs the mirror."""
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import threading
@@ -28,6 +27,7 @@ from arena.slots.governor import Governor
 from arena.slots.slot import Buffer, Slot
 from tests.conftest import check_pure_python_switch
 from tests.gates import Probe
+from tests.refcounts import assert_counts_flat
 from tests.sources import check_books
 
 REQUIRE_COMPILED = flag_from_env("ARENA_REQUIRE_COMPILED")
@@ -387,12 +387,12 @@ def test_reference_counts_stay_flat() -> None:
             assert cycle() == 8192
         watched = (slot, governor, governor.mutex, Slot, Buffer, Governor, slot.scratch_name)
         watched += (governor.ledger, MAX_BYTES, 8192)
-        gc.collect()
-        before = [sys.getrefcount(o) for o in watched]
-        for _ in range(20_000):
-            cycle()
-        gc.collect()
-        assert [sys.getrefcount(o) for o in watched] == before
+
+        def cycles() -> None:
+            for _ in range(20_000):
+                cycle()
+
+        assert_counts_flat(watched, cycles)
         buffer = slot.buffer
         assert sys.getrefcount(buffer) == 3  # buffer, the slot's, the call's argument
         check_books(a)

@@ -11,7 +11,6 @@ the extension is in use."""
 from __future__ import annotations
 
 import random
-import sys
 from typing import Any
 
 import numpy as np
@@ -22,6 +21,7 @@ from arena.base.layout import Layout
 from arena.views import hit
 from arena.views.builder import structure_of
 from arena.views.plan import make_plan
+from tests.refcounts import assert_counts_flat
 
 pytestmark = pytest.mark.skipif(
     hit.compiled is None, reason="the compiled hit path is not in use here"
@@ -155,7 +155,9 @@ def test_planner_views_keep_reference_counts_flat() -> None:
         for specs, capacity in ((few, 1 << 12), (few, 64), (many, 1 << 16), (many, 64)):
             planner.views(specs, source, capacity)
             watched = (specs, specs[0], specs[0][0], specs[0][1], specs[1][1], source)
-            before = [sys.getrefcount(o) for o in watched]
-            for _ in range(100_000):
-                planner.views(specs, source, capacity)
-            assert [sys.getrefcount(o) for o in watched] == before
+
+            def views(specs: Any = specs, capacity: int = capacity) -> None:
+                for _ in range(100_000):
+                    planner.views(specs, source, capacity)
+
+            assert_counts_flat(watched, views)

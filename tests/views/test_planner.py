@@ -10,7 +10,6 @@ the Python plan path, so these tests run where the extension is in use."""
 from __future__ import annotations
 
 import random
-import sys
 from typing import Any
 
 import numpy as np
@@ -21,6 +20,7 @@ from arena.base.dtypes import KNOWN_DTYPES
 from arena.base.layout import MAX_BYTES, compute_layout
 from arena.front import PLANNER_HOT
 from arena.views import hit
+from tests.refcounts import assert_counts_flat
 
 pytestmark = pytest.mark.skipif(
     hit.compiled is None, reason="the compiled hit path is not in use here"
@@ -211,7 +211,9 @@ def test_the_planner_keeps_reference_counts_flat() -> None:
         slot = ws._table.slots[0]
         source = slot.buffer.wrappers["numpy"]
         watched = (specs, specs[0], specs[0][0], specs[0][1], specs[1][1], source, slot.buffer)
-        before = [sys.getrefcount(o) for o in watched]
-        for _ in range(1_000_000):
-            get(*specs)
-        assert [sys.getrefcount(o) for o in watched] == before
+
+        def gets() -> None:
+            for _ in range(1_000_000):
+                get(*specs)
+
+        assert_counts_flat(watched, gets)
