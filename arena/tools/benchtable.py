@@ -7,14 +7,17 @@ from ``docs/bench/cpu.json``, so the published numbers cannot drift from the mea
 
 The rendering is driven by the data, not by a list of known fields: every record list
 becomes a table whose columns are the records' keys in order of first appearance (a
-nested mapping contributes one column per key), so a bench that adds fields or methods
-needs no change here.
+nested mapping contributes one column per key, named ``outer.inner`` where two mappings
+share the key), so a bench that adds fields or methods needs no change here. A record of
+several figures with the same fields (``{"step_over_plain": {"median", "p10", "p90"},
+...}``) becomes one row per figure.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -53,24 +56,52 @@ def _cell(value: Any) -> str:
 
 
 def _flatten(record: Mapping[str, Any]) -> dict[str, Any]:
-    """One level of nesting becomes columns named by the inner keys."""
+    """One level of nesting becomes columns named by the inner keys; an inner key that two
+    nested mappings share (``median`` of two ratios), or that the record has itself, is
+    named ``outer.inner``, so that no figure overwrites another."""
+    nested = [v for v in record.values() if isinstance(v, Mapping)]
+    uses = Counter(inner for value in nested for inner in value)
     flat: dict[str, Any] = {}
     for key, value in record.items():
         if isinstance(value, Mapping):
             for inner, item in value.items():
-                flat[inner if inner not in record else f"{key}.{inner}"] = item
+                shared = inner in record or uses[inner] > 1
+                flat[f"{key}.{inner}" if shared else inner] = item
         else:
             flat[key] = value
     return flat
 
 
 def _nested(records: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Which columns come from which nested mapping: ``a, b: `median_us`.``."""
+    """Which columns come from which nested mapping: ``a, b: `median_us`.`` (columns named
+    ``outer.inner`` name their mapping themselves)."""
     lines = []
     for key in dict.fromkeys(k for r in records for k, v in r.items() if isinstance(v, Mapping)):
-        inner = dict.fromkeys(i for r in records for i in r.get(key, {}))
-        lines.append(f"{', '.join(inner)}: `{key}`.")
+        inner = dict.fromkeys(
+            i
+            for r in records
+            if isinstance(r.get(key), Mapping)
+            for i in r[key]
+            if f"{key}.{i}" not in _flatten(r)
+        )
+        if inner:
+            lines.append(f"{', '.join(inner)}: `{key}`.")
     return lines
+
+
+def _figures(record: Mapping[str, Any]) -> list[str] | None:
+    """A record of two or more figures with the same fields (each a ``{median, p10, p90}``
+    mapping) as one row per figure, its other fields in a table below; None for any
+    other record."""
+    nested = {k: v for k, v in record.items() if isinstance(v, Mapping)}
+    if len(nested) < 2 or len({tuple(v) for v in nested.values()}) != 1:
+        return None
+    fields = list(next(iter(nested.values())))
+    lines = ["| figure | " + " | ".join(fields) + " |", "|" + "---|" * (len(fields) + 1)]
+    for name, value in nested.items():
+        lines.append("| " + " | ".join([name, *(_cell(value[f]) for f in fields)]) + " |")
+    rest = {k: v for k, v in record.items() if k not in nested}
+    return [*lines, "", *_table([rest])] if rest else lines
 
 
 def _table(records: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -122,7 +153,8 @@ def _section(name: str, value: Any) -> list[str]:
     if not records or [r for r in records if not isinstance(r, Mapping)]:
         return [*lines, f"{_cell(value)}", ""]
     for group in _groups(records):
-        lines += [*_table(group), ""]
+        figures = _figures(group[0]) if len(group) == 1 else None
+        lines += [*(_table(group) if figures is None else figures), ""]
     return lines
 
 
