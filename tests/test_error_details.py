@@ -311,6 +311,33 @@ def test_reserve_while_locked_says_to_reserve_before_lock_not_to_reserve() -> No
     )
 
 
+def test_a_locked_scope_or_step_request_names_reserve_bytes_not_a_fallback_it_lacks() -> None:
+    # A scope or step request refused while locked told a new user to "use
+    # try_get_simultaneous() to fall back", which scopes and steps do not have.
+    with Arena("cpu", framework="numpy") as a:
+        a.get_simultaneous(((10,), F32))
+        a.lock()
+        messages = []
+        with pytest.raises(ArenaLockedError) as scope, a.scope() as s:
+            s.get_simultaneous(((1000,), F32))
+        messages.append(str(scope.value))
+        with pytest.raises(ArenaLockedError) as step, a.step("new") as st:
+            st.get_simultaneous(((1000,), F32))
+        messages.append(str(step.value))
+        with a.unlocked():
+            a.reserve_bytes(4096)  # the fix the messages name
+        with a.scope() as s:
+            s.get_simultaneous(((1000,), F32))
+        with a.step("new") as st:
+            st.get_simultaneous(((1000,), F32))
+    for kind, message in zip(("scope", "step"), messages, strict=True):
+        assert "try_get_simultaneous() to fall back\n" not in message + "\n"
+        assert message.endswith(
+            "growth after lock() is refused. Warm up this size before locking, or presize "
+            f"with reserve_bytes(4096); a {kind} has no try_get_simultaneous() to fall back on"
+        ), message
+
+
 # ---------------------------------------------------------------------- events and logs
 def test_listeners_hear_every_change_with_its_kind_slot_and_sizes() -> None:
     events: list[ArenaEvent] = []

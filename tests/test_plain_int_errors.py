@@ -83,3 +83,33 @@ def test_a_whole_float_size_is_refused_naming_the_int_to_pass(
     message = str(caught.value)
     assert message.startswith(start)
     assert "(float is not a Python int: pass int(...) of it, " + shown + ")" in message
+
+
+@pytest.mark.parametrize(
+    ("call", "start", "fix"),
+    [
+        (
+            lambda: _arena().reserve_bytes("4096"),
+            "nbytes must be an int >= 0, got '4096'",
+            " (str is not a Python int: pass int(...) of it, 4096)",
+        ),
+        (
+            lambda: _arena().reserve_bytes("1GB"),
+            "nbytes must be an int >= 0, got '1GB'",
+            " (a str: pass the number of bytes as an int, such as 1 << 30 for 1 GiB)",
+        ),
+        (
+            lambda: _arena().get_library_workspace("k", "1MiB"),
+            "nbytes must be an int from 1 to 9223372036854775807 bytes, got str '1MiB'",
+            " (a str: pass the number of bytes as an int, such as 1 << 30 for 1 GiB)",
+        ),
+    ],
+)
+def test_a_string_size_is_refused_naming_the_int_to_pass(
+    call: Callable[[], Any], start: str, fix: str
+) -> None:
+    """``reserve_bytes("1GB")`` (``max_bytes`` takes such strings; byte counts do not)
+    said only "nbytes must be an int >= 0, got '1GB'" (found by a new user)."""
+    with pytest.raises(ArenaError) as caught:
+        call()
+    assert str(caught.value) == start + fix

@@ -53,6 +53,7 @@ __all__ = [
     "plain_int_fix",
     "round_up",
     "shifted",
+    "str_bytes_fix",
 ]
 
 DEFAULT_ALIGNMENT = 256
@@ -108,6 +109,20 @@ def plain_int_fix(value: Any) -> str:
     ):
         return f" ({type(value).__name__} is not a Python int: pass int(...) of it, {int(value)})"
     return ""
+
+
+def str_bytes_fix(value: Any) -> str:
+    """What an error refusing ``value`` for a byte count adds when ``value`` is a string
+    (``reserve_bytes("4096")``, ``reserve_bytes("1GB")``, found by a new user: the message
+    said only "must be an int >= 0, got '1GB'"): the int to pass; else ''."""
+    if not isinstance(value, str):
+        return ""
+    text = value.strip()
+    # ASCII digits only (str.isdigit takes other scripts' digits), and few enough that
+    # int() of them is quick and in range.
+    if text.isascii() and text.isdigit() and len(text) <= len(str(MAX_BYTES)):
+        return f" (str is not a Python int: pass int(...) of it, {int(text)})"
+    return " (a str: pass the number of bytes as an int, such as 1 << 30 for 1 GiB)"
 
 
 def bool_like(value: Any) -> bool:

@@ -22,6 +22,7 @@ from arena.base.layout import (
     past_address_range,
     plain_int_fix,
     round_up,
+    str_bytes_fix,
 )
 from arena.config import check_flag, load_adapter
 from arena.errors import ConfigError, SpecError
@@ -170,6 +171,6 @@ def check_nbytes(name: str, nbytes: Any) -> int:
     if not int_not_bool(nbytes) or not 1 <= nbytes <= MAX_BYTES:
         raise SpecError(
             f"{name} must be an int from 1 to {MAX_BYTES} bytes, got {type(nbytes).__name__} "
-            f"{nbytes!r}{plain_int_fix(nbytes)}"
+            f"{nbytes!r}{plain_int_fix(nbytes)}{str_bytes_fix(nbytes)}"
         )
     return nbytes

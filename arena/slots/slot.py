@@ -716,6 +716,15 @@ class Slot:
         caller = caller_info()
         capacity = self.buffer.capacity
         below = f" for a {what} (with the {self.stack.top} bytes of the open scopes and steps)"
+        # A scope or step has no try_get_simultaneous() (told so, a new user reached for
+        # it): its fixes are warm-up and presizing, here to the bytes just named.
+        fix = (
+            "Warm up this size before locking, presize with reserve(), or use "
+            "try_get_simultaneous() to fall back"
+            if not what
+            else f"Warm up this size before locking, or presize with reserve_bytes({required})"
+            f"; a {what.split(maxsplit=1)[0]} has no try_get_simultaneous() to fall back on"
+        )
         return ArenaLockedError(
             f"arena is locked but {'reserve()' if reserving else 'allocation'} from "
             f"'{caller}' requires "
@@ -728,8 +737,7 @@ class Slot:
                 "reserve() sizes slots ahead of the requests: call it before lock(), or "
                 "inside with ws.unlocked(): ..."
                 if reserving
-                else "Warm up this size before locking, presize with reserve(), or use "
-                "try_get_simultaneous() to fall back"
+                else fix
             ),
             caller=caller,
             required=required,

@@ -32,7 +32,7 @@ from arena.base.events import (
     logger,
     warn_user,
 )
-from arena.base.layout import MAX_BYTES, int_not_bool, plain_int_fix
+from arena.base.layout import MAX_BYTES, int_not_bool, plain_int_fix, str_bytes_fix
 from arena.config import Settings
 from arena.errors import ConfigError, SpecError
 from arena.memory.ledger import Ledger
@@ -164,7 +164,7 @@ class SlotTable:
                 if isinstance(nbytes, (tuple, list))  # a spec may be a 2-item list
                 else ""
             )
-            hint += plain_int_fix(nbytes)
+            hint += plain_int_fix(nbytes) + str_bytes_fix(nbytes)
             raise ConfigError(f"nbytes must be an int >= 0, got {nbytes!r}{hint}")
         if nbytes > MAX_BYTES:
             raise SpecError(
