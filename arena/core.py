@@ -587,6 +587,15 @@ class Arena:
         self._closer.detach()
 
     def __enter__(self: _A) -> _A:
+        """The arena itself; closed on exit.
+
+        Raises
+        ------
+        ArenaClosedError
+            If the arena is closed already (as ``with`` a closed file raises): its block
+            could request nothing.
+        """
+        self._governor.check_open()
         return self
 
     def __exit__(self, *exc_info: object) -> None:

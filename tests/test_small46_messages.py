@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import arena
-from arena import CPU, ConfigError, DeviceUnavailableError, config
+from arena import CPU, Arena, ArenaClosedError, ConfigError, DeviceUnavailableError, config
 from arena.errors import ArenaError
 from arena.memory import devices
 from tests.memory.test_cuda_fakes import fake_cupy, fake_torch, install
@@ -185,3 +185,14 @@ def test_a_cuda_arena_gets_the_capture_probe_only_where_none_is_given(
     assert _settings(given).capture_probe is given
     made = _settings(None).capture_probe
     assert callable(made) and made is not given
+
+
+def test_entering_a_closed_arena_is_refused() -> None:
+    """``with ws:`` after ``ws.close()`` entered quietly and only the first request inside
+    raised (found following the README as a new user); a closed file refuses ``with``."""
+    ws = Arena("cpu", framework="numpy")
+    with ws:
+        ws.numpy.get_simultaneous(((4,), "float32"))
+    with pytest.raises(ArenaClosedError, match="is closed"), ws:
+        pass
+    assert ws.is_closed

@@ -47,7 +47,7 @@ from arena.tools.passbench import (
 )
 from arena.tools.planbench import format_planning, run_planning_bench
 from arena.tools.regionbench import format_regions, region_figures
-from arena.tools.timing import Paired
+from arena.tools.timing import Paired, spread
 from arena.tools.workloads import WORKLOADS, WorkloadRow, time_workload
 
 __all__ = [
@@ -330,7 +330,7 @@ def _spread(value: float, low: float | None, high: float | None) -> str:
         return "-"
     if low is None or high is None or math.isnan(low) or math.isnan(high):
         return f"{value:.3g}"
-    return f"{value:.3g} ({low:.3g}-{high:.3g})"
+    return spread(value, low, high)
 
 
 def format_targets(targets: list[dict[str, Any]]) -> list[str]:

@@ -146,7 +146,9 @@ def run_demo(
     resolved = default_device() if device is None else parse_device(device)
     framework = _default_framework(resolved.is_cuda) if framework is None else framework
     chosen = False if profile is None else profile
-    with Arena(resolved, ubatches=2, framework=framework, profile=chosen) as arena:
+    # The spelling given (not the parsed device), so that a refusal names it: 'gpu'.
+    spelled = resolved if device is None else device
+    with Arena(spelled, ubatches=2, framework=framework, profile=chosen) as arena:
         modules = (_JaxModules if framework == "jax" else _Modules)(arena, framework)
         errors: list[str] = []
 

@@ -43,7 +43,7 @@ from typing import Any
 from arena.core import Arena
 from arena.errors import ArenaError
 from arena.tools.decoder import DOCS_LAYERS, DecoderShape, layer_released, layer_scoped
-from arena.tools.timing import quantile
+from arena.tools.timing import quantile, spread
 
 __all__ = [
     "INFERENCE_FRONT",
@@ -429,7 +429,7 @@ def format_passes(figures: dict[str, Any]) -> list[str]:
     """The figures as table lines."""
 
     def cell(f: dict[str, float]) -> str:
-        return f"{f['median']:.3g} ({f['p10']:.3g}-{f['p90']:.3g})"
+        return spread(f["median"], f["p10"], f["p90"])
 
     lines = [
         "",
@@ -463,7 +463,7 @@ def format_inference_front(figures: dict[str, Any]) -> list[str]:
         return []
 
     def cell(r: dict[str, float]) -> str:
-        return f"{r['median']:.3g} ({r['p10']:.3g}-{r['p90']:.3g})"
+        return spread(r["median"], r["p10"], r["p90"])
 
     lines = [
         "",

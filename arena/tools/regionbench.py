@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from arena.core import Arena
-from arena.tools.timing import quantile
+from arena.tools.timing import quantile, spread
 
 __all__ = ["BATCH", "format_regions", "region_figures"]
 
@@ -190,7 +190,7 @@ def format_regions(figures: dict[str, Any]) -> list[str]:
     """The figures as table lines."""
 
     def cell(f: dict[str, float]) -> str:
-        return f"{f['median']:.3g} ({f['p10']:.3g}-{f['p90']:.3g})"
+        return spread(f["median"], f["p10"], f["p90"])
 
     lines = [
         "",

@@ -396,6 +396,15 @@ def test_demo_on_a_missing_gpu_names_the_flag_not_only_the_keyword() -> None:
 
 
 @pytest.mark.skipif(cuda_device_count() > 0, reason="a CUDA device is usable here")
+def test_demo_on_a_missing_gpu_names_the_spelling_given() -> None:
+    """``demo --device gpu`` said "cuda:0 is not available" without the 'gpu' typed (the
+    API's message names it; found following the README as a new user)."""
+    result = _run("demo", "--device", "gpu")
+    assert result.returncode == 2
+    assert "cuda:0 (device='gpu') is not available" in result.stderr
+
+
+@pytest.mark.skipif(cuda_device_count() > 0, reason="a CUDA device is usable here")
 def test_demo_with_a_framework_that_cannot_view_the_host_names_the_flag() -> None:
     """``demo --framework cupy`` on a host: the advice was ``framework='torch'``, a keyword
     a command-line user cannot type; the line also names ``--framework``."""
