@@ -19,6 +19,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
+from functools import partial
 from types import FrameType
 from typing import Any
 
@@ -247,6 +248,29 @@ def sweep(
     return damaged
 
 
+#: How many timed runs give the span a real signal's timer is drawn from (their median).
+SPAN_RUNS = 5
+
+
+def typical_span(start: Callable[[], Arena], run: Callable[[Arena], None]) -> float:
+    """The median time of :data:`SPAN_RUNS` runs of ``run`` on ``start()``'s arenas.
+
+    The timers of the signal rounds are drawn from 0 to this span. One timed run was the
+    span before: on a loaded machine a run preempted while timed came out many times too
+    long, most timers then fired after their runs had ended, and a round test saw too few
+    interrupts land (124 to 238 of 250 over four runs with two busy loops beside it). The
+    median of a few runs is the run's own length.
+    """
+    spans = []
+    for _ in range(SPAN_RUNS):
+        ws = start()
+        began = time.perf_counter()
+        run(ws)
+        spans.append(time.perf_counter() - began)
+        ws.close()
+    return sorted(spans)[len(spans) // 2]
+
+
 class _Alarm:
     """A SIGALRM handler that raises KeyboardInterrupt once, while armed."""
 
@@ -278,13 +302,9 @@ def signal_rounds(rounds: int, seed: int = 0, *, growth: bool = True) -> tuple[i
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ArenaWarning)
-            spans = {}
-            for phase in PHASES:  # how long one run of each phase takes
-                ws = fresh(phase)
-                start = time.perf_counter()
-                program(ws)
-                spans[phase] = time.perf_counter() - start
-                ws.close()
+            spans = {  # how long one run of each phase takes
+                phase: typical_span(partial(fresh, phase), program) for phase in PHASES
+            }
             for _ in range(rounds):
                 phase = rng.choice(PHASES)
                 ws = fresh(phase)
@@ -393,13 +413,12 @@ def switch_signal_rounds(rounds: int, seed: int = 0) -> tuple[int, list[str], li
     gc.callbacks.clear()
     landed, caught, dropped = 0, [], []
     try:
-        spans = {}
-        for which, locked in SWITCHES:
-            ws = switch_arena(locked)
-            start = time.perf_counter()
-            switch_block(ws, which)
-            spans[which, locked] = time.perf_counter() - start
-            ws.close()
+        spans = {
+            (which, locked): typical_span(
+                partial(switch_arena, locked), partial(switch_block, which=which)
+            )
+            for which, locked in SWITCHES
+        }
         for n in range(rounds):
             which, locked = SWITCHES[n % len(SWITCHES)]
             ws = switch_arena(locked)

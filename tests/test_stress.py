@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,12 @@ from tests.sources import RecordingSource
 
 F32 = "float32"
 SECONDS = 2.0
+#: How long a run may go on past SECONDS until every thread has done what the test counts
+#: (a view served, an arena closed under a request). On a loaded 2-core machine a thread
+#: can go two seconds without a turn at an unlocked arena (CI saw a requester serve
+#: nothing); waiting for it costs nothing where it had one, and a run that stays short of
+#: it still fails, after this long.
+PATIENCE = 60.0
 
 
 class LockWatchingSource(RecordingSource):
@@ -31,14 +38,24 @@ class LockWatchingSource(RecordingSource):
         return super().allocate(nbytes)
 
 
-def run_for(seconds: float, stop: threading.Event, requester: Any, *others: Any) -> None:
+def run_for(
+    seconds: float,
+    stop: threading.Event,
+    enough: Callable[[], bool],
+    requester: Any,
+    *others: Any,
+) -> None:
     """Six ``requester(i)`` threads and one thread per other target, stopped after
-    ``seconds``."""
+    ``seconds`` once ``enough()`` holds (or :data:`PATIENCE` seconds later, when it never
+    does: the caller's assertions then fail)."""
     threads = [threading.Thread(target=requester, args=(i,)) for i in range(6)]
     threads += [threading.Thread(target=other) for other in others]
     for thread in threads:
         thread.start()
     time.sleep(seconds)
+    give_up = time.monotonic() + PATIENCE
+    while not enough() and time.monotonic() < give_up:
+        time.sleep(0.01)
     stop.set()
     for thread in threads:
         thread.join(10)
@@ -84,7 +101,7 @@ def test_eight_threads_with_lock_unlock_and_growth_underneath() -> None:
             if v.base.nbytes < v.nbytes:
                 errors.append("shared slot: view past its buffer")
 
-    run_for(SECONDS, stop, requester, toggler, sharer)
+    run_for(SECONDS, stop, lambda: all(served), requester, toggler, sharer)
     assert errors == []
     assert source.while_locked == []
     stats = a.stats()
@@ -129,7 +146,10 @@ def test_requests_racing_close_and_reset_get_views_or_closed_errors() -> None:
                 pass
             time.sleep(0.0003)
 
-    run_for(SECONDS, stop, requester, resetter, closer)
+    def enough() -> bool:
+        return counts["views"] > 0 and counts["closed"] > 0
+
+    run_for(SECONDS, stop, enough, requester, resetter, closer)
     arena.reset_arena(all_devices=True)
     assert errors == []
     assert counts["views"] > 0 and counts["closed"] > 0

@@ -380,10 +380,13 @@ def jax_sync_rank(rank: int, world: int, port: int) -> None:
     print("OK", rank)
     sys.stdout.flush()
     if rank == world - 1:
-        # Alive past the others' timeout, so they time out rather than see it gone. JAX
-        # may end this process first (SIGABRT) once the others have exited: by design,
-        # its coordination service ends every process when one of them goes.
-        time.sleep(6)
+        # Alive until the others have ended, so they time out rather than see it gone:
+        # the test closes this process's stdin once every other rank has exited. (A fixed
+        # 6 s sleep raced them: a rank that took over 3 s more to reach its sync than this
+        # one took to get here, as on a loaded machine, found this process gone.) JAX may
+        # end this process first (SIGABRT) once the others have exited: by design, its
+        # coordination service ends every process when one of them goes.
+        sys.stdin.read()
     os._exit(0)
 
 

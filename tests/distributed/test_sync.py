@@ -40,8 +40,10 @@ def _free_port() -> int:
 
 
 class _Ranks:
-    """``world`` spawned ranks of ``mode``; :meth:`results` waits for them (killing every
-    rank left on a timeout, so none outlives the test)."""
+    """``world`` spawned ranks of ``mode``; :meth:`results` waits for them in rank order
+    (killing every rank left on a timeout, so none outlives the test), and closes each
+    one's stdin as it waits for it: a rank that must outlive the others (the JAX run's
+    last) reads its stdin to the end."""
 
     def __init__(self, mode: str, world: int, *, jax_ends_ranks: bool = False, **env: str) -> None:
         # JAX's coordination service aborts a process once another has gone: a rank that
@@ -56,6 +58,7 @@ class _Ranks:
         self.procs = [
             subprocess.Popen(
                 [sys.executable, str(WORKER), mode, str(rank), str(world), str(port)],
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
