@@ -112,9 +112,19 @@ class _SweepingDType(DType):
     def __hash__(self) -> int:
         if _SweepingDType.armed:
             _SweepingDType.armed = False
-            other = threading.Thread(target=clear_layout_memo)
+            started = threading.Event()
+
+            def clear() -> None:
+                started.set()
+                clear_layout_memo()
+
+            other = threading.Thread(target=clear)
             other.start()
-            other.join(TIMEOUT)
+            assert started.wait(TIMEOUT)
+            # The memo's lock (held by this sweep) makes the other thread wait for it; it
+            # would clear the memo at once without the lock. A second, not TIMEOUT: the
+            # join runs out whenever the lock is there (it cost 10 s a suite run).
+            other.join(1.0)
         return hash(("float32", 4))
 
 
