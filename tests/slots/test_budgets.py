@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from hypothesis import given, settings
@@ -151,11 +153,10 @@ def test_the_cap_is_exact_at_the_boundary() -> None:
             a.reserve_bytes(MB)
 
 
-@moving_only(
-    "counts a scratch buffer retired by growth after a capture; growth in place retires nothing"
-)
-def test_the_cap_counts_every_kind_of_block() -> None:
-    pytest.importorskip("torch")
+@contextmanager
+def _a_captured_megabyte() -> Iterator[Arena]:
+    """An arena capped at 4 MB whose 1 MB slot buffer a (probed) CUDA graph capture read:
+    the next growth retires it instead of releasing it."""
     probe_state = {"on": False}
     with Arena(
         "cpu", framework="numpy", max_bytes=4 * MB, capture_probe=lambda: probe_state["on"]
@@ -164,6 +165,15 @@ def test_the_cap_counts_every_kind_of_block() -> None:
         probe_state["on"] = True
         a.get_simultaneous(((MB,), "uint8"))  # served during a capture: retired on growth
         probe_state["on"] = False
+        yield a
+
+
+@moving_only(
+    "counts a scratch buffer retired by growth after a capture; growth in place retires nothing"
+)
+def test_the_cap_counts_every_kind_of_block() -> None:
+    pytest.importorskip("torch")
+    with _a_captured_megabyte() as a:
         a.reserve_bytes(2 * MB)  # 1 MB retired + 2 MB scratch
         with pytest.raises(ArenaOutOfMemoryError, match="persistent buffer"):
             a.get_persistent("p", (MB + 1,), "uint8")
@@ -388,3 +398,14 @@ def test_num_ooms_counts_the_source_running_out() -> None:
 def test_decimal_units_are_refused_saying_why() -> None:
     with pytest.raises(ConfigError, match=r"'MB' is ambiguous.*write MiB"):
         Arena("cpu", framework="numpy", max_bytes="8MB")
+
+
+@moving_only("retires a captured buffer on growth; growth in place retires nothing")
+def test_a_growth_that_retires_a_captured_buffer_counts_it_against_the_cap() -> None:
+    """Plant round 47 on the cap's check of a growth (``Slot._grow``): the retired block is
+    not freed, so the check counts nothing freed for it. A check that counted the old block
+    freed whatever became of it let the arena grow past ``max_bytes`` (both blocks held)."""
+    with _a_captured_megabyte() as a:
+        with pytest.raises(ArenaOutOfMemoryError, match="max_bytes"):
+            a.get_simultaneous(((3 * MB + MB // 2,), "uint8"))  # 1 MB retired + 3.5 MB
+        assert a.memory_stats()["allocated_bytes.all.current"] <= 4 * MB
