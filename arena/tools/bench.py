@@ -337,10 +337,10 @@ def format_targets(targets: list[dict[str, Any]]) -> list[str]:
     """The targets table: one line per target, its columns aligned whatever the names' length
     (the longest, the decoder passes on the torch inference front, pass 66 characters)."""
     width = max([66, *[len(t["target"]) + 2 for t in targets]])
-    lines = [f"{'target':<{width}}{'measured (p10-p90)':>26}{'limit':>7}  result"]
+    lines = [f"{'target':<{width}}{'measured (p10 to p90)':>28}{'limit':>7}  result"]
     for t in targets:
         lines.append(
-            f"{t['target']:<{width}}{_spread(t['measured'], t['p10'], t['p90']):>26}"
+            f"{t['target']:<{width}}{_spread(t['measured'], t['p10'], t['p90']):>28}"
             f"{t['limit']:>7g}  "
             + ("met" if t["met"] else "NOT MET")
             + (f" ({t['note']})" if t.get("note") else "")
@@ -361,17 +361,17 @@ def format_result(result: BenchResult) -> str:
         + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
         "",
         "us per step (median over rounds); arena / baseline: median of per-round ratios "
-        "(p10-p90); '-' not measured",
+        "(p10 to p90); '-' not measured",
         f"{'workload':<22}{'framework':<11}"
         + "".join(f"{m:>10}" for m in METHODS)
-        + f"{'arena/alloc':>24}{'arena/ref':>24}",
+        + f"{'arena/alloc':>26}{'arena/ref':>26}",
     ]
     for row in result.rows:
         cells = "".join(
             f"{row.median_us[m]:>10.2f}" if m in row.median_us else f"{'-':>10}" for m in METHODS
         )
         ratios = "".join(
-            f"{_spread(row.ratio('arena', b), *row.spread('arena', b)):>24}"
+            f"{_spread(row.ratio('arena', b), *row.spread('arena', b)):>26}"
             for b in ("alloc", "reference")
         )
         where = row.framework + ("" if row.device == "cpu" else f" {row.device}")

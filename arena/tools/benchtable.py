@@ -72,17 +72,17 @@ def _flatten(record: Mapping[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def _nested(records: Sequence[Mapping[str, Any]]) -> list[str]:
+def _nested(records: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Which columns come from which nested mapping: ``a, b: `median_us`.`` (columns named
-    ``outer.inner`` name their mapping themselves)."""
+    ``outer.inner`` name their mapping themselves); ``rows`` are the records flattened."""
     lines = []
     for key in dict.fromkeys(k for r in records for k, v in r.items() if isinstance(v, Mapping)):
         inner = dict.fromkeys(
             i
-            for r in records
+            for r, row in zip(records, rows, strict=True)
             if isinstance(r.get(key), Mapping)
             for i in r[key]
-            if f"{key}.{i}" not in _flatten(r)
+            if f"{key}.{i}" not in row
         )
         if inner:
             lines.append(f"{', '.join(inner)}: `{key}`.")
@@ -119,7 +119,7 @@ def _table(records: Sequence[Mapping[str, Any]]) -> list[str]:
         and not isinstance(rows[0][c], (int, float))
     ]
     columns = [c for c in columns if c not in constant]
-    lines = [f"{c}: {_cell(rows[0][c])} in every row." for c in constant] + _nested(records)
+    lines = [f"{c}: {_cell(rows[0][c])} in every row." for c in constant] + _nested(records, rows)
     if lines:
         lines.append("")
     lines.append("| " + " | ".join(columns) + " |")

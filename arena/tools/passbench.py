@@ -43,7 +43,7 @@ from typing import Any
 from arena.core import Arena
 from arena.errors import ArenaError
 from arena.tools.decoder import DOCS_LAYERS, DecoderShape, layer_released, layer_scoped
-from arena.tools.timing import quantile, spread
+from arena.tools.timing import figure_spread, quantile
 
 __all__ = [
     "INFERENCE_FRONT",
@@ -427,24 +427,21 @@ def pass_figures(quick: bool) -> dict[str, Any]:
 
 def format_passes(figures: dict[str, Any]) -> list[str]:
     """The figures as table lines."""
-
-    def cell(f: dict[str, float]) -> str:
-        return spread(f["median"], f["p10"], f["p90"])
-
+    cell = figure_spread  # a column's text: median (p10 to p90)
     lines = [
         "",
         f"whole passes: {DOCS_LAYERS.describe()}, {TOKENS} tokens, CPU (us per pass; "
-        "median of per-round ratios, p10-p90)",
-        f"{'framework':<10}{'mode':<11}{'steps/floor':>20}{'scopes/floor':>20}"
-        f"{'empty/floor':>20}{'views/floor':>20}{'steps/views':>20}{'steps us':>10}"
+        "median of per-round ratios, p10 to p90)",
+        f"{'framework':<10}{'mode':<11}{'steps/floor':>24}{'scopes/floor':>24}"
+        f"{'empty/floor':>24}{'views/floor':>24}{'steps/views':>24}{'steps us':>10}"
         f"{'scopes us':>10}{'empty us':>10}{'floor us':>10}{'views us':>10}",
     ]
     for framework, modes in figures.items():
         for mode, f in modes.items():
             lines.append(
-                f"{framework:<10}{mode:<11}{cell(f['steps_over_floor']):>20}"
-                f"{cell(f['scopes_over_floor']):>20}{cell(f['empty_over_floor']):>20}"
-                f"{cell(f['views_over_floor']):>20}{cell(f['steps_over_views']):>20}"
+                f"{framework:<10}{mode:<11}{cell(f['steps_over_floor']):>24}"
+                f"{cell(f['scopes_over_floor']):>24}{cell(f['empty_over_floor']):>24}"
+                f"{cell(f['views_over_floor']):>24}{cell(f['steps_over_views']):>24}"
                 f"{f['steps_us']:>10.1f}{f['scopes_us']:>10.1f}{f['empty_us']:>10.1f}"
                 f"{f['floor_us']:>10.1f}{f['views_us']:>10.1f}"
             )
@@ -462,20 +459,18 @@ def format_inference_front(figures: dict[str, Any]) -> list[str]:
     if "inference_front_steps_us" not in f:
         return []
 
-    def cell(r: dict[str, float]) -> str:
-        return spread(r["median"], r["p10"], r["p90"])
-
+    cell = figure_spread  # a column's text: median (p10 to p90)
     lines = [
         "",
         "whole passes, torch under inference_mode, inference front "
         '(ws.front("torch", inference=True)): the same rounds as the default front\'s',
-        f"{'pass':<8}{'/floor':>20}{'/empty':>20}{'/default front':>20}{'us':>10}",
+        f"{'pass':<8}{'/floor':>24}{'/empty':>24}{'/default front':>24}{'us':>10}",
     ]
     for name in INFERENCE_FRONT:
         mine = f"inference_front_{name}"
         lines.append(
-            f"{name:<8}{cell(f[f'{mine}_over_floor']):>20}{cell(f[f'{mine}_over_empty']):>20}"
-            f"{cell(f[f'{mine}_over_{name}']):>20}{f[f'{mine}_us']:>10.1f}"
+            f"{name:<8}{cell(f[f'{mine}_over_floor']):>24}{cell(f[f'{mine}_over_empty']):>24}"
+            f"{cell(f[f'{mine}_over_{name}']):>24}{f[f'{mine}_us']:>10.1f}"
         )
     lines.append(
         f"a plain locked request ({TOKENS}x{DOCS_LAYERS.hidden} float32, {REQUESTS} per "

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from arena.core import Arena
-from arena.tools.timing import quantile, spread
+from arena.tools.timing import figure_spread, quantile
 
 __all__ = ["BATCH", "format_regions", "region_figures"]
 
@@ -188,24 +188,21 @@ def region_figures(quick: bool) -> dict[str, Any]:
 
 def format_regions(figures: dict[str, Any]) -> list[str]:
     """The figures as table lines."""
-
-    def cell(f: dict[str, float]) -> str:
-        return spread(f["median"], f["p10"], f["p90"])
-
+    cell = figure_spread  # a column's text: median (p10 to p90)
     lines = [
         "",
-        f"steps and scopes (batches of {BATCH}; median of per-round figures, p10-p90)",
-        f"{'framework':<10}{'mode':<11}{'step/plain':>22}{'step/kept plain':>22}"
-        f"{'scope/plain':>22}{'step enter+exit us':>22}{'release us':>22}{'plain us':>10}"
+        f"steps and scopes (batches of {BATCH}; median of per-round figures, p10 to p90)",
+        f"{'framework':<10}{'mode':<11}{'step/plain':>26}{'step/kept plain':>26}"
+        f"{'scope/plain':>26}{'step enter+exit us':>26}{'release us':>26}{'plain us':>10}"
         f"{'kept us':>9}",
     ]
     for framework, modes in figures.items():
         for mode, f in modes.items():
             lines.append(
-                f"{framework:<10}{mode:<11}{cell(f['step_over_plain']):>22}"
-                f"{cell(f['step_over_kept']):>22}"
-                f"{cell(f['scope_over_plain']):>22}{cell(f['step_enter_exit_us']):>22}"
-                f"{cell(f['release_us']):>22}{f['plain_us']:>10.3f}{f['kept_us']:>9.3f}"
+                f"{framework:<10}{mode:<11}{cell(f['step_over_plain']):>26}"
+                f"{cell(f['step_over_kept']):>26}"
+                f"{cell(f['scope_over_plain']):>26}{cell(f['step_enter_exit_us']):>26}"
+                f"{cell(f['release_us']):>26}{f['plain_us']:>10.3f}{f['kept_us']:>9.3f}"
             )
     lines.append(
         "step/plain: the target's ratio, against plain requests whose views are dropped at "

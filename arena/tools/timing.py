@@ -13,11 +13,11 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Paired", "paired", "quantile", "ratios", "spread"]
+__all__ = ["Paired", "figure_spread", "paired", "quantile", "ratios", "spread"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,11 @@ def spread(median: float, p10: float, p90: float) -> str:
     90th percentiles, three significant digits. "to", not a dash: a difference of two
     timings can be negative under noise, and ``-0.151-0.125`` reads as a subtraction."""
     return f"{median:.3g} ({p10:.3g} to {p90:.3g})"
+
+
+def figure_spread(figure: Mapping[str, float]) -> str:
+    """:func:`spread` of a figure as the bench's JSON keeps it (``median``, ``p10``, ``p90``)."""
+    return spread(figure["median"], figure["p10"], figure["p90"])
 
 
 def quantile(values: Sequence[float], q: float) -> float:

@@ -90,7 +90,7 @@ def test_bench_quick_run_measures_every_method_and_target() -> None:
     assert growth and growth[0]["peak_over_new_size"] < 1.1
     assert result.meta["hit path"] in ("compiled", "python")
     text = format_result(result)
-    assert "arena / reference" in text and "(p10-p90)" in text
+    assert "arena / reference" in text and "(p10 to p90)" in text
 
 
 def test_the_targets_table_keeps_its_columns_aligned_under_long_names() -> None:
@@ -118,7 +118,7 @@ def test_the_targets_table_keeps_its_columns_aligned_under_long_names() -> None:
     ]
     header, *lines = format_targets(targets)
     assert header.startswith("target ") and header.endswith("limit  result")
-    measured = header.index("measured (p10-p90)") + len("measured (p10-p90)")  # right-aligned
+    measured = header.index("measured (p10 to p90)") + len("measured (p10 to p90)")  # right-aligned
     result = header.index("result")
     for line in lines:  # each figure ends where its heading does; the verdict starts there
         assert line[measured - 1] != " " and line[measured] == " ", (header, line)

@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from arena.tools.timing import Paired, quantile, ratios, spread
+from arena.tools.timing import Paired, figure_spread, quantile, ratios, spread
 
 
 def test_a_negative_percentile_does_not_read_as_a_subtraction() -> None:
@@ -32,3 +32,7 @@ def test_quantile_interpolates_between_the_ordered_values(q: float) -> None:
     assert quantile(values, q) == pytest.approx(1.0 + 4.0 * q)
     if q == 0.5:
         assert quantile(values, q) == statistics.median(values)
+
+
+def test_a_figure_of_the_json_prints_as_its_spread() -> None:
+    assert figure_spread({"median": 1.02, "p10": 0.905, "p90": 1.1}) == "1.02 (0.905 to 1.1)"
