@@ -36,3 +36,26 @@ def test_quantile_interpolates_between_the_ordered_values(q: float) -> None:
 
 def test_a_figure_of_the_json_prints_as_its_spread() -> None:
     assert figure_spread({"median": 1.02, "p10": 0.905, "p90": 1.1}) == "1.02 (0.905 to 1.1)"
+
+
+def test_the_terminal_tables_keep_a_space_between_spread_cells() -> None:
+    """With ' to ' the spreads grew 3 characters and ran into each other in the columns
+    sized for the dash ('1.06 (1 to 1.08)1.03 (0.989 to 1.06)'); the published run's
+    figures, the widest printed, must each stand apart."""
+    import json
+    import re
+    from pathlib import Path
+
+    from arena.tools.passbench import format_inference_front, format_passes
+    from arena.tools.regionbench import format_regions
+
+    checks = json.loads(
+        (Path(__file__).resolve().parents[2] / "docs" / "bench" / "cpu.json").read_text()
+    )["checks"]
+    lines = [
+        *format_regions(checks["regions"]),
+        *format_passes(checks["passes"]),
+        *format_inference_front(checks["passes"]),
+    ]
+    assert [line for line in lines if " to " in line]
+    assert not [line for line in lines if re.search(r"\)[-\d]", line)]
