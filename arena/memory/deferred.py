@@ -35,7 +35,15 @@ from typing import Any, Protocol
 from arena.memory.devices import Device, cupy_device_count
 from arena.memory.sources import Allocation
 
-__all__ = ["CupyEvents", "PendingReleases", "StreamEvents", "TorchEvents", "stream_events"]
+__all__ = [
+    "CupyEvents",
+    "PendingReleases",
+    "StreamEvents",
+    "StreamHandle",
+    "TorchEvents",
+    "cupy_external_stream",
+    "stream_events",
+]
 
 
 class StreamEvents(Protocol):
@@ -166,7 +174,7 @@ class CupyEvents:
             found = {int(cuda.get_current_stream(self._index).ptr): None}
             for handle in (*_torch_current(self._index), *handles):
                 found.setdefault(int(handle), None)
-            return [cuda.ExternalStream(handle) for handle in found]
+            return [cupy_external_stream(cuda, handle) for handle in found]
 
     def record(self, stream: Any) -> Any:
         """``cupy.cuda.Event(disable_timing=True)`` recorded on ``stream``."""
@@ -233,6 +241,56 @@ def stream_events(device: Device) -> StreamEvents:
     if importlib.util.find_spec("cupy") is not None and cupy_device_count() > device.index:
         return CupyEvents(device)
     return TorchEvents(device)
+
+
+class StreamHandle:
+    """A raw ``cudaStream_t`` handle that speaks the CUDA stream protocol
+    (``__cuda_stream__``), so that ``cupy.cuda.Stream.from_external`` can wrap it.
+
+    Parameters
+    ----------
+    handle : int
+        The stream's address (``0`` is the legacy default stream).
+    """
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: int) -> None:
+        self.handle = int(handle)
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        """``(0, handle)``: protocol version 0 and the raw handle."""
+        return (0, self.handle)
+
+    def __repr__(self) -> str:
+        return f"StreamHandle({self.handle:#x})"
+
+
+def cupy_external_stream(cuda: Any, handle: int) -> Any:
+    """A CuPy stream object over the raw stream ``handle``, which CuPy does not own.
+
+    CuPy 14 deprecates ``cupy.cuda.ExternalStream`` (a ``DeprecationWarning`` at every
+    construction, an error wherever warnings are errors) in favour of
+    ``cupy.cuda.Stream.from_external``, which takes an object speaking the CUDA stream
+    protocol; CuPy 13 has only ``ExternalStream``. Either way the stream is not destroyed
+    when the object is collected.
+
+    Parameters
+    ----------
+    cuda : module
+        ``cupy.cuda``.
+    handle : int
+        The stream's address.
+
+    Returns
+    -------
+    cupy.cuda.Stream or cupy.cuda.ExternalStream
+        A stream to record events on.
+    """
+    from_external = getattr(getattr(cuda, "Stream", None), "from_external", None)
+    if from_external is None:  # CuPy 13 and older
+        return cuda.ExternalStream(int(handle))
+    return from_external(StreamHandle(handle))
 
 
 def _torch_current(index: int) -> tuple[int, ...]:

@@ -46,7 +46,7 @@ from arena.tools.passbench import (
     pass_figures,
 )
 from arena.tools.planbench import format_planning, run_planning_bench
-from arena.tools.regionbench import format_regions, region_figures
+from arena.tools.regionbench import format_regions, format_regions_over_empty, region_figures
 from arena.tools.timing import Paired, spread
 from arena.tools.workloads import WORKLOADS, WorkloadRow, time_workload
 
@@ -288,8 +288,7 @@ def run_bench(
     result.memory = checks.memory_figures()
     say("fixed-address memory: growth against the default source, sleep and wake")
     found["fixed_address"] = fixed_address_figures(quick)
-    say("steps and scopes: requests, enter and exit, release, per grad mode")
-    found["regions"] = region_figures(quick)
+    found.update(_regions(quick, devices, say))
     say("whole passes: four decoder layers with their arithmetic, steps and scopes")
     found["passes"] = pass_figures(quick)
     say("planning: four decoder layers as plain requests, scopes and steps")
@@ -311,6 +310,17 @@ def load_average() -> str:
         return " ".join(f"{value:.2f}" for value in os.getloadavg())
     except OSError:
         return "?"
+
+
+def _regions(quick: bool, devices: list[str], say: Callable[[str], None]) -> dict[str, Any]:
+    """The step and scope figures on the host (``regions``) and, where the bench runs on
+    a CUDA device, there too (``regions_gpu``: CuPy and torch against their own empty)."""
+    say("steps and scopes: requests, enter and exit, release, per grad mode")
+    found = {"regions": region_figures(quick)}
+    if "cuda:0" in devices:
+        say("steps and scopes on cuda:0, against torch.empty and cupy.empty")
+        found["regions_gpu"] = region_figures(quick, device="cuda:0")
+    return found
 
 
 def _gpu_name() -> str:
@@ -418,6 +428,10 @@ def format_result(result: BenchResult) -> str:
         else:
             lines.append(f"  growth {m['growth']}: peak = {m['peak_over_new_size']:.3f} x new size")
     lines += format_regions(found.get("regions", {}))
+    lines += format_regions_over_empty(found.get("regions", {}))
+    if found.get("regions_gpu"):
+        lines += format_regions(found["regions_gpu"], "cuda:0")
+        lines += format_regions_over_empty(found["regions_gpu"], "cuda:0")
     lines += format_passes(found.get("passes", {}))
     lines += format_inference_front(found.get("passes", {}))
     lines += format_fixed_address(found.get("fixed_address", {}))

@@ -1,7 +1,9 @@
 """The bench's step and scope figures: a replayed step's request and a repeated scope
 request against a plain locked request, entering plus exiting a step, and a release,
 under each of torch's grad modes (``grad``: none, ``no_grad``, ``inference_mode``) and
-in NumPy.
+in NumPy; and the plain, step and scope requests against the framework's own ``empty``
+of the same view (``np.empty``, ``torch.empty``, ``cupy.empty``), written inline as a
+user writes it. On a CUDA device (``device="cuda:0"``) the frameworks are CuPy and torch.
 
 Sub-microsecond operations are timed in batches of :data:`BATCH` inside one ``with``
 block, and the block's own cost (the same block with no request) is taken off: a round
@@ -22,9 +24,10 @@ from collections.abc import Callable
 from typing import Any
 
 from arena.core import Arena
+from arena.tools.checks import frameworks
 from arena.tools.timing import figure_spread, quantile
 
-__all__ = ["BATCH", "format_regions", "region_figures"]
+__all__ = ["BATCH", "format_regions", "format_regions_over_empty", "region_figures"]
 
 #: Requests per timed block (fewer than a front's 256 remembered scope requests).
 BATCH = 128
@@ -49,6 +52,30 @@ def _spec(framework: str) -> tuple[Any, ...]:
 
         dtype = torch.float32
     return ((4, 16), dtype)
+
+
+def _empty(framework: str, spec: tuple[Any, ...], device: str) -> Callable[[], Any]:
+    """A batch of the framework's own allocation of the view, the cheapest spelling."""
+    shape, dtype = spec
+    if framework == "torch":
+        import torch
+
+        where = torch.device(device)
+        empty: Any = torch.empty
+
+        def torch_empties() -> None:
+            for _ in range(BATCH):
+                empty(shape, dtype=dtype, device=where)
+
+        return torch_empties
+    module = importlib.import_module(framework)  # numpy or cupy: the same spelling
+    empty = module.empty
+
+    def empties() -> None:
+        for _ in range(BATCH):
+            empty(shape, dtype)
+
+    return empties
 
 
 def _figure(values: list[float]) -> dict[str, float]:
@@ -81,7 +108,9 @@ def _timed(blocks: dict[str, Callable[[], Any]], rounds: int, reps: int) -> dict
     return times
 
 
-def _blocks(front: Any, spec: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
+def _blocks(
+    front: Any, spec: tuple[Any, ...], empty: Callable[[], Any]
+) -> dict[str, Callable[[], Any]]:
     """The timed blocks: each with a batch of requests, and each without any."""
     plain = front.get_simultaneous
 
@@ -133,16 +162,17 @@ def _blocks(front: Any, spec: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
         "plain": plains,
         "kept": kept,
         "with": empty_with,
+        "empty": empty,
     }
 
 
-def _framework_figures(framework: str, rounds: int, reps: int) -> dict[str, Any]:
+def _framework_figures(framework: str, device: str, rounds: int, reps: int) -> dict[str, Any]:
     spec = _spec(framework)
     found: dict[str, Any] = {}
     for mode, enter in _modes(framework).items():
         # The whole life in the mode, warm-up included, as an engine runs.
-        with Arena("cpu", framework=framework) as ws, enter():
-            blocks = _blocks(ws.front(framework), spec)
+        with Arena(device, framework=framework) as ws, enter():
+            blocks = _blocks(ws.front(framework), spec, _empty(framework, spec, device))
             for _ in range(3):  # record, plan, replay (and remember)
                 for block in blocks.values():
                     block()
@@ -155,43 +185,56 @@ def _framework_figures(framework: str, rounds: int, reps: int) -> dict[str, Any]
             "scope": [],
             "enter_exit": [],
             "release": [],
+            "plain_empty": [],
+            "step_empty": [],
+            "scope_empty": [],
         }
         for row in rows:
-            step, released, empty_step_us, scope, empty_scope_us, plain_us, kept_us, with_us = row
+            (step, released, empty_step_us, scope, empty_scope_us, plain_us, kept_us, with_us,
+             empty_us) = row  # fmt: skip
             per["step"].append((step - empty_step_us) / plain_us)
             per["step_kept"].append((step - empty_step_us) / kept_us)
             per["scope"].append((scope - empty_scope_us) / plain_us)
             per["enter_exit"].append(empty_step_us - with_us)
             per["release"].append((released - step) / BATCH)
+            per["plain_empty"].append(plain_us / empty_us)
+            per["step_empty"].append((step - empty_step_us) / empty_us)
+            per["scope_empty"].append((scope - empty_scope_us) / empty_us)
         found[mode] = {
             "step_over_plain": _figure(per["step"]),
             "step_over_kept": _figure(per["step_kept"]),
             "scope_over_plain": _figure(per["scope"]),
             "step_enter_exit_us": _figure(per["enter_exit"]),
             "release_us": _figure(per["release"]),
+            "plain_over_empty": _figure(per["plain_empty"]),
+            "step_over_empty": _figure(per["step_empty"]),
+            "scope_over_empty": _figure(per["scope_empty"]),
             "plain_us": statistics.median(t["plain"]) / BATCH,
             "kept_us": statistics.median(t["kept"]) / BATCH,
+            "empty_us": statistics.median(t["empty"]) / BATCH,
             "rounds": rounds,
         }
     return found
 
 
-def region_figures(quick: bool) -> dict[str, Any]:
-    """The figures per framework (NumPy, torch where installed) and grad mode."""
+def region_figures(quick: bool, device: str = "cpu") -> dict[str, Any]:
+    """The figures per framework and grad mode: NumPy and torch (where installed) on the
+    host, CuPy and torch (where they see the device) on a CUDA ``device``."""
     rounds, reps = (7, 4) if quick else (31, 20)
-    return {
-        framework: _framework_figures(framework, rounds, reps)
-        for framework in ("numpy", "torch")
-        if importlib.util.find_spec(framework) is not None
-    }
+    if device == "cpu":
+        names = [f for f in ("numpy", "torch") if importlib.util.find_spec(f) is not None]
+    else:
+        names = [f for f in frameworks(device) if f in ("cupy", "torch")]
+    return {framework: _framework_figures(framework, device, rounds, reps) for framework in names}
 
 
-def format_regions(figures: dict[str, Any]) -> list[str]:
+def format_regions(figures: dict[str, Any], device: str = "cpu") -> list[str]:
     """The figures as table lines."""
     cell = figure_spread  # a column's text: median (p10 to p90)
     lines = [
         "",
-        f"steps and scopes (batches of {BATCH}; median of per-round figures, p10 to p90)",
+        f"steps and scopes on {device} (batches of {BATCH}; median of per-round figures, "
+        "p10 to p90)",
         f"{'framework':<10}{'mode':<11}{'step/plain':>26}{'step/kept plain':>26}"
         f"{'scope/plain':>26}{'step enter+exit us':>26}{'release us':>26}{'plain us':>10}"
         f"{'kept us':>9}",
@@ -209,4 +252,27 @@ def format_regions(figures: dict[str, Any]) -> list[str]:
         "once; step/kept plain: against plain requests whose views are kept to the block's "
         "end, as a replay would that kept its own (a quick replay keeps none)"
     )
+    return lines
+
+
+def format_regions_over_empty(figures: dict[str, Any], device: str = "cpu") -> list[str]:
+    """The plain, step and scope requests against the framework's own ``empty``, as
+    table lines (none where there are no figures)."""
+    if not figures:
+        return []
+    cell = figure_spread
+    lines = [
+        "",
+        f"locked requests on {device} against the framework's empty (batches of {BATCH}; "
+        "median of per-round ratios, p10 to p90)",
+        f"{'framework':<10}{'mode':<11}{'plain/empty':>26}{'step/empty':>26}"
+        f"{'scope/empty':>26}{'plain us':>10}{'empty us':>10}",
+    ]
+    for framework, modes in figures.items():
+        for mode, f in modes.items():
+            lines.append(
+                f"{framework:<10}{mode:<11}{cell(f['plain_over_empty']):>26}"
+                f"{cell(f['step_over_empty']):>26}{cell(f['scope_over_empty']):>26}"
+                f"{f['plain_us']:>10.3f}{f['empty_us']:>10.3f}"
+            )
     return lines

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import arena
+from arena.memory.deferred import cupy_external_stream
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
@@ -148,7 +149,7 @@ def test_cupy_scratch_on_xlas_stream() -> None:
         def kernel(ctx: Any, out: Any, x: Any, *, scratch: Any) -> None:
             (tmp,) = scratch
             assert isinstance(tmp, cupy.ndarray)
-            with cupy.cuda.ExternalStream(ctx.stream):
+            with cupy_external_stream(cupy.cuda, ctx.stream):  # CuPy 14: Stream.from_external
                 tmp[...] = cupy.asarray(x) * 2
                 cupy.asarray(out)[...] = tmp + 1
             pointers.append(tmp.data.ptr)

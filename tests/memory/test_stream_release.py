@@ -198,6 +198,45 @@ def test_cupy_events_record_on_the_current_and_known_streams(
     assert cupy.calls[-1] == ("deviceSynchronize",)
 
 
+def test_cupy_14_streams_come_from_stream_from_external_not_the_deprecated_class(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CuPy 14 warns (DeprecationWarning) at every ``ExternalStream``: where
+    ``Stream.from_external`` exists, the events' streams come from it, given an object
+    whose ``__cuda_stream__()`` is ``(0, handle)``, and the deprecated class is never
+    built."""
+    cupy = cupy_with_events()
+    wrapped: list[Any] = []
+
+    class Stream:
+        @classmethod
+        def from_external(cls, obj: Any) -> Any:
+            version, pointer = obj.__cuda_stream__()
+            assert type(version) is int and type(pointer) is int  # CuPy checks both
+            wrapped.append((version, pointer))
+            return types.SimpleNamespace(ptr=pointer, foreign=obj)
+
+    def deprecated(ptr: int) -> None:
+        raise AssertionError(f"ExternalStream({ptr}) built where Stream.from_external exists")
+
+    cupy.cuda.Stream = Stream
+    cupy.cuda.ExternalStream = deprecated
+    install(monkeypatch, cupy=cupy, torch=fake_torch(stream=9))
+    events = deferred.stream_events(CUDA0)
+    streams = events.streams([7, 3])
+    assert [s.ptr for s in streams] == [3, 9, 7]
+    assert wrapped == [(0, 3), (0, 9), (0, 7)]
+    assert repr(streams[2].foreign) == "StreamHandle(0x7)"
+    events.record(streams[2])
+    assert ("record", 7) in cupy.calls
+
+
+def test_a_stream_handle_speaks_the_cuda_stream_protocol() -> None:
+    handle = deferred.StreamHandle(np.int64(0x7F00))  # a handle from another library
+    assert handle.__cuda_stream__() == (0, 0x7F00)
+    assert type(handle.__cuda_stream__()[1]) is int
+
+
 def test_torch_events_where_cupy_does_not_see_the_device(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 
-from arena.tools.regionbench import format_regions, region_figures
+import pytest
+
+from arena.tools.regionbench import format_regions, format_regions_over_empty, region_figures
 
 
 def test_region_figures_cover_every_framework_and_grad_mode() -> None:
@@ -16,12 +18,16 @@ def test_region_figures_cover_every_framework_and_grad_mode() -> None:
         for figure in per_mode.values():
             assert figure["plain_us"] > 0
             assert figure["kept_us"] > 0
+            assert figure["empty_us"] > 0
             for name in (
                 "step_over_plain",
                 "step_over_kept",
                 "scope_over_plain",
                 "step_enter_exit_us",
                 "release_us",
+                "plain_over_empty",
+                "step_over_empty",
+                "scope_over_empty",
             ):
                 f = figure[name]
                 assert f["p10"] <= f["median"] <= f["p90"]
@@ -29,3 +35,25 @@ def test_region_figures_cover_every_framework_and_grad_mode() -> None:
     # a title, a header, a line per framework and mode, and the line naming the two ratios
     assert len(lines) == 4 + sum(len(m) for m in figures.values())
     assert any("step/kept plain" in line for line in lines)
+    over_empty = format_regions_over_empty(figures)
+    assert len(over_empty) == 3 + sum(len(m) for m in figures.values())
+    assert "against the framework's empty" in over_empty[1]
+
+
+def test_no_figures_make_no_table() -> None:
+    assert format_regions_over_empty({}) == []
+
+
+@pytest.mark.gpu
+def test_region_figures_on_a_cuda_device_time_cupy_and_torch_against_their_empty() -> None:
+    figures = region_figures(quick=True, device="cuda:0")
+    assert set(figures) == {"cupy", "torch"}
+    assert list(figures["cupy"]) == ["-"]
+    for per_mode in figures.values():
+        for figure in per_mode.values():
+            assert figure["empty_us"] > 0 and figure["plain_us"] > 0
+            for name in ("plain_over_empty", "step_over_empty", "scope_over_empty"):
+                f = figure[name]
+                assert f["p10"] <= f["median"] <= f["p90"]
+    lines = format_regions_over_empty(figures, "cuda:0")
+    assert "on cuda:0" in lines[1]
