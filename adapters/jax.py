@@ -327,6 +327,41 @@ class JaxAdapter(Adapter):
 ADAPTER = JaxAdapter()
 
 
+def _runs_on_gpu(ctx: Any) -> bool:
+    """Whether JAX runs the computation that called back on a GPU: there
+    ``ctx.stream`` is XLA's stream; on the CPU reading it raises ("XLA FFI GPU context
+    is not available")."""
+    try:
+        ctx.stream  # noqa: B018 - read for its error
+    except Exception:
+        return False
+    return True
+
+
+def _placed_elsewhere(ctx: Any, on_gpu: bool) -> str | None:
+    """What to say where the computation runs elsewhere than the arena's memory; ``None``
+    where both are on one side."""
+    computation_on_gpu = _runs_on_gpu(ctx)
+    if computation_on_gpu == on_gpu:
+        return None
+    if on_gpu:
+        return (
+            "scratch_callback's fn failed, and JAX runs this computation on the CPU while "
+            "the arena's scratch views are GPU memory (CuPy arrays). Put the jitted "
+            "function's inputs on the GPU (jax.device_put(x, jax.devices('gpu')[0])), or "
+            "use a host arena (arena.Arena('cpu')) for a computation on the CPU"
+        )
+    return (
+        "scratch_callback's fn failed: JAX runs this computation on a GPU (its inputs' "
+        "device, or JAX's default device), so its outputs and inputs are GPU buffers "
+        "(np.asarray of them fails), while this arena's scratch views are host memory "
+        "(NumPy arrays). Put the jitted function's inputs on the CPU "
+        "(jax.device_put(x, jax.devices('cpu')[0])) or make the CPU JAX's default device "
+        "(jax.config.update('jax_default_device', jax.devices('cpu')[0])), or use an "
+        "arena on the GPU (arena.Arena('cuda:0'))"
+    )
+
+
 class ScratchCallback:
     """A function usable inside ``jax.jit`` that runs ``fn(ctx, outputs, *inputs,
     scratch=views)`` through ``jax.experimental.buffer_callback``; made by
@@ -352,6 +387,11 @@ class ScratchCallback:
         Whether the arena is locked now.
     owns : callable
         Whether an address lies in a block of the arena.
+    on_gpu : bool
+        Whether the arena's memory is on a CUDA device (else on the host). Where ``fn``
+        raises and JAX runs the computation elsewhere than the arena's memory lies (a
+        host arena's callback in a computation JAX placed on a GPU, say), the error says
+        so and names the fix.
     """
 
     __slots__ = ("__weakref__", "_aliases", "_call", "_command_buffer", "_locked", "_owns", "views")
@@ -366,6 +406,7 @@ class ScratchCallback:
         input_output_aliases: dict[int, int] | None,
         locked: Callable[[], bool],
         owns: Callable[[int], bool],
+        on_gpu: bool = False,
     ) -> None:
         if not callable(fn):
             raise ConfigError(
@@ -376,7 +417,13 @@ class ScratchCallback:
         self.views = views
 
         def run(ctx: Any, outputs: Any, *inputs: Any) -> None:
-            fn(ctx, outputs, *inputs, scratch=views)
+            try:
+                fn(ctx, outputs, *inputs, scratch=views)
+            except Exception as error:  # only then: the check costs an exception on the host
+                elsewhere = _placed_elsewhere(ctx, on_gpu)
+                if elsewhere is None:
+                    raise
+                raise ArenaError(elsewhere) from error
 
         self._call = buffer_callback(
             run,

@@ -64,6 +64,25 @@ def _plan_view(
     return source.as_strided(shape, strides, offset).data
 
 
+def _as_tensor(value: Any) -> Any:
+    """``torch.as_tensor(value)``, or the same bytes through DLPack where torch refuses the
+    array interface it reads: a JAX array on a GPU publishes a read-only
+    ``__cuda_array_interface__`` ("the read only flag is not supported", seen on the
+    first GPU run), which ``write_into`` only reads from."""
+    try:
+        return torch.as_tensor(value)
+    except TypeError as error:
+        if "read only" not in str(error) or not hasattr(value, "__dlpack__"):
+            raise
+    try:
+        return from_dlpack(value)
+    except (TypeError, ValueError, RuntimeError, BufferError):
+        # A DLPack torch does not import either (a read-only flag again): through the host.
+        import numpy as np
+
+        return torch.from_numpy(np.array(value))  # a writable copy: torch warns on read-only
+
+
 class TorchAdapter(Adapter):
     """torch tensors: ``as_strided`` views of per-dtype aliases of one DLPack import per
     buffer; fresh views are ``t.data``.
@@ -160,7 +179,7 @@ class TorchAdapter(Adapter):
         ``view``."""
         check_write(view, value)
         if not isinstance(value, torch.Tensor):
-            value = torch.as_tensor(value)
+            value = _as_tensor(value)
         view.copy_(value)
         return view
 

@@ -345,6 +345,7 @@ class Front(HitBase, Generic[ViewT]):
             input_output_aliases=input_output_aliases,
             locked=lambda: governor.locked,
             owns=governor.ledger.owns,
+            on_gpu=device.is_cuda,
         )
         return callback
 

@@ -37,6 +37,20 @@ def _key(device: Any) -> Device:
     return default_device() if device is None else parse_device(device)
 
 
+def _found(device: Any) -> Device:
+    """The registry key ``device`` names; call with the registry lock held.
+
+    ``None`` names the default device's arena or, where that device has none and exactly
+    one arena is initialised, that one: a process that called ``init_arena("cpu")`` on a
+    machine with a GPU (where the default device is CUDA) finds it with
+    ``current_arena()``, as it does on a machine without one.
+    """
+    key = _key(device)
+    if device is None and key not in _arenas and len(_arenas) == 1:
+        (key,) = _arenas
+    return key
+
+
 def init_arena(device: Any = None, **options: Any) -> Arena:
     """Create the process-wide arena for ``device`` (default device when ``None``).
 
@@ -63,13 +77,16 @@ def init_arena(device: Any = None, **options: Any) -> Arena:
 def current_arena(device: Any = None) -> Arena:
     """The process-wide arena for ``device``.
 
+    ``None`` (the default) means the default device's arena or, where that device has
+    none, the only arena initialised.
+
     Raises
     ------
     NotInitializedError
         If :func:`init_arena` has not been called for that device.
     """
-    key = _key(device)
     with _registry_lock:
+        key = _found(device)
         arena = _arenas.get(key)
         known = ", ".join(str(d) for d in _arenas) or "none"
     if arena is None:
@@ -81,17 +98,18 @@ def current_arena(device: Any = None) -> Arena:
 
 
 def lock_arena(device: Any = None) -> None:
-    """Lock the process-wide arena for ``device``."""
+    """Lock the process-wide arena for ``device`` (``None``: as :func:`current_arena`)."""
     current_arena(device).lock()
 
 
 def unlock_arena(device: Any = None) -> None:
-    """Unlock the process-wide arena for ``device``."""
+    """Unlock the process-wide arena for ``device`` (``None``: as :func:`current_arena`)."""
     current_arena(device).unlock()
 
 
 def reset_arena(device: Any = None, *, all_devices: bool = False) -> None:
-    """Close and forget the process-wide arena for ``device`` (or every one).
+    """Close and forget the process-wide arena for ``device`` (``None``: as
+    :func:`current_arena`), or every one.
 
     Views made before stay valid. Meant for tests and for re-configuring an engine.
     """
@@ -100,14 +118,14 @@ def reset_arena(device: Any = None, *, all_devices: bool = False) -> None:
             closing = list(_arenas.values())
             _arenas.clear()
         else:
-            found = _arenas.pop(_key(device), None)
+            found = _arenas.pop(_found(device), None)
             closing = [] if found is None else [found]
     for arena in closing:
         arena.close()
 
 
 def is_arena_initialized(device: Any = None) -> bool:
-    """Whether :func:`init_arena` has been called for ``device``."""
-    key = _key(device)
+    """Whether :func:`init_arena` has been called for ``device`` (``None``: whether
+    :func:`current_arena` finds an arena)."""
     with _registry_lock:
-        return key in _arenas
+        return _found(device) in _arenas

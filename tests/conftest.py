@@ -33,6 +33,16 @@ ALLOWED_GPU_SKIPS = {
     "x64 is enabled in this process": "a JAX default checked only while x64 is off",
     "the compiled hit path is not in use here": "a machine without a C compiler or Python's "
     "headers installs the pure-Python hit path; the compiled one is tested where it is built",
+    "a CUDA device is usable here": "a check of the no-GPU messages (bench and demo flags)",
+    "a CUDA device is visible": "a check of the no-GPU message of pinned memory",
+    "needs a machine without CuPy and without a CUDA device": "a check of the no-GPU messages",
+    "a check of the host default; CuPy is installed here": "the host default without CuPy, "
+    "which CI's CPU runs check; a GPU machine has CuPy",
+    "counts the failed mmap calls with strace": "host memory only, run where strace is "
+    "installed (CI's machine); GPU machines may lack it",
+    "elsewhere than CPython only": "a check for other interpreters; the GPU run is CPython",
+    "the Python hit path serves every request through the Python path": "the compiled path's "
+    "half of a test parametrised over both paths; its pure-Python half has nothing to check",
 }
 
 

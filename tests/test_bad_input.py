@@ -23,6 +23,7 @@ from arena import (
     SpecError,
     compute_layout,
 )
+from tests.inplace import set_shape
 from tests.sources import check_books
 
 F32 = "float32"
@@ -414,7 +415,7 @@ def test_warnings_point_at_the_users_line(tmp_path: Any) -> None:
     debug = Arena("cpu", framework="numpy", cached_views=True, debug=True)
     (view,) = debug.get_simultaneous(((4, 4), F32))
     (view,) = debug.get_simultaneous(((4, 4), F32))
-    view.shape = (16,)
+    set_shape(view, (16,))
     with pytest.warns(arena.ArenaWarning) as record:
         debug.get_simultaneous(((4, 4), F32))
     assert record[0].filename == __file__

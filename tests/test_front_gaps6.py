@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from arena import Arena
+from tests.inplace import set_shape
 
 SPECS = (((4, 8), "float32"), ((16,), "int32"))
 
@@ -18,7 +19,7 @@ def _reshape(view: Any, framework: str) -> None:
     if framework == "torch":
         view.resize_(32)
     else:
-        view.shape = (32,)
+        set_shape(view, (32,))
 
 
 @pytest.mark.parametrize("framework", ["numpy", "torch"])

@@ -63,3 +63,29 @@ def test_device_parsing() -> None:
     torch = pytest.importorskip("torch")
     assert parse_device(torch.device("cuda", 3)) == Device("cuda", 3)
     assert parse_device(torch.device("cpu")) == arena.CPU
+
+
+def test_without_a_device_the_only_arena_is_found_where_the_default_device_has_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a machine with a GPU the default device is CUDA; a process that initialised only
+    a host arena (as docs/distributed.md's ranks do) finds it with ``current_arena()``.
+    The first GPU run failed there: "no process-wide arena on cuda:0 (initialised: cpu)"."""
+    from arena import process
+
+    monkeypatch.setattr(process, "default_device", lambda: arena.Device("cuda", 0))
+    assert not arena.is_arena_initialized()
+    with pytest.raises(NotInitializedError, match=r"cuda:0 \(initialised: none\)"):
+        arena.current_arena()
+    a = arena.init_arena("cpu", framework="numpy")
+    assert arena.is_arena_initialized() and arena.current_arena() is a
+    arena.lock_arena()
+    assert a.is_locked
+    arena.unlock_arena()
+    assert not a.is_locked
+    # a device named is that device: no stand-in
+    assert not arena.is_arena_initialized("cuda:0")
+    with pytest.raises(NotInitializedError, match=r"cuda:0 \(initialised: cpu\)"):
+        arena.current_arena("cuda:0")
+    arena.reset_arena()
+    assert a.is_closed and not arena.is_arena_initialized("cpu")

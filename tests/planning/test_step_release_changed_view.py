@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from arena import Arena, ArenaError
+from tests.inplace import set_shape
 
 F32 = "float32"
 
@@ -17,7 +18,7 @@ def _make_read_only(view: Any) -> None:
 
 
 def _reshape_in_place(view: Any) -> None:
-    view.shape = (2, 8)
+    set_shape(view, (2, 8))
 
 
 @pytest.mark.parametrize("change", [_make_read_only, _reshape_in_place])

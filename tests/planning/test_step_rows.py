@@ -20,6 +20,7 @@ from arena import Arena
 from arena.planning import region_hit, rows
 from arena.views import hit
 from arena.views.prepared import Prepared, server
+from tests.inplace import set_shape
 
 F32 = "float32"
 SPEC = ((4, 16), F32)
@@ -77,7 +78,7 @@ def test_the_hit_reads_the_row_not_the_view() -> None:
         caches = _replayed(ws, [(SPEC,)])
         assert compiled.noted(caches, 0)
         (entry,) = caches[0].values()
-        entry.views[0].shape = (16, 4)  # in place: the dict, entry and list unchanged
+        set_shape(entry.views[0], (16, 4))  # in place: the dict, entry and list unchanged
         assert compiled.noted(caches, 0)
         ((view,),), _ = _run(ws, [(SPEC,)])
         assert view.shape == (4, 16)

@@ -8,6 +8,7 @@ import pytest
 
 from arena import Arena, ArenaWarning
 from tests.gates import moving_only
+from tests.inplace import set_dtype, set_shape
 
 F32 = "float32"
 SPECS = (((4, 8), F32), ((16,), "int32"))
@@ -40,7 +41,7 @@ def test_growth_invalidates_cached_views() -> None:
 def test_in_place_metadata_change_is_detected_and_rebuilt_in_debug_mode() -> None:
     with Arena("cpu", framework="numpy", cached_views=True, debug=True) as a:
         (x, _) = a.get_simultaneous(*SPECS)
-        x.shape = (32,)  # what a caller must not do with a cached view
+        set_shape(x, (32,))  # what a caller must not do with a cached view
         with pytest.warns(ArenaWarning, match=r"changed in place .*\(\(4, 8\), .* -> \(\(32,\)"):
             (y, _) = a.get_simultaneous(*SPECS)
         assert y.shape == (4, 8) and y is not x
@@ -61,7 +62,7 @@ def test_torch_in_place_resize_is_detected_in_debug_mode() -> None:
 def test_numpy_in_place_dtype_change_is_detected_in_debug_mode() -> None:
     with Arena("cpu", framework="numpy", cached_views=True, debug=True) as a:
         (x,) = a.get_simultaneous(((4, 8), "float32"))
-        x.dtype = "int32"  # same itemsize: the shape stays (4, 8)
+        set_dtype(x, "int32")  # same itemsize: the shape stays (4, 8)
         with pytest.warns(ArenaWarning, match="int32"):
             (y,) = a.get_simultaneous(((4, 8), "float32"))
         assert y.dtype == "float32"
@@ -89,7 +90,7 @@ def test_torch_in_place_strides_and_offset_changes_are_detected(change: Any) -> 
 def test_uncached_front_is_unaffected_by_cached_callers() -> None:
     with Arena("cpu", framework="numpy") as a:
         (cached,) = a.front("numpy", cached=True).get_simultaneous(((4, 8), "float32"))
-        cached.shape = (2, 16)
+        set_shape(cached, (2, 16))
         (fresh,) = a.numpy.get_simultaneous(((4, 8), "float32"))
         assert fresh.shape == (4, 8)
         assert a.numpy.data_ptr(fresh) == a.numpy.data_ptr(cached)
@@ -98,7 +99,7 @@ def test_uncached_front_is_unaffected_by_cached_callers() -> None:
 def test_without_debug_cached_views_are_not_checked() -> None:
     with Arena("cpu", framework="numpy", cached_views=True, debug=False) as a:
         (x,) = a.get_simultaneous(((4, 8), "float32"))
-        x.shape = (32,)
+        set_shape(x, (32,))
         (y,) = a.get_simultaneous(((4, 8), "float32"))
         assert y is x and y.shape == (32,)  # the documented hazard: the caller broke the contract
 
