@@ -87,3 +87,22 @@ def test_a_failure_where_both_are_on_the_host_is_fns_own() -> None:
         with pytest.raises(Exception, match="the kernel's own bug") as info:
             jax.block_until_ready(jax.jit(call)(jnp.ones(4, jnp.float32)))
     assert "JAX runs this computation" not in str(info.value)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_host_arenas_callback_in_a_gpu_computation_says_so() -> None:
+    """The case itself: JAX computes on its GPU, the arena is on the host."""
+    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    if not gpus:
+        pytest.skip("JAX sees no GPU")
+
+    def kernel(ctx: Any, out: Any, x: Any, *, scratch: Any) -> None:
+        np.asarray(out)[...] = 1
+
+    with arena.Arena("cpu", framework="numpy") as ws:
+        call = ws.jax.scratch_callback(
+            kernel, jax.ShapeDtypeStruct((4,), jnp.float32), scratch=[((4,), "float32")]
+        )
+        x = jax.device_put(jnp.ones(4, jnp.float32), gpus[0])
+        with pytest.raises(Exception, match=r"JAX runs this computation on a GPU"):
+            jax.block_until_ready(jax.jit(call)(x))

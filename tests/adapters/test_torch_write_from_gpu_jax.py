@@ -15,6 +15,7 @@ import pytest
 from arena import Arena
 
 torch = pytest.importorskip("torch")
+jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 torch_adapter = pytest.importorskip("arena.adapters.torch")
 
@@ -75,3 +76,17 @@ def test_other_type_errors_of_as_tensor_still_propagate(monkeypatch: pytest.Monk
         (view,) = ws.torch.get_simultaneous(((2,), torch.float32))
         with pytest.raises(TypeError, match=r"numpy\.object_"):
             ws.torch.write_into(view, jnp.zeros(2, jnp.float32))
+
+
+@pytest.mark.gpu
+def test_a_jax_array_on_the_gpu_is_written_into_a_torch_view_on_the_gpu() -> None:
+    """The case itself, where JAX computes on a GPU."""
+    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    if not gpus or not torch.cuda.is_available():
+        pytest.skip("needs JAX and torch on a CUDA device")
+    with Arena("cuda:0", framework="torch") as ws:
+        (view,) = ws.torch.get_simultaneous(((2, 3), torch.float32))
+        value = jax.device_put(jnp.arange(6, dtype=jnp.float32).reshape(2, 3), gpus[0])
+        written = ws.torch.write_into(view, value)
+        assert written.data_ptr() == view.data_ptr()
+        assert view.cpu().tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
