@@ -20,7 +20,14 @@ from arena.errors import (
     NotInitializedError,
 )
 from arena.memory.devices import Device, parse_device
-from arena.process import current_arena, init_arena, lock_arena, reset_arena, unlock_arena
+from arena.process import (
+    current_arena,
+    init_arena,
+    is_arena_initialized,
+    lock_arena,
+    reset_arena,
+    unlock_arena,
+)
 from tests.sources import RecordingSource
 
 MB = 1 << 20
@@ -154,8 +161,33 @@ def test_the_process_arena_of_a_device_given_is_that_devices() -> None:
     assert made.is_locked
     unlock_arena("cpu")
     assert not made.is_locked
+    assert current_arena() is made  # the default device (cuda:0) has none: the only one
     with pytest.raises(NotInitializedError, match=r"no process-wide arena on cuda:0"):
+        current_arena("cuda:0")
+    on_default = init_arena(
+        "cuda:0", source=_LabelledCuda(), framework="torch", capture_probe=lambda: False
+    )
+    assert current_arena() is on_default  # the default device's, now it has one
+    lock_arena()
+    assert on_default.is_locked and not made.is_locked
+
+
+@pytest.mark.usefixtures("no_process_arenas")
+def test_without_a_device_two_arenas_none_on_the_default_device_are_not_guessed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``current_arena()`` stands in the only arena for the default device's; with two
+    and neither on the default device, it names the default device and both."""
+    monkeypatch.setattr(process, "default_device", lambda: parse_device("cuda:1"))
+    init_arena("cpu", framework="numpy")
+    init_arena("cuda:0", source=_LabelledCuda(), framework="torch", capture_probe=lambda: False)
+    with pytest.raises(NotInitializedError) as caught:
         current_arena()
+    assert str(caught.value) == (
+        "no process-wide arena on cuda:1 (initialised: cpu, cuda:0); call "
+        "arena.init_arena('cuda:1') first"
+    )
+    assert not is_arena_initialized()
 
 
 @pytest.mark.usefixtures("no_process_arenas")

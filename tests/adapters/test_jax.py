@@ -192,7 +192,7 @@ def test_views_are_uncommitted_so_jit_caches_do_not_double(shared: Arena) -> Non
     assert f._cache_size() == len(buckets)  # one entry per shape, not two
     # A committed alias, when wanted, is one device_put away and still zero-copy.
     (view,) = shared.jax.get_simultaneous(((8,), "float32"))
-    committed = jax.device_put(view, jax.devices()[0])
+    committed = jax.device_put(view, jax.devices("cpu")[0])  # the view's own device
     assert committed.committed
     assert committed.unsafe_buffer_pointer() == view.unsafe_buffer_pointer()
 
