@@ -63,6 +63,8 @@ static void caches_dealloc(StepCachesObject *self) {
     PyList_Type.tp_dealloc((PyObject *)self); /* untracks again (a no-op) and frees */
 }
 
+#if STEP_ROWS /* the row's building; CPython 3.12 on has none (_step_rows.h), nor an int's
+                ob_digit to copy a dimension from */
 /* Whether `type` is exactly numpy.ndarray (named so: as arena.planning.runs._is_ndarray). */
 static int is_ndarray_type(PyTypeObject *type) {
     return strcmp(type->tp_name, "numpy.ndarray") == 0;
@@ -131,6 +133,7 @@ static int copy_request(StepRow *row, PyObject *key) {
     row->dtype = PyTuple_GET_ITEM(spec, 1);
     return 1;
 }
+#endif /* STEP_ROWS */
 
 /* note(caches, r): build request index r's row of the StepCaches `caches` from caches[r]
  * (one plain one-view request remembered there, with a Prepared-like entry whose `key` is

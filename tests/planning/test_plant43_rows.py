@@ -9,16 +9,10 @@ from typing import Any
 import pytest
 
 from arena import Arena, ArenaError
-from arena.planning import region_hit, rows
 from arena.views.prepared import Prepared, server
+from tests.extensions import need_step_rows
 
 F32 = "float32"
-
-
-def _compiled() -> Any:
-    if rows.compiled is None or region_hit.compiled is None or not rows.compiled.ROWS:
-        pytest.skip("the compiled step rows are not in use here")
-    return rows.compiled
 
 
 def _run(ws: Arena, shape: tuple[int, ...]) -> tuple[Any, Any]:
@@ -33,7 +27,7 @@ def test_a_row_does_not_serve_a_dimension_past_2_30_with_the_same_low_digit() ->
     without checking it is a one-digit int (``size > 1`` left out): a request of
     ``2**30 + 5`` rows was served the row of a remembered request of 5 rows (on a locked
     arena, where the replay must refuse it: the request leaves the plan)."""
-    compiled = _compiled()
+    compiled = need_step_rows()
     with Arena("cpu", framework="numpy") as ws:
         for _ in range(3):
             _run(ws, (5, 1))
@@ -50,7 +44,7 @@ def test_a_row_goes_stale_when_its_own_dict_changes_in_place() -> None:
     """Kills: step_row_of taking a row whatever its dict's version tag (the check left
     out): the entry replaced in the very dict noted (not a new dict) was not seen, and
     the hit served the old entry's views."""
-    compiled = _compiled()
+    compiled = need_step_rows()
     spec = ((4, 16), "float32")
     with Arena("cpu", framework="numpy") as ws:
 

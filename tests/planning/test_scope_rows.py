@@ -11,23 +11,15 @@ it (a Prepared entry's views are built whole and never written; see ``_step_rows
 from __future__ import annotations
 
 import gc
-import sys
 from typing import Any
 
-import pytest
-
 from arena import Arena
-from arena.planning import region_hit
 from arena.views import hit
+from tests.extensions import need_scope_memo
 from tests.inplace import set_shape
 
 F32 = "float32"
 SPEC = ((4, 16), F32)
-
-
-def _compiled() -> None:
-    if region_hit.compiled is None or sys.version_info >= (3, 12):
-        pytest.skip("the compiled scope hit's memo is not in use here")
 
 
 def _request(ws: Arena, *specs: Any) -> list[Any]:
@@ -57,7 +49,7 @@ def _warm(ws: Arena) -> None:
 
 
 def test_the_hit_reads_the_noted_copy_not_the_view() -> None:
-    _compiled()
+    need_scope_memo()
     with Arena("cpu", framework="numpy") as ws:
         _warm(ws)
         (entry,) = [e for k, e in _cache(ws).items() if k[1] == (SPEC,)]
@@ -77,7 +69,7 @@ def test_a_change_of_the_scope_cache_drops_the_noted_views() -> None:
     """A new entry in the front's scope cache (another request remembered) changes its
     state: the next hit reads the list and the view (the change in place shows), and the
     one after notes them again."""
-    _compiled()
+    need_scope_memo()
     with Arena("cpu", framework="numpy") as ws:
         _warm(ws)
         cache = _cache(ws)
@@ -97,7 +89,7 @@ def test_a_change_of_the_scope_cache_drops_the_noted_views() -> None:
 def test_served_alike_with_and_without_a_copy() -> None:
     """Requests with a copy (one view of up to four dimensions) and without one (two views,
     five dimensions, no dimensions), repeated: the views the Python path makes."""
-    _compiled()
+    need_scope_memo()
     requests: list[tuple[Any, ...]] = [
         (SPEC,),
         (((2, 3, 4, 5), "int8"),),

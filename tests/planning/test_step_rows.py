@@ -20,16 +20,12 @@ from arena import Arena
 from arena.planning import region_hit, rows
 from arena.views import hit
 from arena.views.prepared import Prepared, server
+from tests.conftest import need_compiled_hit
+from tests.extensions import DICT_VERSION_TAGS, need_step_rows
 from tests.inplace import set_shape
 
 F32 = "float32"
 SPEC = ((4, 16), F32)
-
-
-def _compiled() -> Any:
-    if rows.compiled is None or region_hit.compiled is None or not rows.compiled.ROWS:
-        pytest.skip("the compiled step rows are not in use here")
-    return rows.compiled
 
 
 def _run(ws: Arena, specs: list[tuple[Any, ...]]) -> tuple[list[Any], Any]:
@@ -48,7 +44,7 @@ def _replayed(ws: Arena, specs: list[tuple[Any, ...]]) -> Any:
 
 
 def test_a_replay_notes_a_row_per_one_view_request() -> None:
-    compiled = _compiled()
+    compiled = need_step_rows()
     specs = [
         (SPEC,),
         (((), "float64"),),
@@ -73,7 +69,7 @@ def test_the_hit_reads_the_row_not_the_view() -> None:
     """What a row is for: the hit makes the fresh view from the row's copy, not from the
     remembered view. A remembered view changed in place (nothing in arena does it: see
     ``_step_rows.h``) is not seen while the row stands; the Python path reads the view."""
-    compiled = _compiled()
+    compiled = need_step_rows()
     with Arena("cpu", framework="numpy") as ws:
         caches = _replayed(ws, [(SPEC,)])
         assert compiled.noted(caches, 0)
@@ -101,7 +97,7 @@ def _reshaped(caches: Any) -> None:
 
 
 def test_a_row_goes_stale_when_its_dict_changes() -> None:
-    compiled = _compiled()
+    compiled = need_step_rows()
     with Arena("cpu", framework="numpy") as ws:
         caches = _replayed(ws, [(SPEC,), (SPEC,)])
         old = caches[0]
@@ -132,7 +128,7 @@ class _Changing:
 
 
 def test_note_notes_nothing_when_reading_the_entry_changed_the_dict() -> None:
-    compiled = _compiled()
+    compiled = need_step_rows()
     key = (SPEC,)
     cache: dict[Any, Any] = {}
     cache[key] = _Changing(cache, np.zeros((4, 16), np.float32)[...], key)
@@ -150,7 +146,7 @@ def test_note_notes_nothing_when_reading_the_entry_changed_the_dict() -> None:
 
 
 def test_rows_hold_their_views_until_the_list_goes() -> None:
-    compiled = _compiled()
+    compiled = need_step_rows()
     key = (SPEC,)
     owner = np.zeros(256, np.uint8)
     view = owner[:256].view(np.float32).reshape(4, 16)
@@ -187,3 +183,16 @@ def test_no_rows_without_the_compiled_step_hit(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(region_hit, "compiled", None)
     monkeypatch.setattr(region_hit, "WHY_PYTHON", "the extension is not built")
     assert rows._load() == (None, "the extension is not built")
+
+
+def test_the_rows_extension_is_built_wherever_the_compiled_step_hit_is() -> None:
+    """``arena.planning._rows`` builds with the compiled step hit, on every CPython: with
+    rows where dicts have version tags, without (``ROWS`` 0: its ``note`` notes nothing)
+    from 3.12 on. The install builds every extension as optional, so one that fails to
+    compile is only missing: on 3.12 the row's building read an int's ``ob_digit``, which
+    3.12 renamed, and the module was not built there (rows.WHY_PYTHON said so)."""
+    need_compiled_hit()
+    assert rows.compiled is not None, rows.WHY_PYTHON
+    assert rows.compiled.ROWS == DICT_VERSION_TAGS
+    caches = rows.new_caches(2)
+    assert type(caches) is rows.compiled.StepCaches and caches == [{}, {}]

@@ -17,6 +17,7 @@ from arena import Arena, ArenaError
 from arena.planning.runs import POINTER
 from arena.planning.steps import Step
 from arena.views import hit
+from tests.extensions import need_step_rows
 from tests.refcounts import assert_counts_flat
 
 torch = pytest.importorskip("torch")
@@ -278,10 +279,7 @@ def test_a_compiled_torch_release_reads_the_witness_address_its_row_noted() -> N
 
     if hit.compiled is None:
         pytest.skip("the compiled hit path is not in use here")
-    from arena.planning import rows
-
-    if rows.compiled is None or not rows.compiled.ROWS:
-        pytest.skip("no step rows here (not built, or Python 3.12 on)")
+    need_step_rows()
     seen: list[int] = []
 
     class Counted(TorchFunctionMode):
