@@ -304,7 +304,7 @@ class Scope(Region, Generic[ViewT]):
                         # request's hit asks it): a capture takes the bookkeeping.
                         probe = self._probe
                         if probe is not None and probe():
-                            return self._captured(slot, top, entry, specs, views)
+                            return self._captured(slot, top, entry, specs, views)  # type: ignore[no-any-return]
                         entry.used = True
                         slot.count_call()
                         self._account(slot, top, entry.required)
@@ -314,7 +314,9 @@ class Scope(Region, Generic[ViewT]):
     #: The Python request path: CompiledScope's compiled hit hands it what it does not serve.
     _python_get = get_simultaneous
 
-    def _captured(self, slot: Slot, top: int, entry: Any, specs: Any, views: Any) -> list[ViewT]:
+    def _captured(
+        self, slot: Slot, top: int, entry: Any, specs: Any, views: list[Any]
+    ) -> list[ViewT]:
         """A request the hit found at ``top`` (``entry``, its fresh ``views``) while the
         capture probe says a CUDA graph is being captured: the buffer is marked captured,
         then the request is served as the hit serves it; where a growth replaced the
@@ -338,7 +340,7 @@ class Scope(Region, Generic[ViewT]):
         entry.used = True
         slot.count_call()
         self._account(slot, top, entry.required)
-        return views  # type: ignore[no-any-return]
+        return views
 
     def _checked(self, slot: Slot | None, specs: Any) -> list[ViewT]:
         """Every request the hit does not serve: placed at the slot's top (and

@@ -392,9 +392,9 @@ class Step(StepHitBase, Generic[ViewT]):
                         # request's hit asks it): a capture takes the bookkeeping.
                         probe = self._probe
                         if probe is not None and probe():
-                            return self._captured(entry, specs, views)
+                            return self._captured(entry, specs, views)  # type: ignore[no-any-return]
                         if self._watch and not served(self._placer, slot, entry, specs, views):
-                            return self._checked(slot, specs)
+                            return self._checked(slot, specs)  # type: ignore[no-any-return]
                         entry.used = True
                         slot.count_call()
                         kept = entry.views
