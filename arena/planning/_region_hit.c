@@ -52,7 +52,18 @@ static Py_ssize_t slot_governor, slot_pending, stack_regions, stack_top, stack_l
 static Py_ssize_t buffer_prepared, prepared_views, prepared_required;
 static Py_ssize_t prepared_key, governor_locked, governor_debug, governor_closed;
 static Py_ssize_t governor_mutex, governor_asleep;
-static PyObject *zero, *one, *str_python_get, *str_python_release;
+static PyObject *zero, *one, *str_python_get, *str_python_release, *str_captured;
+
+/* The capture probe's answer (a plain request's hit asks it so, arena/views/_hit.c): 1 a
+ * capture under way, 0 none, -1 with the probe's exception (an interrupt included). */
+static int ask_probe(PyObject *probe) {
+    Py_INCREF(probe); /* the call may run code that drops the region's reference */
+    PyObject *answer = PyObject_CallNoArgs(probe);
+    Py_DECREF(probe);
+    int capturing = answer == NULL ? -1 : PyObject_IsTrue(answer);
+    Py_XDECREF(answer);
+    return capturing;
+}
 
 /* The offset of `type`'s writable __slots__ member `name`: 0, or -1 with a TypeError. */
 static int member_offset(PyTypeObject *type, const char *name, Py_ssize_t *offset) {
@@ -128,8 +139,11 @@ static PyObject *stack_of(PyObject *slot) {
  *
  * The compiled hit of a replayed step (arena.planning.steps): a request index whose views
  * the replay remembered over the slot's current buffer, every view the plan says must be
- * released by now released, no capture probe and no request log to tell. Its fields are
- * the step's, under the names the pure-Python base (arena.planning.region_hit.PyStepHitBase) has:
+ * released by now released, and no request log to tell. A capture probe is asked once the
+ * views are built, as the plain hit asks it (arena/views/_hit.c): True (a CUDA graph being
+ * captured) hands the request, with those views, to the step's Python _captured (the
+ * capture mark). Its fields are the step's, under the names the pure-Python base
+ * (arena.planning.region_hit.PyStepHitBase) has:
  *
  *   slot         the slot the step runs on, or None
  *   request      the index of the step's next request (an int)
@@ -146,6 +160,7 @@ static PyObject *stack_of(PyObject *slot) {
  *   _fresh_view  per-view callable for a fresh view; None: the prepared view itself;
  *                False: every request takes the Python path
  *   _watch       True when served requests need Python's bookkeeping
+ *   _probe       the front's capture probe, or None
  *   _quick       True when release() of one view may take the hit (a replay, no
  *                poisoning, no debug mode)
  *   _lasts       the run's last use per block (arena.planning.runs.StepRun)
@@ -174,6 +189,7 @@ typedef struct {
     PyObject *ids;
     PyObject *starts;
     PyObject *lasts;
+    PyObject *probe;
 } StepHitBase;
 
 /* The first field of a NumPy array (PyArrayObject_fields: NumPy's ABI, the same in NumPy
@@ -365,7 +381,7 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
     PyObject *caches = self->caches, *slot = self->slot, *request = self->request;
     if (caches == NULL || !(PyList_CheckExact(caches) || Py_IS_TYPE(caches, step_rows_type)) ||
         slot == NULL || !Py_IS_TYPE(slot, slot_type) || self->watch != Py_False ||
-        request == NULL || !PyLong_CheckExact(request))
+        self->probe == NULL || request == NULL || !PyLong_CheckExact(request))
         return NULL;
     PyObject *stack = stack_of(slot);
     PyObject *regions = stack == NULL ? NULL : FIELD(stack, stack_regions);
@@ -514,9 +530,28 @@ static PyObject *step_serve(StepHitBase *self, PyObject *specs) {
         }
         PyList_SET_ITEM(out, i, view);
     }
+    /* The capture probe, asked once the views are built (Step.get_simultaneous asks it
+     * there): a capture under way hands the request and these views to Step._captured,
+     * which marks the buffer captured and serves it (or places it anew); a probe's
+     * exception goes on, nothing installed. */
+    if (out != NULL && self->probe != Py_None) {
+        int capturing = ask_probe(self->probe);
+        if (capturing != 0) {
+            PyObject *result = NULL;
+            if (capturing > 0) {
+                PyObject *call[4] = {(PyObject *)self, entry, specs, out};
+                result = PyObject_VectorcallMethod(str_captured, call,
+                                                   4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+            }
+            Py_DECREF(views);
+            Py_DECREF(out);
+            Py_DECREF(entry);
+            return result; /* NULL: with the probe's or _captured's exception */
+        }
+    }
     /* The slot's next count (the slots layer's: counted up in place at the install where
      * only the slot holds it, else a new int), made after the last Python code (the fresh
-     * views): none runs from here to the last store. */
+     * views, the probe): none runs from here to the last store. */
     ArenaSlotCount calls = {NULL, 0};
     if (out != NULL && arena_slot_count_ahead(slot_api, slot, &calls) < 0) Py_CLEAR(out);
     /* request + 1 from r (request's value, an exact int): no generic addition */
@@ -1423,7 +1458,8 @@ static PyObject *enter_replay(PyObject *self, PyObject *slot) {
     store(&stores, &step->quick, yes_no[quick]);
     store(&stores, &step->request, zero);
     store(&stores, &FIELD(self, st_above), zero);
-    store(&stores, &step->watch, yes_no[first.probe != Py_None]);
+    store(&stores, &step->watch, Py_False); /* locked: the request log is not told */
+    store(&stores, &step->probe, first.probe); /* asked per request */
     store(&stores, &FIELD(self, st_nested), Py_None);
     store(&stores, &FIELD(self, st_inside), Py_False);
     store(&stores, &step->slot, slot);
@@ -1612,6 +1648,7 @@ static int step_traverse(StepHitBase *self, visitproc visit, void *arg) {
     Py_VISIT(self->ids);
     Py_VISIT(self->starts);
     Py_VISIT(self->lasts);
+    Py_VISIT(self->probe);
     return 0;
 }
 
@@ -1629,6 +1666,7 @@ static int step_clear(StepHitBase *self) {
     Py_CLEAR(self->ids);
     Py_CLEAR(self->starts);
     Py_CLEAR(self->lasts);
+    Py_CLEAR(self->probe);
     return 0;
 }
 
@@ -1668,6 +1706,7 @@ static PyMemberDef step_members[] = {
     STEP_MEMBER("_ids", ids),
     STEP_MEMBER("_starts", starts),
     STEP_MEMBER("_lasts", lasts),
+    STEP_MEMBER("_probe", probe),
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1693,10 +1732,12 @@ static PyType_Spec step_spec = {
 /* ------------------------------------------------------------------ ScopeHitBase
  *
  * The compiled hit of a scope's request (arena.planning.scopes): a request the slot's
- * buffer remembers for this front's scopes at the slot's current top, no capture probe,
- * no request log to tell, nor debug mode or poisoning, and nothing to note (the slot's
- * LOAD and plain high-water mark already cover it, no step open below the scope). Its
- * fields are the scope's, under the names the pure-Python base
+ * buffer remembers for this front's scopes at the slot's current top, no request log to
+ * tell, nor debug mode or poisoning, and nothing to note (the slot's LOAD and plain
+ * high-water mark already cover it, no step open below the scope). A capture probe is
+ * asked once the views are built, as the plain hit asks it: True (a CUDA graph being
+ * captured) hands the request, with those views, to the scope's Python _captured (the
+ * capture mark). Its fields are the scope's, under the names the pure-Python base
  * (arena.planning.region_hit.PyScopeHitBase) has:
  *
  *   slot         the slot the scope is open on, or None
@@ -1707,6 +1748,7 @@ static PyType_Spec step_spec = {
  *   _fresh_view  per-view callable for a fresh view; None: the prepared view itself;
  *                False: every request takes the Python path
  *   _watch       True when requests need Python's bookkeeping
+ *   _probe       the front's capture probe, or None
  *
  * Anything else goes to the scope's Python method _python_get. */
 
@@ -1719,6 +1761,7 @@ typedef struct {
     PyObject *memo;
     PyObject *fresh_view;
     PyObject *watch;
+    PyObject *probe;
 } ScopeHitBase;
 
 static PyTypeObject *scope_type;
@@ -2069,7 +2112,7 @@ static Py_ssize_t scopes_below(PyObject *stack, PyObject *scope) {
 static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
     PyObject *slot = self->slot, *fresh = self->fresh_view;
     if (slot == NULL || !Py_IS_TYPE(slot, slot_type) || self->watch != Py_False ||
-        fresh == NULL || fresh == Py_False || self->memo == NULL)
+        fresh == NULL || fresh == Py_False || self->memo == NULL || self->probe == NULL)
         return NULL;
     PyObject *stack = stack_of(slot);
     PyObject *regions = stack == NULL ? NULL : FIELD(stack, stack_regions);
@@ -2222,6 +2265,23 @@ static PyObject *scope_serve(ScopeHitBase *self, PyObject *specs) {
         Py_DECREF(views);
     }
     if (out == NULL) goto error;
+    /* The capture probe, asked once the views are built (Scope.get_simultaneous asks it
+     * there): a capture under way hands the request and these views to Scope._captured,
+     * which marks the buffer captured and serves it (or places it anew); a probe's
+     * exception goes on, nothing installed. */
+    if (self->probe != Py_None) {
+        Py_INCREF(slot); /* the probe's code may close the scope */
+        int capturing = ask_probe(self->probe);
+        if (capturing > 0) {
+            PyObject *call[6] = {(PyObject *)self, slot, top, entry, specs, out};
+            PyObject *result = PyObject_VectorcallMethod(
+                str_captured, call, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+            Py_SETREF(out, result); /* NULL: with _captured's exception */
+        }
+        Py_DECREF(slot);
+        if (capturing < 0) goto error;
+        if (capturing) goto done;
+    }
     if (self->slot != slot || FIELD(slot, slot_buffer) != buffer ||
         FIELD(slot, slot_stack) != stack || FIELD(stack, stack_top) != top ||
         FIELD(entry, prepared_required) != required) {
@@ -2374,6 +2434,7 @@ static int scope_init(PyObject *self, PyObject *args, PyObject *kwds) {
     store(&stores, &scope->end, zero);
     store(&stores, &scope->held, zero);
     store(&stores, &scope->watch, Py_True);
+    store(&stores, &scope->probe, Py_None);
     store(&stores, &FIELD(self, sc_placer), values[0]);
     store(&stores, &FIELD(self, sc_select), values[1]);
     store(&stores, &FIELD(self, sc_alignment), values[2]);
@@ -2475,12 +2536,14 @@ static int scope_open(PyObject *self, PyObject *slot) {
     }
     Py_INCREF(self);
     PyList_SET_ITEM(list, depth, self);
-    /* _watch: debug or poison or a probe, or a request log while unlocked */
-    int watch = first.debug == Py_True || first.poison == Py_True || first.probe != Py_None ||
+    /* _watch: debug or poison, or a request log while unlocked (a probe: asked per
+     * request) */
+    int watch = first.debug == Py_True || first.poison == Py_True ||
                 (first.log != Py_None && first.locked == Py_False);
     ScopeHitBase *scope = (ScopeHitBase *)self;
     Stores stores = {.count = 0};
     store(&stores, &scope->watch, watch ? Py_True : Py_False);
+    store(&stores, &scope->probe, first.probe);
     store(&stores, &scope->slot, slot);
     store(&stores, &scope->base, first.top);
     store(&stores, &scope->end, first.top);
@@ -2684,6 +2747,7 @@ static int scope_traverse(ScopeHitBase *self, visitproc visit, void *arg) {
     Py_VISIT(self->memo);
     Py_VISIT(self->fresh_view);
     Py_VISIT(self->watch);
+    Py_VISIT(self->probe);
     return 0;
 }
 
@@ -2695,6 +2759,7 @@ static int scope_clear(ScopeHitBase *self) {
     Py_CLEAR(self->memo);
     Py_CLEAR(self->fresh_view);
     Py_CLEAR(self->watch);
+    Py_CLEAR(self->probe);
     return 0;
 }
 
@@ -2726,6 +2791,7 @@ static PyMemberDef scope_members[] = {
     SCOPE_MEMBER("_memo", memo),
     SCOPE_MEMBER("_fresh_view", fresh_view),
     SCOPE_MEMBER("_watch", watch),
+    SCOPE_MEMBER("_probe", probe),
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -2817,10 +2883,11 @@ PyMODINIT_FUNC PyInit__region_hit(void) {
     one = PyLong_FromLong(1);
     str_python_get = PyUnicode_InternFromString("_python_get");
     str_python_release = PyUnicode_InternFromString("_python_release");
+    str_captured = PyUnicode_InternFromString("_captured");
     str_data_ptr = PyUnicode_InternFromString("data_ptr");
     str_module = PyUnicode_InternFromString("__module__");
     if (zero == NULL || one == NULL || str_python_get == NULL || str_python_release == NULL ||
-        str_data_ptr == NULL || str_module == NULL) {
+        str_captured == NULL || str_data_ptr == NULL || str_module == NULL) {
         Py_DECREF(module);
         return NULL;
     }

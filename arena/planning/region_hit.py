@@ -68,7 +68,11 @@ class PyStepHitBase:
         The per-view fresh-view function, None (hand out the prepared views) or False
         (every request takes the Python path).
     _watch : bool
-        Served requests need the front's bookkeeping (a capture probe, a request log).
+        Served requests need the front's bookkeeping (a request log while unlocked).
+    _probe
+        The front's capture probe, or None: asked per request the hit serves, once its
+        views are built; True (a CUDA graph being captured) hands the request to the
+        step's ``_captured`` (the capture mark).
     _quick : bool
         ``release`` of one view may take the compiled hit (a replay, no poisoning, no
         debug mode).
@@ -86,6 +90,7 @@ class PyStepHitBase:
         "_handed",
         "_ids",
         "_lasts",
+        "_probe",
         "_quick",
         "_released",
         "_starts",
@@ -112,11 +117,15 @@ class PyScopeHitBase:
         The per-view fresh-view function, None (hand out the prepared views) or False
         (every request takes the Python path).
     _watch : bool
-        Requests need Python's bookkeeping (a capture probe, a request log, debug mode,
+        Requests need Python's bookkeeping (a request log while unlocked, debug mode,
         poisoning).
+    _probe
+        The front's capture probe, or None: asked per request the hit serves, once its
+        views are built; True (a CUDA graph being captured) hands the request to the
+        scope's ``_captured`` (the capture mark).
     """
 
-    __slots__ = ("_fresh_view", "_memo", "_watch", "base", "end", "held", "slot")
+    __slots__ = ("_fresh_view", "_memo", "_probe", "_watch", "base", "end", "held", "slot")
 
 
 def _load() -> tuple[ModuleType | None, str]:

@@ -127,13 +127,23 @@ def remembering(
     return store
 
 
-def served(placer: Placer, slot: Slot, entry: Any, specs: Any, views: Any) -> bool:
-    """A replay's hit under a capture probe or a request log: capture marks and the
-    request log; False when a growth raced a capture."""
-    if not placer.probe and (slot.governor.locked or placer.log is None):
+def served(
+    placer: Placer, slot: Slot, entry: Any, specs: Any, views: Any, *, capturing: bool = False
+) -> bool:
+    """A replay's hit whose bookkeeping Python does: the capture mark where the capture
+    probe answered True (``capturing``, asked by the caller), the request log while
+    unlocked; False when a growth raced a capture."""
+    if not capturing and (slot.governor.locked or placer.log is None):
         return True
     done = placer.served(
-        slot, slot.buffer, specs, entry.required, views, strict=True, retry=lambda: None
+        slot,
+        slot.buffer,
+        specs,
+        entry.required,
+        views,
+        strict=True,
+        retry=lambda: None,
+        capturing=capturing,
     )
     if done is not views:
         # served() took back the count of a request it serves again; a replay's hit counts

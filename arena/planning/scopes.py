@@ -93,8 +93,10 @@ class Placer(Protocol):
         *,
         strict: bool,
         retry: Callable[[], list[Any] | None] | None = None,
+        capturing: bool | None = None,
     ) -> list[Any] | None:
-        """Capture marks and the request log for views served from memory."""
+        """Capture marks and the request log for views served from memory
+        (``capturing``: the capture probe's answer where the caller asked it)."""
         ...
 
     def announce(self, resizes: Sequence[Resize]) -> None:
@@ -131,6 +133,7 @@ class Region(ScopeHitBase):
         self._memo = ""
         self._fresh_view = False  # every request takes the Python path
         self._watch = True
+        self._probe: Callable[[], bool] | None = None
 
     def open_on(self, slot: Slot) -> None:
         """Open this region on ``slot``, at its top (see :func:`open_region`)."""
@@ -217,6 +220,7 @@ class Scope(Region, Generic[ViewT]):
         self.slot: Slot | None = None
         self.base = self.end = self.held = 0
         self._watch = True
+        self._probe: Callable[[], bool] | None = None  # entering reads the placer's
         self._placer = placer
         self._select = select
         self._alignment = alignment
@@ -244,16 +248,15 @@ class Scope(Region, Generic[ViewT]):
         not enter itself: debug mode, poisoning, a region to heal...)."""
         if slot.stack.regions:
             heal_regions(slot)
-        # Debug mode, poisoning, a capture probe or a request log while unlocked: requests
-        # need their bookkeeping (decided per block: the hot path reads one flag).
+        # Debug mode, poisoning or a request log while unlocked: requests need their
+        # bookkeeping (decided per block: the hot path reads one flag). A capture probe
+        # is asked per request the hit serves (a capture: the mark).
         placer = self._placer
         governor = slot.governor
         self._watch = (
-            self._debug
-            or self._poison
-            or placer.probe is not None
-            or (placer.log is not None and not governor.locked)
+            self._debug or self._poison or (placer.log is not None and not governor.locked)
         )
+        self._probe = placer.probe
         # open_region(self, slot), inline (a scope is opened per ``with`` block).
         governor.check_open()
         try:  # from the hold on: an interrupt at Slot.enter's return lands inside
@@ -297,10 +300,51 @@ class Scope(Region, Generic[ViewT]):
                 else:
                     views = entry.serve(specs)
                     if views is not None:
+                        # The capture probe, asked once the views are built (as a plain
+                        # request's hit asks it): a capture takes the bookkeeping.
+                        probe = self._probe
+                        if probe is not None and probe():
+                            return self._captured(slot, top, entry, specs, views)  # type: ignore[no-any-return]
                         entry.used = True
                         slot.count_call()
                         self._account(slot, top, entry.required)
                         return views  # type: ignore[no-any-return]
+        return self._checked(slot, specs)
+
+    #: The Python request path: CompiledScope's compiled hit hands it what it does not serve.
+    _python_get = get_simultaneous
+
+    def _captured(
+        self, slot: Slot, top: int, entry: Any, specs: Any, views: list[Any]
+    ) -> list[ViewT]:
+        """A request the hit found at ``top`` (``entry``, its fresh ``views``) while the
+        capture probe says a CUDA graph is being captured: the buffer is marked captured,
+        then the request is served as the hit serves it; where a growth replaced the
+        buffer first, the checked path places it anew. The compiled hit hands it such a
+        request with the views it built."""
+        done = self._placer.served(
+            slot,
+            slot.buffer,
+            specs,
+            entry.required,
+            views,
+            strict=True,
+            retry=lambda: None,
+            capturing=True,
+        )
+        if done is not views:
+            # served() took back the count of a request it serves again; the hit counts
+            # only once served, so give it back: the checked path counts the request once.
+            slot.count_call()
+            return self._checked(slot, specs)
+        entry.used = True
+        slot.count_call()
+        self._account(slot, top, entry.required)
+        return views
+
+    def _checked(self, slot: Slot | None, specs: Any) -> list[ViewT]:
+        """Every request the hit does not serve: placed at the slot's top (and
+        remembered there for the next scope's hit, unless watched)."""
         if slot is None:
             raise ArenaError(
                 "this scope is not open: request inside its with block (with ws.scope() "
@@ -328,9 +372,6 @@ class Scope(Region, Generic[ViewT]):
         if self._debug:
             self._handed.extend(views)
         return views  # type: ignore[no-any-return]
-
-    #: The Python request path: CompiledScope's compiled hit hands it what it does not serve.
-    _python_get = get_simultaneous
 
     def _account(self, slot: Slot, base: int, end: int) -> None:
         """A request placed from ``base`` to ``end``: the slot's top, live bytes and LOAD."""

@@ -196,6 +196,7 @@ class Step(StepHitBase, Generic[ViewT]):
         self._expiring: list[tuple[int, ...]] = []
         self._fresh_view = fresh_view
         self._watch = False
+        self._probe: Callable[[], bool] | None = None  # entering reads the placer's
         run = _ENDED  # _bind(_ENDED, False), inline: nothing running reads or writes it
         self._released, self._handed = run.released, run.handed
         self._starts: Sequence[int] = _NO_STARTS
@@ -257,12 +258,11 @@ class Step(StepHitBase, Generic[ViewT]):
         self._book, self.run = book, run
         self._bind(run, book.planned)
         self.request = 0
-        # A capture probe, or a request log while unlocked: served requests need their
-        # bookkeeping (decided per run: the hot path reads one flag).
+        # A request log while unlocked: served requests need their bookkeeping (decided
+        # per run: the hot path reads one flag). A capture probe is asked per request.
         placer = self._placer
-        self._watch = placer.probe is not None or (
-            placer.log is not None and not slot.governor.locked
-        )
+        self._watch = placer.log is not None and not slot.governor.locked
+        self._probe = placer.probe
         self.above = 0
         try:
             self.nested = slot.stack.step_below(None)
@@ -319,7 +319,8 @@ class Step(StepHitBase, Generic[ViewT]):
         self.replay = True
         self._quick = not (self._poison or self._debug)
         self.request = self.above = 0
-        self._watch = placer.probe is not None  # locked: the request log is not told
+        self._watch = False  # locked: the request log is not told
+        self._probe = placer.probe  # asked per request (a capture: the mark)
         self.nested, self.inside = None, False
         try:
             # open_region(self, slot), inline (not in debug mode: the slot is not held)
@@ -386,11 +387,14 @@ class Step(StepHitBase, Generic[ViewT]):
                         break  # kept past its planned life: the checked path names it
                 else:
                     views = entry.serve(specs)
-                    if (
-                        views is not None
-                        and slot.buffer is self._buffer
-                        and (not self._watch or served(self._placer, slot, entry, specs, views))
-                    ):
+                    if views is not None and slot.buffer is self._buffer:
+                        # The capture probe, asked once the views are built (as a plain
+                        # request's hit asks it): a capture takes the bookkeeping.
+                        probe = self._probe
+                        if probe is not None and probe():
+                            return self._captured(entry, specs, views)  # type: ignore[no-any-return]
+                        if self._watch and not served(self._placer, slot, entry, specs, views):
+                            return self._checked(slot, specs)  # type: ignore[no-any-return]
                         entry.used = True
                         slot.count_call()
                         kept = entry.views
@@ -408,6 +412,26 @@ class Step(StepHitBase, Generic[ViewT]):
 
     #: The Python request path: CompiledStep's compiled hit hands it what it does not serve.
     _python_get = get_simultaneous
+
+    def _captured(self, entry: Any, specs: Any, views: Any) -> list[ViewT]:
+        """A request the replay's hit found (``entry``, its fresh ``views``) while the
+        capture probe says a CUDA graph is being captured: the buffer is marked captured
+        (and the request noted where a request log listens), then the request is served as
+        the hit serves it; where a growth replaced the buffer first, the checked path
+        places it. The compiled hit hands it such a request with the views it built."""
+        slot = self.slot
+        assert slot is not None
+        if not served(self._placer, slot, entry, specs, views, capturing=True):
+            return self._checked(slot, specs)
+        r = self.request
+        entry.used = True
+        slot.count_call()
+        kept = entry.views
+        if not lean(self._quick, self._fresh_view, kept):
+            kept = views  # the views themselves (see StepRun.handed)
+        self.run.hand(r, self._starts, kept, views)
+        self.request = r + 1
+        return views  # type: ignore[no-any-return]
 
     def release(self, *views: Any) -> None:
         """End the life of ``views`` (handed out by this run) now; their bytes are free

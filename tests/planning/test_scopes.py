@@ -211,17 +211,16 @@ def test_debug_mode_names_another_thread_using_a_slot_a_scope_holds() -> None:
 def test_a_scope_request_captured_by_a_graph_keeps_its_buffer_after_the_capture(
     hit_path: str,
 ) -> None:
-    # A capture probe makes every scope request take the checked path, which marks the
-    # buffer a CUDA graph being captured reads: a scope's hit (views remembered from an
-    # earlier run) would hand them out unmarked, and the next growth would release the
-    # buffer the graph replays.
+    # A scope's hit (views remembered from an earlier run) asks the capture probe and,
+    # during a capture, marks the buffer the CUDA graph reads: handed out unmarked, the
+    # next growth would release the buffer the graph replays.
     probe = Probe()
     with Arena("cpu", framework="numpy", capture_probe=probe) as ws:
         with ws.scope() as s:
             s.get_simultaneous(((64,), F32))
-        ws.lock()  # no request log either: only the probe keeps the scope off its hit
+        ws.lock()  # no request log either: the captured request below is the hit's
         with ws.scope() as s:
-            s.get_simultaneous(((64,), F32))  # views a hit could remember
+            s.get_simultaneous(((64,), F32))  # remembered for the hit
         probe.capturing = True
         with ws.scope() as s:
             s.get_simultaneous(((64,), F32))  # captured
