@@ -56,7 +56,11 @@ def test_none_still_resolves_under_the_lock_against_a_reset_in_between(
     made = arena.init_arena("cpu", framework="numpy")
 
     def default_device() -> Device:
-        arena.reset_arena("cpu")  # another thread's reset, between the count and the look-up
+        # Another thread's reset, between the count and the look-up; it cannot finish
+        # while this thread holds the registry lock (it waits 2 s, then the test fails).
+        resetter = threading.Thread(target=arena.reset_arena, args=("cpu",))
+        resetter.start()
+        resetter.join(2)
         return Device("cuda", 0)
 
     monkeypatch.setattr(process, "default_device", default_device)
