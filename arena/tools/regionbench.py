@@ -57,9 +57,9 @@ def _spec(framework: str) -> tuple[Any, ...]:
 def _empty(framework: str, spec: tuple[Any, ...], device: str) -> Callable[[], Any]:
     """A batch of the framework's own allocation of the view, the cheapest spelling:
     ``torch.empty(4, 16, dtype=..., device=...)`` (the sizes as arguments: a tuple of
-    them cost torch about 40 % more on the CPU), ``np.empty((4, 16), dtype)`` and
-    ``cupy.empty`` with a ``numpy.dtype`` (the string ``"float32"`` cost NumPy about
-    50 % more)."""
+    them cost torch about 40 % more on the CPU, 6.2 us where 4.0 on an H200),
+    ``np.empty((4, 16), dtype)`` and ``cupy.empty`` with a ``numpy.dtype`` (the string
+    ``"float32"`` cost NumPy about 50 % more; CuPy the same within 5 % on the H200)."""
     shape, dtype = spec
     rows, columns = shape
     if framework == "torch":
