@@ -391,7 +391,8 @@ class ScratchCallback:
         Whether the arena's memory is on a CUDA device (else on the host). Where ``fn``
         raises and JAX runs the computation elsewhere than the arena's memory lies (a
         host arena's callback in a computation JAX placed on a GPU, say), the error says
-        so and names the fix.
+        so, names the fix and quotes fn's own error (JAX reports the last exception's
+        text only, not its cause).
     """
 
     __slots__ = ("__weakref__", "_aliases", "_call", "_command_buffer", "_locked", "_owns", "views")
@@ -423,7 +424,11 @@ class ScratchCallback:
                 elsewhere = _placed_elsewhere(ctx, on_gpu)
                 if elsewhere is None:
                     raise
-                raise ArenaError(elsewhere) from error
+                # fn's error in the text too: JAX reports only the last exception's, not
+                # its cause.
+                raise ArenaError(
+                    f"{elsewhere}. fn raised {type(error).__name__}: {error}"
+                ) from error
 
         self._call = buffer_callback(
             run,

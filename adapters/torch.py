@@ -180,6 +180,9 @@ class TorchAdapter(Adapter):
         check_write(view, value)
         if not isinstance(value, torch.Tensor):
             value = _as_tensor(value)
+            # What was read, not what the value says of itself: a DLPack or host copy of
+            # another shape or dtype would be broadcast or cast by copy_.
+            check_write(view, value)
         view.copy_(value)
         return view
 

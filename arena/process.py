@@ -37,15 +37,16 @@ def _key(device: Any) -> Device:
     return default_device() if device is None else parse_device(device)
 
 
-def _found(device: Any) -> Device:
-    """The registry key ``device`` names; call with the registry lock held.
+def _found(device: Any, key: Device) -> Device:
+    """The registry key ``device`` names, given ``key = _key(device)``; call with the
+    registry lock held (and ``key`` found before it: the default device is found by
+    counting devices, which imports CuPy or torch the first time).
 
     ``None`` names the default device's arena or, where that device has none and exactly
     one arena is initialised, that one: a process that called ``init_arena("cpu")`` on a
     machine with a GPU (where the default device is CUDA) finds it with
     ``current_arena()``, as it does on a machine without one.
     """
-    key = _key(device)
     if device is None and key not in _arenas and len(_arenas) == 1:
         (key,) = _arenas
     return key
@@ -85,8 +86,9 @@ def current_arena(device: Any = None) -> Arena:
     NotInitializedError
         If :func:`init_arena` has not been called for that device.
     """
+    key = _key(device)
     with _registry_lock:
-        key = _found(device)
+        key = _found(device, key)
         arena = _arenas.get(key)
         known = ", ".join(str(d) for d in _arenas) or "none"
     if arena is None:
@@ -113,12 +115,13 @@ def reset_arena(device: Any = None, *, all_devices: bool = False) -> None:
 
     Views made before stay valid. Meant for tests and for re-configuring an engine.
     """
+    key = None if all_devices else _key(device)
     with _registry_lock:
-        if all_devices:
+        if key is None:
             closing = list(_arenas.values())
             _arenas.clear()
         else:
-            found = _arenas.pop(_found(device), None)
+            found = _arenas.pop(_found(device, key), None)
             closing = [] if found is None else [found]
     for arena in closing:
         arena.close()
@@ -127,5 +130,6 @@ def reset_arena(device: Any = None, *, all_devices: bool = False) -> None:
 def is_arena_initialized(device: Any = None) -> bool:
     """Whether :func:`init_arena` has been called for ``device`` (``None``: whether
     :func:`current_arena` finds an arena)."""
+    key = _key(device)
     with _registry_lock:
-        return _found(device) in _arenas
+        return _found(device, key) in _arenas

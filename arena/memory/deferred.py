@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import operator
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, SupportsIndex
 
+from arena.errors import ConfigError
 from arena.memory.devices import Device, cupy_device_count
 from arena.memory.sources import Allocation
 
@@ -250,13 +252,29 @@ class StreamHandle:
     Parameters
     ----------
     handle : int
-        The stream's address (``0`` is the legacy default stream).
+        The stream's address (``0`` is the legacy default stream): an ``int`` or a NumPy
+        integer in ``[0, 2**63)`` (CuPy passes it on as an ``intptr_t``).
+
+    Raises
+    ------
+    ConfigError
+        For a float, a string or a bool (``int()`` would truncate or parse it), or an
+        address outside that range (CuPy would fail only when an event is recorded).
     """
 
     __slots__ = ("handle",)
 
-    def __init__(self, handle: int) -> None:
-        self.handle = int(handle)
+    def __init__(self, handle: SupportsIndex) -> None:
+        try:
+            value = operator.index(handle)  # not int(): 3.9 or "7" is no stream's address
+        except TypeError:
+            value = -1
+        if handle.__class__ is bool or not 0 <= value < 1 << 63:
+            raise ConfigError(
+                "StreamHandle needs a CUDA stream's address, an int in [0, 2**63), got "
+                f"{type(handle).__name__} {handle!r}"
+            )
+        self.handle = value
 
     def __cuda_stream__(self) -> tuple[int, int]:
         """``(0, handle)``: protocol version 0 and the raw handle."""
@@ -266,7 +284,7 @@ class StreamHandle:
         return f"StreamHandle({self.handle:#x})"
 
 
-def cupy_external_stream(cuda: Any, handle: int) -> Any:
+def cupy_external_stream(cuda: Any, handle: SupportsIndex) -> Any:
     """A CuPy stream object over the raw stream ``handle``, which CuPy does not own.
 
     CuPy 14 deprecates ``cupy.cuda.ExternalStream`` (a ``DeprecationWarning`` at every
@@ -280,17 +298,18 @@ def cupy_external_stream(cuda: Any, handle: int) -> Any:
     cuda : module
         ``cupy.cuda``.
     handle : int
-        The stream's address.
+        The stream's address (as :class:`StreamHandle` takes it).
 
     Returns
     -------
     cupy.cuda.Stream or cupy.cuda.ExternalStream
         A stream to record events on.
     """
+    speaker = StreamHandle(handle)  # checked on either CuPy
     from_external = getattr(getattr(cuda, "Stream", None), "from_external", None)
     if from_external is None:  # CuPy 13 and older
-        return cuda.ExternalStream(int(handle))
-    return from_external(StreamHandle(handle))
+        return cuda.ExternalStream(speaker.handle)
+    return from_external(speaker)
 
 
 def _torch_current(index: int) -> tuple[int, ...]:

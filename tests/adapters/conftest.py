@@ -7,6 +7,7 @@ whole process's setting, so that threads a test starts see it too)."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from collections.abc import Iterator
 
@@ -16,6 +17,10 @@ import pytest
 @pytest.fixture(autouse=True)
 def _jax_computes_on_the_host(request: pytest.FixtureRequest) -> Iterator[None]:
     jax = sys.modules.get("jax")
+    if jax is None and importlib.util.find_spec("jax") is not None:
+        # A test may import JAX in its own body: where nothing imported it at collection
+        # (a shard of the suite, a file run alone) it would compute on JAX's default.
+        import jax
     if jax is None or request.node.get_closest_marker("gpu") is not None:
         yield
         return
