@@ -165,10 +165,10 @@ class TritonAllocator:
             _check_ints(size, alignment)
         if alignment > MAX_ALIGNMENT:
             _check_ints(size, alignment)
-        if stream is not None and not exact_int(stream):
+        if stream is not None and (not exact_int(stream) or not 0 <= stream < 1 << 63):
             raise SpecError(
-                f"stream must be the stream's handle as an int (what Triton passes) or None, "
-                f"got {type(stream).__name__} {stream!r}"
+                f"stream must be the stream's handle as an int in [0, 2**63) (what Triton "
+                f"passes) or None, got {type(stream).__name__} {stream!r}"
             )
         self._table.governor.check_awake(f"a Triton block of {size} bytes")
         slot = self._select()

@@ -59,3 +59,16 @@ def test_a_bool_stream_is_refused_by_the_triton_allocator() -> None:
         with pytest.raises(SpecError, match="stream must be the stream's handle"):
             allocate(64, 16, True)
         assert ws.stats().slots[0].triton_blocks == 0
+
+
+@pytest.mark.parametrize("stream", [-1, 1 << 63, 1 << 70])
+def test_a_stream_outside_an_address_is_refused_by_the_triton_allocator(stream: int) -> None:
+    # A negative or 2**63-and-up handle was accepted and failed only at the release of
+    # its block, where CuPy wraps the stream (hostile48, the StreamHandle range).
+    pytest.importorskip("torch")
+    with Arena("cpu", framework="numpy") as ws:
+        allocate = ws.triton_allocator()
+        with pytest.raises(SpecError, match=r"int in \[0, 2\*\*63\)"):
+            allocate(64, 16, stream)
+        assert ws.stats().slots[0].triton_blocks == 0
+        assert allocate(64, 16, (1 << 63) - 1).numel() == 64  # the largest handle is fine
