@@ -160,7 +160,9 @@ def _kit(framework: str, shape: DecoderShape, tokens: int) -> tuple[Any, ...]:
             return torch.randn(*size, generator=generator, dtype=dtype) / 8
 
         def empty(size: tuple[int, ...]) -> Any:
-            return torch.empty(size, dtype=dtype)
+            # The sizes as separate arguments: the cheapest spelling (a tuple costs
+            # torch 1.55 against 0.85 us on this machine's CPU).
+            return torch.empty(*size, dtype=dtype)
 
         def copy(out: Any, x: Any) -> None:
             out.copy_(x)
@@ -178,8 +180,10 @@ def _kit(framework: str, shape: DecoderShape, tokens: int) -> tuple[Any, ...]:
         def random(*size: int) -> Any:
             return rng.standard_normal(size, np.float32) / 8
 
+        float32 = np.dtype(np.float32)  # a dtype object: the cheapest spelling
+
         def empty(size: tuple[int, ...]) -> Any:
-            return np.empty(size, np.float32)
+            return np.empty(size, float32)
 
         def copy(out: Any, x: Any) -> None:
             out[...] = x
