@@ -362,3 +362,31 @@ def test_the_compiled_hits_under_a_probe_keep_reference_counts_flat(kind: str, a
                         pass
 
         assert_counts_flat(watched, hits, f"{kind}, the probe {answer}")
+
+
+# ------------------------------------------------------------------ Round 18b (mutation)
+
+
+@pytest.mark.parametrize("kind", ["step", "scope"])
+def test_a_captured_request_hands_fresh_views_as_the_hit_does(hit_path: str, kind: str) -> None:
+    """A request the probe answers True for gets fresh views of the remembered ones, a new
+    object per run, as the hit's requests do: a view the caller reshapes in place in one
+    run does not come back reshaped in the next (slip: the captured step request handed
+    out the run's kept views, the remembered ones)."""
+    probe = Probe()
+    with Arena("cpu", framework="numpy", capture_probe=probe) as ws:
+        _warm(ws, ws.numpy, (A, B))
+        probe.default = True  # a capture under way: every request is captured
+        handed = []
+        for run in range(2):
+            with _region(ws, kind) as r:
+                first, second = r.get_simultaneous(A)[0], r.get_simultaneous(B)[0]
+                handed.append((first, second))
+                if run == 0:
+                    first.shape = (64,)  # the caller's own view: reshaped in place
+                slot = r.slot
+                assert slot is not None and slot.buffer.captured
+        (a1, b1), (a2, b2) = handed
+        assert a1 is not a2 and b1 is not b2
+        assert a2.shape == (4, 16)  # the remembered view kept its shape
+        assert a1.ctypes.data == a2.ctypes.data and b1.ctypes.data == b2.ctypes.data
