@@ -443,3 +443,58 @@ def test_a_request_captured_after_an_unlock_inside_its_region_is_noted_with_its_
             assert block["arena_views"] == [{"offset": 0, "size": 256, "requested_size": 256}]
         site = f"test_probe_hits.py:{line}:{sys._getframe().f_code.co_name}"
         assert ws.stats().call_sites[site] == 256
+
+
+@pytest.mark.parametrize("setting", ["poison", "debug"])
+def test_a_captured_step_request_with_poisoning_or_debug_mode_is_released_by_its_view(
+    hit_path: str, setting: str
+) -> None:
+    """With poisoning or in debug mode a replay keeps the views it handed out (no lean
+    run): a captured request's view is released by the caller and the run ends as the
+    hit's does (slip: the captured request kept None for its views)."""
+    probe = Probe()
+    options = {setting: True}
+    with Arena("cpu", framework="numpy", capture_probe=probe, **options) as ws:
+        _warm(ws, ws.numpy, (A, B))
+        for answer in (False, True):
+            probe.default = answer
+            with ws.step("k") as st:
+                first = st.get_simultaneous(A)[0]
+                st.release(first)
+                (second,) = st.get_simultaneous(B)
+                assert st.request == 2
+        assert second.shape == (64,)
+        with ws.step("k") as st:
+            st.get_simultaneous(A)
+            slot = st.slot
+            assert slot is not None and slot.buffer.captured
+
+
+@pytest.mark.parametrize("kind", ["step", "scope"])
+def test_a_captured_request_counts_as_used_in_the_sweep_of_remembered_requests(
+    hit_path: str, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Remembered requests are swept as a CLOCK (arena.views.prepared.remember): one the
+    hit served since the last sweep gets a second chance, and so does one served while
+    captured (slip: the captured request left its entry unused, and the sweep dropped
+    it). Three requests of 256 bytes at one place, two remembered at a time."""
+    probe = Probe()
+    x, y, z = ((64,), F32), ((4, 16), F32), ((2, 32), F32)
+    with Arena("cpu", framework="numpy", capture_probe=probe, max_cached_layouts=2) as ws:
+        _warm(ws, ws.numpy, (x,))
+
+        def run(spec: Any) -> None:
+            with _region(ws, kind) as r:
+                r.get_simultaneous(spec)
+
+        run(x)
+        run(y)  # remembered: x and y
+        probe.default = True
+        run(x)  # x served captured: used
+        probe.default = False
+        run(z)  # the sweep: x kept, y dropped
+        checked = counting(monkeypatch, Step if kind == "step" else Scope, "_checked")
+        run(x)
+        assert checked == [0]  # still remembered: the hit's
+        run(y)
+        assert checked == [1]  # dropped: placed again
