@@ -498,3 +498,41 @@ def test_a_captured_request_counts_as_used_in_the_sweep_of_remembered_requests(
         assert checked == [0]  # still remembered: the hit's
         run(y)
         assert checked == [1]  # dropped: placed again
+
+
+def test_a_locked_replay_under_a_probe_answering_false_does_no_bookkeeping(
+    hit_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Python hit of a locked replay reads one flag: under a probe answering False no
+    request calls the replay's bookkeeping (arena.planning.replay.served), which would
+    only say there is none to do (slip: the locked replay watched, as before probe48)."""
+    from arena.planning import steps
+
+    probe = Probe()
+    with Arena("cpu", framework="numpy", capture_probe=probe) as ws:
+        _warm(ws, ws.numpy, (A, B))
+        bookkeeping = counting(monkeypatch, steps, "served")
+        for _ in range(2):
+            with ws.step("k") as st:
+                st.get_simultaneous(A)
+                st.get_simultaneous(B)
+        assert bookkeeping == [0] and probe.calls > 0
+
+
+def test_the_scopes_of_two_numpy_fronts_remember_their_views_apart(hit_path: str) -> None:
+    """A cached and an uncached NumPy front keep their scopes' views under keys of their
+    own: the uncached front's scope never hands out the cached front's shared view, which
+    its caller may have changed in place (slip: every front's scopes remembered under
+    one key)."""
+    with Arena("cpu", framework="numpy") as ws:
+        ws.reserve_bytes(1 << 12)
+        ws.lock()
+        cached, plain = ws.front("numpy", cached=True), ws.front("numpy", cached=False)
+        for _ in range(2):
+            with cached.scope() as s:
+                (shared,) = s.get_simultaneous(A)
+        shared.shape = (64,)  # the cached front's own object, changed in place
+        for _ in range(2):
+            with plain.scope() as s:
+                (view,) = s.get_simultaneous(A)
+                assert view is not shared and view.shape == (4, 16)
