@@ -536,3 +536,18 @@ def test_the_scopes_of_two_numpy_fronts_remember_their_views_apart(hit_path: str
             with plain.scope() as s:
                 (view,) = s.get_simultaneous(A)
                 assert view is not shared and view.shape == (4, 16)
+
+
+def test_a_step_nested_in_an_empty_scope_inside_a_step_is_planned_right_above_it() -> None:
+    """An inner step inside a scope that holds nothing, inside an outer step: the outer
+    plan nests the inner run right at the outer step's end, and the slot is sized for
+    the two requests, no more (Round 18b, a survivor of the draw: the nest lifted by one
+    byte, and the slot grew 256 bytes more)."""
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(5):
+            with ws.step("outer") as outer:
+                outer.get_simultaneous(A)
+                with ws.scope(), ws.step("inner") as inner:
+                    inner.get_simultaneous(C)
+        (slot,) = ws.stats().slots
+        assert (slot.capacity, slot.high_water, slot.growths) == (512, 512, 2)
