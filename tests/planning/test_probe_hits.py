@@ -551,3 +551,23 @@ def test_a_step_nested_in_an_empty_scope_inside_a_step_is_planned_right_above_it
                     inner.get_simultaneous(C)
         (slot,) = ws.stats().slots
         assert (slot.capacity, slot.high_water, slot.growths) == (512, 512, 2)
+
+
+def test_closing_the_innermost_of_three_regions_keeps_what_the_two_others_hold(
+    hit_path: str,
+) -> None:
+    """A scope closed inside two open regions leaves the stack holding what both of them
+    hold, a sum (Round 18b, a survivor of the draw: close_region kept only the last
+    region's bytes)."""
+    with Arena("cpu", framework="numpy") as ws:
+        ws.reserve_bytes(1 << 12)
+        with ws.scope() as outer:
+            outer.get_simultaneous(A)
+            with ws.scope() as middle:
+                middle.get_simultaneous(B)
+                with ws.scope() as inner:
+                    inner.get_simultaneous(C)
+                    slot = inner.slot
+                    assert slot is not None and slot.stack.live == 768
+                assert (slot.stack.top, slot.stack.live) == (512, 512)
+            assert (slot.stack.top, slot.stack.live) == (256, 256)
