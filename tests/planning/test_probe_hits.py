@@ -519,6 +519,30 @@ def test_a_locked_replay_under_a_probe_answering_false_does_no_bookkeeping(
         assert bookkeeping == [0] and probe.calls > 0
 
 
+def test_an_unlocked_replay_without_a_request_log_does_no_bookkeeping(
+    hit_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unlocked, the replay watches only where a request log listens: without one
+    (``track_call_sites=False``) and under a probe answering False no request calls the
+    replay's bookkeeping (slip: a replay watched where the log is None or the arena
+    unlocked)."""
+    from arena.planning import steps
+
+    probe = Probe()
+    with Arena("cpu", framework="numpy", capture_probe=probe, track_call_sites=False) as ws:
+        for _ in range(3):  # record and plan
+            with ws.step("k") as st:
+                st.get_simultaneous(A)
+                st.get_simultaneous(B)
+        bookkeeping = counting(monkeypatch, steps, "served")
+        for _ in range(2):
+            with ws.step("k") as st:
+                st.get_simultaneous(A)
+                st.get_simultaneous(B)
+                assert st.replay
+        assert bookkeeping == [0] and probe.calls > 0
+
+
 def test_the_scopes_of_two_numpy_fronts_remember_their_views_apart(hit_path: str) -> None:
     """A cached and an uncached NumPy front keep their scopes' views under keys of their
     own: the uncached front's scope never hands out the cached front's shared view, which
