@@ -595,3 +595,40 @@ def test_closing_the_innermost_of_three_regions_keeps_what_the_two_others_hold(
                     assert slot is not None and slot.stack.live == 768
                 assert (slot.stack.top, slot.stack.live) == (512, 512)
             assert (slot.stack.top, slot.stack.live) == (256, 256)
+
+
+def test_a_scope_request_whose_probe_opens_a_step_is_not_counted_above_that_step(
+    hit_path: str,
+) -> None:
+    """A capture probe whose own code opens a step on the slot (between a scope's views
+    and their mark): the scope's captured request counts with the plain requests, below
+    that step, which opened above the scope (Round 18b, a survivor of the draw: the step
+    innermost on the whole stack was told, and counted the scope's bytes above it)."""
+    steps: list[Any] = []
+
+    def probe() -> bool:
+        if not armed:
+            return False
+        step = ws.step("k")
+        step.__enter__()  # the probe's code opens a step: above the scope
+        steps.append(step)
+        return True
+
+    armed = False
+    large = ((1024,), F32)  # reaches past the end of the step's plan (256 bytes)
+    with Arena("cpu", framework="numpy", capture_probe=probe) as ws:
+        ws.reserve_bytes(1 << 13)
+        for _ in range(3):
+            with ws.step("k") as st:
+                st.get_simultaneous(A)
+        ws.lock()
+        for _ in range(2):  # remembered for the scope's hit
+            with ws.scope() as s:
+                s.get_simultaneous(large)
+        with ws.scope() as s:
+            armed = True
+            s.get_simultaneous(large)  # the step opens at the views' place
+            armed = False
+            (step,) = steps
+            assert step.above == 0
+            step.__exit__(None, None, None)
