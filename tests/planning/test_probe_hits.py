@@ -7,6 +7,7 @@ through ``served()`` in Python and kept no scope memo at all)."""
 from __future__ import annotations
 
 import random
+import sys
 from typing import Any
 
 import pytest
@@ -362,3 +363,272 @@ def test_the_compiled_hits_under_a_probe_keep_reference_counts_flat(kind: str, a
                         pass
 
         assert_counts_flat(watched, hits, f"{kind}, the probe {answer}")
+
+
+# ------------------------------------------------------------------ Round 18b (mutation)
+
+
+@pytest.mark.parametrize("kind", ["step", "scope"])
+def test_a_captured_request_hands_fresh_views_as_the_hit_does(hit_path: str, kind: str) -> None:
+    """A request the probe answers True for gets fresh views of the remembered ones, a new
+    object per run, as the hit's requests do: a view the caller reshapes in place in one
+    run does not come back reshaped in the next (slip: the captured step request handed
+    out the run's kept views, the remembered ones)."""
+    probe = Probe()
+    with Arena("cpu", framework="numpy", capture_probe=probe) as ws:
+        _warm(ws, ws.numpy, (A, B))
+        probe.default = True  # a capture under way: every request is captured
+        handed = []
+        for run in range(2):
+            with _region(ws, kind) as r:
+                first, second = r.get_simultaneous(A)[0], r.get_simultaneous(B)[0]
+                handed.append((first, second))
+                if run == 0:
+                    first.shape = (64,)  # the caller's own view: reshaped in place
+                slot = r.slot
+                assert slot is not None and slot.buffer.captured
+        (a1, b1), (a2, b2) = handed
+        assert a1 is not a2 and b1 is not b2
+        assert a2.shape == (4, 16)  # the remembered view kept its shape
+        assert a1.ctypes.data == a2.ctypes.data and b1.ctypes.data == b2.ctypes.data
+
+
+@pytest.mark.parametrize("kind", ["step", "scope"])
+def test_a_captured_request_holds_no_reference_to_the_views_it_hands_out(
+    hit_path: str, kind: str
+) -> None:
+    """A captured request's run keeps the remembered views, as the hit's does, not the
+    fresh ones it handed out: a view the caller drops is freed at once (slip: the captured
+    step request kept the fresh views in the run)."""
+    probe = Probe()
+    with Arena("cpu", framework="numpy", capture_probe=probe) as ws:
+        _warm(ws, ws.numpy, (A,))
+        counts = []
+        for answer in (False, True):
+            probe.default = answer
+            with _region(ws, kind) as r:
+                (view,) = r.get_simultaneous(A)
+                counts.append(sys.getrefcount(view))
+                del view
+        assert counts[1] == counts[0]
+
+
+@pytest.mark.parametrize("kind", ["step", "scope"])
+def test_a_request_captured_after_an_unlock_inside_its_region_is_noted_with_its_specs(
+    hit_path: str, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A region entered locked and unlocked inside: a request the probe answers True for
+    is marked captured and noted in the request log with its specs, served on the hit's
+    views without the checked path (slips: the specs noted as None, and memory_snapshot
+    failed on them; the scope's mark given the wrong buffer, placed anew)."""
+    probe = Probe()
+    with Arena("cpu", framework="numpy", capture_probe=probe) as ws:
+        _warm(ws, ws.numpy, (A,))
+        with _region(ws, kind) as r:
+            expected = r.get_simultaneous(A)[0].ctypes.data
+        checked = counting(monkeypatch, Step if kind == "step" else Scope, "_checked")
+        with _region(ws, kind) as r:
+            slot = r.slot
+            assert slot is not None
+            ws.unlock()
+            probe.default = True
+            (view,) = r.get_simultaneous(A)  # noted: this line
+            probe.default = False
+            line = sys._getframe().f_lineno - 2
+            assert view.ctypes.data == expected and checked == [0]
+            assert _captured_state(slot) == (True, 1)
+            (segment,) = ws.memory_snapshot()["segments"]
+            (block,) = segment["blocks"]
+            assert block["frames"][0]["line"] == line
+            assert block["arena_views"] == [{"offset": 0, "size": 256, "requested_size": 256}]
+        site = f"test_probe_hits.py:{line}:{sys._getframe().f_code.co_name}"
+        assert ws.stats().call_sites[site] == 256
+
+
+@pytest.mark.parametrize("setting", ["poison", "debug"])
+def test_a_captured_step_request_with_poisoning_or_debug_mode_is_released_by_its_view(
+    hit_path: str, setting: str
+) -> None:
+    """With poisoning or in debug mode a replay keeps the views it handed out (no lean
+    run): a captured request's view is released by the caller and the run ends as the
+    hit's does (slip: the captured request kept None for its views)."""
+    probe = Probe()
+    options = {setting: True}
+    with Arena("cpu", framework="numpy", capture_probe=probe, **options) as ws:
+        _warm(ws, ws.numpy, (A, B))
+        for answer in (False, True):
+            probe.default = answer
+            with ws.step("k") as st:
+                first = st.get_simultaneous(A)[0]
+                st.release(first)
+                (second,) = st.get_simultaneous(B)
+                assert st.request == 2
+        assert second.shape == (64,)
+        with ws.step("k") as st:
+            st.get_simultaneous(A)
+            slot = st.slot
+            assert slot is not None and slot.buffer.captured
+
+
+@pytest.mark.parametrize("kind", ["step", "scope"])
+def test_a_captured_request_counts_as_used_in_the_sweep_of_remembered_requests(
+    hit_path: str, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Remembered requests are swept as a CLOCK (arena.views.prepared.remember): one the
+    hit served since the last sweep gets a second chance, and so does one served while
+    captured (slip: the captured request left its entry unused, and the sweep dropped
+    it). Three requests of 256 bytes at one place, two remembered at a time."""
+    probe = Probe()
+    x, y, z = ((64,), F32), ((4, 16), F32), ((2, 32), F32)
+    with Arena("cpu", framework="numpy", capture_probe=probe, max_cached_layouts=2) as ws:
+        _warm(ws, ws.numpy, (x,))
+
+        def run(spec: Any) -> None:
+            with _region(ws, kind) as r:
+                r.get_simultaneous(spec)
+
+        run(x)
+        run(y)  # remembered: x and y
+        probe.default = True
+        run(x)  # x served captured: used
+        probe.default = False
+        run(z)  # the sweep: x kept, y dropped
+        checked = counting(monkeypatch, Step if kind == "step" else Scope, "_checked")
+        run(x)
+        assert checked == [0]  # still remembered: the hit's
+        run(y)
+        assert checked == [1]  # dropped: placed again
+
+
+def test_a_locked_replay_under_a_probe_answering_false_does_no_bookkeeping(
+    hit_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Python hit of a locked replay reads one flag: under a probe answering False no
+    request calls the replay's bookkeeping (arena.planning.replay.served), which would
+    only say there is none to do (slip: the locked replay watched, as before probe48)."""
+    from arena.planning import steps
+
+    probe = Probe()
+    with Arena("cpu", framework="numpy", capture_probe=probe) as ws:
+        _warm(ws, ws.numpy, (A, B))
+        bookkeeping = counting(monkeypatch, steps, "served")
+        for _ in range(2):
+            with ws.step("k") as st:
+                st.get_simultaneous(A)
+                st.get_simultaneous(B)
+        assert bookkeeping == [0] and probe.calls > 0
+
+
+def test_an_unlocked_replay_without_a_request_log_does_no_bookkeeping(
+    hit_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unlocked, the replay watches only where a request log listens: without one
+    (``track_call_sites=False``) and under a probe answering False no request calls the
+    replay's bookkeeping (slip: a replay watched where the log is None or the arena
+    unlocked)."""
+    from arena.planning import steps
+
+    probe = Probe()
+    with Arena("cpu", framework="numpy", capture_probe=probe, track_call_sites=False) as ws:
+        for _ in range(3):  # record and plan
+            with ws.step("k") as st:
+                st.get_simultaneous(A)
+                st.get_simultaneous(B)
+        bookkeeping = counting(monkeypatch, steps, "served")
+        for _ in range(2):
+            with ws.step("k") as st:
+                st.get_simultaneous(A)
+                st.get_simultaneous(B)
+                assert st.replay
+        assert bookkeeping == [0] and probe.calls > 0
+
+
+def test_the_scopes_of_two_numpy_fronts_remember_their_views_apart(hit_path: str) -> None:
+    """A cached and an uncached NumPy front keep their scopes' views under keys of their
+    own: the uncached front's scope never hands out the cached front's shared view, which
+    its caller may have changed in place (slip: every front's scopes remembered under
+    one key)."""
+    with Arena("cpu", framework="numpy") as ws:
+        ws.reserve_bytes(1 << 12)
+        ws.lock()
+        cached, plain = ws.front("numpy", cached=True), ws.front("numpy", cached=False)
+        for _ in range(2):
+            with cached.scope() as s:
+                (shared,) = s.get_simultaneous(A)
+        shared.shape = (64,)  # the cached front's own object, changed in place
+        for _ in range(2):
+            with plain.scope() as s:
+                (view,) = s.get_simultaneous(A)
+                assert view is not shared and view.shape == (4, 16)
+
+
+def test_a_step_nested_in_an_empty_scope_inside_a_step_is_planned_right_above_it() -> None:
+    """An inner step inside a scope that holds nothing, inside an outer step: the outer
+    plan nests the inner run right at the outer step's end, and the slot is sized for
+    the two requests, no more (Round 18b, a survivor of the draw: the nest lifted by one
+    byte, and the slot grew 256 bytes more)."""
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(5):
+            with ws.step("outer") as outer:
+                outer.get_simultaneous(A)
+                with ws.scope(), ws.step("inner") as inner:
+                    inner.get_simultaneous(C)
+        (slot,) = ws.stats().slots
+        assert (slot.capacity, slot.high_water, slot.growths) == (512, 512, 2)
+
+
+def test_closing_the_innermost_of_three_regions_keeps_what_the_two_others_hold(
+    hit_path: str,
+) -> None:
+    """A scope closed inside two open regions leaves the stack holding what both of them
+    hold, a sum (Round 18b, a survivor of the draw: close_region kept only the last
+    region's bytes)."""
+    with Arena("cpu", framework="numpy") as ws:
+        ws.reserve_bytes(1 << 12)
+        with ws.scope() as outer:
+            outer.get_simultaneous(A)
+            with ws.scope() as middle:
+                middle.get_simultaneous(B)
+                with ws.scope() as inner:
+                    inner.get_simultaneous(C)
+                    slot = inner.slot
+                    assert slot is not None and slot.stack.live == 768
+                assert (slot.stack.top, slot.stack.live) == (512, 512)
+            assert (slot.stack.top, slot.stack.live) == (256, 256)
+
+
+def test_a_scope_request_whose_probe_opens_a_step_is_not_counted_above_that_step(
+    hit_path: str,
+) -> None:
+    """A capture probe whose own code opens a step on the slot (between a scope's views
+    and their mark): the scope's captured request counts with the plain requests, below
+    that step, which opened above the scope (Round 18b, a survivor of the draw: the step
+    innermost on the whole stack was told, and counted the scope's bytes above it)."""
+    steps: list[Any] = []
+
+    def probe() -> bool:
+        if not armed:
+            return False
+        step = ws.step("k")
+        step.__enter__()  # the probe's code opens a step: above the scope
+        steps.append(step)
+        return True
+
+    armed = False
+    large = ((1024,), F32)  # reaches past the end of the step's plan (256 bytes)
+    with Arena("cpu", framework="numpy", capture_probe=probe) as ws:
+        ws.reserve_bytes(1 << 13)
+        for _ in range(3):
+            with ws.step("k") as st:
+                st.get_simultaneous(A)
+        ws.lock()
+        for _ in range(2):  # remembered for the scope's hit
+            with ws.scope() as s:
+                s.get_simultaneous(large)
+        with ws.scope() as s:
+            armed = True
+            s.get_simultaneous(large)  # the step opens at the views' place
+            armed = False
+            (step,) = steps
+            assert step.above == 0
+            step.__exit__(None, None, None)
