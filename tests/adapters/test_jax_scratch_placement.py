@@ -193,6 +193,32 @@ def test_a_host_arenas_callback_that_succeeds_on_the_cpu_writes_its_outputs(
     assert outputs[0].tolist() == [2, 3]
 
 
+def test_a_scratch_callback_made_without_on_gpu_is_a_host_arenas(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``ScratchCallback``'s ``on_gpu`` defaults to the host (Round 18a: ``__init__`` #1,
+    ``True``: a callback made without it, failing in a CPU computation, was said to be of
+    GPU memory)."""
+    from arena.adapters.jax import ScratchCallback
+
+    _as_if_on_the_cpu(monkeypatch)
+
+    def kernel(ctx: Any, out: Any, x: Any, *, scratch: Any) -> None:
+        raise ValueError("the kernel's own bug")
+
+    call = ScratchCallback(
+        kernel,
+        jax.ShapeDtypeStruct((4,), jnp.float32),
+        (),
+        command_buffer_compatible=False,
+        input_output_aliases=None,
+        locked=lambda: False,
+        owns=lambda address: False,
+    )
+    with pytest.raises(ValueError, match="the kernel's own bug"):
+        call(np.ones(4, np.float32))
+
+
 @pytest.mark.gpu
 def test_on_a_gpu_a_host_arenas_callback_in_a_gpu_computation_says_so() -> None:
     """The case itself: JAX computes on its GPU, the arena is on the host."""
