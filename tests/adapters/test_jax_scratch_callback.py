@@ -186,5 +186,5 @@ def test_an_alias_past_the_last_input_is_jaxs_to_refuse() -> None:
             scratch=[((4,), "float32")],
             input_output_aliases={1: 0},
         )
-        with pytest.raises(ValueError, match=r"input index 1 outside the range \[0, 1\)"):
+        with pytest.raises(ValueError, match="input_output_aliases"):  # JAX's, not IndexError
             call(jnp.ones(4, jnp.float32))
