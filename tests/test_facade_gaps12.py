@@ -172,6 +172,31 @@ def test_the_process_arena_of_a_device_given_is_that_devices() -> None:
     assert on_default.is_locked and not made.is_locked
 
 
+@pytest.mark.usefixtures("gpu_by_default")
+def test_beside_the_default_devices_arena_a_device_given_locks_and_unlocks_its_own() -> None:
+    """``lock_arena`` #1, ``unlock_arena`` #1 (the device given left out), Round 18a:
+    since ``current_arena()`` finds the only arena where the default device has none, the
+    test above tells them apart only once the default device has an arena too."""
+    on_host = init_arena("cpu", framework="numpy")
+    on_default = init_arena(
+        "cuda:0", source=_LabelledCuda(), framework="torch", capture_probe=lambda: False
+    )
+    lock_arena("cpu")
+    assert on_host.is_locked and not on_default.is_locked
+    lock_arena()
+    unlock_arena("cpu")
+    assert not on_host.is_locked and on_default.is_locked
+
+
+@pytest.mark.usefixtures("no_process_arenas")
+def test_init_arena_called_again_names_the_device() -> None:
+    """``init_arena`` #15 (``str(None)``: the warning named ``init_arena('None')``),
+    Round 18a."""
+    init_arena("host", framework="numpy")
+    with pytest.warns(ArenaWarning, match=r"^init_arena\('cpu'\) called again: the previous"):
+        init_arena("cpu", framework="numpy")
+
+
 @pytest.mark.usefixtures("no_process_arenas")
 def test_without_a_device_two_arenas_none_on_the_default_device_are_not_guessed(
     monkeypatch: pytest.MonkeyPatch,

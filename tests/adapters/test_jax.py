@@ -348,3 +348,15 @@ def test_jax_zero_d_bfloat16_works_and_complex32_is_a_dtype_error() -> None:
         assert scalar.shape == () and str(scalar.dtype) == "bfloat16"
         with pytest.raises(arena.DTypeError, match="JAX has no complex32"):
             a.get_simultaneous(((4,), "complex32"))
+
+
+def test_a_request_under_a_trace_names_the_trace(shared: Arena) -> None:
+    """The refusal names the kind of trace that was running (Round 18a:
+    ``_check_not_tracing`` #4 named ``NoneType``)."""
+    traced = r"\((\w+Trace): jax\.jit, make_jaxpr, vmap, grad or a lax loop body\)"
+    with pytest.raises(arena.TracedRequestError, match=traced) as caught:
+        jax.jit(lambda: shared.jax.get_simultaneous(((4,), "float32")))()
+    assert "JaxprTrace" in str(caught.value)  # DynamicJaxprTrace
+    with pytest.raises(arena.TracedRequestError, match=traced) as caught:
+        jax.vmap(lambda x: shared.jax.get_simultaneous(((4,), "float32")))(jnp.ones(2))
+    assert "(BatchTrace: " in str(caught.value)

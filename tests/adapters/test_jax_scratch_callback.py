@@ -173,3 +173,18 @@ def test_an_aliased_input_that_is_no_jax_array_goes_to_jax_unchecked() -> None:
     with arena.Arena("cpu", framework="numpy") as ws:
         call = _adding_one_aliased(ws)
         assert np.asarray(call(np.zeros(4, np.float32))).tolist() == [1.0] * 4
+
+
+def test_an_alias_past_the_last_input_is_jaxs_to_refuse() -> None:
+    """An aliased input index past the inputs is not an arena view: the check passes it
+    by, and JAX's own refusal names the range (Round 18a: ``ScratchCallback.__call__``
+    #10, ``index <= len(leaves)``, raised IndexError from the check)."""
+    with arena.Arena("cpu", framework="numpy") as ws:
+        call = ws.jax.scratch_callback(
+            lambda ctx, out, x, *, scratch: None,
+            jax.ShapeDtypeStruct((4,), jnp.float32),
+            scratch=[((4,), "float32")],
+            input_output_aliases={1: 0},
+        )
+        with pytest.raises(ValueError, match="input_output_aliases"):  # JAX's, not IndexError
+            call(jnp.ones(4, jnp.float32))

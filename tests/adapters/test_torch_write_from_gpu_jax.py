@@ -48,6 +48,32 @@ def test_a_value_torch_reads_only_through_dlpack_is_written(
         assert len(refused) == 1
 
 
+def test_through_dlpack_the_value_itself_is_imported_not_copied_through_the_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Round 18a: ``_as_tensor`` #14 (``from_dlpack(None)``: its error sent every value
+    through the host copy, which still wrote the right numbers)."""
+    _refuse_jax(monkeypatch)
+    real = torch_adapter.from_dlpack
+    imported: list[Any] = []
+
+    def recording(value: Any) -> Any:
+        imported.append(value)
+        return real(value)
+
+    def no_host_copy(value: Any) -> Any:
+        raise AssertionError(f"torch.from_numpy({value!r}) where DLPack takes the value")
+
+    with Arena("cpu", framework="torch") as ws:
+        (view,) = ws.torch.get_simultaneous(((3,), torch.float32))
+        monkeypatch.setattr(torch_adapter, "from_dlpack", recording)
+        monkeypatch.setattr(torch, "from_numpy", no_host_copy)
+        value = jnp.asarray(np.array([1.5, 2.5, 3.5], np.float32))
+        ws.torch.write_into(view, value)
+        assert view.tolist() == [1.5, 2.5, 3.5]
+    assert len(imported) == 1 and imported[0] is value
+
+
 def test_where_dlpack_is_refused_too_the_bytes_come_through_the_host(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
