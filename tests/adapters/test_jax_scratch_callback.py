@@ -173,3 +173,26 @@ def test_an_aliased_input_that_is_no_jax_array_goes_to_jax_unchecked() -> None:
     with arena.Arena("cpu", framework="numpy") as ws:
         call = _adding_one_aliased(ws)
         assert np.asarray(call(np.zeros(4, np.float32))).tolist() == [1.0] * 4
+
+
+@pytest.mark.parametrize("index", [1, -1])
+def test_an_alias_naming_no_input_is_left_to_jaxs_own_refusal(index: int) -> None:
+    """An ``input_output_aliases`` index outside the inputs is no arena view: JAX refuses
+    it, naming the range (Round 18c: ``ScratchCallback.__call__`` #10, ``index <=
+    len(leaves)``, raised IndexError for index 1 of one input; #7, the range check dropped,
+    took index -1 as the last input and refused the arena view there as aliased)."""
+
+    def kernel(ctx: Any, out: Any, x: Any, *, scratch: Any) -> None:
+        np.asarray(out)[...] = np.asarray(x) + 1
+
+    with arena.Arena("cpu", framework="numpy") as ws:
+        call = ws.jax.scratch_callback(
+            kernel,
+            jax.ShapeDtypeStruct((4,), jnp.float32),
+            scratch=[((4,), "float32")],
+            input_output_aliases={index: 0},
+        )
+        (view,) = ws.jax.get_simultaneous(((4,), "float32"))
+        with pytest.raises(ValueError, match=r"range \[0, 1\)") as info:
+            call(view)
+        assert not isinstance(info.value, arena.ArenaError)
