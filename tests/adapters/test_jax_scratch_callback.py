@@ -196,3 +196,30 @@ def test_an_alias_naming_no_input_is_left_to_jaxs_own_refusal(index: int) -> Non
         with pytest.raises(ValueError, match=r"range \[0, 1\)") as info:
             call(view)
         assert not isinstance(info.value, arena.ArenaError)
+
+
+def test_an_aliased_input_is_the_output_buffer_fn_sees() -> None:
+    """``input_output_aliases`` reaches ``buffer_callback``: fn's output buffer is the
+    aliased input's, holding its values, also where the input stays live after the call
+    (Round 18c: ``ScratchCallback.__init__`` #28 dropped it; fn then got a fresh,
+    uninitialised output at another address)."""
+    seen: list[tuple[bool, list[float]]] = []
+
+    def kernel(ctx: Any, out: Any, x: Any, *, scratch: Any) -> None:
+        target, source = np.asarray(out), np.asarray(x)
+        same = target.__array_interface__["data"][0] == source.__array_interface__["data"][0]
+        seen.append((same, target.tolist()))
+        target[...] += 1  # reads the input through the alias
+
+    with arena.Arena("cpu", framework="numpy") as ws:
+        call = ws.jax.scratch_callback(
+            kernel,
+            jax.ShapeDtypeStruct((4,), jnp.float32),
+            scratch=[((4,), "float32")],
+            input_output_aliases={0: 0},
+        )
+        x = jnp.full(4, 41.0, jnp.float32)
+        added, doubled = jax.jit(lambda x: (call(x), x * 2))(x)  # x live after the call
+        assert np.asarray(added).tolist() == [42.0] * 4
+        assert np.asarray(doubled).tolist() == [82.0] * 4
+    assert seen == [(True, [41.0] * 4)]
