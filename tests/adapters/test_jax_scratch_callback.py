@@ -223,3 +223,26 @@ def test_an_aliased_input_is_the_output_buffer_fn_sees() -> None:
         assert np.asarray(added).tolist() == [42.0] * 4
         assert np.asarray(doubled).tolist() == [82.0] * 4
     assert seen == [(True, [41.0] * 4)]
+
+
+@pytest.mark.parametrize("compatible", [False, True])
+def test_command_buffer_compatible_reaches_buffer_callback(
+    compatible: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flag is XLA's on a GPU (it records the callback into a command buffer); on the
+    CPU the lowering is the same either way, so what ``buffer_callback`` is given is read
+    here (Round 18c: ``ScratchCallback.__init__`` #29 dropped it, always False)."""
+    from jax.experimental import buffer_callback as module
+
+    given: list[dict[str, Any]] = []
+    monkeypatch.setattr(
+        module, "buffer_callback", lambda run, result, **kwargs: given.append(kwargs)
+    )
+    with arena.Arena("cpu", framework="numpy") as ws:
+        ws.jax.scratch_callback(
+            lambda ctx, out, *, scratch: None,
+            jax.ShapeDtypeStruct((2,), jnp.float32),
+            scratch=[((4,), "float32")],
+            command_buffer_compatible=compatible,
+        )
+    assert [kwargs["command_buffer_compatible"] for kwargs in given] == [compatible]
