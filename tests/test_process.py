@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import arena
@@ -89,3 +91,42 @@ def test_without_a_device_the_only_arena_is_found_where_the_default_device_has_n
         arena.current_arena("cuda:0")
     arena.reset_arena()
     assert a.is_closed and not arena.is_arena_initialized("cpu")
+
+
+def test_the_reinitialising_warning_names_the_device() -> None:
+    """Round 18c (process.py ``init_arena`` #15: the warning read ``init_arena('None')``)."""
+    arena.init_arena("cpu", framework="numpy")
+    with pytest.warns(ArenaWarning, match=r"^init_arena\('cpu'\) called again"):
+        arena.init_arena("host", framework="numpy")
+
+
+def test_resetting_a_device_without_an_arena_leaves_the_only_arena() -> None:
+    """Round 18c (``reset_arena`` #13, ``_found(None, key)``): the only-arena stand-in is for
+    no device named; ``reset_arena("cuda:0")`` closed the host arena, the only one."""
+    a = arena.init_arena("cpu", framework="numpy")
+    arena.reset_arena("cuda:0")
+    assert not a.is_closed and arena.current_arena("cpu") is a
+
+
+class _StandIn:
+    """Stands in for ``Arena`` in the registry: a CUDA device's arena without a GPU."""
+
+    def __init__(self, device: Any, **options: Any) -> None:
+        self.device = device
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_reset_all_devices_closes_every_devices_arena(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 18c (``reset_arena`` #3, ``all_devices`` ignored: the default device's arena,
+    or the only one, was closed and the others kept)."""
+    from arena import process
+
+    monkeypatch.setattr(process, "Arena", _StandIn)
+    host = arena.init_arena("cpu")
+    gpu = arena.init_arena("cuda:1")
+    arena.reset_arena(all_devices=True)
+    assert host.closed and gpu.closed  # type: ignore[attr-defined]
+    assert not arena.is_arena_initialized("cpu") and not arena.is_arena_initialized("cuda:1")

@@ -81,3 +81,25 @@ def test_an_interrupt_from_fn_propagates_untouched(monkeypatch: pytest.MonkeyPat
     with pytest.raises(KeyboardInterrupt) as info:
         run(_CpuContext(), [])
     assert info.value is interrupt and info.value.__context__ is None
+
+
+def test_a_callback_made_without_on_gpu_is_a_host_arenas() -> None:
+    """``on_gpu`` defaults to False, a host arena's callback: on the CPU fn's error is its
+    own, with no placement hint (Round 18c: ``ScratchCallback.__init__`` #1, ``on_gpu:
+    bool = True``, told a CPU computation that the arena's views were GPU memory)."""
+
+    def kernel(ctx: Any, out: Any, x: Any, *, scratch: Any) -> None:
+        raise ValueError("the kernel's own bug")
+
+    call = jax_adapter.ScratchCallback(
+        kernel,
+        jax.ShapeDtypeStruct((4,), jnp.float32),
+        (),
+        command_buffer_compatible=False,
+        input_output_aliases=None,
+        locked=lambda: False,
+        owns=lambda address: False,
+    )
+    with pytest.raises(Exception, match="the kernel's own bug") as info:
+        jax.block_until_ready(jax.jit(call)(jnp.ones(4, jnp.float32)))
+    assert "JAX runs this computation" not in str(info.value)

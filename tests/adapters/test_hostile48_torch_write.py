@@ -92,3 +92,18 @@ def test_a_refused_value_leaves_the_view_as_it_was() -> None:
 def test_a_strided_value_through_dlpack_is_written_element_by_element() -> None:
     strided = np.arange(12, dtype=np.float32).reshape(2, 6)[:, ::2]
     assert _written(_ReadOnlyOnTheGpu(strided)) == [[0.0, 2.0, 4.0], [6.0, 8.0, 10.0]]
+
+
+class _DlpackOnly(_ReadOnlyOnTheGpu):
+    """Its bytes are read through DLPack only: a host copy fails (a GPU array's would cost
+    a round trip through the host)."""
+
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("read through the host although DLPack gave the bytes")
+
+
+def test_a_value_dlpack_reads_is_not_copied_through_the_host() -> None:
+    # Round 18c (torch.py _as_tensor #14, `from_dlpack(None)`: every such value went
+    # through the host copy, which gave the same numbers on the CPU).
+    value = _DlpackOnly(np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert _written(value) == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]

@@ -247,6 +247,21 @@ def test_jax_views_of_a_torch_owned_buffer() -> None:
         assert empty.shape == (0, 4)
 
 
+def test_empty_jax_views_of_a_torch_owned_buffer_keep_their_dtype() -> None:
+    """Round 18c (jax.py ``_source`` #10: the empty torch tensor made without the view's
+    dtype, so an empty int32 or bfloat16 view came out float32)."""
+    with Arena(source=TorchOwnedHost(), framework="torch") as a:
+        # One view with bytes: a request of empty views alone gets no torch-owned block.
+        specs = (((4,), "float32"), ((0,), "int32"), ((2, 0), "bfloat16"), ((0, 3), "uint8"))
+        views = a.jax.get_simultaneous(*specs)
+        assert [(v.shape, v.dtype) for v in views] == [
+            ((4,), jnp.float32),
+            ((0,), jnp.int32),
+            ((2, 0), jnp.bfloat16),
+            ((0, 3), jnp.uint8),
+        ]
+
+
 def test_a_cached_jax_front_still_hands_out_new_arrays() -> None:
     with arena.Arena("cpu", framework="numpy") as a:
         front = a.front("jax", cached=True)

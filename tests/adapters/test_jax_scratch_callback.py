@@ -175,16 +175,74 @@ def test_an_aliased_input_that_is_no_jax_array_goes_to_jax_unchecked() -> None:
         assert np.asarray(call(np.zeros(4, np.float32))).tolist() == [1.0] * 4
 
 
-def test_an_alias_past_the_last_input_is_jaxs_to_refuse() -> None:
-    """An aliased input index past the inputs is not an arena view: the check passes it
-    by, and JAX's own refusal names the range (Round 18a: ``ScratchCallback.__call__``
-    #10, ``index <= len(leaves)``, raised IndexError from the check)."""
+@pytest.mark.parametrize("index", [1, -1])
+def test_an_alias_naming_no_input_is_left_to_jaxs_own_refusal(index: int) -> None:
+    """An ``input_output_aliases`` index outside the inputs is no arena view: JAX refuses
+    it, naming the range (Round 18c: ``ScratchCallback.__call__`` #10, ``index <=
+    len(leaves)``, raised IndexError for index 1 of one input; #7, the range check dropped,
+    took index -1 as the last input and refused the arena view there as aliased)."""
+
+    def kernel(ctx: Any, out: Any, x: Any, *, scratch: Any) -> None:
+        np.asarray(out)[...] = np.asarray(x) + 1
+
     with arena.Arena("cpu", framework="numpy") as ws:
         call = ws.jax.scratch_callback(
-            lambda ctx, out, x, *, scratch: None,
+            kernel,
             jax.ShapeDtypeStruct((4,), jnp.float32),
             scratch=[((4,), "float32")],
-            input_output_aliases={1: 0},
+            input_output_aliases={index: 0},
         )
-        with pytest.raises(ValueError, match="input_output_aliases"):  # JAX's, not IndexError
-            call(jnp.ones(4, jnp.float32))
+        (view,) = ws.jax.get_simultaneous(((4,), "float32"))
+        with pytest.raises(ValueError, match=r"range \[0, 1\)") as info:
+            call(view)
+        assert not isinstance(info.value, arena.ArenaError)
+
+
+def test_an_aliased_input_is_the_output_buffer_fn_sees() -> None:
+    """``input_output_aliases`` reaches ``buffer_callback``: fn's output buffer is the
+    aliased input's, holding its values, also where the input stays live after the call
+    (Round 18c: ``ScratchCallback.__init__`` #28 dropped it; fn then got a fresh,
+    uninitialised output at another address)."""
+    seen: list[tuple[bool, list[float]]] = []
+
+    def kernel(ctx: Any, out: Any, x: Any, *, scratch: Any) -> None:
+        target, source = np.asarray(out), np.asarray(x)
+        same = target.__array_interface__["data"][0] == source.__array_interface__["data"][0]
+        seen.append((same, target.tolist()))
+        target[...] += 1  # reads the input through the alias
+
+    with arena.Arena("cpu", framework="numpy") as ws:
+        call = ws.jax.scratch_callback(
+            kernel,
+            jax.ShapeDtypeStruct((4,), jnp.float32),
+            scratch=[((4,), "float32")],
+            input_output_aliases={0: 0},
+        )
+        x = jnp.full(4, 41.0, jnp.float32)
+        added, doubled = jax.jit(lambda x: (call(x), x * 2))(x)  # x live after the call
+        assert np.asarray(added).tolist() == [42.0] * 4
+        assert np.asarray(doubled).tolist() == [82.0] * 4
+    assert seen == [(True, [41.0] * 4)]
+
+
+@pytest.mark.parametrize("compatible", [False, True])
+def test_command_buffer_compatible_reaches_buffer_callback(
+    compatible: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flag is XLA's on a GPU (it records the callback into a command buffer); on the
+    CPU the lowering is the same either way, so what ``buffer_callback`` is given is read
+    here (Round 18c: ``ScratchCallback.__init__`` #29 dropped it, always False)."""
+    from jax.experimental import buffer_callback as module
+
+    given: list[dict[str, Any]] = []
+    monkeypatch.setattr(
+        module, "buffer_callback", lambda run, result, **kwargs: given.append(kwargs)
+    )
+    with arena.Arena("cpu", framework="numpy") as ws:
+        ws.jax.scratch_callback(
+            lambda ctx, out, *, scratch: None,
+            jax.ShapeDtypeStruct((2,), jnp.float32),
+            scratch=[((4,), "float32")],
+            command_buffer_compatible=compatible,
+        )
+    assert [kwargs["command_buffer_compatible"] for kwargs in given] == [compatible]

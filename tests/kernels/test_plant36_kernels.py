@@ -72,3 +72,17 @@ def test_a_stream_outside_an_address_is_refused_by_the_triton_allocator(stream: 
             allocate(64, 16, stream)
         assert ws.stats().slots[0].triton_blocks == 0
         assert allocate(64, 16, (1 << 63) - 1).numel() == 64  # the largest handle is fine
+
+
+def test_stream_0_the_legacy_default_stream_is_served_by_the_triton_allocator() -> None:
+    # Round 18c (triton.py __call__ #36, #37: `1 <= stream`, `0 < stream`): the range check's
+    # lower end is 0, the legacy default stream's handle (what Triton passes for
+    # torch.cuda.current_stream() where no stream was set); a check refusing it refused
+    # every kernel launched on the default stream. Its block is its own, not None's.
+    pytest.importorskip("torch")
+    with Arena("cpu", framework="numpy") as ws:
+        allocate = ws.triton_allocator()
+        tensor = allocate(64, 16, 0)
+        assert tensor.numel() == 64 and ws.stats().slots[0].triton_blocks == 1
+        allocate(64, 16, None)
+        assert ws.stats().slots[0].triton_blocks == 2
