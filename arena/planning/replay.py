@@ -20,7 +20,7 @@ from arena.base.events import caller_info
 from arena.errors import ArenaLockedError, GraphCaptureError
 from arena.planning.records import StepBook
 from arena.planning.rows import new_caches, note_row
-from arena.planning.scopes import Placer
+from arena.planning.scopes import Placer, served
 from arena.slots.slot import Buffer, Slot
 
 __all__ = ["divergence", "fits", "planned_places", "refuse_divergence", "remembering", "served"]
@@ -125,29 +125,3 @@ def remembering(
         install(buffer, caches)
 
     return store
-
-
-def served(
-    placer: Placer, slot: Slot, entry: Any, specs: Any, views: Any, *, capturing: bool = False
-) -> bool:
-    """A replay's hit whose bookkeeping Python does: the capture mark where the capture
-    probe answered True (``capturing``, asked by the caller), the request log while
-    unlocked; False when a growth raced a capture."""
-    if not capturing and (slot.governor.locked or placer.log is None):
-        return True
-    done = placer.served(
-        slot,
-        slot.buffer,
-        specs,
-        entry.required,
-        views,
-        strict=True,
-        retry=lambda: None,
-        capturing=capturing,
-    )
-    if done is not views:
-        # served() took back the count of a request it serves again; a replay's hit counts
-        # only once served, so give it back: the checked path counts the request once.
-        slot.count_call()
-        return False
-    return True

@@ -47,6 +47,7 @@ __all__ = [
     "heal_regions",
     "open_region",
     "scope_class",
+    "served",
 ]
 
 ViewT = TypeVar("ViewT")
@@ -106,6 +107,33 @@ class Placer(Protocol):
     def retire(self, views: Sequence[Any]) -> None:
         """Debug mode: make views unusable where the framework allows it."""
         ...
+
+
+def served(
+    placer: Placer, slot: Slot, entry: Any, specs: Any, views: Any, *, capturing: bool = False
+) -> bool:
+    """A replay's or scope's hit whose bookkeeping Python does: the capture mark where
+    the capture probe answered True (``capturing``, asked by the caller), the request log
+    while unlocked; False when a growth raced a capture (the hit's count given back: the
+    checked path then places and counts the request)."""
+    if not capturing and (slot.governor.locked or placer.log is None):
+        return True
+    done = placer.served(
+        slot,
+        slot.buffer,
+        specs,
+        entry.required,
+        views,
+        strict=True,
+        retry=lambda: None,
+        capturing=capturing,
+    )
+    if done is not views:
+        # served() took back the count of a request it serves again; a hit counts only
+        # once served, so give it back: the checked path counts the request once.
+        slot.count_call()
+        return False
+    return True
 
 
 class Region(ScopeHitBase):
@@ -322,20 +350,7 @@ class Scope(Region, Generic[ViewT]):
         then the request is served as the hit serves it; where a growth replaced the
         buffer first, the checked path places it anew. The compiled hit hands it such a
         request with the views it built."""
-        done = self._placer.served(
-            slot,
-            slot.buffer,
-            specs,
-            entry.required,
-            views,
-            strict=True,
-            retry=lambda: None,
-            capturing=True,
-        )
-        if done is not views:
-            # served() took back the count of a request it serves again; the hit counts
-            # only once served, so give it back: the checked path counts the request once.
-            slot.count_call()
+        if not served(self._placer, slot, entry, specs, views, capturing=True):
             return self._checked(slot, specs)
         entry.used = True
         slot.count_call()

@@ -395,14 +395,7 @@ class Step(StepHitBase, Generic[ViewT]):
                             return self._captured(entry, specs, views)  # type: ignore[no-any-return]
                         if self._watch and not served(self._placer, slot, entry, specs, views):
                             return self._checked(slot, specs)  # type: ignore[no-any-return]
-                        entry.used = True
-                        slot.count_call()
-                        kept = entry.views
-                        if not lean(self._quick, self._fresh_view, kept):
-                            kept = views  # the views themselves (see StepRun.handed)
-                        self.run.hand(r, self._starts, kept, views)
-                        self.request = r + 1
-                        return views  # type: ignore[no-any-return]
+                        return self._hand(slot, entry, views)  # type: ignore[no-any-return]
         if slot is None:
             raise ArenaError(
                 f"step {self.key!r} is not running: request inside its with block (with "
@@ -423,6 +416,11 @@ class Step(StepHitBase, Generic[ViewT]):
         assert slot is not None
         if not served(self._placer, slot, entry, specs, views, capturing=True):
             return self._checked(slot, specs)
+        return self._hand(slot, entry, views)
+
+    def _hand(self, slot: Slot, entry: Any, views: Any) -> list[ViewT]:
+        """Hand out ``views``, the hit's for this request index (``entry``): the entry
+        used, the call counted, the run's record of what it handed out, the next index."""
         r = self.request
         entry.used = True
         slot.count_call()
