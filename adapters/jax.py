@@ -37,7 +37,8 @@ import numpy as np
 try:
     from jax.extend.core import find_top_trace as _find_top_trace
 except ImportError:  # JAX releases whose jax.extend.core does not export it yet
-    from jax.core import find_top_trace as _find_top_trace
+    # Looked up, not imported: newer JAX (and its stubs) has no jax.core.find_top_trace.
+    _find_top_trace = importlib.import_module("jax.core").find_top_trace
 
 from arena.base.dtypes import DType
 from arena.base.layout import Layout

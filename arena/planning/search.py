@@ -123,7 +123,7 @@ class _Problem:
         # members[s, j]: block j is live in section s (for the unplaced blocks' floors).
         sec = np.arange(sections)[:, None]
         self.members = (sec >= np.array(self.lo)[None, :]) & (sec < np.array(self.hi)[None, :])
-        peak = [int(self.total0[lo:hi].max()) for lo, hi in zip(self.lo, self.hi, strict=True)]
+        peak = [int(np.max(self.total0[lo:hi])) for lo, hi in zip(self.lo, self.hi, strict=True)]
         width = [last[i] - first[i] + 1 for i in range(n)]
         area = [self.size[i] * width[i] for i in range(n)]
         keys = {"T": peak, "A": area, "W": width, "E": list(last)}
@@ -212,7 +212,7 @@ class _Decision:
 
     def run(self, node_limit: int, deadline: float) -> tuple[int, list[int], int]:
         """The status, the offsets when found, and the nodes visited."""
-        if int(self.prob.total0.max()) > self.capacity:
+        if int(np.max(self.prob.total0)) > self.capacity:
             return _NONE, [], 0
         # A frame: candidates, the next one's index, and the undo record of the one placed.
         stack: list[tuple[list[int], list[int], list[_Undo | None]]] = [
