@@ -25,9 +25,21 @@ rounds also time the steps and scopes passes on a torch front of inference tenso
 (:data:`INFERENCE_FRONT`, :func:`format_inference_front`): the floor's tensors are
 ``torch.empty``'s made inside the mode, inference tensors, while the default front hands
 out normal tensors, which every in-place and ``out=`` op inside the mode pays autograd's
-``ADInplaceOrView`` kernel for. A round times the four passes back to
-back (the order turned round every round); each ratio is the median of the per-round
-ratios with its 10th-90th percentile spread (see :mod:`arena.tools.timing`).
+``ADInplaceOrView`` kernel for. In every mode the same rounds also time the steps and
+scopes passes on a cached front (``ws.front(framework, cached=True)``, which hands the
+very same view objects out again: no new tensor object per request), labelled ``cached
+front`` (:data:`CACHED_FRONT`, :func:`format_cached_front`): what is left there is the
+step's or scope's own work.
+
+A round times the passes back to back (the order turned round every round); each ratio is
+the median of the per-round ratios with its 10th-90th percentile spread (see
+:mod:`arena.tools.timing`). The passes are timed by the **thread's CPU time**
+(``time.thread_time``, :data:`CLOCK`), not the wall clock: every pass runs on this one
+thread (torch is set to one thread), and on a machine shared with other work the wall
+clock also counts the time slices other processes took while a pass waited, which moved
+the per-round ratios between 0.5 and 2 at a load average of 6 where the thread's CPU time
+kept them within 1.0 and 1.2 (``docs/performance.md``). The wall-clock medians are kept
+beside them (``wall_*`` figures, a line under the table).
 """
 
 from __future__ import annotations
@@ -46,10 +58,13 @@ from arena.tools.decoder import DOCS_LAYERS, DecoderShape, layer_released, layer
 from arena.tools.timing import figure_spread, quantile
 
 __all__ = [
+    "CACHED_FRONT",
+    "CLOCK",
     "INFERENCE_FRONT",
     "METHODS",
     "PASS_TARGETS",
     "TOKENS",
+    "format_cached_front",
     "format_inference_front",
     "format_passes",
     "make_passes",
@@ -65,6 +80,13 @@ METHODS = ("steps", "scopes", "empty", "floor", "views")
 #: The passes timed on a torch front of inference tensors too, under ``inference_mode``:
 #: their figures are keyed ``inference_front_<method>``.
 INFERENCE_FRONT = ("steps", "scopes")
+
+#: The passes timed on a cached front too (``ws.front(framework, cached=True)``), in every
+#: mode: their figures are keyed ``cached_front_<method>``.
+CACHED_FRONT = ("steps", "scopes")
+
+#: What the passes are timed by: the calling thread's CPU time (see the module doc).
+CLOCK = "thread CPU time"
 
 #: (method, baseline, limit): issue 32's whole-pass targets, per framework and mode.
 PASS_TARGETS = (("steps", "floor", 1.03), ("scopes", "floor", 1.03))
@@ -281,24 +303,32 @@ def make_passes(
     return {"steps": steps, "scopes": scopes, "empty": allocated, "floor": floor, "views": views}
 
 
-def _timed(passes: dict[str, Callable[[], Any]], rounds: int, reps: int) -> dict[str, list[float]]:
+Times = dict[str, list[float]]
+
+
+def _timed(passes: dict[str, Callable[[], Any]], rounds: int, reps: int) -> tuple[Times, Times]:
     """Microseconds per pass of each method, ``rounds`` times, back to back (the order
-    turned round every round), with the collector paused."""
-    times: dict[str, list[float]] = {name: [] for name in passes}
+    turned round every round), with the collector paused: by the thread's CPU time and by
+    the wall clock, both read around the same block."""
+    cpu: Times = {name: [] for name in passes}
+    wall: Times = {name: [] for name in passes}
     order = list(passes.items())
+    thread_time, perf_counter = time.thread_time, time.perf_counter
     enabled = gc.isenabled()
     gc.disable()
     try:
         for index in range(rounds):
             for name, run in order if index % 2 == 0 else order[::-1]:
-                start = time.perf_counter()
+                start, cpu_start = perf_counter(), thread_time()
                 for _ in range(reps):
                     run()
-                times[name].append((time.perf_counter() - start) / reps * 1e6)
+                cpu_end, end = thread_time(), perf_counter()
+                cpu[name].append((cpu_end - cpu_start) / reps * 1e6)
+                wall[name].append((end - start) / reps * 1e6)
     finally:
         if enabled:
             gc.enable()
-    return times
+    return cpu, wall
 
 
 #: Plain requests per timed block of :func:`_requests`.
@@ -347,7 +377,11 @@ def _framework_figures(framework: str, rounds: int, reps: int) -> dict[str, Any]
         inference = framework == "torch" and mode == "inference"
         with Arena("cpu", framework=framework) as ws, enter():
             passes = make_passes(framework, ws.front(framework), DOCS_LAYERS, TOKENS)
-            if inference:  # the same rounds: paired with the default front's passes
+            # The same rounds: paired with the default front's passes.
+            cached = make_passes(framework, ws.front(framework, cached=True), DOCS_LAYERS, TOKENS)
+            for name in CACHED_FRONT:
+                passes[f"cached_front_{name}"] = cached[name]
+            if inference:
                 front = ws.front(framework, inference=True)
                 extra = make_passes(framework, front, DOCS_LAYERS, TOKENS)
                 for name in INFERENCE_FRONT:
@@ -359,10 +393,12 @@ def _framework_figures(framework: str, rounds: int, reps: int) -> dict[str, Any]
             if len(set(outputs.values())) != 1:
                 raise ArenaError(f"the {framework} passes disagree: {sorted(outputs)}")
             ws.lock()
-            t = _timed(passes, rounds, reps)
+            t, wall = _timed(passes, rounds, reps)
             if inference:  # a plain locked request on either front, in the same rounds
                 spec = ((TOKENS, DOCS_LAYERS.hidden), _passes_dtype(framework))
-                plain = _timed(
+                # (wall clock: a block of 100 requests is about 36 us, and the thread's
+                # CPU time costs 0.45 us a read against 0.1 us)
+                _, plain = _timed(
                     {
                         "plain": _requests(ws.front(framework), spec),
                         "inference_front_plain": _requests(front, spec),
@@ -373,6 +409,7 @@ def _framework_figures(framework: str, rounds: int, reps: int) -> dict[str, Any]
         figures: dict[str, Any] = {
             f"{name}_us": statistics.median(values) for name, values in t.items()
         }
+        figures["clock"] = CLOCK
         for top, bottom in (
             ("steps", "floor"),
             ("scopes", "floor"),
@@ -383,6 +420,13 @@ def _framework_figures(framework: str, rounds: int, reps: int) -> dict[str, Any]
             ("steps", "views"),
         ):
             figures[f"{top}_over_{bottom}"] = _ratio(t[top], t[bottom])
+        for top in ("steps", "scopes", "views"):
+            figures[f"wall_{top}_over_floor"] = _ratio(wall[top], wall["floor"])
+        for name in CACHED_FRONT:
+            mine = f"cached_front_{name}"
+            figures[f"{mine}_over_floor"] = _ratio(t[mine], t["floor"])
+            figures[f"{mine}_over_views"] = _ratio(t[mine], t["views"])
+            figures[f"{mine}_over_{name}"] = _ratio(t[mine], t[name])
         if inference:
             for name in ("plain", "inference_front_plain"):
                 figures[f"{name}_request_us"] = statistics.median(plain[name]) / REQUESTS
@@ -432,10 +476,13 @@ def pass_figures(quick: bool) -> dict[str, Any]:
 def format_passes(figures: dict[str, Any]) -> list[str]:
     """The figures as table lines."""
     cell = figure_spread  # a column's text: median (p10 to p90)
+    every = [f for modes in figures.values() for f in modes.values()]
+    # (a run from before the passes were timed by the thread's CPU time has no "clock")
+    clock = every[0].get("clock", "wall clock") if every else CLOCK
     lines = [
         "",
-        f"whole passes: {DOCS_LAYERS.describe()}, {TOKENS} tokens, CPU (us per pass; "
-        "median of per-round ratios, p10 to p90)",
+        f"whole passes: {DOCS_LAYERS.describe()}, {TOKENS} tokens, CPU (us per pass by the "
+        f"{clock}; median of per-round ratios, p10 to p90)",
         f"{'framework':<10}{'mode':<11}{'steps/floor':>24}{'scopes/floor':>24}"
         f"{'empty/floor':>24}{'views/floor':>24}{'steps/views':>24}{'steps us':>10}"
         f"{'scopes us':>10}{'empty us':>10}{'floor us':>10}{'views us':>10}",
@@ -452,6 +499,50 @@ def format_passes(figures: dict[str, Any]) -> list[str]:
     lines.append(
         "views: the floor's tensors, a new view object of each per use as the front makes "
         "one (no allocator): steps/views is a step's cost beyond handing out new objects"
+    )
+    for framework, modes in figures.items():
+        for mode, f in modes.items():
+            if "wall_steps_over_floor" in f:
+                where = framework if mode == "-" else f"{framework} {mode}"
+                lines.append(
+                    f"{where}, by the wall clock in the same rounds: steps/floor "
+                    f"{cell(f['wall_steps_over_floor'])}, scopes/floor "
+                    f"{cell(f['wall_scopes_over_floor'])}, views/floor "
+                    f"{cell(f['wall_views_over_floor'])}"
+                )
+    return lines
+
+
+def format_cached_front(figures: dict[str, Any]) -> list[str]:
+    """The cached front's figures (every framework and mode) as table lines; none where
+    they were not measured."""
+    rows = [
+        (framework, mode, f)
+        for framework, modes in figures.items()
+        for mode, f in modes.items()
+        if "cached_front_steps_us" in f
+    ]
+    if not rows:
+        return []
+    cell = figure_spread  # a column's text: median (p10 to p90)
+    lines = [
+        "",
+        "whole passes on a cached front (ws.front(framework, cached=True): the same view "
+        "objects handed out again): the same rounds as the default front's",
+        f"{'framework':<10}{'mode':<11}{'pass':<8}{'/floor':>24}{'/views':>24}"
+        f"{'/default front':>24}{'us':>10}",
+    ]
+    for framework, mode, f in rows:
+        for name in CACHED_FRONT:
+            mine = f"cached_front_{name}"
+            lines.append(
+                f"{framework:<10}{mode:<11}{name:<8}{cell(f[f'{mine}_over_floor']):>24}"
+                f"{cell(f[f'{mine}_over_views']):>24}{cell(f[f'{mine}_over_{name}']):>24}"
+                f"{f[f'{mine}_us']:>10.1f}"
+            )
+    lines.append(
+        "/views: over the pass that makes a new view object per use with no allocator (a "
+        "cached front makes none: below 1, it saves more than its own work costs)"
     )
     return lines
 

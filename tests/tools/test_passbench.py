@@ -10,9 +10,12 @@ import pytest
 from arena.core import Arena
 from arena.tools.decoder import DOCS_LAYERS
 from arena.tools.passbench import (
+    CACHED_FRONT,
+    CLOCK,
     INFERENCE_FRONT,
     METHODS,
     TOKENS,
+    format_cached_front,
     format_inference_front,
     format_passes,
     make_passes,
@@ -60,9 +63,58 @@ def test_pass_figures_cover_every_framework_and_mode() -> None:
             ):
                 f = figure[name]
                 assert 0 < f["p10"] <= f["median"] <= f["p90"]
+            assert figure["clock"] == CLOCK
+            for name in ("steps", "scopes", "views"):
+                f = figure[f"wall_{name}_over_floor"]
+                assert 0 < f["p10"] <= f["median"] <= f["p90"]
     lines = format_passes(figures)
-    # a title, a header, a line per framework and mode, and the line naming the views pass
-    assert len(lines) == 4 + sum(len(m) for m in figures.values())
+    # a blank line, a title, a header, a line per framework and mode, the line naming the
+    # views pass, and a wall-clock line per framework and mode
+    assert len(lines) == 4 + 2 * sum(len(m) for m in figures.values())
+    assert CLOCK in lines[1]
+
+
+def test_a_published_run_from_before_the_cpu_clock_still_renders() -> None:
+    """docs/bench/cpu.json's runs from before the thread's CPU time have no clock, no
+    wall-clock ratios and no cached front: the tables say "wall clock" and leave out what
+    was not measured."""
+    figures = pass_figures(quick=True)
+    old = {
+        framework: {
+            mode: {
+                k: v
+                for k, v in f.items()
+                if k != "clock" and not k.startswith(("wall_", "cached_front_"))
+            }
+            for mode, f in modes.items()
+        }
+        for framework, modes in figures.items()
+    }
+    lines = format_passes(old)
+    assert "by the wall clock;" in lines[1]
+    assert len(lines) == 4 + sum(len(m) for m in old.values())
+    assert format_cached_front(old) == []
+
+
+def test_cached_front_figures_share_every_mode_s_rounds() -> None:
+    """Every framework and mode times the cached front's steps and scopes passes in the
+    same rounds as the default front's: paired with the floor, the views pass and the
+    default front's own pass."""
+    figures = pass_figures(quick=True)
+    rows = 0
+    for modes in figures.values():
+        for figure in modes.values():
+            for name in CACHED_FRONT:
+                mine = f"cached_front_{name}"
+                assert figure[f"{mine}_us"] > 0
+                for bottom in ("floor", "views", name):
+                    f = figure[f"{mine}_over_{bottom}"]
+                    assert 0 < f["p10"] <= f["median"] <= f["p90"]
+                rows += 1
+    lines = format_cached_front(figures)
+    # a blank line, a title, a header, a line per framework, mode and pass, the note
+    assert len(lines) == 4 + rows
+    assert rows == len(CACHED_FRONT) * sum(len(m) for m in figures.values())
 
 
 @pytest.mark.skipif("torch" not in FRAMEWORKS, reason="needs torch")
