@@ -21,8 +21,9 @@ counts (Ir, D1mr, I1mr...), read from the file, by the calls made while collecti
 (callgrind's own call counts include the warm-up's).
 
 ``parts`` runs the passes of :data:`PARTS` (the floor, the views pass, the steps,
-the scopes, ``torch.empty``), each in its own ``functools.reduce``; with callgrind's
-``--dump-before=functools_reduce`` each lands in its own file (OUT.2 to OUT.5, then OUT),
+the scopes, ``torch.empty``, then the steps and scopes on a cached front,
+``ws.front(framework, cached=True)``), each in its own ``functools.reduce``; with callgrind's
+``--dump-before=functools_reduce`` each lands in its own file (OUT.2 to OUT.7, then OUT),
 and ``report OUT FRAMEWORK parts REPS`` prints each pass's totals per pass and over the
 floor's: what the fresh views alone cost against what a step's or a scope's own work
 adds.
@@ -40,7 +41,7 @@ from typing import Any
 BATCH = 128
 
 #: The passes ``parts`` times, in order (one callgrind dump each).
-PARTS = ("floor", "views", "steps", "scopes", "empty")
+PARTS = ("floor", "views", "steps", "scopes", "empty", "cached_steps", "cached_scopes")
 
 
 def _counts(framework: str, kind: str, reps: int) -> dict[str, int]:
@@ -148,6 +149,9 @@ def run(framework: str, mode: str, kind: str, reps: int) -> None:
 
         blocks = [plains, lambda: stepped(False), lambda: stepped(True), scoped]
         passes = passbench.make_passes(framework, front, DOCS_LAYERS, passbench.TOKENS)
+        cached = ws.front(framework, cached=True)
+        on_cached = passbench.make_passes(framework, cached, DOCS_LAYERS, passbench.TOKENS)
+        passes["cached_steps"], passes["cached_scopes"] = on_cached["steps"], on_cached["scopes"]
         for index in range(5):  # record, plan, replay (and remember); then locked
             if index == 3:
                 ws.lock()
