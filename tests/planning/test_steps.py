@@ -523,6 +523,76 @@ def test_an_inner_step_recorded_anew_has_the_outer_steps_next_run_size_the_slot(
         assert ws.stats().slots[0].capacity == sized
 
 
+def test_a_step_recorded_anew_two_steps_deep_has_the_outermost_steps_next_run_size_the_slot(
+    hit_path: str,
+) -> None:
+    # As above, one step deeper: the innermost step records anew inside "middle" inside
+    # "outer", and the walk down the steps below it goes past "middle" to "outer", the
+    # step with nothing below it, which is marked stale. Its next run plans every key and
+    # sizes the slot first: plan_steps() afterwards has nothing left to change. With the
+    # walk stopped after one step (Round 19, steps.py _finish #27), no step was marked and
+    # the slot kept the 20480 bytes of the inner step's earlier, larger plan.
+    def run(ws: Arena, large: bool) -> None:
+        with ws.step("outer") as outer:
+            outer.get_simultaneous(KIB)
+            with ws.step("middle") as middle:
+                middle.get_simultaneous(KIB)
+                with ws.step("inner") as inner:
+                    if large:
+                        inner.get_simultaneous(((4096,), F32))
+                    else:  # two requests where the plan has one: a divergence
+                        inner.get_simultaneous(((64,), F32))
+                        inner.get_simultaneous(((64,), F32))
+                middle.get_simultaneous(KIB)
+            outer.get_simultaneous(KIB)
+
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(3):  # record, plan, replay
+            run(ws, large=True)
+        assert ws.stats().slots[0].capacity == 20480
+        run(ws, large=False)  # the inner step records anew
+        run(ws, large=False)  # the outermost step's next run: sized first
+        sized = ws.stats().slots[0].capacity
+        assert sized == 18688
+        ws.plan_steps()
+        assert ws.stats().slots[0].capacity == sized
+
+
+def test_a_replay_inside_a_replay_counts_what_its_plan_needs_beyond_the_outer_plan(
+    hit_path: str,
+) -> None:
+    # A replayed step counts its plan's LOAD as live; one replayed right inside another
+    # counts only what its own plan needs beyond the bytes the outer plan's LOAD spares
+    # there (the LOAD less the outer views live under it). "outer" (LOAD 5 KiB: x and y)
+    # has x (1 KiB) live when "inner" starts, so 4 KiB spare; "inner", planned again
+    # alone at 8 KiB, then counts 4 KiB more: the slot's LOAD is 9 KiB, x and inner's
+    # view. With the spare counted as the LOAD plus x (Round 19, steps.py _start_inside
+    # #15) the inner step counted 2 KiB, and LOAD stayed at the 8 KiB of its own runs.
+    def inner(ws: Arena, floats: int) -> None:
+        with ws.step("inner") as step:
+            step.get_simultaneous(((floats,), F32))
+
+    def outer(ws: Arena, floats: int) -> None:
+        with ws.step("outer") as step:
+            step.get_simultaneous(KIB)  # x, live across "inner"
+            (y,) = step.get_simultaneous(((1024,), F32))
+            step.release(y)
+            inner(ws, floats)
+            step.get_simultaneous(KIB)
+
+    with Arena("cpu", framework="numpy") as ws:
+        for _ in range(2):  # record, plan
+            inner(ws, 512)
+        for _ in range(3):  # record, plan, replay (inner replays inside it)
+            outer(ws, 512)
+        assert ws.stats().slots[0].load == 5120
+        for _ in range(2):  # inner alone: records anew at 8 KiB, then plans
+            inner(ws, 2048)
+        assert ws.stats().slots[0].load == 8192
+        outer(ws, 2048)  # both replay: x and inner's 8 KiB live at once
+        assert ws.stats().slots[0].load == 9216
+
+
 def test_a_step_whose_inner_step_holds_bytes_above_its_end_is_sized_before_it_replays(
     hit_path: str,
 ) -> None:
