@@ -317,7 +317,7 @@ def test_close_while_asleep_commits_every_block_past_one_that_cannot_be() -> Non
         restore(allocation)
 
     source.restore = second_fails  # type: ignore[method-assign]
-    a = Arena(source=source, framework="numpy")  # type: ignore[arg-type]
+    a = Arena(source=source, framework="numpy")
     views = [a.numpy.get_persistent(key, (256,), "int16") for key in ("p", "q")]
     views += a.numpy.get_simultaneous(((PAGE,), "uint8"))
     a.sleep()
