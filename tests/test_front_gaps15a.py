@@ -6,13 +6,15 @@ hang in one)."""
 from __future__ import annotations
 
 import sys
+import weakref
 from typing import Any
 
 import pytest
 
-from arena import Arena, ConfigError
+from arena import Allocation, Arena, ConfigError
 from tests.fakecupy import with_arrays
 from tests.memory.test_cuda_fakes import HostMemoryAsCuda, fake_cupy, install
+from tests.sources import RecordingSource
 
 
 def test_the_scratch_views_of_a_cuda_arena_are_cupy_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,3 +65,34 @@ def test_a_scratch_callback_asked_of_another_front_names_the_one_to_use(framewor
             f"{framework} front"
         )
         assert ws.memory_stats()["arena.workspace_bytes"] == 0
+
+
+class _OwnersWatched(RecordingSource):
+    """A host source that records, at each allocation, whether the memory of a block it
+    handed out before is still alive (a growth releases the old one first)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.owners: list[weakref.ref[Any]] = []
+        self.alive_at_allocation: list[bool] = []
+
+    def allocate(self, nbytes: int) -> Allocation:
+        self.alive_at_allocation.append(any(ref() is not None for ref in self.owners))
+        allocation = super().allocate(nbytes)
+        self.owners.append(weakref.ref(allocation.owner))
+        return allocation
+
+
+def test_a_growing_request_lets_the_old_block_go_before_the_new_one_is_asked_for(
+    hit_path: str,
+) -> None:
+    # planted49: Front._request without `buffer = cache = None` before the miss path held
+    # the old buffer (and its remembered views) in its frame across the slot's growth, so
+    # the old memory was still alive when the source was asked for the new block (the
+    # peak old + new where the ledger counts the new size alone); tests/memory,
+    # tests/views, tests/test_gaps.py and the front's test files passed with it.
+    source = _OwnersWatched()
+    with Arena(source=source, framework="numpy") as a:
+        for n in (4096, 4096, 1 << 20):  # remembered, served by the hit, then a growth
+            a.get_simultaneous(((n,), "uint8"))
+        assert source.alive_at_allocation == [False, False], hit_path

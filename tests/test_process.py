@@ -130,3 +130,34 @@ def test_reset_all_devices_closes_every_devices_arena(monkeypatch: pytest.Monkey
     arena.reset_arena(all_devices=True)
     assert host.closed and gpu.closed  # type: ignore[attr-defined]
     assert not arena.is_arena_initialized("cpu") and not arena.is_arena_initialized("cuda:1")
+
+
+def test_an_init_arena_another_thread_ran_meanwhile_is_closed_by_the_later_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # planted49: init_arena reading the previous arena before taking the registry lock
+    # (check-then-act) passed every test naming init_arena: another thread's whole
+    # init_arena between the read and the store left that thread's arena open and
+    # unregistered, never closed, without the warning. Here the other call runs right
+    # as this one takes the lock (a thread switch can land there on either code).
+    from arena import process
+
+    real = process._registry_lock
+    others: list[Any] = []
+
+    class Interleaved:
+        def __enter__(self) -> bool:
+            if not others:
+                others.append(None)
+                others[0] = arena.init_arena("cpu", framework="numpy")  # the other thread's
+            return real.__enter__()
+
+        def __exit__(self, *exc: Any) -> None:
+            real.__exit__(*exc)
+
+    monkeypatch.setattr(process, "_registry_lock", Interleaved())
+    with pytest.warns(ArenaWarning, match="called again"):
+        mine = arena.init_arena("cpu", framework="numpy")
+    assert others[0].is_closed and not mine.is_closed
+    assert arena.current_arena("cpu") is mine
+    arena.reset_arena(all_devices=True)

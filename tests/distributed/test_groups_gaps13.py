@@ -253,3 +253,28 @@ def test_a_jax_collective_that_never_answers_times_out_with_the_named_error(
             group.all_reduce_max([1])
     finally:
         release.set()
+
+
+def test_a_jax_group_made_without_a_timeout_waits_300_seconds_per_collective(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # planted49: the default timeout written 30.0 (the docstring says 300) passed
+    # tests/distributed, whose JAX groups all pass their timeout. A join past the default
+    # is what a collective that never answers would take: seen here through the join.
+    jax = pytest.importorskip("jax")
+    from jax.experimental import multihost_utils
+
+    monkeypatch.setattr(jax, "process_index", lambda: 0)
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    monkeypatch.setattr(multihost_utils, "process_allgather", _SecondProcess(0, [_ints([4])]))
+    waits: list[float | None] = []
+    join = threading.Thread.join
+
+    def joined(self: threading.Thread, timeout: float | None = None) -> None:
+        waits.append(timeout)
+        join(self, timeout)
+
+    group = JaxProcessGroup()
+    monkeypatch.setattr(threading.Thread, "join", joined)
+    assert group.all_reduce_max([7]) == [7]
+    assert group.timeout == 300.0 and waits == [300.0]

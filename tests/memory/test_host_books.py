@@ -211,6 +211,25 @@ def test_reference_counts_stay_flat() -> None:
     assert ledger.allocations in (23_001, 43_001) and ledger.live_blocks == 1
 
 
+def test_the_ledgers_own_objects_keep_their_reference_counts() -> None:
+    # planted49: books_release without its Py_DECREF of the trace it read (a reference to
+    # the ledger's trace deque kept per block released) passed tests/memory: the count
+    # test above watches the arguments and types, not the ledger's own objects.
+    books = _books()
+    ledger = Ledger(HostSource())
+    block = ledger.replace([], 4096, WHAT)
+    for _ in range(3000):  # the trace full, as above
+        block = books(ledger, [block], 4096, WHAT)
+    watched = (ledger, ledger.trace)
+
+    def replacements() -> None:
+        nonlocal block
+        for _ in range(20_000):
+            block = books(ledger, [block], 4096, WHAT)
+
+    assert_counts_flat(watched, replacements)
+
+
 def test_an_arena_grows_through_it() -> None:
     _books()
     with Arena("cpu", framework="numpy", source=HostSource()) as arena:

@@ -301,6 +301,33 @@ def test_a_failed_wake_stays_asleep_with_nothing_lost_and_can_be_retried() -> No
         check_books(a)
 
 
+def test_close_while_asleep_commits_every_block_past_one_that_cannot_be() -> None:
+    # planted49: wake_for_close's suppress(MemoryError) moved out of its loop (one
+    # suppress for every block) passed tests/slots and the virtual-memory tests: after
+    # the first block that could not be committed again, close() left every later block
+    # released, so views of them fault where close() promises they stay valid.
+    source = _FailingRestore()
+    attempts: list[int] = []
+    restore = source.restore
+
+    def second_fails(allocation: Allocation) -> None:
+        attempts.append(allocation.ptr)
+        if len(attempts) == 2:
+            raise MemoryError("out of memory (injected)")
+        restore(allocation)
+
+    source.restore = second_fails  # type: ignore[method-assign]
+    a = Arena(source=source, framework="numpy")
+    views = [a.numpy.get_persistent(key, (256,), "int16") for key in ("p", "q")]
+    views += a.numpy.get_simultaneous(((PAGE,), "uint8"))
+    a.sleep()
+    a.close()
+    assert len(source.evicted) == 3 and attempts == source.evicted
+    assert source.restored == [attempts[0], attempts[2]]
+    views[-1][:] = 5  # the block committed after the failure is readable again
+    assert not a.is_asleep
+
+
 def test_lock_in_place_needs_a_fixed_address_source() -> None:
     with Arena("cpu", source=HostSource(), framework="numpy") as a:
         with pytest.raises(ConfigError, match="source='virtual'"):

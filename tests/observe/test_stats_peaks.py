@@ -47,3 +47,17 @@ def test_the_stats_table_shows_only_the_columns_some_slot_uses() -> None:
     assert table[0].split()[-4:] == ["persistent", "MB", "workspace", "MB"]
     assert [line.split()[-2:] for line in table[2:]] == [["0.00", "0.50"], ["1.00", "0.00"]]
     assert len({len(line) for line in table}) == 1  # every row under its heading
+
+
+def test_the_stats_count_a_replayed_steps_remembered_requests(hit_path: str) -> None:
+    # planted49: arena_stats flattening a step's cache list only where it is exactly a
+    # list (`type(c) is list`, not isinstance) read the compiled path's StepCaches (a list
+    # subclass) as one dict and failed; tests/observe caught it only through the demo's
+    # run (test_profile_per_arena), which none of its asserts is about.
+    with arena.Arena("cpu", framework="numpy") as ws:
+        for _ in range(3):  # record, plan (remembered), replay
+            with ws.step("k") as st:
+                st.get_simultaneous(((64,), "float32"))
+                st.get_simultaneous(((32,), "float32"), ((8,), "int8"))
+        stats = ws.stats()
+        assert (stats.cached_layouts, stats.cached_views) == (2, 3), hit_path

@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from arena import Arena
 from arena.planning import region_hit, scopes, steps
 from arena.views import hit
 from tests.conftest import check_pure_python_switch, need_compiled_hit
@@ -76,3 +77,27 @@ def test_arena_pure_python_runs_the_python_region_hits() -> None:
         "print(region_hit.compiled is None, region_hit.WHY_PYTHON or '-')"
     )
     check_pure_python_switch(code, "arena.planning._region_hit", compiled="False", python="True")
+
+
+def test_a_locked_replays_served_request_outlives_a_sweep_of_its_cache(hit_path: str) -> None:
+    # planted49: the compiled step hit (step_serve) without its arena_hit_mark_used: a
+    # request it served was not marked used, so the next sweep of the request index's
+    # bounded memory dropped it like one never served again (its next replay built new
+    # views). Only a locked replay is served compiled (unlocked, the request log's
+    # bookkeeping takes the Python hit), so tests/planning/test_planning_gaps9.py's
+    # unlocked test of the same sweep passed, and so did all of tests/planning and
+    # tests/views.
+    spec = ((256,), "float32")
+    with Arena("cpu", framework="numpy", cached_views=True, max_cached_layouts=8) as ws:
+
+        def one(request: tuple[tuple[int, ...], str]) -> object:
+            with ws.step("k") as st:
+                return st.get_simultaneous(request)[0]
+
+        one(spec)
+        planned = one(spec)  # record, then plan (remembered)
+        ws.lock()
+        assert one(spec) is planned  # the locked replay's hit
+        for n in range(1, 9):  # smaller views the plan fits: the 8th insert sweeps
+            one(((n,), "float32"))
+        assert one(spec) is planned, hit_path

@@ -787,3 +787,29 @@ def test_a_recording_release_interrupted_at_the_stacks_call_keeps_the_books(
         stats = ws.stats().slots[0]
         assert stats.load <= stats.capacity == 2048
         assert slot.stack.live == step.held == 2048
+
+
+def test_a_replayed_request_after_a_growth_inside_the_step_is_served_from_the_new_buffer(
+    hit_path: str,
+) -> None:
+    # planted49: the Python replay's hit without its `slot.buffer is self._buffer` test
+    # (the step's remembered views are over the buffer it entered with) served the second
+    # request from the buffer reserve_bytes() had just replaced (the old block, counted
+    # freed), where the compiled hit and the checked path serve it from the new one; all
+    # of tests/planning passed with it, on both paths.
+    with Arena("cpu", framework="numpy") as ws:
+        slot = ws.numpy._select()
+        for grow in (False, False, False, True):
+            with ws.step("k") as step:
+                (a,) = step.get_simultaneous(((64,), F32))
+                if grow:
+                    ws.reserve_bytes(1 << 20)
+                (b,) = step.get_simultaneous(((64,), F32))
+                allocation, capacity = slot.buffer.allocation, slot.buffer.capacity
+                assert allocation is not None
+                start = allocation.ptr
+                assert start <= ptr(ws, b) < start + capacity, (hit_path, grow)
+                b[:] = 2
+                assert capacity == (1 << 20 if grow else 512)
+        a[:] = 1
+        assert np.all(b == 2)
