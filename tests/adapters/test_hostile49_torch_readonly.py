@@ -44,10 +44,11 @@ print(json.dumps([seen, np.asarray(value).tolist()]))
 
 @pytest.mark.parametrize("inference", ["normal", "inference"])
 @pytest.mark.parametrize("case", ["flag", "broadcast", "memmap"])
-def test_a_read_only_numpy_value_is_written_without_torch_warning(case: str, inference: str) -> None:
+def test_a_read_only_numpy_value_is_written_without_warning(case: str, inference: str) -> None:
     done = subprocess.run(
         [sys.executable, "-W", "error", "-c", SCRIPT, case, inference],
         capture_output=True,
+        check=False,
         text=True,
     )
     assert done.returncode == 0, done.stderr[-2000:]
