@@ -71,3 +71,35 @@ def test_answers_no_rank_sends_are_named(gather: str, schema: str, says: str) ->
         assert ws.stats().slots[0].capacity == before  # nothing applied
         with ws.step("k") as step:  # and the arena goes on
             step.get_simultaneous(((64,), "float32"))
+
+
+class _Below:
+    """A group whose probe agrees but whose values round answers ``answer`` per int: no
+    elementwise maximum (below this rank's own ints, or no int)."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.reduces = 0
+
+    def all_reduce_max(self, values: list[int]) -> list[Any]:
+        self.reduces += 1
+        return list(values) if self.reduces == 1 else [self.answer] * len(values)
+
+    def all_gather(self, data: bytes) -> list[bytes]:
+        return [data]
+
+
+@pytest.mark.parametrize("answer", [-7, 1.5, "9"])
+def test_a_values_round_below_this_ranks_own_is_named(answer: Any) -> None:
+    """It went on: the cap became ``max_bytes=-1.5`` and plan_offsets refused a block of
+    -7 bytes, the arena left half synced."""
+    with Arena("cpu", framework="numpy") as ws:
+        with ws.step("k") as step:
+            step.get_simultaneous(((64,), "float32"))
+        ws.get_library_workspace("lib", 1024)
+        with pytest.raises(ArenaSyncError, match=r"all_reduce_max.*elementwise maximum"):
+            ws.sync(_Below(answer))
+        assert ws.stats().slots[0].workspace_bytes == 1024
+        with ws.step("k") as step:  # no cap or size came from the answer
+            step.get_simultaneous(((64,), "float32"))
+        ws.get_simultaneous(((1 << 12,), "float32"))
