@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import struct
 import time
 from collections.abc import Callable, Sequence
@@ -96,7 +97,21 @@ class _Counted:
                 f"the group's all_reduce_max returned {len(got)} ints for {len(values)}: "
                 "it must return the elementwise maximum, as long as its input"
             )
-        return got
+        answers: list[int] = []
+        for index, (answer, own) in enumerate(zip(got, values, strict=True)):
+            try:  # a backend's integer types are ints too; no float, str or bool
+                number = None if answer.__class__ is bool else operator.index(answer)
+            except TypeError:
+                number = None
+            if number is None or number < own:
+                raise ArenaSyncError(
+                    f"the group's all_reduce_max returned no elementwise maximum: at index "
+                    f"{index}, {answer!r} for this rank's {own} (each answer is an int, at "
+                    "least every rank's own). Every rank must call ws.sync(group) (or "
+                    "ws.lock(group=...)) at the same point"
+                )
+            answers.append(number)
+        return answers
 
     def gather(self, data: bytes) -> list[bytes]:
         self.payload += len(data)
