@@ -121,7 +121,7 @@ class _Counted:
             parts = [bytes(memoryview(part)) for part in got]
         except TypeError:
             parts = []
-        if data not in parts or any(len(part) != len(data) for part in parts):
+        if data not in parts or [part for part in parts if len(part) != len(data)]:
             raise ArenaSyncError(
                 f"the group's all_gather returned {got!r:.200} for {len(data)} bytes: it "
                 f"must return every rank's bytes (this rank's among them), each "
@@ -161,7 +161,7 @@ def _unchunk(ints: list[int], length: int) -> bytes:
     ArenaSyncError
         A chunk no rank wrote (-1: no rank had this schema) or past 7 bytes.
     """
-    if any(not 0 <= v < 1 << (8 * _CHUNK) for v in ints):
+    if [v for v in ints if not 0 <= v < 1 << (8 * _CHUNK)]:  # a list, not any()
         raise ArenaSyncError(
             "the group's all_reduce_max returned a schema chunk no rank wrote (each is in "
             f"[0, 2**{8 * _CHUNK}), written by the ranks whose probe all_gather named): "
