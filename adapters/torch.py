@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import operator
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,14 +67,17 @@ def _plan_view(
 
 def _as_tensor(value: Any) -> Any:
     """``torch.as_tensor(value)``, or the same bytes through DLPack where torch refuses the
-    array interface it reads: a JAX array on a GPU publishes a read-only
-    ``__cuda_array_interface__`` ("the read only flag is not supported", seen on the
-    first GPU run), which ``write_into`` only reads from."""
-    try:
-        return torch.as_tensor(value)
-    except TypeError as error:
-        if "read only" not in str(error) or not hasattr(value, "__dlpack__"):
-            raise
+    array interface it reads or warns at it, for values ``write_into`` only reads from: a
+    JAX array on a GPU publishes a read-only ``__cuda_array_interface__`` ("the read only
+    flag is not supported", seen on the first GPU run); a read-only NumPy array (a memmap
+    opened ``mode="r"``, a broadcast) makes ``torch.as_tensor`` warn that writing the
+    tensor is undefined behaviour (a ``UserWarning``, an error wherever warnings are)."""
+    if not _read_only_ndarray(value):
+        try:
+            return torch.as_tensor(value)
+        except TypeError as error:
+            if "read only" not in str(error) or not hasattr(value, "__dlpack__"):
+                raise
     try:
         return from_dlpack(value)
     except (TypeError, ValueError, RuntimeError, BufferError):
@@ -81,6 +85,12 @@ def _as_tensor(value: Any) -> Any:
         import numpy as np
 
         return torch.from_numpy(np.array(value))  # a writable copy: torch warns on read-only
+
+
+def _read_only_ndarray(value: Any) -> bool:
+    """Whether ``value`` is a NumPy array (a subclass too) that may not be written."""
+    numpy = sys.modules.get("numpy")  # no NumPy imported: no NumPy array
+    return numpy is not None and isinstance(value, numpy.ndarray) and not value.flags.writeable
 
 
 class TorchAdapter(Adapter):

@@ -27,7 +27,7 @@ from arena.base.extensions import numpy_array_api
 from arena.base.layout import compute_layout
 from arena.base.poison import poison_outgrown, poison_stale_bytes
 from arena.config import check_flag, load_adapter
-from arena.errors import ConfigError, DTypeError
+from arena.errors import ConfigError, DTypeError, SpecError
 from arena.planning.scopes import Scope, scope_class
 from arena.planning.steps import Step, step_class
 from arena.slots.persistent import PersistentStore
@@ -327,26 +327,37 @@ class Front(HitBase, Generic[ViewT]):
                 f"scratch_callback needs fn(ctx, outputs, *inputs, scratch=views), got {fn!r}"
             )
         governor = self._governor
-        layout = compute_layout(tuple(scratch), governor.alignment)
-        block = fixed_block(
-            self._select().store(WorkspaceStore), ("jax.scratch_callback",), layout.total
-        )
+        try:
+            specs = tuple(scratch)
+        except TypeError:
+            raise SpecError(
+                f"scratch must be a sequence of (shape, dtype) specs, got "
+                f"{type(scratch).__name__} {scratch!r}; pass e.g. scratch=[((4, 128), 'float32')]"
+            ) from None
+        layout = compute_layout(specs, governor.alignment)
         device = governor.device
-        host = load_adapter("cupy" if device.is_cuda else "numpy", device)
-        views = tuple(host.typed_views(host.wrap(block), layout))
         # Only here, on the JAX front: JAX is imported already (importing arena imports no
         # framework).
         jax_adapter = importlib.import_module("arena.adapters.jax")
-        callback: Callable[..., Any] = jax_adapter.ScratchCallback(
+        make = functools.partial(
+            jax_adapter.ScratchCallback,
             fn,
             result_shape_dtypes,
-            views,
             command_buffer_compatible=command_buffer_compatible,
             input_output_aliases=input_output_aliases,
             locked=lambda: governor.locked,
             owns=governor.ledger.owns,
             on_gpu=device.is_cuda,
         )
+        # JAX checks the outputs and the aliases (buffer_callback) before the block is
+        # made: a refused callback leaves no block behind (it stayed until close()).
+        make(())
+        block = fixed_block(
+            self._select().store(WorkspaceStore), ("jax.scratch_callback",), layout.total
+        )
+        host = load_adapter("cupy" if device.is_cuda else "numpy", device)
+        views = tuple(host.typed_views(host.wrap(block), layout))
+        callback: Callable[..., Any] = make(views)
         return callback
 
     def get_persistent(

@@ -7,6 +7,7 @@ import threading
 import warnings
 from typing import Any
 
+from arena.config import check_flag
 from arena.core import Arena
 from arena.errors import ArenaWarning, NotInitializedError
 from arena.forks import after_fork
@@ -64,14 +65,16 @@ def init_arena(device: Any = None, **options: Any) -> Arena:
         previous = _arenas.get(key)
         _arenas[key] = arena
     if previous is not None:
-        warnings.warn(
-            f"init_arena({str(key)!r}) called again: the previous arena ({previous!r}) is "
-            "closed and replaced; its views stay valid. Call reset_arena() first to make "
-            "this explicit",
-            ArenaWarning,
-            stacklevel=2,
-        )
-        previous.close()
+        try:
+            warnings.warn(
+                f"init_arena({str(key)!r}) called again: the previous arena ({previous!r}) "
+                "is closed and replaced; its views stay valid. Call reset_arena() first to "
+                "make this explicit",
+                ArenaWarning,
+                stacklevel=2,
+            )
+        finally:  # raised as an error too: it left the registry, so it closes here
+            previous.close()
     return arena
 
 
@@ -114,8 +117,13 @@ def reset_arena(device: Any = None, *, all_devices: bool = False) -> None:
     :func:`current_arena`), or every one.
 
     Views made before stay valid. Meant for tests and for re-configuring an engine.
+
+    Raises
+    ------
+    ConfigError
+        ``all_devices`` is not a bool.
     """
-    key = None if all_devices else _key(device)
+    key = None if check_flag("all_devices", all_devices) else _key(device)
     with _registry_lock:
         if key is None:
             closing = list(_arenas.values())

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import struct
 import time
 from collections.abc import Callable, Sequence
@@ -96,12 +97,37 @@ class _Counted:
                 f"the group's all_reduce_max returned {len(got)} ints for {len(values)}: "
                 "it must return the elementwise maximum, as long as its input"
             )
-        return got
+        answers: list[int] = []
+        for index, (answer, own) in enumerate(zip(got, values, strict=True)):
+            try:  # a backend's integer types are ints too; no float, str or bool
+                number = None if answer.__class__ is bool else operator.index(answer)
+            except TypeError:
+                number = None
+            if number is None or number < own:
+                raise ArenaSyncError(
+                    f"the group's all_reduce_max returned no elementwise maximum: at index "
+                    f"{index}, {answer!r} for this rank's {own} (each answer is an int, at "
+                    "least every rank's own). Every rank must call ws.sync(group) (or "
+                    "ws.lock(group=...)) at the same point"
+                )
+            answers.append(number)
+        return answers
 
     def gather(self, data: bytes) -> list[bytes]:
         self.payload += len(data)
         self.calls += 1
-        return [bytes(part) for part in self._call("all_gather", data)]
+        got = self._call("all_gather", data)
+        try:  # bytes-like parts only: bytes(24) would make 24 zero bytes of an int
+            parts = [bytes(memoryview(part)) for part in got]
+        except TypeError:
+            parts = []
+        if data not in parts or [part for part in parts if len(part) != len(data)]:
+            raise ArenaSyncError(
+                f"the group's all_gather returned {got!r:.200} for {len(data)} bytes: it "
+                f"must return every rank's bytes (this rank's among them), each "
+                f"{len(data)} bytes long"
+            )
+        return parts
 
     def _call(self, name: str, argument: Any) -> Any:
         try:
@@ -128,6 +154,19 @@ def _chunks(data: bytes) -> list[int]:
 
 
 def _unchunk(ints: list[int], length: int) -> bytes:
+    """The ``length`` bytes of a schema from its chunks.
+
+    Raises
+    ------
+    ArenaSyncError
+        A chunk no rank wrote (-1: no rank had this schema) or past 7 bytes.
+    """
+    if [v for v in ints if not 0 <= v < 1 << (8 * _CHUNK)]:  # a list, not any()
+        raise ArenaSyncError(
+            "the group's all_reduce_max returned a schema chunk no rank wrote (each is in "
+            f"[0, 2**{8 * _CHUNK}), written by the ranks whose probe all_gather named): "
+            "every rank must call ws.sync(group) (or ws.lock(group=...)) at the same point"
+        )
     body = b"".join(v.to_bytes(_CHUNK, "big") for v in ints)
     return body[:length]
 
@@ -181,7 +220,12 @@ def exchange(group: Any, local: dict[str, list[int]], width: Callable[[str], int
         got = wire.reduce(row)
         merged: set[str] = set()
         for offset, n, size in spans:
-            text = _unchunk(got[offset : offset + n], size).decode()
+            try:
+                text = _unchunk(got[offset : offset + n], size).decode("ascii")
+            except UnicodeDecodeError as exc:  # entries are ASCII JSON (encode_entry)
+                raise ArenaSyncError(
+                    f"the group's all_reduce_max returned a schema that is no rank's ({exc})"
+                ) from exc
             merged.update(line for line in text.split("\n") if line)
         union = sorted(merged)
     mine = set(entries)

@@ -71,6 +71,7 @@ from arena.slots.selector import SlotSelector, check_index
 from arena.slots.slot import Slot
 from arena.slots.table import SlotTable
 from arena.slots.workspaces import TRITON, Workspace, WorkspaceStore
+from arena.uncopyable import refuse_copies
 
 __all__ = ["TritonAllocator"]
 
@@ -90,6 +91,7 @@ class TritonAllocator:
     """
 
     __slots__ = ("__weakref__", "_adapter", "_select", "_selector", "_table")
+    __reduce_ex__ = __copy__ = __deepcopy__ = refuse_copies("a Triton allocator")
 
     def __init__(self, table: SlotTable, selector: SlotSelector, lane: int | None) -> None:
         if importlib.util.find_spec("torch") is None:

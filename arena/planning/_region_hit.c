@@ -2484,6 +2484,9 @@ typedef struct {
 static int scope_open_view(PyObject *self, PyObject *slot, ScopeOpen *v) {
     memset(v, 0, sizeof *v);
     v->slot = slot;
+    /* Open already: another thread entered it while this one chose its slot (the
+     * resolver's Python code); Scope._enter_on raises. */
+    if (((ScopeHitBase *)self)->slot != Py_None) return 0;
     if (!Py_IS_TYPE(slot, slot_type) || (v->stack = stack_of(slot)) == NULL) return 0;
     v->regions = FIELD(v->stack, stack_regions);
     v->governor = FIELD(slot, slot_governor);

@@ -229,15 +229,19 @@ def _validate(blocks: Iterable[Any]) -> tuple[list[int], list[int], list[int]]:
     firsts: list[int] = []
     lasts: list[int] = []
     for i, block in enumerate(items):
-        if isinstance(block, (str, bytes, Mapping, AbstractSet)) or not hasattr(block, "__len__"):
+        try:  # a 0-d array or tensor has __len__ but no length
+            length = None if isinstance(block, (str, bytes, Mapping, AbstractSet)) else len(block)
+        except TypeError:
+            length = None
+        if length is None:
             raise SpecError(
                 f"block {i}: must be a (nbytes, first, last) tuple, got {block!r} "
                 f"({type(block).__name__}); pass e.g. (4096, 0, 2)"
             )
-        if len(block) != 3:
+        if length != 3:
             raise SpecError(
                 f"block {i}: must be a (nbytes, first, last) tuple, got {block!r} with "
-                f"{len(block)} items; pass e.g. (4096, 0, 2)"
+                f"{length} items; pass e.g. (4096, 0, 2)"
             )
         size, first, last = block
         nbytes.append(_index(size, i, "nbytes", "pass the block's size in bytes"))

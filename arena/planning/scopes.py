@@ -274,6 +274,8 @@ class Scope(Region, Generic[ViewT]):
     def _enter_on(self, slot: Slot) -> Scope[ViewT]:
         """The enter on the caller's ``slot`` (the compiled enter hands it what it does
         not enter itself: debug mode, poisoning, a region to heal...)."""
+        if self.slot is not None:  # entered meanwhile (choosing the slot runs user code)
+            raise ArenaError("this scope is already open; make a new one with ws.scope()")
         if slot.stack.regions:
             heal_regions(slot)
         # Debug mode, poisoning or a request log while unlocked: requests need their

@@ -214,6 +214,8 @@ class Step(StepHitBase, Generic[ViewT]):
     def _enter_on(self, slot: Slot) -> Step[ViewT]:
         """The enter on the caller's ``slot`` (the compiled enter hands it what it does
         not enter itself)."""
+        if self.slot is not None:  # entered meanwhile (choosing the slot runs user code)
+            raise ArenaError(f"step {self.key!r} is already running; make a new ws.step()")
         if slot.stack.regions:
             heal_regions(slot)  # regions an interrupt left open, their owner gone
         book = slot.store(StepBooks).by_key.get(self.key)

@@ -162,6 +162,7 @@ class Slot:
         "calls",
         "detour",
         "governor",
+        "growing",
         "growths",
         "high_water",
         "holder",
@@ -184,6 +185,13 @@ class Slot:
         self.ubatch = ubatch
         self.lane = lane
         self.buffer = Buffer(None, 0)
+        #: The buffer installed while a growth asks for its new block (the growth's empty
+        #: placeholder, or the buffer grown in place) and the growing thread's ident, None
+        #: otherwise: a growth in that thread that finds it still installed was started
+        #: from inside the first one (alloc_context, the memory source) and is refused.
+        #: (Another thread's: a growth a fork left unfinished in the child, where the
+        #: mutex is renewed, which the child's own growth replaces.)
+        self.growing: tuple[Buffer, int] | None = None
         # Bytes a sibling grew to: this slot grows to match at its own next call.
         self.pending = 0
         #: Nonzero when plain requests must take the checked path: a growth is pending,
@@ -459,10 +467,15 @@ class Slot:
             return None
         return self._grow(nbytes)
 
-    def _grow(self, target: int, *, shrinking: bool = False) -> Resize:
+    def _grow(self, target: int, *, shrinking: bool = False) -> Resize:  # noqa: PLR0915
         """Replace the buffer by one holding ``target`` bytes (exactly, ``shrinking``:
         already a grown size); the mutex is held."""
+        # One growth read top to bottom (arena/slots/_growth.c mirrors its common case):
+        # split, each growth paid a frame more.
         governor = self.governor
+        growing = self.growing
+        if growing is not None and growing[0] is self.buffer:
+            self._refuse_reentry(target, growing[1])  # a growth started inside this one?
         # First: the growth then calls nothing more of this module's until the new block
         # is held (the request path's call-backs, tests/views/test_request_path.py).
         # Named only where a check that can fail is set: formatting it was a growth's own
@@ -504,7 +517,10 @@ class Slot:
         try:
             # Inside the try: an interrupt as poisoning keeps the old buffer gives the
             # slot its old block back (_restore), rather than leaving it empty.
-            self.buffer = empty  # concurrent readers take the slow path meanwhile
+            # Concurrent readers take the slow path meanwhile; a growth started inside
+            # this one (alloc_context, the source) finds the placeholder and is refused.
+            self.buffer = empty
+            self.growing = (empty, threading.get_ident())
             if poisoned is not None:
                 self.outgrow(poisoned)
                 poisoned = None
@@ -525,8 +541,9 @@ class Slot:
                 allocation = ledger.replace(held, capacity, self.scratch_name)
             # Installed by this one store: an interrupt before it leaves the block to
             # reclaim(), none after it leaves the block unheld.
-            self.buffer = Buffer(allocation, capacity)
+            self.buffer, self.growing = Buffer(allocation, capacity), None
         except BaseException as exc:
+            self.growing = None
             ledger.reclaim(mark)
             self._restore(old_capacity, kept, held, exc)
             raise
@@ -547,6 +564,7 @@ class Slot:
         ledger = governor.ledger
         mark = ledger.allocations
         try:
+            self.growing = (old, threading.get_ident())  # one started inside it: refused
             if old.allocation is None:
                 allocation = ledger.reserve(capacity, what)
             else:
@@ -554,7 +572,9 @@ class Slot:
             fresh = Buffer(allocation, capacity)
             fresh.captured = old.captured
             self.buffer = fresh  # installed by this one store, as in _grow
+            self.growing = None
         except BaseException:
+            self.growing = None
             if old.allocation is None:
                 ledger.reclaim(mark)  # a reserved range nobody holds goes back
             else:
@@ -568,6 +588,20 @@ class Slot:
             raise
         self._install(fresh, count=count)
         return self, old.capacity, capacity
+
+    def _refuse_reentry(self, target: int, thread: int) -> None:
+        """Raise for a growth to ``target`` bytes started while this slot's growth, in the
+        same ``thread``, asks for its block (from inside ``alloc_context`` or the memory
+        source, which it calls): the growth's buffer is still installed (:attr:`growing`)."""
+        if thread != threading.get_ident():
+            return  # a growth a fork left unfinished in another thread: replaced
+        raise ArenaError(
+            f"slot {self.describe()} was asked to grow to {target} bytes while it is growing: "
+            "a request was made on this slot from inside alloc_context (or the memory "
+            "source), which the growth calls for its new block; the slot has no buffer to "
+            "serve it until that growth ends. Make the request outside alloc_context (a "
+            "request on another slot is served there)"
+        )
 
     def outgrow(self, buffer: Buffer) -> None:
         """Poisoning: keep ``buffer``, which a growth replaces, until its views are

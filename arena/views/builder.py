@@ -290,9 +290,18 @@ class ViewBuilder:
                         keep = ONCE
                     elif planned is False:  # a first sighting: the planner builds it in C
                         source = buffer.wrappers.get(self._views.name)  # its import
+                        made = None
                         if source is None:
-                            source = self._views.wrapper(buffer)
-                        made = planner.views(specs, source, buffer.capacity)
+                            # No import of this buffer yet: one that does not fit grows
+                            # first (its total, as the planner gives it), never importing
+                            # the buffer, which a capture refuses (FrameworkViews.wrapper).
+                            total = compute_layout(specs, self._governor.alignment).total
+                            if total > buffer.capacity:
+                                made = total
+                            else:
+                                source = self._views.wrapper(buffer)
+                        if made is None:
+                            made = planner.views(specs, source, buffer.capacity)
                         if made.__class__ is tuple:
                             return self.deliver(
                                 slot, buffer, specs, made[0], made[1], strict=strict

@@ -1,0 +1,70 @@
+"""A request made from inside ``alloc_context`` while the same slot grows.
+
+The slot's growth installs an empty buffer, then asks the ledger for the new block inside
+``alloc_context``. A request the hook made on the same slot there saw the empty buffer and
+grew the slot itself; the outer growth then installed its own block over the inner one,
+which stayed allocated, held by nothing of the slot, until ``close()`` (the arena's live
+bytes were 81920 where its slot held 16384). Such a request is refused, naming the hook,
+and the slot's books stay whole."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from arena import Arena, ArenaError
+from tests.sources import RecordingSource, check_books
+
+F32 = "float32"
+
+
+def test_a_request_inside_alloc_context_during_the_slots_growth_is_refused() -> None:
+    source = RecordingSource()
+    inner: list[BaseException] = []
+    armed = [False]
+
+    @contextmanager
+    def hook() -> Iterator[None]:
+        if armed[0]:
+            armed[0] = False
+            try:
+                ws.get_simultaneous(((1 << 14,), F32))
+            except ArenaError as error:
+                inner.append(error)
+        yield
+
+    ws = Arena("cpu", framework="numpy", alloc_context=hook, source=source)
+    with ws:
+        ws.get_simultaneous(((16,), F32))
+        armed[0] = True
+        (view,) = ws.get_simultaneous(((1 << 12,), F32))  # the outer growth goes on
+        assert view.shape == (1 << 12,)
+        assert len(inner) == 1
+        assert "alloc_context" in str(inner[0]) and "growing" in str(inner[0])
+        check_books(ws, source)
+        assert ws.stats().live_bytes == ws.stats().slots[0].capacity == 1 << 14
+        # The slot grows again as usual afterwards.
+        ws.get_simultaneous(((1 << 14,), F32))
+        check_books(ws, source)
+
+
+def test_a_request_on_another_slot_inside_alloc_context_is_served() -> None:
+    """Only the growing slot refuses: another slot's growth inside the hook is served."""
+    source = RecordingSource()
+    served: list[object] = []
+    armed = [False]
+
+    @contextmanager
+    def hook() -> Iterator[None]:
+        if armed[0]:
+            armed[0] = False
+            with ws.ubatch(1):
+                served.append(ws.get_simultaneous(((1 << 10,), F32))[0].shape)
+        yield
+
+    ws = Arena("cpu", framework="numpy", ubatches=2, alloc_context=hook, source=source)
+    with ws:
+        armed[0] = True
+        ws.get_simultaneous(((1 << 12,), F32))
+        assert served == [(1 << 10,)]
+        check_books(ws, source)
