@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from arena import Arena, ArenaError
 from tests.sources import RecordingSource, check_books
@@ -41,6 +42,7 @@ def test_a_request_inside_alloc_context_during_the_slots_growth_is_refused() -> 
         assert view.shape == (1 << 12,)
         assert len(inner) == 1
         assert "alloc_context" in str(inner[0]) and "growing" in str(inner[0])
+        assert "asked to grow to 65536 bytes" in str(inner[0])  # the inner request's size
         check_books(ws, source)
         assert ws.stats().live_bytes == ws.stats().slots[0].capacity == 1 << 14
         # The slot grows again as usual afterwards.
@@ -68,3 +70,35 @@ def test_a_request_on_another_slot_inside_alloc_context_is_served() -> None:
         ws.get_simultaneous(((1 << 12,), F32))
         assert served == [(1 << 10,)]
         check_books(ws, source)
+
+
+def test_a_request_inside_the_sources_commit_during_an_in_place_growth_is_refused() -> None:
+    """Round 20: the same on a fixed-address source, whose growth commits in place (the old
+    buffer stays installed while the source commits): a request the source makes on the
+    slot there is refused, and the slot keeps the one committed block."""
+    from arena.memory.virtual import VirtualHostSource
+
+    inner: list[BaseException] = []
+    armed = [False]
+
+    class RequestingSource(VirtualHostSource):
+        def commit(self, allocation: Any, nbytes: int) -> Any:
+            if armed[0]:
+                armed[0] = False
+                try:
+                    ws.get_simultaneous(((1 << 14,), F32))
+                except ArenaError as error:
+                    inner.append(error)
+            return super().commit(allocation, nbytes)
+
+    ws = Arena("cpu", framework="numpy", source=RequestingSource(reserve=64 << 20))
+    with ws:
+        ws.get_simultaneous(((16,), F32))
+        armed[0] = True
+        (view,) = ws.get_simultaneous(((1 << 12,), F32))  # the outer growth goes on
+        assert view.shape == (1 << 12,)
+        assert len(inner) == 1
+        assert "asked to grow to 65536 bytes while it is growing" in str(inner[0])
+        assert ws.stats().live_bytes == ws.stats().slots[0].capacity == 1 << 14
+        ws.get_simultaneous(((1 << 14,), F32))  # and grows again as usual
+        assert ws.stats().live_bytes == ws.stats().slots[0].capacity == 1 << 16
