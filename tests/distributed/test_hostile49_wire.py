@@ -149,3 +149,35 @@ def test_a_bool_for_an_int_is_named_even_where_it_equals_this_ranks_own() -> Non
             step.get_simultaneous(((64,), "float32"))
         with pytest.raises(ArenaSyncError, match=r"at index \d+, (False|True) for this rank's"):
             ws.sync(_Bools())
+
+
+class _Backend:
+    """A group whose collectives answer in a backend's own types: NumPy ints for the
+    maximum, and ``all_gather``'s parts as an iterator of bytearrays (read once). Its probe
+    says another rank differs, though every part is this rank's own."""
+
+    def __init__(self) -> None:
+        self.reduces = 0
+
+    def all_reduce_max(self, values: list[int]) -> list[Any]:
+        import numpy as np
+
+        self.reduces += 1
+        answers = [np.int64(v) for v in values]
+        if self.reduces == 1:
+            answers[1] += 1  # the probe: another count
+        return answers
+
+    def all_gather(self, data: bytes) -> Any:
+        return iter([bytearray(data), bytearray(data)])
+
+
+def test_a_backends_own_types_are_read_as_ints_and_bytes() -> None:
+    """Round 20: the checked answers are what the exchange goes on with (the ints as
+    ``int``, the parts as the list read once), not the backend's objects again."""
+    with Arena("cpu", framework="numpy") as ws:
+        with ws.step("k") as step:
+            step.get_simultaneous(((64,), "float32"))
+        report = ws.sync(_Backend())
+        assert report.schemas == 1
+        assert report.after == (256,) and type(report.after[0]) is int
