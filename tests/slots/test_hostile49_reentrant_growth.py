@@ -9,9 +9,13 @@ and the slot's books stay whole."""
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+import pytest
 
 from arena import Arena, ArenaError
 from tests.sources import RecordingSource, check_books
@@ -102,3 +106,43 @@ def test_a_request_inside_the_sources_commit_during_an_in_place_growth_is_refuse
         assert ws.stats().live_bytes == ws.stats().slots[0].capacity == 1 << 14
         ws.get_simultaneous(((1 << 14,), F32))  # and grows again as usual
         assert ws.stats().live_bytes == ws.stats().slots[0].capacity == 1 << 16
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_growth_a_fork_left_unfinished_is_replaced_by_the_childs_own() -> None:
+    """Round 20: a fork while another thread's growth waits in ``alloc_context`` leaves the
+    child that growth's placeholder installed, and no thread to finish it; the child's own
+    request on the slot grows it (the refusal is for a growth inside the same thread's)."""
+    entered, release = threading.Event(), threading.Event()
+    armed = [False]
+
+    @contextmanager
+    def hook() -> Iterator[None]:
+        if armed[0] and threading.current_thread().name == "grower":
+            armed[0] = False
+            entered.set()
+            release.wait(30)
+        yield
+
+    ws = Arena("cpu", framework="numpy", alloc_context=hook)
+    with ws:
+        ws.get_simultaneous(((16,), F32))
+        armed[0] = True
+        grower = threading.Thread(
+            target=lambda: ws.get_simultaneous(((1 << 12,), F32)), name="grower"
+        )
+        grower.start()
+        assert entered.wait(30)
+        pid = os.fork()
+        if pid == 0:  # the child: its own growth of the slot
+            code = 1
+            try:
+                (view,) = ws.get_simultaneous(((1 << 13,), F32))
+                code = 0 if view.shape == (1 << 13,) else 2
+            finally:
+                os._exit(code)
+        release.set()
+        grower.join(30)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert ws.get_simultaneous(((1 << 12,), F32))[0].shape == (1 << 12,)
