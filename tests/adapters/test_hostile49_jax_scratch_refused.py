@@ -67,3 +67,21 @@ def test_the_scratch_views_are_laid_out_at_the_arenas_alignment() -> None:
         first, second = (view.__array_interface__["data"][0] for view in call.views)
         assert second - first == 1024
         assert ws.stats().slots[0].workspace_bytes == 2048
+
+
+def test_the_scratch_block_is_named_as_the_callbacks_in_the_snapshot() -> None:
+    """Round 20: its key is ``("jax.scratch_callback", n)``, exactly (a snapshot's reader
+    finds the scratch of each callback by it)."""
+    import re
+
+    with arena.Arena("cpu", framework="numpy") as ws:
+        ws.jax.scratch_callback(
+            _fn, jax.ShapeDtypeStruct((4,), jnp.float32), scratch=[((16,), "float32")]
+        )
+        names = [
+            frame["name"]
+            for segment in ws.memory_snapshot()["segments"]
+            for block in segment["blocks"]
+            for frame in block["frames"]
+        ]
+        assert [n for n in names if re.search(r"workspace \('jax\.scratch_callback', \d+\)$", n)]
