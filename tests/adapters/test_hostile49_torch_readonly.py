@@ -54,3 +54,26 @@ def test_a_read_only_numpy_value_is_written_without_warning(case: str, inference
     assert done.returncode == 0, done.stderr[-2000:]
     seen, value = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen == value
+
+
+def test_a_read_only_numpy_value_is_written_in_this_process_without_warning() -> None:
+    """The same in pytest's own process, for mutation runs (Round 20: their mutants are not
+    active in a new interpreter, so the runs above never see them). torch warns once per
+    process, so this fails only where it is the first to make torch warn; the runs above
+    check each case afresh."""
+    import warnings
+
+    import numpy as np
+    import torch
+
+    from arena import Arena
+
+    value = np.arange(6, dtype=np.float32).reshape(2, 3)
+    value.flags.writeable = False
+    with Arena("cpu", framework="torch") as ws:
+        front = ws.front("torch")
+        (view,) = front.get_simultaneous(((2, 3), torch.float32))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            written = front.write_into(view, value)
+        assert written.tolist() == value.tolist()

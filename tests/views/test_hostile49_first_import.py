@@ -69,3 +69,32 @@ def test_a_first_sighting_that_fits_still_refuses_the_first_import(hit_path: str
         probe.capturing = True
         assert ws.numpy.try_get_simultaneous(BIG) is None
         assert ws.numpy.get_simultaneous(SMALL)[0].shape == view.shape
+
+
+def test_a_first_sighting_that_fills_the_buffer_exactly_fits(hit_path: str) -> None:
+    """Round 20: a request of exactly the buffer's capacity fits (no growth): during the
+    capture its first import is refused, as any that fits; eagerly it is served in place."""
+    ws, probe = _arena(locked=True)
+    with ws:
+        exact = ((256,), "float32")  # 1 KiB: all the slot holds
+        with pytest.raises(GraphCaptureError, match="first numpy view"):
+            ws.numpy.try_get_simultaneous(exact)
+        probe.capturing = False
+        (view,) = ws.numpy.get_simultaneous(exact)  # locked: no growth
+        assert view.shape == (256,)
+        assert ws.stats().slots[0].capacity == 1024
+
+
+def test_a_first_sighting_laid_out_at_the_arenas_alignment_needs_growth(hit_path: str) -> None:
+    """Round 20: the fit is judged at the arena's alignment (two views, each at a multiple
+    of 1 KiB: 2048 bytes), not at the default 256 bytes (which fit the 1 KiB slot, so the
+    buffer would be imported, and the import refused during the capture)."""
+    probe = _Probe()
+    ws = Arena("cpu", framework="numpy", capture_probe=probe, alignment=1024)
+    ws.reserve_bytes(1024)
+    ws.lock()
+    probe.capturing = True
+    with ws:
+        assert ws.numpy.try_get_simultaneous(SMALL, SMALL) is None
+        with pytest.raises(ArenaLockedError, match="2048 bytes"):
+            ws.numpy.get_simultaneous(SMALL, SMALL)
