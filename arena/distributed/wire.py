@@ -219,9 +219,20 @@ def exchange(group: Any, local: dict[str, list[int]], width: Callable[[str], int
             row += _chunks(schema) if found == digest else [-1] * n
         got = wire.reduce(row)
         merged: set[str] = set()
-        for offset, n, size in spans:
+        for (found, _), (offset, n, size) in zip(distinct.items(), spans, strict=True):
+            raw = _unchunk(got[offset : offset + n], size)
+            # The schema the heads announced, byte for byte (its digest): anything else,
+            # NUL bytes or text that is no JSON entry, is no rank's, and is named here,
+            # before width() or a decoder meets it.
+            if _digest(raw) != found:
+                raise ArenaSyncError(
+                    "the group's all_reduce_max returned a schema that is no rank's (its "
+                    f"{size} bytes do not hash to the digest its rank's all_gather "
+                    "announced): every rank must call ws.sync(group) (or "
+                    "ws.lock(group=...)) at the same point"
+                )
             try:
-                text = _unchunk(got[offset : offset + n], size).decode("ascii")
+                text = raw.decode("ascii")
             except UnicodeDecodeError as exc:  # entries are ASCII JSON (encode_entry)
                 raise ArenaSyncError(
                     f"the group's all_reduce_max returned a schema that is no rank's ({exc})"
