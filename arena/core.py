@@ -83,8 +83,9 @@ class Arena:
         Called on every request to get the current lane; replaces :meth:`lane` (which
         then raises ``ConfigError``).
     alloc_context : callable, optional
-        Called with no arguments around every allocation; must return a context manager
-        (e.g. a sleep-mode memory pool's ``use_memory_pool``), like vLLM's hook.
+        Called with no arguments around every allocation from the source (not around a
+        fixed-address source's in-place commit); must return a context manager (e.g. a
+        sleep-mode memory pool's ``use_memory_pool``), like vLLM's hook.
     debug : bool, optional
         Log resizes, lock and unlock at INFO, refuse two threads in one slot at once,
         check cached views for in-place changes, and retire torch and JAX views whose
