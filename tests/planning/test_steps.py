@@ -494,6 +494,24 @@ def test_a_step_key_not_equal_to_itself_is_refused() -> None:
                 st.get_simultaneous(((10,), F32))
 
 
+def _run_inside(ws: Arena, outers: tuple[str, ...], large: bool) -> None:
+    """Step "inner" inside the steps ``outers`` (outermost first), each of them asking for
+    a KiB before and after the steps inside it; "inner" asks for 16 KiB (``large``) or,
+    where its plan has that one request, for two small views: a divergence."""
+    if outers:
+        with ws.step(outers[0]) as outer:
+            outer.get_simultaneous(KIB)
+            _run_inside(ws, outers[1:], large)
+            outer.get_simultaneous(KIB)
+        return
+    with ws.step("inner") as inner:
+        if large:
+            inner.get_simultaneous(((4096,), F32))
+        else:  # two requests where the plan has one: a divergence
+            inner.get_simultaneous(((64,), F32))
+            inner.get_simultaneous(((64,), F32))
+
+
 def test_an_inner_step_recorded_anew_has_the_outer_steps_next_run_size_the_slot(
     hit_path: str,
 ) -> None:
@@ -503,15 +521,7 @@ def test_an_inner_step_recorded_anew_has_the_outer_steps_next_run_size_the_slot(
     # and sizes the slot to the plans first: plan_steps() afterwards has nothing left to
     # change. Unmarked, the slot kept the size of the inner step's earlier, larger plan.
     def run(ws: Arena, large: bool) -> None:
-        with ws.step("outer") as outer:
-            outer.get_simultaneous(KIB)
-            with ws.step("inner") as inner:
-                if large:
-                    inner.get_simultaneous(((4096,), F32))
-                else:  # two requests where the plan has one: a divergence
-                    inner.get_simultaneous(((64,), F32))
-                    inner.get_simultaneous(((64,), F32))
-            outer.get_simultaneous(KIB)
+        _run_inside(ws, ("outer",), large)
 
     with Arena("cpu", framework="numpy") as ws:
         for _ in range(3):  # record, plan, replay
@@ -533,18 +543,7 @@ def test_a_step_recorded_anew_two_steps_deep_has_the_outermost_steps_next_run_si
     # walk stopped after one step (Round 19, steps.py _finish #27), no step was marked and
     # the slot kept the 20480 bytes of the inner step's earlier, larger plan.
     def run(ws: Arena, large: bool) -> None:
-        with ws.step("outer") as outer:
-            outer.get_simultaneous(KIB)
-            with ws.step("middle") as middle:
-                middle.get_simultaneous(KIB)
-                with ws.step("inner") as inner:
-                    if large:
-                        inner.get_simultaneous(((4096,), F32))
-                    else:  # two requests where the plan has one: a divergence
-                        inner.get_simultaneous(((64,), F32))
-                        inner.get_simultaneous(((64,), F32))
-                middle.get_simultaneous(KIB)
-            outer.get_simultaneous(KIB)
+        _run_inside(ws, ("outer", "middle"), large)
 
     with Arena("cpu", framework="numpy") as ws:
         for _ in range(3):  # record, plan, replay
