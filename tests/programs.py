@@ -167,6 +167,26 @@ def norm(text: str) -> str:
     return HEX.sub("0x?", text)
 
 
+def counts(ws: arena.Arena) -> list:
+    """The arena's counts and each slot's sizes, as both paths must report them."""
+    s = ws.stats()
+    return [
+        s.calls,
+        s.allocations,
+        s.frees,
+        s.live_bytes,
+        [(t.capacity, t.growths, t.load, t.high_water) for t in s.slots],
+    ]
+
+
+def books(ws: arena.Arena, source: RecordingSource, out: list) -> None:
+    """Append ``("BOOKS", why)`` to ``out`` where the ledger's books do not balance."""
+    try:
+        check_books(ws, source)
+    except AssertionError as error:
+        out.append(("BOOKS", str(error)))
+
+
 def run(seed: int, length: int) -> list:  # noqa: PLR0915 (one interpreter of the operations)
     cfg, ops = gen(seed, length)
     source = RecordingSource()
@@ -390,20 +410,8 @@ def run(seed: int, length: int) -> list:  # noqa: PLR0915 (one interpreter of th
             out = attempt(ws.reserve, *specs)
             rec.append(out if out[0] == "err" else ("ok", out[1], out[2]))
         elif kind == "stats":
-            s = ws.stats()
-            rec.append(
-                [
-                    s.calls,
-                    s.allocations,
-                    s.frees,
-                    s.live_bytes,
-                    [(t.capacity, t.growths, t.load, t.high_water) for t in s.slots],
-                ]
-            )
-        try:
-            check_books(ws, source)
-        except AssertionError as error:
-            rec.append(("BOOKS", str(error)))
+            rec.append(counts(ws))
+        books(ws, source, rec)
         trace.append(rec)
         if len(handed) > 40:
             del handed[:20]
@@ -415,21 +423,8 @@ def run(seed: int, length: int) -> list:  # noqa: PLR0915 (one interpreter of th
     for _kind, obj, _front in reversed(regions):
         out = attempt(obj.__exit__, None, None, None)
         trace.append(("final-exit", out if out[0] == "err" else "ok"))
-    s = ws.stats()
-    trace.append(
-        [
-            "end",
-            s.calls,
-            s.allocations,
-            s.frees,
-            s.live_bytes,
-            [(t.capacity, t.growths, t.load, t.high_water) for t in s.slots],
-        ]
-    )
-    try:
-        check_books(ws, source)
-    except AssertionError as error:
-        trace.append(("BOOKS", str(error)))
+    trace.append(["end", *counts(ws)])
+    books(ws, source, trace)
     ws.close()
     return trace
 
