@@ -19,8 +19,9 @@ pytest.importorskip("jax.experimental.buffer_callback")
 jax_adapter = pytest.importorskip("arena.adapters.jax")
 
 
-def _callback(fn: Any) -> Any:
-    """A GPU arena's scratch callback (no scratch views are needed to fail)."""
+def _callback(fn: Any, *, on_gpu: bool = True) -> Any:
+    """A GPU arena's scratch callback (``on_gpu=False``: a host arena's; no scratch views
+    are needed to fail)."""
     return jax_adapter.ScratchCallback(
         fn,
         jax.ShapeDtypeStruct((4,), jnp.float32),
@@ -29,7 +30,7 @@ def _callback(fn: Any) -> Any:
         input_output_aliases=None,
         locked=lambda: False,
         owns=lambda address: False,
-        on_gpu=True,
+        on_gpu=on_gpu,
     )
 
 
@@ -91,15 +92,7 @@ def test_a_callback_made_without_on_gpu_is_a_host_arenas() -> None:
     def kernel(ctx: Any, out: Any, x: Any, *, scratch: Any) -> None:
         raise ValueError("the kernel's own bug")
 
-    call = jax_adapter.ScratchCallback(
-        kernel,
-        jax.ShapeDtypeStruct((4,), jnp.float32),
-        (),
-        command_buffer_compatible=False,
-        input_output_aliases=None,
-        locked=lambda: False,
-        owns=lambda address: False,
-    )
+    call = _callback(kernel, on_gpu=False)
     with pytest.raises(Exception, match="the kernel's own bug") as info:
         jax.block_until_ready(jax.jit(call)(jnp.ones(4, jnp.float32)))
     assert "JAX runs this computation" not in str(info.value)
