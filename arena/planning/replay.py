@@ -20,10 +20,10 @@ from arena.base.events import caller_info
 from arena.errors import ArenaLockedError, GraphCaptureError
 from arena.planning.records import StepBook
 from arena.planning.rows import new_caches, note_row
-from arena.planning.scopes import Placer, served
+from arena.planning.scopes import Placer
 from arena.slots.slot import Buffer, Slot
 
-__all__ = ["divergence", "fits", "planned_places", "refuse_divergence", "remembering", "served"]
+__all__ = ["divergence", "fits", "planned_places", "refuse_divergence", "remembering"]
 
 
 def fits(book: StepBook, r: int, sizes: list[int], released: set[int]) -> bool:

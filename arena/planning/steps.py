@@ -93,15 +93,9 @@ from arena.planning.plan import plan_for_run
 from arena.planning.record import book_request, end_recording, lowest_gap
 from arena.planning.records import StepBook
 from arena.planning.region_hit import StepHitBase, compiled
-from arena.planning.replay import (
-    fits,
-    planned_places,
-    refuse_divergence,
-    remembering,
-    served,
-)
+from arena.planning.replay import fits, planned_places, refuse_divergence, remembering
 from arena.planning.runs import StepRun, lean
-from arena.planning.scopes import Placer, close_region, heal_regions, open_region
+from arena.planning.scopes import Placer, close_region, heal_regions, open_region, served
 from arena.slots.governor import Governor
 from arena.slots.persistent import check_new_key
 from arena.slots.slot import Buffer, Slot

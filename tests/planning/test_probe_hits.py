@@ -504,7 +504,7 @@ def test_a_locked_replay_under_a_probe_answering_false_does_no_bookkeeping(
     hit_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The Python hit of a locked replay reads one flag: under a probe answering False no
-    request calls the replay's bookkeeping (arena.planning.replay.served), which would
+    request calls the replay's bookkeeping (arena.planning.scopes.served), which would
     only say there is none to do (slip: the locked replay watched, as before probe48)."""
     from arena.planning import steps
 

@@ -1,4 +1,4 @@
-"""A replayed step's hit under an observer (``arena.planning.replay.served``): every
+"""A replayed step's hit under an observer (``arena.planning.scopes.served``): every
 request of a replay is noted at its call site while the arena is unlocked, none once it
 is locked; one served during a CUDA graph capture marks its buffer captured. Both hit
 paths."""
