@@ -309,7 +309,8 @@ Times = dict[str, list[float]]
 def _timed(passes: dict[str, Callable[[], Any]], rounds: int, reps: int) -> tuple[Times, Times]:
     """Microseconds per pass of each method, ``rounds`` times, back to back (the order
     turned round every round), with the collector paused: by the thread's CPU time and by
-    the wall clock, both read around the same block."""
+    the wall clock, both read around the same block (the wall clock inside, so that it
+    does not count the CPU clock's own reads: 0.45 us each, against 0.1 us)."""
     cpu: Times = {name: [] for name in passes}
     wall: Times = {name: [] for name in passes}
     order = list(passes.items())
@@ -319,10 +320,12 @@ def _timed(passes: dict[str, Callable[[], Any]], rounds: int, reps: int) -> tupl
     try:
         for index in range(rounds):
             for name, run in order if index % 2 == 0 else order[::-1]:
-                start, cpu_start = perf_counter(), thread_time()
+                cpu_start = thread_time()
+                start = perf_counter()
                 for _ in range(reps):
                     run()
-                cpu_end, end = thread_time(), perf_counter()
+                end = perf_counter()
+                cpu_end = thread_time()
                 cpu[name].append((cpu_end - cpu_start) / reps * 1e6)
                 wall[name].append((end - start) / reps * 1e6)
     finally:
